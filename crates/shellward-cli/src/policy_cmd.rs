@@ -1,0 +1,307 @@
+//! `shellward policy …`: evaluate policies without running commands.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use shellward_policy::duration::{self, format_millis};
+use shellward_policy::{
+    Decision, FaultMode, InstanceMode, OnTimeout, Outcome, PolicyChain, PolicyEngine, Request,
+    SandboxConfig,
+};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit code of `policy check` when the chain denies the command.
+pub const EXIT_DENIED: u8 = 3;
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    /// Show what the policy chain decides for a command (nothing is run).
+    #[command(after_help = "\
+Examples:
+  shellward policy check -- 'npm run dev &'
+  shellward policy check --timeout 2h -- make test
+  shellward policy check --settings '{\"default_timeout\":\"30s\"}' -- cargo build
+  shellward policy check --policy guard.wasm --policy default.wasm --json -- 'rm -rf /'
+
+Exit status: 0 when the command would run, 3 when it is denied, 2 on a usage or load error.")]
+    Check(CheckArgs),
+}
+
+/// Options shared by every command that loads policies.
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    /// A policy component (.wasm) to run; repeat for a chain, run in the order given. Default: the embedded default
+    /// policy.
+    #[arg(long = "policy", value_name = "FILE")]
+    pub policies: Vec<PathBuf>,
+    /// Settings (JSON) for the policies, one per --policy in the same order (or one for the default policy).
+    /// `@FILE` reads the JSON from FILE.
+    #[arg(long = "settings", value_name = "JSON")]
+    pub settings: Vec<String>,
+    /// Deadline for one policy call, e.g. 100ms.
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub deadline: String,
+    /// Memory cap per policy instance, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub memory_mib: usize,
+    /// Instantiate a fresh policy instance for every evaluation (strict isolation, slower).
+    #[arg(long)]
+    pub fresh: bool,
+    /// Skip a policy that faults instead of denying the command (fail open).
+    #[arg(long)]
+    pub fail_open: bool,
+    /// Directory of the precompile cache (default: $SHELLWARD_CACHE_DIR or the user cache dir).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not use the precompile cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub no_cache: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Foreground timeout the caller asks for, e.g. 500ms, 30s, 5m, 1m30s, 2h.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// The caller asks to run the command in the background.
+    #[arg(long, conflicts_with = "foreground")]
+    pub background: bool,
+    /// The caller explicitly asks for the foreground.
+    #[arg(long)]
+    pub foreground: bool,
+    /// Working directory the caller asks for.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<String>,
+    /// Extra environment variable for the command (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Caller context passed to policies (repeatable), e.g. session-id=abc.
+    #[arg(long = "context", value_name = "KEY=VALUE")]
+    pub context: Vec<String>,
+    /// Print the decision as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The command, as one argument or several (joined with spaces). Quote it to keep `&`, `|`, `;` from your shell.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
+    match cmd {
+        PolicyCommand::Check(args) => check(args),
+    }
+}
+
+fn pair(text: &str, what: &str) -> Result<(String, String)> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => bail!("{what} {text:?} must look like NAME=VALUE"),
+    }
+}
+
+fn read_settings(text: &str) -> Result<String> {
+    match text.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read settings file {path}")),
+        None => Ok(text.to_string()),
+    }
+}
+
+impl PolicyArgs {
+    /// The sandbox configuration these options describe.
+    pub fn sandbox(&self) -> Result<SandboxConfig> {
+        let deadline = duration::parse_millis(&self.deadline).context("--deadline")?;
+        if deadline == 0 {
+            bail!("--deadline must be greater than zero, e.g. 100ms");
+        }
+        let mut config = SandboxConfig {
+            deadline: Duration::from_millis(deadline),
+            memory_limit: self
+                .memory_mib
+                .checked_mul(1 << 20)
+                .context("--memory-mib is too large")?,
+            instance_mode: if self.fresh {
+                InstanceMode::Fresh
+            } else {
+                InstanceMode::Reuse
+            },
+            on_fault: if self.fail_open {
+                FaultMode::Skip
+            } else {
+                FaultMode::Deny
+            },
+            ..SandboxConfig::default()
+        };
+        if self.no_cache {
+            config.cache_dir = None;
+        } else if let Some(dir) = &self.cache_dir {
+            config.cache_dir = Some(dir.clone());
+        }
+        Ok(config)
+    }
+
+    /// Loads the chain these options name.
+    pub fn chain(&self) -> Result<PolicyChain> {
+        let engine = PolicyEngine::new(self.sandbox()?)?;
+        let expected = self.policies.len().max(1);
+        if self.settings.len() > expected {
+            bail!(
+                "{} --settings given for {} polic{}: give at most one --settings per --policy, in the same order",
+                self.settings.len(),
+                expected,
+                if expected == 1 { "y" } else { "ies" }
+            );
+        }
+        let settings: Vec<String> = self
+            .settings
+            .iter()
+            .map(|s| read_settings(s))
+            .collect::<Result<_>>()?;
+        let settings_for = |i: usize| settings.get(i).map(String::as_str).unwrap_or("");
+        let policies = if self.policies.is_empty() {
+            vec![engine.load_default(settings_for(0))?]
+        } else {
+            self.policies
+                .iter()
+                .enumerate()
+                .map(|(i, p)| engine.load_file(p, settings_for(i)))
+                .collect::<Result<_, _>>()?
+        };
+        Ok(PolicyChain::new(policies, engine.config().on_fault))
+    }
+}
+
+fn check(args: CheckArgs) -> Result<ExitCode> {
+    let chain = args.policy.chain()?;
+    let mut request = Request::new(args.command.join(" "));
+    request.timeout_ms = args
+        .timeout
+        .as_deref()
+        .map(duration::parse_millis)
+        .transpose()
+        .context("--timeout")?;
+    request.background = if args.background {
+        Some(true)
+    } else if args.foreground {
+        Some(false)
+    } else {
+        None
+    };
+    request.workdir = args.workdir.clone();
+    request.env = args
+        .env
+        .iter()
+        .map(|e| pair(e, "--env"))
+        .collect::<Result<_>>()?;
+    request.context = args
+        .context
+        .iter()
+        .map(|c| pair(c, "--context"))
+        .collect::<Result<_>>()?;
+    let decision = chain.evaluate(&request);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&decision_json(&decision))?
+        );
+    } else {
+        print!("{}", decision_text(&decision));
+    }
+    Ok(match decision.outcome {
+        Outcome::Run(_) => ExitCode::SUCCESS,
+        Outcome::Deny(_) => ExitCode::from(EXIT_DENIED),
+    })
+}
+
+fn on_timeout_name(o: OnTimeout) -> &'static str {
+    match o {
+        OnTimeout::Kill => "kill",
+        OnTimeout::Background => "background",
+    }
+}
+
+/// The decision as JSON, for machines.
+pub fn decision_json(d: &Decision) -> serde_json::Value {
+    let faults: Vec<_> = d
+        .faults
+        .iter()
+        .map(|(p, e)| json!({"policy": p, "error": e}))
+        .collect();
+    match &d.outcome {
+        Outcome::Run(p) => json!({
+            "decision": "run",
+            "command": p.command,
+            "workdir": p.workdir,
+            "background": p.background,
+            "timeout_ms": p.timeout_ms,
+            "on_timeout": on_timeout_name(p.on_timeout),
+            "env": p.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "notes": p.notes,
+            "faults": faults,
+        }),
+        Outcome::Deny(reason) => json!({
+            "decision": "deny",
+            "reason": reason,
+            "denied_by": d.denied_by,
+            "faults": faults,
+        }),
+    }
+}
+
+/// The decision as text, for people.
+pub fn decision_text(d: &Decision) -> String {
+    let mut out = String::new();
+    match &d.outcome {
+        Outcome::Run(p) => {
+            out.push_str("decision:   run\n");
+            out.push_str(&format!(
+                "command:    {}\n",
+                p.command.replace('\n', "\n            ")
+            ));
+            out.push_str(&format!(
+                "mode:       {}\n",
+                if p.background {
+                    "background"
+                } else {
+                    "foreground"
+                }
+            ));
+            let timeout = match (p.background, p.timeout_ms) {
+                (true, _) => "none (background)".to_string(),
+                (false, Some(ms)) => format_millis(ms),
+                (false, None) => "none".to_string(),
+            };
+            out.push_str(&format!("timeout:    {timeout}\n"));
+            if !p.background {
+                out.push_str(&format!("on-timeout: {}\n", on_timeout_name(p.on_timeout)));
+            }
+            if let Some(w) = &p.workdir {
+                out.push_str(&format!("workdir:    {w}\n"));
+            }
+            for (k, v) in &p.env {
+                out.push_str(&format!("env:        {k}={v}\n"));
+            }
+            if !p.notes.is_empty() {
+                out.push_str("notes:\n");
+                for n in &p.notes {
+                    out.push_str(&format!("  - {n}\n"));
+                }
+            }
+        }
+        Outcome::Deny(reason) => {
+            out.push_str("decision:   deny\n");
+            if let Some(by) = &d.denied_by {
+                out.push_str(&format!("denied by:  {by}\n"));
+            }
+            out.push_str(&format!("reason:     {reason}\n"));
+        }
+    }
+    for (policy, error) in &d.faults {
+        out.push_str(&format!("fault:      {policy}: {error}\n"));
+    }
+    out
+}

@@ -1,0 +1,129 @@
+//! Builds the guest policies for `wasm32-wasip2` with a nested cargo invocation (into its own target directory, so
+//! the outer build is not blocked), copies the embedded default policy into `OUT_DIR`, and generates constants naming
+//! every guest so that each is exercised by a test.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (package, constant) for every guest built here.
+const GUESTS: &[(&str, &str)] = &[
+    ("shellward-default-policy", "DEFAULT_POLICY"),
+    ("shellward-test-policy-scripted", "SCRIPTED_POLICY"),
+    ("shellward-test-policy-future", "FUTURE_POLICY"),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());
+    for dir in [
+        "wit",
+        "policies/kit",
+        "policies/default",
+        "policies/testing",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    println!("cargo:rerun-if-env-changed=SHELLWARD_GUEST_TARGET_DIR");
+
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    check_target_installed(&rustc);
+
+    let target_dir = env::var_os("SHELLWARD_GUEST_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"))
+                .join("guests")
+        });
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "--target",
+            TARGET,
+            "--profile",
+            PROFILE,
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    for (package, _) in GUESTS {
+        cmd.args(["-p", package]);
+    }
+    // The outer build's flags and wrappers (clippy, coverage, host RUSTFLAGS) are not meant for the guests.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "__CARGO_FIX_PLZ",
+    ] {
+        cmd.env_remove(var);
+    }
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {:?} to build the guest policies: {e}", cargo));
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("may not be installed") || stderr.contains("can't find crate for `core`")
+        {
+            panic!(
+                "the {TARGET} target is not installed: run `rustup target add {TARGET}` and build again"
+            );
+        }
+        panic!("building the guest policies for {TARGET} failed:\n{stderr}");
+    }
+
+    let mut constants = String::new();
+    for (package, constant) in GUESTS {
+        let file = format!("{}.wasm", package.replace('-', "_"));
+        let built = target_dir.join(TARGET).join(PROFILE).join(&file);
+        let copy = out_dir.join(&file);
+        fs::copy(&built, &copy).unwrap_or_else(|e| {
+            panic!(
+                "guest {} was not built at {}: {e}",
+                package,
+                built.display()
+            )
+        });
+        constants.push_str(&format!(
+            "/// Path of the `{package}` component built for {TARGET}.\npub const {constant}: &str = {:?};\n",
+            path_str(&copy)
+        ));
+    }
+    fs::write(out_dir.join("guests.rs"), constants).expect("write guests.rs");
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("OUT_DIR is not UTF-8")
+}
+
+fn check_target_installed(rustc: &std::ffi::OsStr) {
+    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
+        return;
+    };
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if sysroot.is_empty() {
+        return;
+    }
+    let lib = Path::new(&sysroot).join("lib/rustlib").join(TARGET);
+    if !lib.exists() {
+        panic!(
+            "the {TARGET} target is not installed for the toolchain at {sysroot}: run `rustup target add {TARGET}` \
+             and build again (the default policy is compiled to a WebAssembly component and embedded in shellward)"
+        );
+    }
+}

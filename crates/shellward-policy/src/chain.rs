@@ -1,0 +1,108 @@
+//! A chain of policies run in order.
+
+use crate::bindings::types::{OnTimeout, Outcome, Plan, Request};
+use crate::engine::FaultMode;
+use crate::error::PolicyError;
+use crate::policy::Policy;
+
+/// Policies in order. Each sees the previous one's plan as its request; the first deny stops the chain.
+#[derive(Debug)]
+pub struct PolicyChain {
+    policies: Vec<Policy>,
+    on_fault: FaultMode,
+}
+
+/// The chain's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The final outcome. For `run`, the plan's notes are every policy's notes, in chain order.
+    pub outcome: Outcome,
+    /// The policy that denied, when the outcome is a deny.
+    pub denied_by: Option<String>,
+    /// Policies that faulted and were skipped (fail-open) or caused the deny (fail-closed), with the error text.
+    pub faults: Vec<(String, String)>,
+}
+
+/// The request the next policy sees after `plan`.
+fn next_request(plan: &Plan, context: &[(String, String)]) -> Request {
+    Request {
+        command: plan.command.clone(),
+        workdir: plan.workdir.clone(),
+        timeout_ms: plan.timeout_ms,
+        background: Some(plan.background),
+        on_timeout: Some(plan.on_timeout),
+        env: plan.env.clone(),
+        context: context.to_vec(),
+    }
+}
+
+/// The plan for a request no policy changed (an empty chain, or every policy skipped).
+fn pass_through(request: &Request) -> Plan {
+    Plan {
+        command: request.command.clone(),
+        workdir: request.workdir.clone(),
+        background: request.background.unwrap_or(false),
+        timeout_ms: request.timeout_ms,
+        on_timeout: request.on_timeout.unwrap_or(OnTimeout::Kill),
+        env: request.env.clone(),
+        notes: Vec::new(),
+    }
+}
+
+impl PolicyChain {
+    /// A chain of `policies` (run in this order) with the given fault behaviour.
+    pub fn new(policies: Vec<Policy>, on_fault: FaultMode) -> PolicyChain {
+        PolicyChain { policies, on_fault }
+    }
+
+    /// The policies, in order.
+    pub fn policies(&self) -> &[Policy] {
+        &self.policies
+    }
+
+    /// Runs the chain on `request`. Never fails: a faulting policy yields a deny (fail closed) or is skipped (fail
+    /// open), as configured, and is reported in [`Decision::faults`].
+    pub fn evaluate(&self, request: &Request) -> Decision {
+        let mut notes: Vec<String> = Vec::new();
+        let mut current = request.clone();
+        let mut plan: Option<Plan> = None;
+        let mut faults = Vec::new();
+        for policy in &self.policies {
+            match policy.evaluate(&current) {
+                Ok(Outcome::Run(mut p)) => {
+                    notes.append(&mut p.notes);
+                    current = next_request(&p, &request.context);
+                    plan = Some(p);
+                }
+                Ok(Outcome::Deny(reason)) => {
+                    return Decision {
+                        outcome: Outcome::Deny(reason),
+                        denied_by: Some(policy.name().to_string()),
+                        faults,
+                    };
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    faults.push((policy.name().to_string(), text.clone()));
+                    if self.on_fault == FaultMode::Deny || !matches!(e, PolicyError::Fault { .. }) {
+                        return Decision {
+                            outcome: Outcome::Deny(format!(
+                                "The command was not run because a policy failed (fail closed): {text}. Tell the \
+                                 operator; retrying the same command will fail the same way."
+                            )),
+                            denied_by: Some(policy.name().to_string()),
+                            faults,
+                        };
+                    }
+                }
+            }
+        }
+        let mut plan = plan.unwrap_or_else(|| pass_through(&current));
+        plan.notes = notes;
+        Decision {
+            outcome: Outcome::Run(plan),
+            denied_by: None,
+            faults,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! What a component declares (its exports and imports) and whether it fits this host's contract.
+
+use crate::error::PolicyError;
+use crate::host::ALLOWED_IMPORTS;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The WIT package policies implement.
+pub const WIT_PACKAGE: &str = "shellward:policy";
+/// The WIT package version this host was built with (see `wit/policy.wit`).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// The name of the exported policy interface, without version.
+const POLICY_INTERFACE: &str = "shellward:policy/policy";
+
+/// What a component declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyInfo {
+    /// Export names, e.g. `shellward:policy/policy@0.1.0`.
+    pub exports: Vec<String>,
+    /// Import names, e.g. `shellward:policy/host@0.1.0`, `wasi:cli/environment@0.2.6`.
+    pub imports: Vec<String>,
+    /// The contract version the policy was built against, when it exports the policy interface.
+    pub wit_version: Option<String>,
+}
+
+/// Whether `found` is semver-compatible with `supported`: same major, and for `0.x` the same minor.
+pub(crate) fn compatible(found: &str, supported: &str) -> bool {
+    let parse = |v: &str| -> Option<(u64, u64)> {
+        let mut it = v.split(['.', '-', '+']);
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    };
+    match (parse(found), parse(supported)) {
+        (Some((fa, fb)), Some((sa, sb))) => fa == sa && (fa > 0 || fb == sb),
+        _ => false,
+    }
+}
+
+/// The compatible range as text (`0.1.x`, `1.x`).
+pub(crate) fn compatible_range(supported: &str) -> String {
+    let mut it = supported.split('.');
+    match (it.next(), it.next()) {
+        (Some("0"), Some(minor)) => format!("0.{minor}.x"),
+        (Some(major), _) => format!("{major}.x"),
+        _ => supported.to_string(),
+    }
+}
+
+impl PolicyInfo {
+    /// Reads what `component` declares.
+    pub fn of(engine: &Engine, component: &Component) -> PolicyInfo {
+        let ty = component.component_type();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let wit_version = exports.iter().find_map(|e| {
+            let (iface, version) = e.split_once('@')?;
+            (iface == POLICY_INTERFACE).then(|| version.to_string())
+        });
+        PolicyInfo {
+            exports,
+            imports,
+            wit_version,
+        }
+    }
+
+    /// Whether the policy can run on this host; the error says why not.
+    pub fn check(&self, name: &str) -> Result<(), PolicyError> {
+        let supported = format!("{WIT_PACKAGE}/policy@{WIT_VERSION}");
+        match &self.wit_version {
+            Some(v) if compatible(v, WIT_VERSION) => {}
+            Some(v) => {
+                return Err(PolicyError::Incompatible {
+                    name: name.to_string(),
+                    found: format!("{POLICY_INTERFACE}@{v}"),
+                    supported,
+                    compatible: compatible_range(WIT_VERSION),
+                });
+            }
+            None => {
+                return Err(PolicyError::MissingExport {
+                    name: name.to_string(),
+                    expected: supported,
+                    exports: if self.exports.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        self.exports.join(", ")
+                    },
+                });
+            }
+        }
+        if let Some(bad) = self
+            .imports
+            .iter()
+            .find(|i| !ALLOWED_IMPORTS.iter().any(|p| i.starts_with(p)))
+        {
+            return Err(PolicyError::Link {
+                name: name.to_string(),
+                message: format!(
+                    "it imports {bad}, which shellward does not grant; a policy may import only {WIT_PACKAGE}/host \
+                     and the WASI interfaces a standard library pulls in (they grant no filesystem, network, \
+                     environment or clock)"
+                ),
+            });
+        }
+        if let Some(bad) = self.imports.iter().find(|i| {
+            i.starts_with("shellward:policy/")
+                && !i
+                    .split_once('@')
+                    .is_some_and(|(_, v)| compatible(v, WIT_VERSION))
+        }) {
+            return Err(PolicyError::Incompatible {
+                name: name.to_string(),
+                found: bad.clone(),
+                supported: format!("{WIT_PACKAGE}/host@{WIT_VERSION}"),
+                compatible: compatible_range(WIT_VERSION),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Classifies raw bytes before compiling them, so the common mistakes get a precise error.
+pub(crate) fn check_header(name: &str, bytes: &[u8]) -> Result<(), PolicyError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(PolicyError::NotWasm {
+            name: name.to_string(),
+        });
+    }
+    if bytes[4..8] == [1, 0, 0, 0] {
+        return Err(PolicyError::CoreModule {
+            name: name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn semver_compatibility() {
+        assert!(compatible("0.1.0", "0.1.0"));
+        assert!(compatible("0.1.7", "0.1.0"));
+        assert!(!compatible("0.2.0", "0.1.0"));
+        assert!(!compatible("1.0.0", "0.1.0"));
+        assert!(compatible("1.4.0", "1.0.0"));
+        assert!(!compatible("2.0.0", "1.0.0"));
+        assert!(!compatible("x", "0.1.0"));
+        assert_eq!(compatible_range("0.1.0"), "0.1.x");
+        assert_eq!(compatible_range("2.3.0"), "2.x");
+    }
+
+    #[test]
+    fn wit_version_matches_the_wit_file() {
+        let wit = include_str!("../../../wit/policy.wit");
+        assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
+    }
+
+    #[test]
+    fn headers_are_classified() {
+        assert!(matches!(
+            check_header("x", b"hello world"),
+            Err(PolicyError::NotWasm { .. })
+        ));
+        assert!(matches!(
+            check_header("x", b"\0asm\x01\0\0\0"),
+            Err(PolicyError::CoreModule { .. })
+        ));
+        assert!(check_header("x", b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

@@ -1,0 +1,238 @@
+//! The policy engine: wasmtime configuration, the sandbox settings, the epoch ticker and policy loading.
+
+use crate::cache::{Cache, CacheOutcome};
+use crate::compat::{self, PolicyInfo};
+use crate::embedded::{DEFAULT_POLICY_NAME, DEFAULT_POLICY_WASM};
+use crate::error::PolicyError;
+use crate::host::{self, HostState};
+use crate::policy::Policy;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch ticker advances the engine's epoch; deadlines are enforced with this granularity.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// Whether evaluations reuse one instance per policy or get a fresh one each time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InstanceMode {
+    /// Keep one configured instance per policy and reuse it (fast: well under a microsecond of overhead). A trap
+    /// discards it; the next evaluation gets a new one.
+    #[default]
+    Reuse,
+    /// Instantiate and configure a fresh instance for every evaluation (strict isolation: no state survives between
+    /// evaluations; tens of microseconds).
+    Fresh,
+}
+
+/// What the chain does when a policy faults (deadline, memory cap, trap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultMode {
+    /// Deny the command (fail closed).
+    #[default]
+    Deny,
+    /// Skip the faulting policy and carry on with the next one (fail open).
+    Skip,
+}
+
+/// Limits every policy evaluation runs under.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Wall-clock budget for one `configure` or `evaluate` call.
+    pub deadline: Duration,
+    /// Cap on a policy instance's linear memory, in bytes.
+    pub memory_limit: usize,
+    /// Reuse or fresh instances.
+    pub instance_mode: InstanceMode,
+    /// What a chain does when a policy faults.
+    pub on_fault: FaultMode,
+    /// Precompile cache directory; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Use wasmtime's pooling allocator (faster instantiation). Falls back to on-demand allocation when the pool
+    /// cannot be reserved.
+    pub pooling: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            deadline: Duration::from_millis(100),
+            memory_limit: 64 << 20,
+            instance_mode: InstanceMode::Reuse,
+            on_fault: FaultMode::Deny,
+            cache_dir: crate::cache::default_dir(),
+            pooling: true,
+        }
+    }
+}
+
+pub(crate) struct EngineInner {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+    pub(crate) config: SandboxConfig,
+    cache: Option<Cache>,
+}
+
+impl EngineInner {
+    /// The deadline in epoch ticks (at least one).
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self
+            .config
+            .deadline
+            .as_micros()
+            .div_ceil(EPOCH_TICK.as_micros()) as u64)
+            .max(1)
+            + 1
+    }
+}
+
+/// Loads and sandboxes policies. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct PolicyEngine {
+    pub(crate) inner: Arc<EngineInner>,
+}
+
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn engine_config(pooling: Option<&SandboxConfig>) -> Config {
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(512 << 10)
+        .wasm_backtrace_max_frames(None);
+    if let Some(sandbox) = pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(256)
+            .total_core_instances(2_048)
+            .total_memories(256)
+            .total_tables(1_024)
+            .max_memory_size(sandbox.memory_limit.max(1 << 20))
+            .max_memories_per_component(16)
+            .max_tables_per_component(64)
+            .max_core_instances_per_component(64);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
+}
+
+impl PolicyEngine {
+    /// Creates an engine with the given sandbox settings.
+    pub fn new(config: SandboxConfig) -> Result<PolicyEngine, PolicyError> {
+        if config.deadline.is_zero() {
+            return Err(PolicyError::Engine(
+                "the policy deadline must be greater than zero".into(),
+            ));
+        }
+        if config.memory_limit < (1 << 20) {
+            return Err(PolicyError::Engine(
+                "the policy memory limit must be at least 1 MiB".into(),
+            ));
+        }
+        let engine = if config.pooling {
+            Engine::new(&engine_config(Some(&config))).or_else(|e| {
+                tracing::warn!(
+                    "pooling allocator unavailable ({e}); using on-demand instance allocation"
+                );
+                Engine::new(&engine_config(None))
+            })
+        } else {
+            Engine::new(&engine_config(None))
+        }
+        .map_err(|e| PolicyError::Engine(e.to_string()))?;
+        let mut linker = Linker::new(&engine);
+        host::add_to_linker(&mut linker).map_err(|e| PolicyError::Engine(e.to_string()))?;
+        spawn_epoch_ticker(&engine).map_err(|e| {
+            PolicyError::Engine(format!(
+                "cannot start the policy deadline ticker thread: {e}"
+            ))
+        })?;
+        let cache = config.cache_dir.clone().map(Cache::new);
+        Ok(PolicyEngine {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                config,
+                cache,
+            }),
+        })
+    }
+
+    /// The sandbox settings.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// Compiles (or loads from the precompile cache) a component, after checking its header.
+    pub fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<(Component, CacheOutcome), PolicyError> {
+        compat::check_header(name, bytes)?;
+        let result = match &self.inner.cache {
+            Some(cache) => cache.load(&self.inner.engine, bytes),
+            None => Component::new(&self.inner.engine, bytes).map(|c| (c, CacheOutcome::Disabled)),
+        };
+        result.map_err(|e| PolicyError::Compile {
+            name: name.to_string(),
+            message: format!("{e:#}"),
+        })
+    }
+
+    /// What a component declares, and whether it is compatible (see [`PolicyInfo::check`]).
+    pub fn inspect(&self, name: &str, bytes: &[u8]) -> Result<PolicyInfo, PolicyError> {
+        let (component, _) = self.compile(name, bytes)?;
+        Ok(PolicyInfo::of(&self.inner.engine, &component))
+    }
+
+    /// Loads a policy from a file and configures it with `settings` (JSON text; empty means `{}`).
+    pub fn load_file(&self, path: &Path, settings: &str) -> Result<Policy, PolicyError> {
+        let bytes = std::fs::read(path).map_err(|io| PolicyError::Read {
+            path: path.to_path_buf(),
+            io,
+        })?;
+        self.load_bytes(&path.display().to_string(), &bytes, settings)
+    }
+
+    /// Loads a policy from bytes; `name` identifies it in errors and logs.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        settings: &str,
+    ) -> Result<Policy, PolicyError> {
+        let (component, _) = self.compile(name, bytes)?;
+        Policy::new(self.clone(), name, &component, settings)
+    }
+
+    /// Loads the embedded default policy.
+    pub fn load_default(&self, settings: &str) -> Result<Policy, PolicyError> {
+        self.load_bytes(DEFAULT_POLICY_NAME, DEFAULT_POLICY_WASM, settings)
+    }
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn spawn_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("shellward-policy-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
+                }
+            }
+        })?;
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! shellward's policy host.
+//!
+//! This crate owns everything between a command request and a decided plan: it loads policy components (WebAssembly
+//! components implementing the `shellward:policy` WIT world in `wit/`), checks they were built for a compatible
+//! contract, runs each in a sandbox (deadline, memory cap, no OS access), and chains them in order. It never runs a
+//! command: the plan it returns is for an executor.
+//!
+//! - [`PolicyEngine`]: the wasmtime engine, linker, sandbox settings and precompile cache; loads [`Policy`]s.
+//! - [`Policy`]: one loaded, configured policy; evaluates requests with a reused or fresh instance.
+//! - [`PolicyChain`]: policies in order; each sees the previous plan; the first deny stops the chain.
+//! - [`cache`]: the on-disk precompile cache.
+//! - [`embedded`]: the default policy, compiled to a component at build time and embedded in this crate.
+//!
+//! The request, plan and outcome types are generated from the WIT by `wasmtime::component::bindgen!` and re-exported
+//! here: they are the single source of the host's policy types.
+
+mod bindings;
+pub mod cache;
+mod chain;
+mod compat;
+pub mod embedded;
+mod engine;
+mod error;
+mod host;
+mod policy;
+
+pub use bindings::types::{OnTimeout, Outcome, Plan, Request};
+pub use chain::{Decision, PolicyChain};
+pub use compat::{PolicyInfo, WIT_PACKAGE, WIT_VERSION};
+pub use engine::{FaultMode, InstanceMode, PolicyEngine, SandboxConfig};
+pub use error::{FaultKind, PolicyError};
+pub use policy::Policy;
+pub use shellward_kit::duration;
+
+impl Request {
+    /// A request for `command` with nothing else specified.
+    pub fn new(command: impl Into<String>) -> Request {
+        Request {
+            command: command.into(),
+            workdir: None,
+            timeout_ms: None,
+            background: None,
+            on_timeout: None,
+            env: Vec::new(),
+            context: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! One loaded policy: instantiation, configuration, evaluation under the sandbox, recovery after faults.
+
+use crate::bindings::types::{Outcome, Request};
+use crate::bindings::{PolicyWorld, PolicyWorldPre};
+use crate::compat::PolicyInfo;
+use crate::engine::{EngineInner, InstanceMode, PolicyEngine};
+use crate::error::{FaultKind, PolicyError};
+use crate::host::HostState;
+use std::sync::{Arc, Mutex};
+use wasmtime::component::Component;
+use wasmtime::{Store, Trap};
+
+/// A configured instance.
+struct Live {
+    store: Store<HostState>,
+    bindings: PolicyWorld,
+}
+
+/// A loaded and configured policy. Evaluations are serialized per policy in reuse mode; the type is `Send + Sync`.
+pub struct Policy {
+    name: Arc<str>,
+    engine: PolicyEngine,
+    pre: PolicyWorldPre<HostState>,
+    settings: String,
+    info: PolicyInfo,
+    live: Mutex<Option<Live>>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name)
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policy {
+    pub(crate) fn new(
+        engine: PolicyEngine,
+        name: &str,
+        component: &Component,
+        settings: &str,
+    ) -> Result<Policy, PolicyError> {
+        let inner = &engine.inner;
+        let info = PolicyInfo::of(&inner.engine, component);
+        info.check(name)?;
+        let link_err = |e: wasmtime::Error| PolicyError::Link {
+            name: name.to_string(),
+            message: format!("{e:#}"),
+        };
+        let pre = inner.linker.instantiate_pre(component).map_err(link_err)?;
+        let pre = PolicyWorldPre::new(pre).map_err(link_err)?;
+        let settings = if settings.trim().is_empty() {
+            "{}".to_string()
+        } else {
+            settings.to_string()
+        };
+        let policy = Policy {
+            name: name.into(),
+            engine,
+            pre,
+            settings,
+            info,
+            live: Mutex::new(None),
+        };
+        // Configure once now so bad settings fail at load, and keep the instance for reuse.
+        let live = policy.instantiate()?;
+        if policy.engine.inner.config.instance_mode == InstanceMode::Reuse {
+            *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
+        }
+        Ok(policy)
+    }
+
+    /// The policy's name (its file path, or `default`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The settings it was configured with.
+    pub fn settings(&self) -> &str {
+        &self.settings
+    }
+
+    /// What the component declares.
+    pub fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    fn inner(&self) -> &EngineInner {
+        &self.engine.inner
+    }
+
+    /// Creates a new store and instance and calls `configure`.
+    fn instantiate(&self) -> Result<Live, PolicyError> {
+        let inner = self.inner();
+        let mut store = Store::new(
+            &inner.engine,
+            HostState::new(self.name.clone(), inner.config.memory_limit),
+        );
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(inner.deadline_ticks());
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| self.fault(&store, e, "instantiating"))?;
+        store.set_epoch_deadline(inner.deadline_ticks());
+        match bindings
+            .shellward_policy_policy()
+            .call_configure(&mut store, &self.settings)
+        {
+            Ok(Ok(())) => Ok(Live { store, bindings }),
+            Ok(Err(message)) => Err(PolicyError::Settings {
+                name: self.name.to_string(),
+                message,
+            }),
+            Err(e) => Err(self.fault(&store, e, "configuring")),
+        }
+    }
+
+    /// Evaluates one request under the sandbox.
+    pub fn evaluate(&self, request: &Request) -> Result<Outcome, PolicyError> {
+        match self.inner().config.instance_mode {
+            InstanceMode::Fresh => {
+                let mut live = self.instantiate()?;
+                self.call(&mut live, request)
+            }
+            InstanceMode::Reuse => {
+                let mut slot = self.live.lock().unwrap_or_else(|p| p.into_inner());
+                let live = match slot.as_mut() {
+                    Some(live) => live,
+                    None => slot.insert(self.instantiate()?),
+                };
+                let result = self.call(live, request);
+                if result.is_err() {
+                    // A trapped instance must not be used again; the next evaluation starts afresh.
+                    *slot = None;
+                }
+                result
+            }
+        }
+    }
+
+    fn call(&self, live: &mut Live, request: &Request) -> Result<Outcome, PolicyError> {
+        live.store.set_epoch_deadline(self.inner().deadline_ticks());
+        live.bindings
+            .shellward_policy_policy()
+            .call_evaluate(&mut live.store, request)
+            .map_err(|e| self.fault(&live.store, e, "evaluating"))
+    }
+
+    fn fault(
+        &self,
+        store: &Store<HostState>,
+        error: wasmtime::Error,
+        during: &'static str,
+    ) -> PolicyError {
+        let config = &self.inner().config;
+        let (kind, mut detail) = match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => (
+                FaultKind::Deadline,
+                format!(
+                    "it ran past its deadline of {} ms and was stopped",
+                    config.deadline.as_millis()
+                ),
+            ),
+            Some(Trap::StackOverflow) => (FaultKind::Stack, "it overflowed its stack".to_string()),
+            _ if error.root_cause().to_string().contains("growing memory") => (
+                FaultKind::Memory,
+                format!(
+                    "it tried to use more than its memory limit of {} MiB",
+                    config.memory_limit >> 20
+                ),
+            ),
+            Some(trap) => (FaultKind::Trap, format!("it trapped: {trap}")),
+            None => (
+                FaultKind::Trap,
+                format!("it trapped: {}", error.root_cause()),
+            ),
+        };
+        let stderr = store.data().stderr_text();
+        if !stderr.is_empty() {
+            detail.push_str("; it printed: ");
+            detail.push_str(&stderr);
+        }
+        tracing::warn!(policy = &*self.name, during, "policy fault: {detail}");
+        PolicyError::Fault {
+            name: self.name.to_string(),
+            kind,
+            during,
+            detail,
+        }
+    }
+}

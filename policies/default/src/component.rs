@@ -1,0 +1,69 @@
+//! Binds the default policy to the `shellward:policy` world.
+
+use crate::decide::{self, Outcome, Request};
+use crate::settings::{OnTimeout, Settings};
+use std::cell::RefCell;
+
+wit_bindgen::generate!({ path: "../../wit", world: "policy-world" });
+
+use exports::shellward::policy::policy::Guest;
+use shellward::policy::host::{Level, log};
+use shellward::policy::types as wit;
+
+thread_local! {
+    static SETTINGS: RefCell<Settings> = RefCell::new(Settings::default());
+}
+
+fn on_timeout_from(o: wit::OnTimeout) -> OnTimeout {
+    match o {
+        wit::OnTimeout::Kill => OnTimeout::Kill,
+        wit::OnTimeout::Background => OnTimeout::Background,
+    }
+}
+
+fn on_timeout_to(o: OnTimeout) -> wit::OnTimeout {
+    match o {
+        OnTimeout::Kill => wit::OnTimeout::Kill,
+        OnTimeout::Background => wit::OnTimeout::Background,
+    }
+}
+
+struct DefaultPolicy;
+
+impl Guest for DefaultPolicy {
+    fn configure(settings: String) -> Result<(), String> {
+        let parsed = Settings::from_json(&settings)?;
+        log(
+            Level::Debug,
+            &format!("configured: {} promotion patterns", parsed.promote.len()),
+        );
+        SETTINGS.with(|s| *s.borrow_mut() = parsed);
+        Ok(())
+    }
+
+    fn evaluate(request: wit::Request) -> wit::Outcome {
+        let req = Request {
+            command: request.command,
+            workdir: request.workdir,
+            timeout_ms: request.timeout_ms,
+            background: request.background,
+            on_timeout: request.on_timeout.map(on_timeout_from),
+            env: request.env,
+            context: request.context,
+        };
+        match SETTINGS.with(|s| decide::evaluate(&s.borrow(), &req)) {
+            Outcome::Deny(reason) => wit::Outcome::Deny(reason),
+            Outcome::Run(p) => wit::Outcome::Run(wit::Plan {
+                command: p.command,
+                workdir: p.workdir,
+                background: p.background,
+                timeout_ms: p.timeout_ms,
+                on_timeout: on_timeout_to(p.on_timeout),
+                env: p.env,
+                notes: p.notes,
+            }),
+        }
+    }
+}
+
+export!(DefaultPolicy);

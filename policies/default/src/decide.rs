@@ -1,0 +1,589 @@
+//! The default policy's decision: plain Rust over plain types, unit-tested natively.
+
+use crate::settings::{OnTimeout, Settings};
+use shellward_kit::duration::format_millis;
+use shellward_kit::pattern::strip_wrappers;
+use shellward_kit::shell::{Op, Script, TokenKind, tokenize};
+
+/// A request, mirroring `shellward:policy/types.request`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Command text.
+    pub command: String,
+    /// Working directory.
+    pub workdir: Option<String>,
+    /// Requested foreground timeout (ms).
+    pub timeout_ms: Option<u64>,
+    /// Explicit background flag.
+    pub background: Option<bool>,
+    /// Already-decided timeout behaviour.
+    pub on_timeout: Option<OnTimeout>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Caller context.
+    pub context: Vec<(String, String)>,
+}
+
+/// A plan, mirroring `shellward:policy/types.plan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Command to run.
+    pub command: String,
+    /// Working directory.
+    pub workdir: Option<String>,
+    /// Background or foreground.
+    pub background: bool,
+    /// Foreground timeout (ms).
+    pub timeout_ms: Option<u64>,
+    /// Behaviour when the timeout expires.
+    pub on_timeout: OnTimeout,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Notes for the agent.
+    pub notes: Vec<String>,
+}
+
+/// The outcome, mirroring `shellward:policy/types.outcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Run with this plan.
+    Run(Plan),
+    /// Refuse, with a reason.
+    Deny(String),
+}
+
+const FOLLOW_UP: &str = "The result carries its process id: read its output with process_output and stop it with \
+                         process_signal.";
+
+/// Byte-range replacements applied to the source from the back.
+struct Edits(Vec<(usize, usize, &'static str)>);
+
+impl Edits {
+    fn apply(&mut self, src: &str) -> String {
+        self.0.sort_by_key(|e| std::cmp::Reverse(e.0));
+        let mut out = src.to_string();
+        for &(start, end, with) in &self.0 {
+            out.replace_range(start..end, with);
+        }
+        out
+    }
+}
+
+/// Finds a trailing `&` (optionally followed by `disown …`) at top level and returns the edit that removes it
+/// together with any comment after it, keeping here-document bodies.
+fn trailing_ampersand(script: &Script<'_>) -> Option<(usize, usize, &'static str, bool)> {
+    let last = script.last_significant()?;
+    let mut amp = last;
+    let mut disown = false;
+    if script.tokens[last].kind != TokenKind::Op(Op::Amp) {
+        // `cmd & disown [args]`
+        let cmds = script.simple_commands();
+        let c = cmds.last()?;
+        let words = c.word_texts(script);
+        if c.last_token != last
+            || c.depth != 0
+            || words.first() != Some(&"disown")
+            || c.first_token == 0
+        {
+            return None;
+        }
+        amp = c.first_token - 1;
+        disown = true;
+    }
+    let t = &script.tokens[amp];
+    if t.kind != TokenKind::Op(Op::Amp) || t.depth != 0 || amp == 0 {
+        return None;
+    }
+    let cut_from = script.tokens[amp - 1].end;
+    Some(match script.heredocs.iter().find(|h| h.start >= t.end) {
+        Some(h) => (cut_from, h.start, "\n", disown),
+        None => (cut_from, script.src.len(), "", disown),
+    })
+}
+
+/// Edits removing `setsid [options]` wherever it starts a simple command; returns whether any of them waits (`-w`).
+fn setsid_edits(script: &Script<'_>, edits: &mut Edits) -> (bool, bool) {
+    let mut found = false;
+    let mut waits = false;
+    for c in script.simple_commands() {
+        let Some(&first) = c.words.first() else {
+            continue;
+        };
+        let name = script.tokens[first].text.rsplit('/').next().unwrap_or("");
+        if name != "setsid" || c.words.len() < 2 {
+            continue;
+        }
+        let mut k = 1;
+        while k < c.words.len() {
+            let w = &script.tokens[c.words[k]].text;
+            if w == "--" {
+                k += 1;
+                break;
+            }
+            if !w.starts_with('-') {
+                break;
+            }
+            waits |= w == "--wait" || (!w.starts_with("--") && w.contains('w'));
+            k += 1;
+        }
+        if k >= c.words.len() {
+            continue;
+        }
+        found = true;
+        edits.0.push((
+            script.tokens[first].start,
+            script.tokens[c.words[k]].start,
+            "",
+        ));
+    }
+    (found, waits)
+}
+
+/// Whether the script starts jobs with `&` anywhere (after the trailing one was removed).
+fn has_inner_ampersand(script: &Script<'_>) -> bool {
+    script
+        .tokens
+        .iter()
+        .any(|t| t.kind == TokenKind::Op(Op::Amp))
+}
+
+/// Whether the last simple command of the script is `wait`.
+fn ends_with_wait(script: &Script<'_>) -> bool {
+    script
+        .simple_commands()
+        .last()
+        .is_some_and(|c| c.depth == 0 && c.word_texts(script) == ["wait"])
+}
+
+/// The first promotion pattern matching any simple command (ignoring `cd`), with the command's text.
+fn promotion<'s>(settings: &'s Settings, script: &Script<'_>) -> Option<(&'s str, String)> {
+    for c in script.simple_commands() {
+        let words = c.word_texts(script);
+        let words = strip_wrappers(&words);
+        let words: &[&str] = match words.first().map(|w| w.rsplit('/').next().unwrap_or(w)) {
+            Some("setsid") => {
+                let mut rest = &words[1..];
+                while rest.first().is_some_and(|w| w.starts_with('-')) {
+                    rest = &rest[1..];
+                }
+                rest
+            }
+            Some("cd") | None => continue,
+            _ => words,
+        };
+        if let Some(p) = settings.promote.find(words) {
+            return Some((p.as_str(), words.join(" ")));
+        }
+    }
+    None
+}
+
+/// Decides what to do with one request.
+pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
+    if req.timeout_ms == Some(0) {
+        return Outcome::Deny(format!(
+            "A timeout of zero would stop the command before it starts. Omit the timeout to get the default ({}), \
+             give a positive duration such as 30s or 5m (at most {}), or set run_in_background for commands that keep \
+             running.",
+            format_millis(settings.default_timeout_ms),
+            format_millis(settings.max_timeout_ms)
+        ));
+    }
+    let asked_background = req.background == Some(true);
+    let mut background = asked_background;
+    let mut notes = Vec::new();
+    let mut command = req.command.clone();
+
+    match tokenize(&req.command) {
+        Err(e) => notes.push(format!(
+            "shellward could not parse this command ({e}); it runs unchanged and the shell will probably report a \
+             syntax error. Check the quoting."
+        )),
+        Ok(script) => {
+            let mut edits = Edits(Vec::new());
+            let trailing = if settings.ampersand_to_background { trailing_ampersand(&script) } else { None };
+            let (setsid, setsid_waits) = setsid_edits(&script, &mut edits);
+            if let Some((from, to, with, disown)) = trailing {
+                edits.0.push((from, to, with));
+                let what = if disown { "`& disown`" } else { "the trailing `&`" };
+                notes.push(if asked_background {
+                    format!(
+                        "Removed {what}: the command already runs in the background, and `&` would have made the \
+                         shell exit at once while its child ran on untracked. {FOLLOW_UP}"
+                    )
+                } else {
+                    format!(
+                        "Removed {what} and started the command as a tracked background process instead, so it is \
+                         not orphaned and its output is kept. Use run_in_background rather than `&`. {FOLLOW_UP}"
+                    )
+                });
+                background = true;
+            }
+            if setsid {
+                notes.push(if setsid_waits {
+                    "Removed `setsid`: it would move the process out of shellward's tracking.".to_string()
+                } else {
+                    background = true;
+                    format!(
+                        "Removed `setsid` and started the command as a tracked background process instead: setsid \
+                         detaches the process so it would run on untracked. {FOLLOW_UP}"
+                    )
+                });
+            }
+            let edited = !edits.0.is_empty();
+            command = edits.apply(&req.command);
+            // Re-tokenize only when the text changed.
+            let rest = if edited { tokenize(&command).ok() } else { Some(script) };
+            let (inner_amp, waits, promoted) = match &rest {
+                Some(rest) => (
+                    settings.ampersand_to_background && has_inner_ampersand(rest),
+                    ends_with_wait(rest),
+                    promotion(settings, rest),
+                ),
+                None => (false, false, None),
+            };
+            drop(rest);
+            if inner_amp {
+                if !waits {
+                    command.push_str("\nwait");
+                }
+                background = true;
+                notes.push(format!(
+                    "The command starts jobs with `&` part-way through, so it runs as one tracked background process \
+                     and a final `wait` keeps the shell alive until those jobs end (nothing is orphaned). To run \
+                     something in the background, prefer run_in_background over `&`. {FOLLOW_UP}"
+                ));
+            }
+            if let (false, Some((pattern, matched))) = (background, promoted) {
+                background = true;
+                notes.push(format!(
+                    "`{matched}` usually keeps running until it is stopped (promotion pattern `{pattern}`), so it \
+                     was started as a background process instead of blocking. {FOLLOW_UP}"
+                ));
+            }
+        }
+    }
+
+    let timeout_ms = if background {
+        if let (Some(t), false) = (req.timeout_ms, asked_background) {
+            notes.push(format!(
+                "The timeout ({}) does not apply to background processes.",
+                format_millis(t)
+            ));
+        }
+        None
+    } else {
+        let asked = req.timeout_ms.unwrap_or(settings.default_timeout_ms);
+        if asked > settings.max_timeout_ms {
+            notes.push(format!(
+                "The timeout {} exceeds the maximum of {}; it was lowered to {}. For longer work, use \
+                 run_in_background and read the output with process_output.",
+                format_millis(asked),
+                format_millis(settings.max_timeout_ms),
+                format_millis(settings.max_timeout_ms)
+            ));
+        }
+        Some(asked.min(settings.max_timeout_ms))
+    };
+
+    Outcome::Run(Plan {
+        command,
+        workdir: req.workdir.clone(),
+        background,
+        timeout_ms,
+        on_timeout: req.on_timeout.unwrap_or(settings.on_timeout),
+        env: req.env.clone(),
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(req: Request) -> Plan {
+        match evaluate(&Settings::default(), &req) {
+            Outcome::Run(p) => p,
+            Outcome::Deny(r) => panic!("denied: {r}"),
+        }
+    }
+
+    fn cmd(c: &str) -> Plan {
+        run(Request {
+            command: c.to_string(),
+            ..Default::default()
+        })
+    }
+
+    #[track_caller]
+    fn bg(c: &str, expect: &str) {
+        let p = cmd(c);
+        assert!(p.background, "{c:?} should run in background");
+        assert_eq!(p.command, expect, "{c:?}");
+        assert_eq!(p.timeout_ms, None, "{c:?}");
+        assert!(!p.notes.is_empty(), "{c:?} rewrote without a note");
+        assert!(
+            p.notes.iter().any(|n| n.contains("process_output")),
+            "{c:?}: {:?}",
+            p.notes
+        );
+    }
+
+    #[track_caller]
+    fn unchanged_fg(c: &str) {
+        let p = cmd(c);
+        assert!(!p.background, "{c:?} should stay in foreground");
+        assert_eq!(p.command, c);
+        assert_eq!(p.timeout_ms, Some(10_000));
+        assert!(p.notes.is_empty(), "{c:?}: {:?}", p.notes);
+    }
+
+    #[test]
+    fn trailing_ampersand_becomes_background() {
+        bg("npm run dev &", "npm run dev");
+        bg("npm run dev &   # start the server", "npm run dev");
+        bg("make && ./server &", "make && ./server");
+        bg("nohup ./server > log 2>&1 &", "nohup ./server > log 2>&1");
+        bg("(cd app && npm start) &", "(cd app && npm start)");
+        bg("./server&", "./server");
+        bg("./server &\n\n", "./server");
+        bg(
+            "python3 app.py 'a b' \"c & d\" &",
+            "python3 app.py 'a b' \"c & d\"",
+        );
+        bg("./x \\& &", "./x \\&");
+        bg("{ ./a; ./b; } &", "{ ./a; ./b; }");
+        bg("./server 2>&1 | tee log &", "./server 2>&1 | tee log");
+    }
+
+    #[test]
+    fn ampersand_that_does_not_background_is_left_alone() {
+        for c in [
+            "a && b",
+            "echo \"x &\"",
+            "echo 'x &'",
+            "echo x \\&",
+            "cmd 2>&1",
+            "cmd &> out.log",
+            "cmd &>> out.log",
+            "cmd >& out.log",
+            "cmd |& tee x",
+            "echo $(sleep 1 &)",
+            "echo `true &`",
+            "echo ${X:-&}",
+            "cat <<EOF\na & b &\nEOF",
+            "cat <<'EOF' > notes.txt\nrun me &\nEOF\nwc -l notes.txt",
+            "echo done # and then &",
+            "grep -c '&' file",
+            "a || b",
+        ] {
+            unchanged_fg(c);
+        }
+    }
+
+    #[test]
+    fn heredoc_is_kept_when_trailing_ampersand_is_removed() {
+        bg("cat <<EOF > f &\nx & y\nEOF", "cat <<EOF > f\nx & y\nEOF");
+        bg("cat <<EOF &  # c\nbody\nEOF\n", "cat <<EOF\nbody\nEOF\n");
+    }
+
+    #[test]
+    fn trailing_ampersand_is_stripped_when_background_was_asked() {
+        let p = run(Request {
+            command: "npm run dev &".into(),
+            background: Some(true),
+            ..Default::default()
+        });
+        assert!(p.background);
+        assert_eq!(p.command, "npm run dev");
+        assert!(
+            p.notes[0].contains("already runs in the background"),
+            "{:?}",
+            p.notes
+        );
+        // A plain background request needs no note.
+        let p = run(Request {
+            command: "./build.sh".into(),
+            background: Some(true),
+            ..Default::default()
+        });
+        assert!(p.background && p.notes.is_empty() && p.timeout_ms.is_none());
+    }
+
+    #[test]
+    fn mid_list_ampersand_runs_tracked_with_wait() {
+        bg("sleep 5 & echo started", "sleep 5 & echo started\nwait");
+        bg("./a & ./b &", "./a & ./b\nwait");
+        bg("./a & ./b & wait", "./a & ./b & wait");
+        bg(
+            "./server & sleep 1 && curl localhost # probe",
+            "./server & sleep 1 && curl localhost # probe\nwait",
+        );
+        bg("(./daemon &)", "(./daemon &)\nwait");
+    }
+
+    #[test]
+    fn disown_and_setsid() {
+        bg("./server & disown", "./server");
+        bg("./server & disown -h %1", "./server");
+        bg("setsid ./server", "./server");
+        bg("setsid -f ./server > log 2>&1", "./server > log 2>&1");
+        bg("setsid ./server &", "./server");
+        bg("cd app && setsid -f npm start", "cd app && npm start");
+        let p = cmd("setsid -w ./job");
+        assert!(!p.background);
+        assert_eq!(p.command, "./job");
+        assert!(p.notes[0].contains("setsid"));
+        // `setsid` as an argument is not touched.
+        unchanged_fg("echo setsid ./x");
+        unchanged_fg("man setsid");
+    }
+
+    #[test]
+    fn long_running_commands_are_promoted() {
+        for (c, pattern) in [
+            ("npm run dev", "npm run dev"),
+            ("PORT=3000 npm start", "npm start"),
+            ("cd web && yarn dev", "yarn dev"),
+            (
+                "cd web; NODE_ENV=dev pnpm run dev -- --port 4000",
+                "pnpm run dev",
+            ),
+            ("tail -f /var/log/syslog", "tail -*f*"),
+            ("tail -n 50 -F app.log | grep ERROR", "tail -*F*"),
+            ("docker compose up", "docker compose up !-d !--detach"),
+            ("python3 -m http.server 8000", "python* -m http.server"),
+            (
+                "python manage.py runserver 0.0.0.0:8000",
+                "python* manage.py runserver",
+            ),
+            ("npm install && npm run dev", "npm run dev"),
+            ("env NODE_ENV=dev nohup npx vite --host", "npx vite !build"),
+            ("./node_modules/.bin/vite", "vite !build !optimize"),
+            ("(cd app && cargo watch -x run)", "cargo watch"),
+        ] {
+            let p = cmd(c);
+            assert!(p.background, "{c:?} should be promoted");
+            assert_eq!(p.command, c, "promotion must not rewrite");
+            assert_eq!(p.timeout_ms, None);
+            assert!(p.notes[0].contains(pattern), "{c:?}: {:?}", p.notes);
+        }
+        for c in [
+            "docker compose up -d",
+            "npm run build",
+            "npm test",
+            "vite build",
+            "tail -n 20 app.log",
+            "echo npm run dev",
+            "grep 'npm start' README.md",
+            "ping -c 3 localhost",
+            "cd web",
+        ] {
+            unchanged_fg(c);
+        }
+        // An explicit foreground flag does not stop promotion: the command would never return.
+        let p = run(Request {
+            command: "npm run dev".into(),
+            background: Some(false),
+            ..Default::default()
+        });
+        assert!(p.background);
+    }
+
+    #[test]
+    fn timeouts_default_clamp_and_zero() {
+        assert_eq!(cmd("make").timeout_ms, Some(10_000));
+        let p = run(Request {
+            command: "make".into(),
+            timeout_ms: Some(90_000),
+            ..Default::default()
+        });
+        assert_eq!((p.timeout_ms, p.notes.len()), (Some(90_000), 0));
+        let p = run(Request {
+            command: "make".into(),
+            timeout_ms: Some(5 * 3_600_000),
+            ..Default::default()
+        });
+        assert_eq!(p.timeout_ms, Some(3_600_000));
+        assert!(
+            p.notes[0].contains("5h") && p.notes[0].contains("1h"),
+            "{:?}",
+            p.notes
+        );
+        let denied = evaluate(
+            &Settings::default(),
+            &Request {
+                command: "make".into(),
+                timeout_ms: Some(0),
+                ..Default::default()
+            },
+        );
+        assert!(matches!(denied, Outcome::Deny(r) if r.contains("zero") && r.contains("30s")));
+        // Background runs carry no timeout; a promoted run says the timeout was dropped.
+        let p = run(Request {
+            command: "npm run dev".into(),
+            timeout_ms: Some(60_000),
+            ..Default::default()
+        });
+        assert_eq!(p.timeout_ms, None);
+        assert!(p.notes.iter().any(|n| n.contains("does not apply")));
+    }
+
+    #[test]
+    fn on_timeout_defaults_to_background_and_respects_previous_decision() {
+        assert_eq!(cmd("make").on_timeout, OnTimeout::Background);
+        let p = run(Request {
+            command: "make".into(),
+            on_timeout: Some(OnTimeout::Kill),
+            ..Default::default()
+        });
+        assert_eq!(p.on_timeout, OnTimeout::Kill);
+        let s = Settings::from_json(r#"{"on_timeout":"kill","default_timeout":"2s"}"#).unwrap();
+        let Outcome::Run(p) = evaluate(
+            &s,
+            &Request {
+                command: "make".into(),
+                ..Default::default()
+            },
+        ) else {
+            panic!()
+        };
+        assert_eq!((p.on_timeout, p.timeout_ms), (OnTimeout::Kill, Some(2_000)));
+    }
+
+    #[test]
+    fn settings_change_behaviour() {
+        let s = Settings::from_json(
+            r#"{"ampersand_to_background":false,"promote_patterns":["make serve"]}"#,
+        )
+        .unwrap();
+        let ev = |c: &str| match evaluate(
+            &s,
+            &Request {
+                command: c.into(),
+                ..Default::default()
+            },
+        ) {
+            Outcome::Run(p) => p,
+            Outcome::Deny(r) => panic!("{r}"),
+        };
+        assert!(!ev("./server &").background);
+        assert_eq!(ev("./server &").command, "./server &");
+        assert!(!ev("npm run dev").background);
+        assert!(ev("make serve PORT=1").background);
+    }
+
+    #[test]
+    fn env_workdir_pass_through_and_parse_errors_are_noted() {
+        let p = run(Request {
+            command: "echo 'unterminated".into(),
+            workdir: Some("/tmp".into()),
+            env: vec![("A".into(), "1".into())],
+            ..Default::default()
+        });
+        assert_eq!(p.command, "echo 'unterminated");
+        assert_eq!(p.workdir.as_deref(), Some("/tmp"));
+        assert_eq!(p.env, vec![("A".to_string(), "1".to_string())]);
+        assert!(p.notes[0].contains("unterminated single quote"));
+    }
+}

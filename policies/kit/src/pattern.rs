@@ -1,0 +1,361 @@
+//! Word patterns matched against a tokenized simple command.
+//!
+//! A pattern is a list of words separated by blanks, e.g. `docker compose up !-d !--detach` or `tail -*f*`:
+//!
+//! - the first word names the program. Without a `/` it matches the program's base name, so `vite` matches
+//!   `./node_modules/.bin/vite`; with a `/` it must match the command word exactly;
+//! - every further plain word must appear among the arguments, in this order (other arguments may come between);
+//! - a word starting with `!` must not appear among the arguments at all;
+//! - `*` inside a word matches any run of characters (`--port=*`, `-*f*`).
+//!
+//! Matching is done on word values after quote removal, so `"npm" run dev` matches `npm run dev`, while
+//! `echo "npm run dev"` does not (its program is `echo`).
+
+use std::fmt;
+
+/// A parsed word pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    text: String,
+    program: String,
+    required: Vec<String>,
+    forbidden: Vec<String>,
+}
+
+/// Why a pattern was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    /// The pattern text.
+    pub pattern: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid pattern {:?}: {}", self.pattern, self.problem)
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+impl Pattern {
+    /// Parses a pattern.
+    pub fn parse(text: &str) -> Result<Pattern, PatternError> {
+        let err = |problem: &str| PatternError {
+            pattern: text.to_string(),
+            problem: problem.to_string(),
+        };
+        let mut words = text.split_whitespace();
+        let program = words
+            .next()
+            .ok_or_else(|| err("it is empty; give at least a program name"))?;
+        if program.starts_with('!') {
+            return Err(err(
+                "the first word must be a program name, not a `!` exclusion",
+            ));
+        }
+        let mut required = Vec::new();
+        let mut forbidden = Vec::new();
+        for w in words {
+            match w.strip_prefix('!') {
+                Some("") => return Err(err("a lone `!` excludes nothing; write `!WORD`")),
+                Some(rest) => forbidden.push(rest.to_string()),
+                None => required.push(w.to_string()),
+            }
+        }
+        Ok(Pattern {
+            text: text.split_whitespace().collect::<Vec<_>>().join(" "),
+            program: program.to_string(),
+            required,
+            forbidden,
+        })
+    }
+
+    /// The pattern as written (blanks normalized).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the command words (program first) match this pattern.
+    pub fn matches<S: AsRef<str>>(&self, words: &[S]) -> bool {
+        let Some((program, args)) = words.split_first() else {
+            return false;
+        };
+        let program = program.as_ref();
+        let name = if self.program.contains('/') {
+            program
+        } else {
+            program.rsplit('/').next().unwrap_or(program)
+        };
+        if !glob(&self.program, name) {
+            return false;
+        }
+        if self
+            .forbidden
+            .iter()
+            .any(|f| args.iter().any(|a| glob(f, a.as_ref())))
+        {
+            return false;
+        }
+        let mut rest = args.iter();
+        self.required
+            .iter()
+            .all(|r| rest.any(|a| glob(r, a.as_ref())))
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Glob match where `*` matches any run of characters and everything else matches itself.
+///
+/// Works on bytes: `*` is ASCII and every other pattern byte must match literally, so matching UTF-8 text byte-wise
+/// gives the same answer as matching characters, without allocating.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    if !p.contains(&b'*') {
+        return p == t;
+    }
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// A set of patterns indexed by program name, so matching a command checks only the patterns for its program (plus
+/// those whose program is a glob).
+#[derive(Debug, Clone, Default)]
+pub struct PatternSet {
+    patterns: Vec<Pattern>,
+    by_program: std::collections::HashMap<String, Vec<usize>>,
+    globbed: Vec<usize>,
+}
+
+impl PatternSet {
+    /// Builds a set from patterns.
+    pub fn new(patterns: Vec<Pattern>) -> PatternSet {
+        let mut set = PatternSet {
+            patterns: Vec::new(),
+            ..Default::default()
+        };
+        for p in patterns {
+            set.push(p);
+        }
+        set
+    }
+
+    /// Adds a pattern.
+    pub fn push(&mut self, p: Pattern) {
+        let i = self.patterns.len();
+        if p.program.contains('*') || p.program.contains('/') {
+            self.globbed.push(i);
+        } else {
+            self.by_program
+                .entry(p.program.clone())
+                .or_default()
+                .push(i);
+        }
+        self.patterns.push(p);
+    }
+
+    /// The patterns, in the order added.
+    pub fn patterns(&self) -> &[Pattern] {
+        &self.patterns
+    }
+
+    /// Number of patterns.
+    pub fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The first pattern (in the order added) matching the command words.
+    pub fn find<S: AsRef<str>>(&self, words: &[S]) -> Option<&Pattern> {
+        let program = words.first()?.as_ref();
+        let base = program.rsplit('/').next().unwrap_or(program);
+        let named = self.by_program.get(base).map(Vec::as_slice).unwrap_or(&[]);
+        let mut best: Option<usize> = None;
+        for &i in named.iter().chain(&self.globbed) {
+            if best.is_some_and(|b| b < i) {
+                continue;
+            }
+            if self.patterns[i].matches(words) {
+                best = Some(i);
+            }
+        }
+        best.map(|i| &self.patterns[i])
+    }
+}
+
+/// Strips wrapper commands that run another command unchanged in the same process tree, so patterns see the real
+/// program: `env [-i] [-u NAME] [NAME=value]…`, `nohup`, `exec`, `command`, `time [-p]`, `nice [-n N]`,
+/// `stdbuf [-i/-o/-e MODE]…`. Returns the remaining words (possibly empty).
+pub fn strip_wrappers<'w, S: AsRef<str>>(mut words: &'w [S]) -> &'w [S] {
+    loop {
+        let Some((first, rest)) = words.split_first() else {
+            return words;
+        };
+        let name = first.as_ref().rsplit('/').next().unwrap_or("");
+        let skip_options = |rest: &'w [S], with_value: &[&str]| -> &'w [S] {
+            let mut r = rest;
+            while let Some((w, tail)) = r.split_first() {
+                let w = w.as_ref();
+                if w == "--" {
+                    return tail;
+                }
+                if !w.starts_with('-') || w == "-" {
+                    break;
+                }
+                r = if with_value.contains(&w) && !tail.is_empty() {
+                    &tail[1..]
+                } else {
+                    tail
+                };
+            }
+            r
+        };
+        words = match name {
+            "nohup" | "exec" | "command" => skip_options(rest, &[]),
+            "time" => skip_options(rest, &[]),
+            "nice" => skip_options(rest, &["-n"]),
+            "stdbuf" => skip_options(rest, &["-i", "-o", "-e"]),
+            "env" => {
+                let mut r = skip_options(rest, &["-u", "-C", "-S"]);
+                while r
+                    .first()
+                    .is_some_and(|w| w.as_ref().contains('=') && !w.as_ref().starts_with('='))
+                {
+                    r = &r[1..];
+                }
+                r
+            }
+            _ => return words,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(p: &str, cmd: &str) -> bool {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        Pattern::parse(p).unwrap().matches(&words)
+    }
+
+    #[test]
+    fn program_and_ordered_arguments() {
+        assert!(m("npm run dev", "npm run dev"));
+        assert!(m("npm run dev", "npm run dev -- --port 3000"));
+        assert!(m("npm run dev", "npm --silent run dev"));
+        assert!(!m("npm run dev", "npm run build"));
+        assert!(!m("npm run dev", "npm dev run"));
+        assert!(m("vite", "./node_modules/.bin/vite --host"));
+        assert!(!m("./vite", "vite"));
+        assert!(!m("npm", ""));
+    }
+
+    #[test]
+    fn exclusions_and_globs() {
+        assert!(m("docker compose up !-d !--detach", "docker compose up"));
+        assert!(!m(
+            "docker compose up !-d !--detach",
+            "docker compose up -d"
+        ));
+        assert!(!m(
+            "docker compose up !-d !--detach",
+            "docker compose up --build --detach"
+        ));
+        assert!(m("tail -*f*", "tail -n 100 -f app.log"));
+        assert!(m("tail -*f*", "tail -fn100 app.log"));
+        assert!(!m("tail -*f*", "tail -n 100 app.log"));
+        assert!(m("python* -m http.server", "python3 -m http.server 8000"));
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        assert!(Pattern::parse("   ").is_err());
+        assert!(Pattern::parse("!npm").is_err());
+        assert!(Pattern::parse("npm !").is_err());
+        assert_eq!(
+            Pattern::parse("  npm   start ").unwrap().as_str(),
+            "npm start"
+        );
+    }
+
+    #[test]
+    fn pattern_sets_find_the_first_match_in_order() {
+        let set = PatternSet::new(
+            [
+                "npm run dev",
+                "python* -m http.server",
+                "npm start",
+                "./serve",
+            ]
+            .iter()
+            .map(|p| Pattern::parse(p).unwrap())
+            .collect(),
+        );
+        let find = |cmd: &str| {
+            let w: Vec<&str> = cmd.split_whitespace().collect();
+            set.find(&w).map(|p| p.as_str().to_string())
+        };
+        assert_eq!(find("npm start").as_deref(), Some("npm start"));
+        assert_eq!(find("/usr/bin/npm run dev").as_deref(), Some("npm run dev"));
+        assert_eq!(
+            find("python3 -m http.server").as_deref(),
+            Some("python* -m http.server")
+        );
+        assert_eq!(find("./serve").as_deref(), Some("./serve"));
+        assert_eq!(find("serve"), None);
+        assert_eq!(find("npm test"), None);
+        assert_eq!(set.len(), 4);
+    }
+
+    #[test]
+    fn glob_edge_cases() {
+        assert!(glob("*", ""));
+        assert!(glob("a*b*c", "aXbYc"));
+        assert!(!glob("a*b", "aXc"));
+        assert!(glob("*.log", "x.y.log"));
+        assert!(glob("ü*", "über"));
+    }
+
+    #[test]
+    fn wrappers_are_stripped() {
+        let s = |cmd: &str| -> Vec<String> {
+            let w: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            strip_wrappers(&w).to_vec()
+        };
+        assert_eq!(
+            s("env -i FOO=1 BAR=2 nohup nice -n 5 npm start"),
+            ["npm", "start"]
+        );
+        assert_eq!(s("exec time -p ./server"), ["./server"]);
+        assert_eq!(s("stdbuf -o L tail -f x"), ["tail", "-f", "x"]);
+        assert_eq!(s("npm start"), ["npm", "start"]);
+        assert!(s("nohup").is_empty());
+    }
+}

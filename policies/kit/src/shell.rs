@@ -1,0 +1,828 @@
+//! A POSIX shell tokenizer and a view of a command line as simple commands.
+//!
+//! Policies must never decide on a command by looking at its text with `ends_with("&")` or a regular expression:
+//! `echo "x &"`, `cmd 2>&1` and a here-document whose body holds `&` all end in `&` as text and none of them starts
+//! a background job. [`tokenize`] splits a command line the way `sh` does:
+//!
+//! - quoting: `'…'`, `"…"` (with `\`-escapes and nested `$(…)`, `${…}`, `` `…` ``), `$'…'`, and `\x` outside quotes;
+//! - line continuations (`\` newline) and comments (`#` at the start of a word, to the end of the line);
+//! - control operators `&&`, `||`, `;`, `;;`, `&`, `|`, `|&`, `(`, `)` and newlines;
+//! - redirections `<`, `>`, `>>`, `>|`, `<>`, `<&`, `>&`, `&>`, `&>>`, `<<`, `<<-`, `<<<`, with an optional io number
+//!   (`2>&1`); the body of each here-document is skipped and reported as a [`HereDoc`];
+//! - command substitution `$(…)` (recursively tokenized so quotes and parentheses inside it are respected),
+//!   arithmetic `$((…))`, parameter expansion `${…}` and backquotes, all kept inside the word they belong to.
+//!
+//! Every token keeps its byte span in the source so that a policy can rewrite a command by cutting the source, never
+//! by re-quoting words. [`Script::simple_commands`] then groups the tokens into simple commands (assignments, words,
+//! the operators around them, the subshell depth) for pattern matching.
+
+use std::fmt;
+
+/// A control or redirection operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `&&`
+    AndIf,
+    /// `||`
+    OrIf,
+    /// `;`
+    Semi,
+    /// `;;`, `;&` or `;;&` (case item terminators)
+    CaseEnd,
+    /// `&`: run the preceding and-or list asynchronously.
+    Amp,
+    /// `|`
+    Pipe,
+    /// `|&` (bash: pipe stdout and stderr)
+    PipeAmp,
+    /// `(`
+    LParen,
+    /// `)`
+    RParen,
+    /// A redirection operator.
+    Redirect(Redirect),
+}
+
+impl Op {
+    /// Whether this operator ends a simple command (everything but redirections).
+    pub fn is_control(self) -> bool {
+        !matches!(self, Op::Redirect(_))
+    }
+}
+
+/// A redirection operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redirect {
+    /// `<`
+    In,
+    /// `>`
+    Out,
+    /// `>>`
+    Append,
+    /// `>|`
+    Clobber,
+    /// `<>`
+    ReadWrite,
+    /// `<&`
+    DupIn,
+    /// `>&`
+    DupOut,
+    /// `&>` (bash: stdout and stderr to a file)
+    OutErr,
+    /// `&>>` (bash: append stdout and stderr to a file)
+    AppendOutErr,
+    /// `<<`
+    HereDoc,
+    /// `<<-` (here-document with leading tabs stripped)
+    HereDocStripTabs,
+    /// `<<<` (bash here-string)
+    HereString,
+}
+
+/// What a token is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A word (command name, argument, assignment, redirection target).
+    Word,
+    /// The digits directly before a redirection operator, as in `2>&1`.
+    IoNumber,
+    /// An operator.
+    Op(Op),
+    /// An unquoted newline (a command separator).
+    Newline,
+}
+
+/// One token, with its span in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    /// What the token is.
+    pub kind: TokenKind,
+    /// Byte offset of the token's first byte in the source.
+    pub start: usize,
+    /// Byte offset just past the token's last byte in the source.
+    pub end: usize,
+    /// For words: the value after quote removal (expansions such as `$(…)` are kept as written). For operators: the
+    /// operator text.
+    pub text: String,
+    /// Whether any part of a word was quoted or escaped.
+    pub quoted: bool,
+    /// Subshell nesting depth: 0 at top level, 1 inside one `( … )`. A `(` carries the depth outside it.
+    pub depth: u32,
+}
+
+/// The body of a here-document, skipped by the tokenizer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HereDoc {
+    /// The delimiter after quote removal.
+    pub delimiter: String,
+    /// Byte offset where the body starts (just after the newline that ends the line of the `<<`).
+    pub start: usize,
+    /// Byte offset just past the delimiter line (or the end of the source when the delimiter is missing).
+    pub end: usize,
+}
+
+/// Why a command line could not be tokenized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// Byte offset where the unterminated construct starts.
+    pub offset: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.message, self.offset)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// A tokenized command line.
+#[derive(Debug, Clone)]
+pub struct Script<'a> {
+    /// The source text.
+    pub src: &'a str,
+    /// Its tokens, in order. Comments and here-document bodies are not tokens.
+    pub tokens: Vec<Token>,
+    /// The here-document bodies, in order.
+    pub heredocs: Vec<HereDoc>,
+}
+
+/// A simple command: optional assignments, then words, delimited by control operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimpleCommand {
+    /// Indices (into [`Script::tokens`]) of the leading `NAME=value` assignments.
+    pub assignments: Vec<usize>,
+    /// Indices of the words: the command name first, then its arguments. Redirections and their targets are not
+    /// included.
+    pub words: Vec<usize>,
+    /// Index of the first token of the command (assignment, word or redirection).
+    pub first_token: usize,
+    /// Index of the last token of the command.
+    pub last_token: usize,
+    /// Subshell depth of the command.
+    pub depth: u32,
+    /// The control operator (or newline) before the command, if any.
+    pub preceded_by: Option<TokenKind>,
+    /// The control operator (or newline) after the command, if any.
+    pub followed_by: Option<TokenKind>,
+}
+
+impl SimpleCommand {
+    /// The words' values (command name first).
+    pub fn word_texts<'s>(&self, script: &'s Script<'_>) -> Vec<&'s str> {
+        self.words
+            .iter()
+            .map(|&i| script.tokens[i].text.as_str())
+            .collect()
+    }
+}
+
+/// Tokenizes a command line. Fails only on unterminated quotes, substitutions or expansions.
+pub fn tokenize(src: &str) -> Result<Script<'_>, ParseError> {
+    let mut lexer = Lexer {
+        src,
+        b: src.as_bytes(),
+        i: 0,
+        depth: 0,
+        tokens: Vec::new(),
+        heredocs: Vec::new(),
+    };
+    lexer.run(false)?;
+    Ok(Script {
+        src,
+        tokens: lexer.tokens,
+        heredocs: lexer.heredocs,
+    })
+}
+
+struct Lexer<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    i: usize,
+    depth: u32,
+    tokens: Vec<Token>,
+    heredocs: Vec<HereDoc>,
+}
+
+fn is_meta(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'
+    )
+}
+
+fn char_len(first: u8) -> usize {
+    match first {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
+}
+
+impl<'a> Lexer<'a> {
+    fn err<T>(&self, offset: usize, message: &str) -> Result<T, ParseError> {
+        Err(ParseError {
+            offset,
+            message: message.to_string(),
+        })
+    }
+
+    fn peek(&self, k: usize) -> Option<u8> {
+        self.b.get(self.i + k).copied()
+    }
+
+    /// Tokenizes until the end of input, or (when `nested`) until the `)` closing a `$(`; returns with `self.i`
+    /// just past that `)`.
+    fn run(&mut self, nested: bool) -> Result<(), ParseError> {
+        let mut pending: Vec<(String, bool)> = Vec::new();
+        let mut expect_heredoc_word: Option<bool> = None;
+        let open = self.i;
+        loop {
+            // Blanks and line continuations.
+            while let Some(c) = self.peek(0) {
+                if c == b' ' || c == b'\t' {
+                    self.i += 1;
+                } else if c == b'\\' && self.peek(1) == Some(b'\n') {
+                    self.i += 2;
+                } else {
+                    break;
+                }
+            }
+            let Some(c) = self.peek(0) else {
+                if nested {
+                    return self.err(
+                        open.saturating_sub(2),
+                        "unterminated command substitution $(",
+                    );
+                }
+                return Ok(());
+            };
+            let start = self.i;
+            let op = |lexer: &mut Lexer, len: usize, op: Op| {
+                lexer.i += len;
+                lexer.push(
+                    TokenKind::Op(op),
+                    start,
+                    lexer.src[start..start + len].to_string(),
+                    false,
+                );
+            };
+            match c {
+                b'\n' => {
+                    self.i += 1;
+                    self.push(TokenKind::Newline, start, "\n".to_string(), false);
+                    for (delimiter, strip) in pending.drain(..) {
+                        let doc = self.heredoc_body(delimiter, strip);
+                        self.heredocs.push(doc);
+                    }
+                }
+                b'#' => {
+                    while self.peek(0).is_some_and(|c| c != b'\n') {
+                        self.i += 1;
+                    }
+                }
+                b';' => match (self.peek(1), self.peek(2)) {
+                    (Some(b';'), Some(b'&')) => op(self, 3, Op::CaseEnd),
+                    (Some(b';'), _) | (Some(b'&'), _) => op(self, 2, Op::CaseEnd),
+                    _ => op(self, 1, Op::Semi),
+                },
+                b'&' => match (self.peek(1), self.peek(2)) {
+                    (Some(b'&'), _) => op(self, 2, Op::AndIf),
+                    (Some(b'>'), Some(b'>')) => op(self, 3, Op::Redirect(Redirect::AppendOutErr)),
+                    (Some(b'>'), _) => op(self, 2, Op::Redirect(Redirect::OutErr)),
+                    _ => op(self, 1, Op::Amp),
+                },
+                b'|' => match self.peek(1) {
+                    Some(b'|') => op(self, 2, Op::OrIf),
+                    Some(b'&') => op(self, 2, Op::PipeAmp),
+                    _ => op(self, 1, Op::Pipe),
+                },
+                b'(' => {
+                    op(self, 1, Op::LParen);
+                    self.depth += 1;
+                }
+                b')' => {
+                    if nested && self.depth == 0 {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                    self.depth = self.depth.saturating_sub(1);
+                    op(self, 1, Op::RParen);
+                }
+                b'<' => match (self.peek(1), self.peek(2)) {
+                    (Some(b'<'), Some(b'<')) => op(self, 3, Op::Redirect(Redirect::HereString)),
+                    (Some(b'<'), Some(b'-')) => {
+                        op(self, 3, Op::Redirect(Redirect::HereDocStripTabs));
+                        expect_heredoc_word = Some(true);
+                        continue;
+                    }
+                    (Some(b'<'), _) => {
+                        op(self, 2, Op::Redirect(Redirect::HereDoc));
+                        expect_heredoc_word = Some(false);
+                        continue;
+                    }
+                    (Some(b'&'), _) => op(self, 2, Op::Redirect(Redirect::DupIn)),
+                    (Some(b'>'), _) => op(self, 2, Op::Redirect(Redirect::ReadWrite)),
+                    _ => op(self, 1, Op::Redirect(Redirect::In)),
+                },
+                b'>' => match self.peek(1) {
+                    Some(b'>') => op(self, 2, Op::Redirect(Redirect::Append)),
+                    Some(b'&') => op(self, 2, Op::Redirect(Redirect::DupOut)),
+                    Some(b'|') => op(self, 2, Op::Redirect(Redirect::Clobber)),
+                    _ => op(self, 1, Op::Redirect(Redirect::Out)),
+                },
+                _ => {
+                    let (text, quoted) = self.word()?;
+                    let io_number = !quoted
+                        && !text.is_empty()
+                        && text.bytes().all(|c| c.is_ascii_digit())
+                        && matches!(self.peek(0), Some(b'<' | b'>'));
+                    let kind = if io_number {
+                        TokenKind::IoNumber
+                    } else {
+                        TokenKind::Word
+                    };
+                    if let (Some(strip), TokenKind::Word) = (expect_heredoc_word, kind) {
+                        pending.push((text.clone(), strip));
+                    }
+                    self.push(kind, start, text, quoted);
+                }
+            }
+            expect_heredoc_word = None;
+        }
+    }
+
+    fn push(&mut self, kind: TokenKind, start: usize, text: String, quoted: bool) {
+        let depth = self.depth;
+        self.tokens.push(Token {
+            kind,
+            start,
+            end: self.i,
+            text,
+            quoted,
+            depth,
+        });
+    }
+
+    /// Skips one here-document body starting at `self.i`.
+    fn heredoc_body(&mut self, delimiter: String, strip_tabs: bool) -> HereDoc {
+        let start = self.i;
+        while self.i < self.b.len() {
+            let line_end = self.src[self.i..]
+                .find('\n')
+                .map_or(self.b.len(), |n| self.i + n);
+            let mut line = &self.src[self.i..line_end];
+            if strip_tabs {
+                line = line.trim_start_matches('\t');
+            }
+            self.i = (line_end + 1).min(self.b.len());
+            if line == delimiter {
+                break;
+            }
+        }
+        HereDoc {
+            delimiter,
+            start,
+            end: self.i,
+        }
+    }
+
+    /// Scans one word starting at `self.i`; returns its value after quote removal and whether it was quoted.
+    fn word(&mut self) -> Result<(String, bool), ParseError> {
+        let mut out = String::new();
+        let mut quoted = false;
+        while let Some(c) = self.peek(0) {
+            if is_meta(c) {
+                break;
+            }
+            match c {
+                b'\\' => {
+                    quoted = true;
+                    match self.peek(1) {
+                        Some(b'\n') => self.i += 2,
+                        Some(n) => {
+                            let len = char_len(n);
+                            out.push_str(&self.src[self.i + 1..self.i + 1 + len]);
+                            self.i += 1 + len;
+                        }
+                        None => {
+                            out.push('\\');
+                            self.i += 1;
+                        }
+                    }
+                }
+                b'\'' => {
+                    quoted = true;
+                    let start = self.i;
+                    let Some(close) = self.src[self.i + 1..].find('\'') else {
+                        return self.err(start, "unterminated single quote");
+                    };
+                    out.push_str(&self.src[self.i + 1..self.i + 1 + close]);
+                    self.i += close + 2;
+                }
+                b'"' => {
+                    quoted = true;
+                    self.double_quoted(&mut out)?;
+                }
+                b'$' if self.peek(1) == Some(b'\'') => {
+                    quoted = true;
+                    self.ansi_c_quoted(&mut out)?;
+                }
+                b'$' | b'`' => {
+                    let start = self.i;
+                    self.expansion()?;
+                    out.push_str(&self.src[start..self.i]);
+                }
+                _ => {
+                    let len = char_len(c);
+                    out.push_str(&self.src[self.i..self.i + len]);
+                    self.i += len;
+                }
+            }
+        }
+        Ok((out, quoted))
+    }
+
+    /// Scans `"…"` starting at the opening quote.
+    fn double_quoted(&mut self, out: &mut String) -> Result<(), ParseError> {
+        let open = self.i;
+        self.i += 1;
+        loop {
+            let Some(c) = self.peek(0) else {
+                return self.err(open, "unterminated double quote");
+            };
+            match c {
+                b'"' => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                b'\\' => match self.peek(1) {
+                    Some(b'\n') => self.i += 2,
+                    Some(n @ (b'$' | b'`' | b'"' | b'\\')) => {
+                        out.push(n as char);
+                        self.i += 2;
+                    }
+                    _ => {
+                        out.push('\\');
+                        self.i += 1;
+                    }
+                },
+                b'$' | b'`' => {
+                    let start = self.i;
+                    self.expansion()?;
+                    out.push_str(&self.src[start..self.i]);
+                }
+                _ => {
+                    let len = char_len(c);
+                    out.push_str(&self.src[self.i..self.i + len]);
+                    self.i += len;
+                }
+            }
+        }
+    }
+
+    /// Scans bash's `$'…'` starting at the `$`.
+    fn ansi_c_quoted(&mut self, out: &mut String) -> Result<(), ParseError> {
+        let open = self.i;
+        self.i += 2;
+        loop {
+            match self.peek(0) {
+                None => return self.err(open, "unterminated $'…' quote"),
+                Some(b'\'') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                Some(b'\\') if self.peek(1).is_some() => {
+                    let len = char_len(self.b[self.i + 1]);
+                    out.push_str(&self.src[self.i..self.i + 1 + len]);
+                    self.i += 1 + len;
+                }
+                Some(c) => {
+                    let len = char_len(c);
+                    out.push_str(&self.src[self.i..self.i + len]);
+                    self.i += len;
+                }
+            }
+        }
+    }
+
+    /// Skips an expansion starting at `$` or a backquote: `$(…)`, `$((…))`, `${…}`, `` `…` ``, or a plain `$`.
+    fn expansion(&mut self) -> Result<(), ParseError> {
+        let open = self.i;
+        if self.peek(0) == Some(b'`') {
+            self.i += 1;
+            loop {
+                match self.peek(0) {
+                    None => return self.err(open, "unterminated backquote"),
+                    Some(b'\\') => self.i += 2,
+                    Some(b'`') => {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                    Some(_) => self.i += 1,
+                }
+            }
+        }
+        match self.peek(1) {
+            Some(b'(') if self.peek(2) == Some(b'(') => {
+                // Arithmetic: balanced parentheses until the closing `))`.
+                self.i += 3;
+                let mut parens = 2u32;
+                while parens > 0 {
+                    match self.peek(0) {
+                        None => return self.err(open, "unterminated arithmetic expansion $(("),
+                        Some(b'(') => parens += 1,
+                        Some(b')') => parens -= 1,
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+                Ok(())
+            }
+            Some(b'(') => {
+                let mut inner = Lexer {
+                    src: self.src,
+                    b: self.b,
+                    i: self.i + 2,
+                    depth: 0,
+                    tokens: Vec::new(),
+                    heredocs: Vec::new(),
+                };
+                inner.run(true)?;
+                self.i = inner.i;
+                Ok(())
+            }
+            Some(b'{') => {
+                self.i += 2;
+                let mut braces = 1u32;
+                while braces > 0 {
+                    match self.peek(0) {
+                        None => return self.err(open, "unterminated parameter expansion ${"),
+                        Some(b'\\') => self.i += 1,
+                        Some(b'{') => braces += 1,
+                        Some(b'}') => braces -= 1,
+                        Some(b'\'') => {
+                            let Some(close) = self.src[self.i + 1..].find('\'') else {
+                                return self.err(self.i, "unterminated single quote");
+                            };
+                            self.i += close + 1;
+                        }
+                        Some(b'"') => {
+                            let mut scratch = String::new();
+                            self.double_quoted(&mut scratch)?;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+                Ok(())
+            }
+            _ => {
+                self.i += 1;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether a raw word is an assignment `NAME=value` (an unquoted valid name before the `=`).
+fn is_assignment(raw: &str) -> bool {
+    let Some(eq) = raw.find('=') else {
+        return false;
+    };
+    let name = &raw[..eq];
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+impl<'a> Script<'a> {
+    /// The raw source text of token `i`.
+    pub fn raw(&self, i: usize) -> &'a str {
+        &self.src[self.tokens[i].start..self.tokens[i].end]
+    }
+
+    /// Index of the last token that is not a newline, if any.
+    pub fn last_significant(&self) -> Option<usize> {
+        self.tokens
+            .iter()
+            .rposition(|t| t.kind != TokenKind::Newline)
+    }
+
+    /// Groups the tokens into simple commands, in source order. Commands inside subshells are included with their
+    /// depth; words inside command substitutions are not (they are part of the enclosing word).
+    pub fn simple_commands(&self) -> Vec<SimpleCommand> {
+        let mut out = Vec::new();
+        let mut current: Option<SimpleCommand> = None;
+        let mut before: Option<TokenKind> = None;
+        let mut redirect_target = false;
+        for (i, t) in self.tokens.iter().enumerate() {
+            let control = match t.kind {
+                TokenKind::Newline => true,
+                TokenKind::Op(op) => op.is_control(),
+                _ => false,
+            };
+            if control {
+                if let Some(mut c) = current.take() {
+                    c.followed_by = Some(t.kind);
+                    out.push(c);
+                }
+                before = Some(t.kind);
+                redirect_target = false;
+                continue;
+            }
+            let cmd = current.get_or_insert_with(|| SimpleCommand {
+                assignments: Vec::new(),
+                words: Vec::new(),
+                first_token: i,
+                last_token: i,
+                depth: t.depth,
+                preceded_by: before,
+                followed_by: None,
+            });
+            cmd.last_token = i;
+            match t.kind {
+                TokenKind::Op(_) => redirect_target = true,
+                TokenKind::IoNumber => {}
+                TokenKind::Word if redirect_target => redirect_target = false,
+                TokenKind::Word if cmd.words.is_empty() && is_assignment(self.raw(i)) => {
+                    cmd.assignments.push(i)
+                }
+                TokenKind::Word => cmd.words.push(i),
+                TokenKind::Newline => {}
+            }
+        }
+        if let Some(c) = current {
+            out.push(c);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<String> {
+        tokenize(src)
+            .unwrap()
+            .tokens
+            .iter()
+            .map(|t| match t.kind {
+                TokenKind::Word => format!("W({})", t.text),
+                TokenKind::IoNumber => format!("N({})", t.text),
+                TokenKind::Op(_) => format!("O({})", t.text),
+                TokenKind::Newline => "NL".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn words_and_operators() {
+        assert_eq!(
+            kinds("a && b || c; d & e | f |& g"),
+            [
+                "W(a)", "O(&&)", "W(b)", "O(||)", "W(c)", "O(;)", "W(d)", "O(&)", "W(e)", "O(|)",
+                "W(f)", "O(|&)", "W(g)"
+            ]
+        );
+    }
+
+    #[test]
+    fn quotes_remove_meaning() {
+        assert_eq!(
+            kinds(r#"echo "x &" 'y;z' w\&"#),
+            ["W(echo)", "W(x &)", "W(y;z)", "W(w&)"]
+        );
+        assert_eq!(
+            kinds(r#"echo "a \"b\" \$c \x""#),
+            ["W(echo)", r#"W(a "b" $c \x)"#]
+        );
+        assert_eq!(kinds("echo $'a\\'b' c"), ["W(echo)", "W(a\\'b)", "W(c)"]);
+    }
+
+    #[test]
+    fn redirections_and_io_numbers() {
+        assert_eq!(
+            kinds("cmd 2>&1 >out &>all &>>app >|clob <>rw <&3"),
+            [
+                "W(cmd)", "N(2)", "O(>&)", "W(1)", "O(>)", "W(out)", "O(&>)", "W(all)", "O(&>>)",
+                "W(app)", "O(>|)", "W(clob)", "O(<>)", "W(rw)", "O(<&)", "W(3)"
+            ]
+        );
+        // A quoted number is an argument, not an io number.
+        assert_eq!(kinds("echo '2'>x"), ["W(echo)", "W(2)", "O(>)", "W(x)"]);
+    }
+
+    #[test]
+    fn comments_and_continuations() {
+        assert_eq!(kinds("a & # bg it &\nb"), ["W(a)", "O(&)", "NL", "W(b)"]);
+        assert_eq!(kinds("echo a#b"), ["W(echo)", "W(a#b)"]);
+        assert_eq!(kinds("echo a \\\n  b"), ["W(echo)", "W(a)", "W(b)"]);
+    }
+
+    #[test]
+    fn substitutions_stay_inside_words() {
+        assert_eq!(
+            kinds("echo $(a & b) `c &` ${x:-&} $((1&2))"),
+            [
+                "W(echo)",
+                "W($(a & b))",
+                "W(`c &`)",
+                "W(${x:-&})",
+                "W($((1&2)))"
+            ]
+        );
+        assert_eq!(
+            kinds(r#"x="$(echo ")")" &"#),
+            [r#"W(x=$(echo ")"))"#, "O(&)"]
+        );
+        assert_eq!(kinds("echo $(echo (a) )"), ["W(echo)", "W($(echo (a) ))"]);
+    }
+
+    #[test]
+    fn heredoc_bodies_are_skipped() {
+        let src = "cat <<EOF > f\na & b\nEOF\necho done";
+        let s = tokenize(src).unwrap();
+        assert_eq!(
+            kinds(src),
+            [
+                "W(cat)", "O(<<)", "W(EOF)", "O(>)", "W(f)", "NL", "W(echo)", "W(done)"
+            ]
+        );
+        assert_eq!(s.heredocs.len(), 1);
+        assert_eq!(&src[s.heredocs[0].start..s.heredocs[0].end], "a & b\nEOF\n");
+        // Quoted delimiter and tab stripping.
+        let src = "cat <<-'END'\n\tx &\n\tEND\n";
+        assert_eq!(kinds(src), ["W(cat)", "O(<<-)", "W(END)", "NL"]);
+        // Missing delimiter: the body runs to the end.
+        let s = tokenize("cat <<EOF\nx &").unwrap();
+        assert_eq!(s.heredocs[0].end, 13);
+    }
+
+    #[test]
+    fn subshell_depth() {
+        let s = tokenize("(cd a && (b &)) &").unwrap();
+        let depths: Vec<(String, u32)> =
+            s.tokens.iter().map(|t| (t.text.clone(), t.depth)).collect();
+        assert_eq!(
+            depths,
+            [
+                ("(".into(), 0),
+                ("cd".into(), 1),
+                ("a".into(), 1),
+                ("&&".into(), 1),
+                ("(".into(), 1),
+                ("b".into(), 2),
+                ("&".into(), 2),
+                (")".into(), 1),
+                (")".into(), 0),
+                ("&".into(), 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn unterminated_constructs_are_errors() {
+        for bad in [
+            "echo 'a",
+            "echo \"a",
+            "echo `a",
+            "echo $(a",
+            "echo ${a",
+            "echo $((1",
+        ] {
+            assert!(tokenize(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn utf8_is_preserved() {
+        assert_eq!(
+            kinds("echo héllo \"wörld\" \\ü"),
+            ["W(echo)", "W(héllo)", "W(wörld)", "W(ü)"]
+        );
+    }
+
+    #[test]
+    fn simple_commands_split_assignments_words_and_redirections() {
+        let s = tokenize("FOO=1 BAR=\"x y\" npm run dev > log 2>&1 && cd x; (make)").unwrap();
+        let cmds = s.simple_commands();
+        assert_eq!(cmds.len(), 3);
+        assert_eq!(cmds[0].assignments.len(), 2);
+        assert_eq!(cmds[0].word_texts(&s), ["npm", "run", "dev"]);
+        assert_eq!(cmds[0].followed_by, Some(TokenKind::Op(Op::AndIf)));
+        assert_eq!(cmds[1].word_texts(&s), ["cd", "x"]);
+        assert_eq!(cmds[2].word_texts(&s), ["make"]);
+        assert_eq!(cmds[2].depth, 1);
+        // A quoted assignment is a word.
+        let s = tokenize("'A=1' cmd").unwrap();
+        assert_eq!(s.simple_commands()[0].word_texts(&s), ["A=1", "cmd"]);
+    }
+}

@@ -1,0 +1,110 @@
+//! A test policy whose behaviour is scripted, used by the host's tests. Not for use.
+//!
+//! Settings (plain text, not JSON): `reject` (configure fails), `configure-loop`, `configure-trap`, `append:TEXT`
+//! (append TEXT to the command), `deny:REASON` (deny everything), `kill` (on-timeout kill), anything else (echo).
+//!
+//! Commands trigger faults: `loop` (infinite loop), `alloc` (allocate without bound), `trap` (panic), `stack`
+//! (unbounded recursion), `sleep` (blocking sleep through WASI), `log` (log a message through the host). Any other
+//! command is echoed back as the plan, with a note `calls=N` counting evaluations in this instance.
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    use std::cell::{Cell, RefCell};
+
+    wit_bindgen::generate!({ path: "../../../wit", world: "policy-world" });
+
+    use exports::shellward::policy::policy::Guest;
+    use shellward::policy::host::{Level, log};
+    use shellward::policy::types::{OnTimeout, Outcome, Plan, Request};
+
+    thread_local! {
+        static SETTINGS: RefCell<String> = const { RefCell::new(String::new()) };
+        static CALLS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Recursion whose frames live on the wasm value stack (no address-taken locals), so it overflows the
+    /// engine's native stack limit rather than the shadow stack in linear memory.
+    #[inline(never)]
+    fn recurse(n: u64, a: u64, b: u64, c: u64) -> u64 {
+        if n == u64::MAX {
+            return a;
+        }
+        let r = recurse(
+            n.wrapping_add(1),
+            b ^ n,
+            c.rotate_left(7),
+            a.wrapping_mul(31),
+        );
+        r.wrapping_mul(a | 1) ^ b.wrapping_add(c)
+    }
+
+    struct Scripted;
+
+    impl Guest for Scripted {
+        fn configure(settings: String) -> Result<(), String> {
+            match settings.as_str() {
+                "reject" => {
+                    return Err("setting `mode`: \"reject\" is refused on purpose".to_string());
+                }
+                "configure-loop" => loop {
+                    std::hint::black_box(());
+                },
+                "configure-trap" => panic!("configure trapped on purpose"),
+                _ => {}
+            }
+            SETTINGS.with(|s| *s.borrow_mut() = settings);
+            Ok(())
+        }
+
+        fn evaluate(request: Request) -> Outcome {
+            let calls = CALLS.with(|c| {
+                c.set(c.get() + 1);
+                c.get()
+            });
+            match request.command.as_str() {
+                "loop" => loop {
+                    std::hint::black_box(());
+                },
+                "alloc" => {
+                    let mut hoard: Vec<Vec<u8>> = Vec::new();
+                    loop {
+                        hoard.push(vec![1u8; 1 << 20]);
+                        std::hint::black_box(&hoard);
+                    }
+                }
+                "trap" => panic!("evaluate trapped on purpose"),
+                "stack" => {
+                    let n = recurse(0, 1, 2, 3);
+                    return Outcome::Deny(format!("unreachable {n}"));
+                }
+                "sleep" => std::thread::sleep(std::time::Duration::from_secs(3600)),
+                "log" => log(Level::Warn, "hello from the scripted policy"),
+                _ => {}
+            }
+            let settings = SETTINGS.with(|s| s.borrow().clone());
+            if let Some(reason) = settings.strip_prefix("deny:") {
+                return Outcome::Deny(reason.to_string());
+            }
+            let mut command = request.command;
+            if let Some(suffix) = settings.strip_prefix("append:") {
+                command.push_str(suffix);
+            }
+            let on_timeout = if settings == "kill" {
+                OnTimeout::Kill
+            } else {
+                request.on_timeout.unwrap_or(OnTimeout::Background)
+            };
+            Outcome::Run(Plan {
+                command,
+                workdir: request.workdir,
+                background: request.background.unwrap_or(false),
+                timeout_ms: request.timeout_ms,
+                on_timeout,
+                env: request.env,
+                notes: vec![format!("calls={calls}")],
+            })
+        }
+    }
+
+    export!(Scripted);
+}

@@ -1,0 +1,161 @@
+//! End-to-end: `shellward policy check` drives the real binary with the embedded default policy and with policy files.
+
+use shellward_policy::embedded::guests;
+use std::process::{Command, Output};
+
+fn shellward(args: &[&str]) -> Output {
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-policy-cache");
+    Command::new(env!("CARGO_BIN_EXE_shellward"))
+        .args(args)
+        .env("SHELLWARD_CACHE_DIR", cache)
+        .output()
+        .expect("run shellward")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+#[test]
+fn trailing_ampersand_is_shown_as_background() {
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--",
+        "npm run dev &   # start the server",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("command:    npm run dev\n"), "{out}");
+    assert!(out.contains("mode:       background"), "{out}");
+    assert!(out.contains("process_output"), "{out}");
+}
+
+#[test]
+fn json_output_carries_the_whole_plan() {
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--json",
+        "--timeout",
+        "2h",
+        "--env",
+        "A=1",
+        "--",
+        "make",
+        "test",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["decision"], "run");
+    assert_eq!(v["command"], "make test");
+    assert_eq!(v["background"], false);
+    assert_eq!(v["timeout_ms"], 3_600_000, "clamped to the 1h maximum");
+    assert_eq!(v["on_timeout"], "background");
+    assert_eq!(v["env"][0][0], "A");
+    assert!(v["notes"][0].as_str().unwrap().contains("maximum"));
+}
+
+#[test]
+fn deny_exits_3_with_the_reason() {
+    let o = shellward(&["policy", "check", "--json", "--timeout", "0s", "--", "make"]);
+    assert_eq!(o.status.code(), Some(3));
+    let v = json(&o);
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["denied_by"], "default");
+    assert!(v["reason"].as_str().unwrap().contains("zero"));
+}
+
+#[test]
+fn settings_apply_and_bad_input_is_a_clear_error() {
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--json",
+        "--settings",
+        r#"{"default_timeout":"45s"}"#,
+        "--",
+        "ls",
+    ]);
+    assert_eq!(json(&o)["timeout_ms"], 45_000);
+
+    for (args, needle) in [
+        (
+            vec!["policy", "check", "--timeout", "soon", "--", "ls"],
+            "500ms, 30s",
+        ),
+        (
+            vec!["policy", "check", "--settings", r#"{"nope":1}"#, "--", "ls"],
+            "nope",
+        ),
+        (
+            vec!["policy", "check", "--policy", "/no/such.wasm", "--", "ls"],
+            "/no/such.wasm",
+        ),
+        (
+            vec!["policy", "check", "--policy", "Cargo.toml", "--", "ls"],
+            "not a WebAssembly file",
+        ),
+        (
+            vec![
+                "policy",
+                "check",
+                "--settings",
+                "{}",
+                "--settings",
+                "{}",
+                "--",
+                "ls",
+            ],
+            "one --settings per --policy",
+        ),
+        (
+            vec!["policy", "check", "--env", "novalue", "--", "ls"],
+            "NAME=VALUE",
+        ),
+    ] {
+        let o = shellward(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_chain_of_policy_files_runs_in_order() {
+    let scripted = guests::SCRIPTED_POLICY;
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--json",
+        "--policy",
+        scripted,
+        "--settings",
+        "append: --fast",
+        "--policy",
+        scripted,
+        "--settings",
+        "deny:no fast builds",
+        "--",
+        "make",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(json(&o)["reason"], "no fast builds");
+
+    let future = guests::FUTURE_POLICY;
+    let o = shellward(&["policy", "check", "--policy", future, "--", "ls"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("@1.0.0") && stderr(&o).contains("@0.1.0"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -3,7 +3,7 @@
 use crate::settings::{OnTimeout, Settings};
 use shellward_kit::duration::format_millis;
 use shellward_kit::pattern::strip_wrappers;
-use shellward_kit::shell::{Op, Script, TokenKind, tokenize};
+use shellward_kit::shell::{Op, Script, SimpleCommand, TokenKind, tokenize};
 
 /// A request, mirroring `shellward:policy/types.request`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,13 +71,15 @@ impl Edits {
 
 /// Finds a trailing `&` (optionally followed by `disown …`) at top level and returns the edit that removes it
 /// together with any comment after it, keeping here-document bodies.
-fn trailing_ampersand(script: &Script<'_>) -> Option<(usize, usize, &'static str, bool)> {
+fn trailing_ampersand(
+    script: &Script<'_>,
+    cmds: &[SimpleCommand],
+) -> Option<(usize, usize, &'static str, bool)> {
     let last = script.last_significant()?;
     let mut amp = last;
     let mut disown = false;
     if script.tokens[last].kind != TokenKind::Op(Op::Amp) {
         // `cmd & disown [args]`
-        let cmds = script.simple_commands();
         let c = cmds.last()?;
         let words = c.word_texts(script);
         if c.last_token != last
@@ -102,10 +104,10 @@ fn trailing_ampersand(script: &Script<'_>) -> Option<(usize, usize, &'static str
 }
 
 /// Edits removing `setsid [options]` wherever it starts a simple command; returns whether any of them waits (`-w`).
-fn setsid_edits(script: &Script<'_>, edits: &mut Edits) -> (bool, bool) {
+fn setsid_edits(script: &Script<'_>, cmds: &[SimpleCommand], edits: &mut Edits) -> (bool, bool) {
     let mut found = false;
     let mut waits = false;
-    for c in script.simple_commands() {
+    for c in cmds {
         let Some(&first) = c.words.first() else {
             continue;
         };
@@ -148,16 +150,19 @@ fn has_inner_ampersand(script: &Script<'_>) -> bool {
 }
 
 /// Whether the last simple command of the script is `wait`.
-fn ends_with_wait(script: &Script<'_>) -> bool {
-    script
-        .simple_commands()
-        .last()
-        .is_some_and(|c| c.depth == 0 && c.word_texts(script) == ["wait"])
+fn ends_with_wait(script: &Script<'_>, cmds: &[SimpleCommand]) -> bool {
+    cmds.last().is_some_and(|c| {
+        c.depth == 0 && c.words.len() == 1 && script.tokens[c.words[0]].text == "wait"
+    })
 }
 
 /// The first promotion pattern matching any simple command (ignoring `cd`), with the command's text.
-fn promotion<'s>(settings: &'s Settings, script: &Script<'_>) -> Option<(&'s str, String)> {
-    for c in script.simple_commands() {
+fn promotion<'s>(
+    settings: &'s Settings,
+    script: &Script<'_>,
+    cmds: &[SimpleCommand],
+) -> Option<(&'s str, String)> {
+    for c in cmds {
         let words = c.word_texts(script);
         let words = strip_wrappers(&words);
         let words: &[&str] = match words.first().map(|w| w.rsplit('/').next().unwrap_or(w)) {
@@ -201,8 +206,9 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
         )),
         Ok(script) => {
             let mut edits = Edits(Vec::new());
-            let trailing = if settings.ampersand_to_background { trailing_ampersand(&script) } else { None };
-            let (setsid, setsid_waits) = setsid_edits(&script, &mut edits);
+            let cmds = script.simple_commands();
+            let trailing = if settings.ampersand_to_background { trailing_ampersand(&script, &cmds) } else { None };
+            let (setsid, setsid_waits) = setsid_edits(&script, &cmds, &mut edits);
             if let Some((from, to, with, disown)) = trailing {
                 edits.0.push((from, to, with));
                 let what = if disown { "`& disown`" } else { "the trailing `&`" };
@@ -233,12 +239,19 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
             let edited = !edits.0.is_empty();
             command = edits.apply(&req.command);
             // Re-tokenize only when the text changed.
-            let rest = if edited { tokenize(&command).ok() } else { Some(script) };
+            let rest = if edited {
+                tokenize(&command).ok().map(|s| {
+                    let c = s.simple_commands();
+                    (s, c)
+                })
+            } else {
+                Some((script, cmds))
+            };
             let (inner_amp, waits, promoted) = match &rest {
-                Some(rest) => (
+                Some((rest, cmds)) => (
                     settings.ampersand_to_background && has_inner_ampersand(rest),
-                    ends_with_wait(rest),
-                    promotion(settings, rest),
+                    ends_with_wait(rest, cmds),
+                    promotion(settings, rest, cmds),
                 ),
                 None => (false, false, None),
             };

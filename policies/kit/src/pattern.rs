@@ -91,6 +91,11 @@ impl Pattern {
         if !glob(&self.program, name) {
             return false;
         }
+        self.matches_args(args)
+    }
+
+    /// Whether the arguments (program excluded) satisfy the required and forbidden words.
+    fn matches_args<S: AsRef<str>>(&self, args: &[S]) -> bool {
         if self
             .forbidden
             .iter()
@@ -196,13 +201,18 @@ impl PatternSet {
         let program = words.first()?.as_ref();
         let base = program.rsplit('/').next().unwrap_or(program);
         let named = self.by_program.get(base).map(Vec::as_slice).unwrap_or(&[]);
-        let mut best: Option<usize> = None;
-        for &i in named.iter().chain(&self.globbed) {
+        // Patterns indexed under the base name already match the program: only their arguments are checked.
+        let mut best = named
+            .iter()
+            .copied()
+            .find(|&i| self.patterns[i].matches_args(&words[1..]));
+        for &i in &self.globbed {
             if best.is_some_and(|b| b < i) {
-                continue;
+                break;
             }
             if self.patterns[i].matches(words) {
                 best = Some(i);
+                break;
             }
         }
         best.map(|i| &self.patterns[i])

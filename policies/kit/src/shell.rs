@@ -16,6 +16,7 @@
 //! by re-quoting words. [`Script::simple_commands`] then groups the tokens into simple commands (assignments, words,
 //! the operators around them, the subshell depth) for pattern matching.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A control or redirection operator.
@@ -94,7 +95,7 @@ pub enum TokenKind {
 
 /// One token, with its span in the source.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Token {
+pub struct Token<'a> {
     /// What the token is.
     pub kind: TokenKind,
     /// Byte offset of the token's first byte in the source.
@@ -102,8 +103,8 @@ pub struct Token {
     /// Byte offset just past the token's last byte in the source.
     pub end: usize,
     /// For words: the value after quote removal (expansions such as `$(…)` are kept as written). For operators: the
-    /// operator text.
-    pub text: String,
+    /// operator text. Borrowed from the source when quote removal changed nothing.
+    pub text: Cow<'a, str>,
     /// Whether any part of a word was quoted or escaped.
     pub quoted: bool,
     /// Subshell nesting depth: 0 at top level, 1 inside one `( … )`. A `(` carries the depth outside it.
@@ -144,7 +145,7 @@ pub struct Script<'a> {
     /// The source text.
     pub src: &'a str,
     /// Its tokens, in order. Comments and here-document bodies are not tokens.
-    pub tokens: Vec<Token>,
+    pub tokens: Vec<Token<'a>>,
     /// The here-document bodies, in order.
     pub heredocs: Vec<HereDoc>,
 }
@@ -174,7 +175,7 @@ impl SimpleCommand {
     pub fn word_texts<'s>(&self, script: &'s Script<'_>) -> Vec<&'s str> {
         self.words
             .iter()
-            .map(|&i| script.tokens[i].text.as_str())
+            .map(|&i| &*script.tokens[i].text)
             .collect()
     }
 }
@@ -202,7 +203,7 @@ struct Lexer<'a> {
     b: &'a [u8],
     i: usize,
     depth: u32,
-    tokens: Vec<Token>,
+    tokens: Vec<Token<'a>>,
     heredocs: Vec<HereDoc>,
 }
 
@@ -266,14 +267,14 @@ impl<'a> Lexer<'a> {
                 lexer.push(
                     TokenKind::Op(op),
                     start,
-                    lexer.src[start..start + len].to_string(),
+                    Cow::Borrowed(&lexer.src[start..start + len]),
                     false,
                 );
             };
             match c {
                 b'\n' => {
                     self.i += 1;
-                    self.push(TokenKind::Newline, start, "\n".to_string(), false);
+                    self.push(TokenKind::Newline, start, Cow::Borrowed("\n"), false);
                     for (delimiter, strip) in pending.drain(..) {
                         let doc = self.heredoc_body(delimiter, strip);
                         self.heredocs.push(doc);
@@ -346,8 +347,14 @@ impl<'a> Lexer<'a> {
                         TokenKind::Word
                     };
                     if let (Some(strip), TokenKind::Word) = (expect_heredoc_word, kind) {
-                        pending.push((text.clone(), strip));
+                        pending.push((text.to_string(), strip));
                     }
+                    // Unquoted words without escapes are their own source text: no allocation.
+                    let text = if !quoted && text.len() == self.i - start {
+                        Cow::Borrowed(&self.src[start..self.i])
+                    } else {
+                        Cow::Owned(text)
+                    };
                     self.push(kind, start, text, quoted);
                 }
             }
@@ -355,7 +362,7 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    fn push(&mut self, kind: TokenKind, start: usize, text: String, quoted: bool) {
+    fn push(&mut self, kind: TokenKind, start: usize, text: Cow<'a, str>, quoted: bool) {
         let depth = self.depth;
         self.tokens.push(Token {
             kind,
@@ -769,8 +776,11 @@ mod tests {
     #[test]
     fn subshell_depth() {
         let s = tokenize("(cd a && (b &)) &").unwrap();
-        let depths: Vec<(String, u32)> =
-            s.tokens.iter().map(|t| (t.text.clone(), t.depth)).collect();
+        let depths: Vec<(String, u32)> = s
+            .tokens
+            .iter()
+            .map(|t| (t.text.to_string(), t.depth))
+            .collect();
         assert_eq!(
             depths,
             [

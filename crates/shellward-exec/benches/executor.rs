@@ -1,0 +1,152 @@
+//! Executor benchmarks, each against a baseline measured in the same run where one exists.
+//!
+//! Run: `cargo bench -p shellward-exec --bench executor` (add a group name to run one, e.g. `-- spawn`).
+//!
+//! - `spawn/*`: execute `true` end to end vs a raw `tokio::process::Command` spawn + wait of `sh -c true`;
+//! - `capture-1GiB/*`: capturing 1 GiB of output vs `sh -c 'head -c 1G /dev/zero | cat >/dev/null'`;
+//! - `kill-100-tree`: SIGKILL of a 100-process tree until no member is alive;
+//! - `list-1000`: list latency with 1,000 live background processes (RSS printed before and after starting them).
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use shellward_exec::{ExecPlan, Executor, ExecutorConfig, SignalKind};
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .map(|l| l.to_string())
+        })
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn spawn(c: &mut Criterion) {
+    let rt = runtime();
+    let ex = rt.block_on(async { Executor::new(ExecutorConfig::default()).unwrap() });
+    println!("containment: {}", ex.containment());
+    let mut g = c.benchmark_group("spawn");
+    g.bench_function("raw-tokio-sh-c-true", |b| {
+        b.to_async(&rt).iter(|| async {
+            let status = tokio::process::Command::new("sh")
+                .args(["-c", "true"])
+                .status()
+                .await
+                .unwrap();
+            assert!(status.success());
+        })
+    });
+    g.bench_function("executor-true", |b| {
+        b.to_async(&rt).iter(|| async {
+            let r = ex.execute(ExecPlan::new("true")).await.unwrap();
+            assert_eq!(r.exit.code(), Some(0));
+        })
+    });
+    g.finish();
+    rt.block_on(ex.shutdown());
+}
+
+fn capture(c: &mut Criterion) {
+    let rt = runtime();
+    let ex = rt.block_on(async { Executor::new(ExecutorConfig::default()).unwrap() });
+    let mut g = c.benchmark_group("capture-1GiB");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    g.bench_function("baseline-head-pipe-cat", |b| {
+        b.to_async(&rt).iter(|| async {
+            let s = tokio::process::Command::new("sh")
+                .args(["-c", "head -c 1G /dev/zero | cat >/dev/null"])
+                .status()
+                .await
+                .unwrap();
+            assert!(s.success());
+        })
+    });
+    g.bench_function("executor-capture", |b| {
+        b.to_async(&rt).iter(|| async {
+            let r = ex
+                .execute(ExecPlan::new("head -c 1G /dev/zero"))
+                .await
+                .unwrap();
+            assert_eq!(r.output.total_bytes, 1 << 30);
+        })
+    });
+    g.finish();
+    rt.block_on(ex.shutdown());
+}
+
+fn kill_tree(c: &mut Criterion) {
+    let rt = runtime();
+    let ex = rt.block_on(async { Executor::new(ExecutorConfig::default()).unwrap() });
+    let mut g = c.benchmark_group("kill-100-tree");
+    g.sample_size(20);
+    g.bench_function("sigkill-until-gone", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let mut plan = ExecPlan::new(
+                        "i=0; while [ $i -lt 99 ]; do sleep 600 & i=$((i+1)); done; wait",
+                    );
+                    plan.background = true;
+                    let r = ex.execute(plan).await.unwrap();
+                    while ex.tree_members(&r.id, None).unwrap().len() < 100 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    let t = Instant::now();
+                    ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
+                    total += t.elapsed();
+                    assert!(ex.tree_members(&r.id, None).unwrap().is_empty());
+                }
+                total
+            })
+        })
+    });
+    g.finish();
+    rt.block_on(ex.shutdown());
+}
+
+fn list_1000(c: &mut Criterion) {
+    let rt = runtime();
+    let before = rss_kib();
+    let ex = rt.block_on(async {
+        let ex = Executor::new(ExecutorConfig {
+            max_running: 1_100,
+            ..Default::default()
+        })
+        .unwrap();
+        for _ in 0..1_000 {
+            let mut plan = ExecPlan::new("sleep 600");
+            plan.background = true;
+            ex.execute(plan).await.unwrap();
+        }
+        ex
+    });
+    let after = rss_kib();
+    println!(
+        "RSS with 1,000 live background processes: {} KiB (before starting them: {} KiB)",
+        after, before
+    );
+    let mut g = c.benchmark_group("list-1000");
+    g.bench_function("list", |b| {
+        b.iter(|| {
+            let l = ex.list(None, 10_000);
+            assert_eq!(l.processes.len(), 1_000);
+        })
+    });
+    g.finish();
+    rt.block_on(ex.shutdown());
+}
+
+criterion_group!(benches, spawn, capture, kill_tree, list_1000);
+criterion_main!(benches);

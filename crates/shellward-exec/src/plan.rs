@@ -1,0 +1,43 @@
+//! The executor's own plan type: what to run and how, already decided (by policies or by the embedding host).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What happens when a foreground command outlives its timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeoutAction {
+    /// Terminate the whole tree (SIGTERM, grace, SIGKILL) and report `timed_out`.
+    Kill,
+    /// Keep it running as a tracked background process; the caller gets its id and the output so far.
+    #[default]
+    Background,
+}
+
+/// A decided plan.
+#[derive(Debug, Clone, Default)]
+pub struct ExecPlan {
+    /// The command text, run as `<shell> -c COMMAND`.
+    pub command: String,
+    /// Working directory (default: the executor's).
+    pub workdir: Option<PathBuf>,
+    /// Extra environment; wins over the executor's and the non-interactive defaults.
+    pub env: Vec<(String, String)>,
+    /// Start in the background and return at once.
+    pub background: bool,
+    /// Foreground timeout (`None`: wait as long as it takes).
+    pub timeout: Option<Duration>,
+    /// What happens when the foreground timeout expires.
+    pub on_timeout: TimeoutAction,
+    /// The session (caller) the process belongs to; only that session can see or signal it.
+    pub session: Option<String>,
+}
+
+impl ExecPlan {
+    /// A foreground plan for `command` with no timeout.
+    pub fn new(command: impl Into<String>) -> ExecPlan {
+        ExecPlan {
+            command: command.into(),
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Platform-specific process control. Unix (Linux) today; each platform lives in its own module so Windows (job
+//! objects) can follow behind the same crate-internal interface: `Platform`, `Tree`, `Spawned`, `SpawnSpec`.
+
+#[cfg(unix)]
+pub(crate) mod unix;
+#[cfg(unix)]
+pub(crate) use unix::{ContainmentKind, Platform, SpawnSpec, Tree, pidfd_open};

@@ -1,0 +1,213 @@
+//! cgroup v2 containment: one cgroup per command tree under a per-executor parent, killed with `cgroup.kill`.
+//!
+//! The hierarchy is discovered from `/proc/self/mountinfo` (the `cgroup2` mount) and `/proc/self/cgroup` (the `0::`
+//! line with this process's cgroup), never assumed. The executor creates `shellward-<pid>-<n>` below its
+//! own cgroup, and one child `p<id>` per command; a command joins its cgroup in the child between fork and exec, so
+//! everything it forks afterwards — including processes that leave the process group with `setsid` or double-fork —
+//! stays inside and dies with `cgroup.kill`.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Finds the cgroup v2 directory this process belongs to.
+pub(crate) fn discover() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim()
+        .to_string();
+    for line in mountinfo.lines() {
+        // Fields: id parent major:minor root mount-point options [optional...] - fstype source super-options
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next() != Some("cgroup2") {
+            continue;
+        }
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        let (root, mount) = (*fields.get(3)?, *fields.get(4)?);
+        let mount = unescape(mount);
+        // Our cgroup path is relative to the hierarchy root; the mount shows the subtree at `root`.
+        let rel = own
+            .strip_prefix(root)
+            .unwrap_or(&own)
+            .trim_start_matches('/');
+        let dir = Path::new(&mount).join(rel);
+        if dir.join("cgroup.procs").exists() {
+            return Some(dir);
+        }
+    }
+    None
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v as char);
+            i += 4;
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The executor's parent cgroup.
+#[derive(Debug)]
+pub(crate) struct CgroupRoot {
+    dir: PathBuf,
+}
+
+static ROOT_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl CgroupRoot {
+    /// Creates the executor's parent cgroup below `base` and checks `cgroup.kill` is available.
+    pub(crate) fn create(base: &Path) -> io::Result<CgroupRoot> {
+        let n = ROOT_SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("shellward-{}-{n}", std::process::id()));
+        fs::create_dir(&dir)?;
+        if !dir.join("cgroup.kill").exists() {
+            let _ = fs::remove_dir(&dir);
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "cgroup.kill is not available (kernel < 5.14)",
+            ));
+        }
+        Ok(CgroupRoot { dir })
+    }
+
+    /// The directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Creates the cgroup for one command.
+    pub(crate) fn child(&self, name: &str) -> io::Result<Cgroup> {
+        let dir = self.dir.join(name);
+        fs::create_dir(&dir)?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "cgroup path contains NUL"))?;
+        Ok(Cgroup { dir, procs })
+    }
+
+    /// Kills everything in every command cgroup and removes them all (best effort, synchronous).
+    pub(crate) fn kill_all_and_remove(&self) {
+        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                if e.path().is_dir() {
+                    remove_when_empty(&e.path());
+                }
+            }
+        }
+        remove_when_empty(&self.dir);
+    }
+}
+
+/// Removes a cgroup directory, waiting briefly for killed processes to leave it.
+fn remove_when_empty(dir: &Path) {
+    for _ in 0..200 {
+        match fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    tracing::warn!(dir = %dir.display(), "could not remove cgroup (still populated)");
+}
+
+/// One command's cgroup.
+#[derive(Debug)]
+pub(crate) struct Cgroup {
+    dir: PathBuf,
+    procs: CString,
+}
+
+impl Cgroup {
+    /// Path of `cgroup.procs`, for the child to join between fork and exec.
+    pub(crate) fn procs_path(&self) -> &CString {
+        &self.procs
+    }
+
+    /// The pids currently in the cgroup.
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether any process is in the cgroup.
+    pub(crate) fn populated(&self) -> bool {
+        match fs::read_to_string(self.dir.join("cgroup.events")) {
+            Ok(s) => s.lines().any(|l| l == "populated 1"),
+            Err(_) => !self.pids().is_empty(),
+        }
+    }
+
+    /// SIGKILLs every process in the cgroup.
+    pub(crate) fn kill(&self) -> io::Result<()> {
+        fs::write(self.dir.join("cgroup.kill"), "1")
+    }
+
+    /// Removes the cgroup (it must be empty; waits briefly for dying processes).
+    pub(crate) fn remove(&self) {
+        remove_when_empty(&self.dir);
+    }
+}
+
+/// Writes the calling process's pid to `procs` using only async-signal-safe calls (for use between fork and exec).
+pub(crate) fn join_from_child(procs: &CString) -> io::Result<()> {
+    // SAFETY: plain syscalls on a valid NUL-terminated path and a stack buffer.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut buf = [0u8; 20];
+        let mut n = libc::getpid() as u64;
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let len = buf.len() - i;
+        let w = libc::write(fd, buf[i..].as_ptr().cast(), len);
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if w != len as isize {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape(r"/sys/fs/cgroup\040x"), "/sys/fs/cgroup x");
+        assert_eq!(unescape("/plain"), "/plain");
+    }
+}

@@ -1,0 +1,503 @@
+//! Unix (Linux) process control: spawning into a process group and a cgroup, waiting with pidfds, signalling whole
+//! trees, the process-group fallback, and the watchdog that kills everything if the executor itself is killed.
+
+pub(crate) mod cgroup;
+pub mod procfs;
+
+use cgroup::{Cgroup, CgroupRoot};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::mpsc;
+
+/// The variable marking fallback-mode trees.
+const TREE_VAR: &str = "SHELLWARD_TREE";
+
+/// How command trees are contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainmentKind {
+    /// One cgroup v2 per tree, killed with `cgroup.kill`: holds processes that leave the process group.
+    Cgroup,
+    /// One process group per tree, plus the descendants found in `/proc`; the executor is a child subreaper so
+    /// orphaned descendants stay visible.
+    ProcessGroup,
+}
+
+impl std::fmt::Display for ContainmentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ContainmentKind::Cgroup => "cgroup v2 (cgroup.kill)",
+            ContainmentKind::ProcessGroup => "process group + subreaper",
+        })
+    }
+}
+
+/// Platform state shared by all trees of one executor.
+pub(crate) struct Platform {
+    root: Option<CgroupRoot>,
+    /// Identifies this executor's trees in the fallback: every process of a tree inherits
+    /// `SHELLWARD_TREE=<token>/<id>`, which survives `setsid` and double forks.
+    token: String,
+    spawner: Mutex<mpsc::Sender<SpawnJob>>,
+    watchdog: Mutex<Option<Watchdog>>,
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// A spawned leader and its output pipes.
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: Option<OwnedFd>,
+    pub(crate) tree: Tree,
+}
+
+/// What to spawn.
+pub(crate) struct SpawnSpec {
+    pub(crate) program: OsString,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) workdir: PathBuf,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) separate_stderr: bool,
+    pub(crate) name: String,
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    // A larger pipe halves the wakeups for chatty commands; failure is harmless.
+    // SAFETY: fcntl on a valid fd.
+    unsafe {
+        libc::fcntl(r.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
+    Ok((r, w))
+}
+
+impl Platform {
+    /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and `allow_cgroup`)
+    /// and the spawner thread.
+    pub(crate) fn new(allow_cgroup: bool) -> io::Result<Platform> {
+        let root = if allow_cgroup {
+            match cgroup::discover() {
+                Some(base) => match CgroupRoot::create(&base) {
+                    Ok(root) => Some(root),
+                    Err(e) => {
+                        tracing::info!(base = %base.display(), "cgroup containment unavailable ({e}); using process groups");
+                        None
+                    }
+                },
+                None => {
+                    tracing::info!("no cgroup v2 hierarchy found; using process groups");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if root.is_none() {
+            // SAFETY: prctl with constant arguments.
+            unsafe {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            }
+        }
+        // Every fork happens on this thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it must
+        // live as long as the executor.
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("shellward-spawner".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let token = format!("{}-{nanos}", std::process::id());
+        let platform = Platform {
+            root,
+            token,
+            spawner: Mutex::new(tx),
+            watchdog: Mutex::new(None),
+        };
+        let dog = Watchdog::start(
+            platform.root.as_ref().map(|r| r.dir().to_path_buf()),
+            &platform,
+        )?;
+        *platform.watchdog.lock().unwrap() = Some(dog);
+        Ok(platform)
+    }
+
+    /// The executor's parent cgroup, when cgroups are used.
+    pub(crate) fn cgroup_dir(&self) -> Option<&std::path::Path> {
+        self.root.as_ref().map(|r| r.dir())
+    }
+
+    /// The active containment.
+    pub(crate) fn kind(&self) -> ContainmentKind {
+        if self.root.is_some() {
+            ContainmentKind::Cgroup
+        } else {
+            ContainmentKind::ProcessGroup
+        }
+    }
+
+    /// Runs `f` on the spawner thread; the result arrives on the returned channel.
+    fn on_spawner<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<tokio::sync::oneshot::Receiver<R>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.spawner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .map_err(|_| stopped())?;
+        Ok(rx)
+    }
+
+    /// Runs `f` on the spawner thread and blocks until it is done (for set-up, outside async code paths).
+    fn on_spawner_sync<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.spawner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())
+    }
+
+    /// Spawns `sh -c …` (or the configured shell) as the leader of a new process group, inside a new cgroup when
+    /// available, with stdin on /dev/null and stdout/stderr on pipes.
+    pub(crate) async fn spawn(&self, mut spec: SpawnSpec) -> io::Result<Spawned> {
+        let marker = format!("{}/{}", self.token, spec.name);
+        if self.root.is_none() {
+            spec.env.push((TREE_VAR.into(), marker.clone().into()));
+        }
+        let cgroup = match &self.root {
+            Some(root) => Some(root.child(&spec.name)?),
+            None => None,
+        };
+        let procs = cgroup.as_ref().map(|c| c.procs_path().clone());
+        let parent = std::process::id() as i32;
+        let result =
+            self.on_spawner(move || -> io::Result<(Child, OwnedFd, Option<OwnedFd>)> {
+                let (out_r, out_w) = pipe()?;
+                let (err_r, err_w) = if spec.separate_stderr {
+                    let (r, w) = pipe()?;
+                    (Some(r), w)
+                } else {
+                    (None, out_w.try_clone()?)
+                };
+                let mut cmd = Command::new(&spec.program);
+                cmd.args(&spec.args)
+                    .current_dir(&spec.workdir)
+                    .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::from(out_w))
+                    .stderr(Stdio::from(err_w))
+                    .process_group(0);
+                // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close).
+                unsafe {
+                    cmd.pre_exec(move || {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        // The executor may have died between fork and prctl.
+                        if libc::getppid() != parent {
+                            libc::_exit(127);
+                        }
+                        if let Some(procs) = &procs {
+                            cgroup::join_from_child(procs)?;
+                        }
+                        Ok(())
+                    });
+                }
+                let child = cmd.spawn()?;
+                // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
+                drop(cmd);
+                Ok((child, out_r, err_r))
+            })?;
+        // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
+        let result = result.await.map_err(|_| stopped())?;
+        let (child, stdout, stderr) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(e);
+            }
+        };
+        let pgid = child.id() as i32;
+        let tree = match cgroup {
+            Some(cg) => Tree::Cgroup { cgroup: cg, pgid },
+            None => Tree::Group {
+                pgid,
+                marker: format!("{TREE_VAR}={marker}"),
+                known: Mutex::new(HashSet::from([pgid])),
+            },
+        };
+        self.watchdog_send(&format!("+ {pgid}\n"));
+        Ok(Spawned {
+            child,
+            stdout,
+            stderr,
+            tree,
+        })
+    }
+
+    /// Tells the watchdog about a process group (`+ pgid` / `- pgid`).
+    pub(crate) fn watchdog_send(&self, line: &str) {
+        if let Some(dog) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            let _ = dog.pipe.write_all(line.as_bytes());
+        }
+    }
+
+    /// Kills every tree and removes the executor's cgroups (synchronous, best effort), then releases the watchdog.
+    pub(crate) fn shutdown(&self) {
+        if let Some(root) = &self.root {
+            root.kill_all_and_remove();
+        }
+        if let Some(mut dog) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = dog.pipe.write_all(b"quit\n");
+            drop(dog.pipe);
+            let _ = dog.child.wait();
+        }
+    }
+
+    /// In fallback mode: reaps zombies of tree members that were re-parented to this process (subreaper).
+    pub(crate) fn reap_orphans(&self, known: &HashSet<i32>) {
+        if self.root.is_some() {
+            return;
+        }
+        let me = std::process::id() as i32;
+        for p in procfs::scan() {
+            if p.ppid == me && !p.alive() && known.contains(&p.pid) {
+                let _ = nix::sys::wait::waitpid(
+                    Pid::from_raw(p.pid),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                );
+            }
+        }
+    }
+}
+
+/// A contained process tree.
+#[derive(Debug)]
+pub(crate) enum Tree {
+    /// In its own cgroup (and process group).
+    Cgroup {
+        /// The cgroup.
+        cgroup: Cgroup,
+        /// The process group (the leader's pid).
+        pgid: i32,
+    },
+    /// In its own process group; members are found by group, by parentage and by the inherited marker variable;
+    /// `known` accumulates every member seen.
+    Group {
+        /// The process group (the leader's pid).
+        pgid: i32,
+        /// `SHELLWARD_TREE=<token>/<id>`, inherited by every process of the tree.
+        marker: String,
+        /// Every pid ever seen in the tree.
+        known: Mutex<HashSet<i32>>,
+    },
+}
+
+impl Tree {
+    /// The process group id.
+    pub(crate) fn pgid(&self) -> i32 {
+        match self {
+            Tree::Cgroup { pgid, .. } | Tree::Group { pgid, .. } => *pgid,
+        }
+    }
+
+    /// The living members now.
+    pub(crate) fn members(&self) -> Vec<i32> {
+        match self {
+            Tree::Cgroup { cgroup, .. } => cgroup
+                .pids()
+                .into_iter()
+                .filter(|&p| procfs::stat(p).is_some_and(|e| e.alive()))
+                .collect(),
+            Tree::Group {
+                pgid,
+                marker,
+                known,
+            } => {
+                let table = procfs::scan();
+                let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
+                let mut members = procfs::tree_members(&table, *pgid, &known);
+                members.extend(procfs::with_env(&table, marker));
+                let members = procfs::tree_members(&table, *pgid, &members);
+                known.extend(members.iter().copied());
+                members.into_iter().collect()
+            }
+        }
+    }
+
+    /// Every pid ever attributed to the tree (fallback mode), for reaping.
+    pub(crate) fn known(&self) -> HashSet<i32> {
+        match self {
+            Tree::Cgroup { .. } => HashSet::new(),
+            Tree::Group { known, .. } => known.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+
+    /// Whether anything of the tree is alive.
+    pub(crate) fn alive(&self) -> bool {
+        match self {
+            Tree::Cgroup { cgroup, .. } => cgroup.populated() && !self.members().is_empty(),
+            Tree::Group { .. } => !self.members().is_empty(),
+        }
+    }
+
+    /// Sends `signal` to every member (the group, and members outside it).
+    pub(crate) fn signal(&self, signal: Signal) {
+        let _ = killpg(Pid::from_raw(self.pgid()), signal);
+        for pid in self.members() {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+    }
+
+    /// SIGKILLs the whole tree at once.
+    pub(crate) fn kill(&self) {
+        match self {
+            Tree::Cgroup { cgroup, pgid } => {
+                if cgroup.kill().is_err() {
+                    let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
+                }
+            }
+            Tree::Group { .. } => {
+                // Repeat until nothing new appears: a member may fork while we signal.
+                for _ in 0..10 {
+                    let members = self.members();
+                    if members.is_empty() {
+                        break;
+                    }
+                    self.signal(Signal::SIGKILL);
+                }
+            }
+        }
+    }
+
+    /// Releases the tree's resources (its cgroup) once it is empty.
+    pub(crate) fn cleanup(&self) {
+        if let Tree::Cgroup { cgroup, .. } = self {
+            cgroup.remove();
+        }
+    }
+}
+
+/// A helper process that outlives a killed executor just long enough to kill what it started.
+///
+/// It is `sh` reading commands from a pipe whose only write end is held by the executor (close-on-exec, so commands
+/// never inherit it). When the executor dies — even by SIGKILL — the pipe reaches EOF and the watchdog kills the
+/// executor's cgroup (which holds every tree, escapers included) and every process group it was told about.
+struct Watchdog {
+    child: Child,
+    pipe: std::fs::File,
+}
+
+const WATCHDOG_SCRIPT: &str = r#"
+cg="$1"; token="$2"; pgs=" "
+while read -r op pg; do
+  case "$op" in
+    +) pgs="$pgs$pg " ;;
+    -) new=" "; for p in $pgs; do [ "$p" = "$pg" ] || new="$new$p "; done; pgs="$new" ;;
+    quit) exit 0 ;;
+  esac
+done
+if [ -n "$cg" ]; then echo 1 > "$cg/cgroup.kill" 2>/dev/null; fi
+for pg in $pgs; do kill -s KILL -- "-$pg" 2>/dev/null; done
+if [ -n "$token" ]; then
+  for round in 1 2 3; do
+    for f in $(grep -lzE "^SHELLWARD_TREE=$token/" /proc/[0-9]*/environ 2>/dev/null); do
+      p=${f#/proc/}; kill -s KILL "${p%/environ}" 2>/dev/null
+    done
+  done
+fi
+if [ -n "$cg" ]; then
+  i=0
+  while [ $i -lt 50 ]; do
+    for d in "$cg"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+    rmdir "$cg" 2>/dev/null && exit 0
+    i=$((i+1)); sleep 0.1
+  done
+fi
+"#;
+
+impl Watchdog {
+    fn start(cgroup_dir: Option<PathBuf>, platform: &Platform) -> io::Result<Watchdog> {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+        let token = if cgroup_dir.is_none() {
+            platform.token.clone()
+        } else {
+            String::new()
+        };
+        let cg = cgroup_dir.map(|d| d.into_os_string()).unwrap_or_default();
+        let child = platform.on_spawner_sync(move || {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-c")
+                .arg(WATCHDOG_SCRIPT)
+                .arg("shellward-watchdog")
+                .arg(cg)
+                .arg(token);
+            cmd.stdin(Stdio::from(r))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            // Its own session: terminal signals aimed at the executor's group do not reach it.
+            // SAFETY: setsid is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+            cmd.spawn()
+        })??;
+        // SAFETY: `w` is an owned, open pipe write end.
+        let pipe = unsafe { std::fs::File::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(w)) };
+        Ok(Watchdog { child, pipe })
+    }
+}
+
+fn stopped() -> io::Error {
+    io::Error::other("the executor's spawner thread has stopped")
+}
+
+/// Opens a pidfd for `pid` (Linux ≥ 5.3).
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: raw syscall with valid arguments; the returned fd is owned by us.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new, valid file descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}

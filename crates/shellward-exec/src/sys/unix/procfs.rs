@@ -1,0 +1,149 @@
+//! Reading the process table from `/proc` (Linux): parents, process groups and states, for the process-group
+//! fallback and for tests.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+
+/// One process as seen in `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcEntry {
+    /// Process id.
+    pub pid: i32,
+    /// Parent process id.
+    pub ppid: i32,
+    /// Process group id.
+    pub pgrp: i32,
+    /// Session id.
+    pub session: i32,
+    /// State letter (`R`, `S`, `Z`, ...).
+    pub state: char,
+}
+
+impl ProcEntry {
+    /// Whether the process is running or could run (not a zombie or dead).
+    pub fn alive(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses one `/proc/<pid>/stat` line.
+pub fn parse_stat(line: &str) -> Option<ProcEntry> {
+    let pid = line.split_whitespace().next()?.parse().ok()?;
+    // The command name is in parentheses and may contain anything, so parse after the last `)`.
+    let rest = &line[line.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let session = f.next()?.parse().ok()?;
+    Some(ProcEntry {
+        pid,
+        ppid,
+        pgrp,
+        session,
+        state,
+    })
+}
+
+/// Every process currently in `/proc`.
+pub fn scan() -> Vec<ProcEntry> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?))
+        .collect()
+}
+
+/// One process by id, if it exists.
+pub fn stat(pid: i32) -> Option<ProcEntry> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Living processes of `table` whose environment holds exactly `entry` (`NAME=value`).
+pub fn with_env(table: &[ProcEntry], entry: &str) -> HashSet<i32> {
+    table
+        .iter()
+        .filter(|p| p.alive())
+        .filter(|p| {
+            fs::read(format!("/proc/{}/environ", p.pid))
+                .map(|env| env.split(|&b| b == 0).any(|kv| kv == entry.as_bytes()))
+                .unwrap_or(false)
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// The living members of a tree: everything in process group `pgid`, every descendant of `roots`, and their
+/// descendants, from one table snapshot.
+pub fn tree_members(table: &[ProcEntry], pgid: i32, roots: &HashSet<i32>) -> HashSet<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for p in table {
+        children.entry(p.ppid).or_default().push(p.pid);
+    }
+    let mut members: HashSet<i32> = table
+        .iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| p.pid)
+        .collect();
+    let by_pid: HashMap<i32, &ProcEntry> = table.iter().map(|p| (p.pid, p)).collect();
+    members.extend(roots.iter().filter(|r| by_pid.contains_key(r)));
+    let mut stack: Vec<i32> = members.iter().copied().collect();
+    while let Some(pid) = stack.pop() {
+        for &c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if members.insert(c) {
+                stack.push(c);
+            }
+        }
+    }
+    members.retain(|pid| by_pid.get(pid).is_some_and(|p| p.alive()));
+    members
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        let e = parse_stat("42 (a (weird) name) S 1 42 40 0 -1 4194560 0 0").unwrap();
+        assert_eq!(
+            (e.pid, e.ppid, e.pgrp, e.session, e.state),
+            (42, 1, 42, 40, 'S')
+        );
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn the_own_process_is_found() {
+        let me = std::process::id() as i32;
+        assert!(scan().iter().any(|p| p.pid == me));
+        assert_eq!(stat(me).unwrap().pid, me);
+    }
+
+    #[test]
+    fn members_follow_groups_and_parents() {
+        let e = |pid, ppid, pgrp, state| ProcEntry {
+            pid,
+            ppid,
+            pgrp,
+            session: 0,
+            state,
+        };
+        let table = [
+            e(10, 1, 10, 'S'),
+            e(11, 10, 10, 'S'),
+            e(12, 11, 12, 'S'),
+            e(13, 12, 13, 'S'),
+            e(14, 1, 10, 'Z'),
+            e(20, 1, 20, 'S'),
+        ];
+        let m = tree_members(&table, 10, &HashSet::new());
+        let mut v: Vec<_> = m.into_iter().collect();
+        v.sort();
+        assert_eq!(v, [10, 11, 12, 13]);
+        let m = tree_members(&table, 99, &HashSet::from([12]));
+        assert_eq!(m.len(), 2);
+    }
+}

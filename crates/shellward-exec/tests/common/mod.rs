@@ -1,0 +1,130 @@
+//! Helpers for executor tests: marked process trees and survivor scans over `/proc`.
+
+#![allow(dead_code)]
+
+use shellward_exec::{ContainmentPreference, ExecPlan, Executor, ExecutorConfig, procfs};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// The environment variable every process of a test tree inherits, so survivors can be found in `/proc`.
+pub const MARK: &str = "SHELLWARD_TEST_MARK";
+
+/// A marker unique to this call.
+pub fn new_mark() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "m{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// Living (non-zombie) processes whose environment carries `mark`.
+pub fn marked(mark: &str) -> HashSet<i32> {
+    let needle = format!("{MARK}={mark}");
+    procfs::scan()
+        .into_iter()
+        .filter(|p| p.alive())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.pid))
+                .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Waits up to `limit` for every marked process to be gone; returns the survivors.
+pub fn survivors_after(mark: &str, limit: Duration) -> HashSet<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = marked(mark);
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills whatever survived (by pid, only marked processes) so a failing test does not leak.
+pub fn kill_marked(mark: &str) {
+    for pid in marked(mark) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A plan whose tree carries `mark`.
+pub fn marked_plan(command: &str, mark: &str) -> ExecPlan {
+    let mut plan = ExecPlan::new(command);
+    plan.env.push((MARK.to_string(), mark.to_string()));
+    plan
+}
+
+/// A command building a tree with every kind of member: a pipeline, a `&` child, `nohup`, `setsid`, a double-fork
+/// daemon, a member ignoring SIGTERM, and a deep fork chain. It prints `ready` when all are started, then waits.
+pub const NASTY_TREE: &str = r#"
+sleep 301 | sleep 302 &
+sleep 303 &
+nohup sleep 304 >/dev/null 2>&1 &
+setsid sleep 305 &
+(setsid sh -c 'sleep 306 & exit 0' &)
+sh -c 'trap "" TERM; while :; do sleep 1; done' &
+sh -c 'sh -c "sh -c \"sh -c \\\"sleep 307\\\"\""' &
+sleep 0.3
+echo ready
+wait
+"#;
+
+/// Both containment paths, for tests that must hold for each.
+pub fn configs() -> Vec<(&'static str, ExecutorConfig)> {
+    let fast = |containment| ExecutorConfig {
+        containment,
+        grace: Duration::from_millis(300),
+        drain: Duration::from_millis(300),
+        ..Default::default()
+    };
+    vec![
+        ("auto", fast(ContainmentPreference::Auto)),
+        ("process-group", fast(ContainmentPreference::ProcessGroup)),
+    ]
+}
+
+/// Waits until the output of `id` contains `needle` (or panics after 10 s).
+pub async fn wait_for_output(ex: &Executor, id: &str, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = ex
+            .read_output(id, None, None, Duration::from_millis(100), 1 << 20)
+            .await
+            .unwrap();
+        if r.view.as_ref().unwrap().text.contains(needle) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{id} never printed {needle:?}");
+    }
+}
+
+/// Open file descriptors of this process.
+pub fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Zombie children of this process.
+pub fn zombie_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    procfs::scan()
+        .into_iter()
+        .filter(|p| p.ppid == me && !p.alive())
+        .map(|p| p.pid)
+        .collect()
+}

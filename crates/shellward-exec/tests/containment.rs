@@ -1,0 +1,199 @@
+//! Zero survivors: every way of stopping a tree (terminate, kill, foreground timeout with kill, shutdown, drop, and
+//! the executor itself being SIGKILLed), for both containment paths, proven by scanning /proc.
+
+mod common;
+
+use common::*;
+use shellward_exec::{
+    ContainmentKind, ExecError, Executor, ExecutorConfig, SignalKind, TimeoutAction,
+};
+use std::time::Duration;
+
+const SETTLE: Duration = Duration::from_secs(5);
+
+async fn start_nasty(ex: &Executor, mark: &str) -> String {
+    let mut plan = marked_plan(NASTY_TREE, mark);
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    wait_for_output(ex, &r.id, "ready").await;
+    let members = marked(mark);
+    assert!(
+        members.len() >= 10,
+        "the tree should have many members, found {}",
+        members.len()
+    );
+    r.id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_containment_uses_cgroups_when_the_hierarchy_is_writable() {
+    let ex = Executor::new(ExecutorConfig::default()).unwrap();
+    println!("containment: {}", ex.containment());
+    // These machines have a writable cgroup2 hierarchy; a machine without one falls back (and says so).
+    if std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .contains(" - cgroup2 ")
+    {
+        assert_eq!(ex.containment(), ContainmentKind::Cgroup);
+    }
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_and_kill_leave_no_survivors() {
+    for (name, config) in configs() {
+        let ex = Executor::new(config).unwrap();
+        for kind in [SignalKind::Terminate, SignalKind::Kill] {
+            let mark = new_mark();
+            let id = start_nasty(&ex, &mark).await;
+            ex.signal(&id, kind, None).await.unwrap();
+            let left = survivors_after(&mark, SETTLE);
+            kill_marked(&mark);
+            assert!(left.is_empty(), "{name} {kind:?}: survivors {left:?}");
+            // Nothing is left to signal.
+            assert!(matches!(
+                ex.signal(&id, kind, None).await,
+                Err(ExecError::NotAlive(_))
+            ));
+        }
+        ex.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_timeout_with_kill_leaves_no_survivors() {
+    for (name, config) in configs() {
+        let ex = Executor::new(config).unwrap();
+        let mark = new_mark();
+        let mut plan = marked_plan(NASTY_TREE, &mark);
+        plan.timeout = Some(Duration::from_millis(800));
+        plan.on_timeout = TimeoutAction::Kill;
+        let r = ex.execute(plan).await.unwrap();
+        assert!(r.timed_out && !r.running, "{name}: {r:?}");
+        assert!(r.exit.signal().is_some(), "{name}: {:?}", r.exit);
+        assert!(r.output.text.contains("ready"));
+        let left = survivors_after(&mark, SETTLE);
+        kill_marked(&mark);
+        assert!(left.is_empty(), "{name}: survivors {left:?}");
+        ex.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_and_drop_leave_no_survivors() {
+    for (name, config) in configs() {
+        let ex = Executor::new(config.clone()).unwrap();
+        let marks: Vec<String> = (0..3).map(|_| new_mark()).collect();
+        for m in &marks {
+            start_nasty(&ex, m).await;
+        }
+        let log_dir = ex.log_dir().to_path_buf();
+        ex.shutdown().await;
+        for m in &marks {
+            let left = survivors_after(m, SETTLE);
+            kill_marked(m);
+            assert!(left.is_empty(), "{name} shutdown: survivors {left:?}");
+        }
+        assert!(
+            !log_dir.exists(),
+            "the log directory is removed at shutdown"
+        );
+        assert!(matches!(
+            ex.execute(marked_plan("true", "x")).await,
+            Err(ExecError::ShuttingDown)
+        ));
+
+        // Dropping the last handle without shutdown kills synchronously.
+        let ex = Executor::new(config).unwrap();
+        let mark = new_mark();
+        start_nasty(&ex, &mark).await;
+        drop(ex);
+        let left = survivors_after(&mark, SETTLE);
+        kill_marked(&mark);
+        assert!(left.is_empty(), "{name} drop: survivors {left:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signalling_works_after_the_leader_exited() {
+    for (name, config) in configs() {
+        let ex = Executor::new(config).unwrap();
+        let mark = new_mark();
+        let mut plan = marked_plan("sleep 300 & echo started", &mark);
+        plan.background = true;
+        let r = ex.execute(plan).await.unwrap();
+        wait_for_output(&ex, &r.id, "started").await;
+        // The leader (sh) has exited; its child lives on.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(marked(&mark).len(), 1, "{name}");
+        assert_eq!(ex.info(&r.id, None).unwrap().exit.code(), Some(0));
+        assert!(
+            ex.info(&r.id, None).unwrap().running,
+            "{name}: the tree still runs"
+        );
+        ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+        let left = survivors_after(&mark, SETTLE);
+        kill_marked(&mark);
+        assert!(left.is_empty(), "{name}: {left:?}");
+        ex.shutdown().await;
+    }
+}
+
+/// Helper role for `executor_sigkill_leaves_no_survivors`: run as a child process, starts trees, reports, waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "helper: started by executor_sigkill_leaves_no_survivors in a child process"]
+async fn sigkill_child_role() {
+    let mark = std::env::var("SHELLWARD_CHILD_MARK").expect("run by the parent test");
+    let containment = match std::env::var("SHELLWARD_CHILD_CONTAINMENT").as_deref() {
+        Ok("process-group") => shellward_exec::ContainmentPreference::ProcessGroup,
+        _ => shellward_exec::ContainmentPreference::Auto,
+    };
+    let ex = Executor::new(ExecutorConfig {
+        containment,
+        ..Default::default()
+    })
+    .unwrap();
+    for _ in 0..2 {
+        start_nasty(&ex, &mark).await;
+    }
+    println!("SHELLWARD-CHILD-READY");
+    tokio::time::sleep(Duration::from_secs(600)).await;
+}
+
+#[test]
+fn executor_sigkill_leaves_no_survivors() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    for containment in ["auto", "process-group"] {
+        let mark = new_mark();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "sigkill_child_role",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SHELLWARD_CHILD_MARK", &mark)
+            .env("SHELLWARD_CHILD_CONTAINMENT", containment)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("SHELLWARD-CHILD-READY"));
+        assert!(ready, "the child executor did not start its trees");
+        assert!(marked(&mark).len() >= 20);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let left = survivors_after(&mark, SETTLE);
+        kill_marked(&mark);
+        assert!(
+            left.is_empty(),
+            "{containment}: survivors of a SIGKILLed executor: {left:?}"
+        );
+    }
+}

@@ -1,0 +1,465 @@
+//! Executor behaviour: spawning, environment, errors, timeouts, drain bound, output capture and cursor reads,
+//! registry (ids, sessions, listing, retention, caps), and resource hygiene (fds, zombies).
+
+mod common;
+
+use common::*;
+use shellward_exec::{
+    ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, OutputLimits, SignalKind,
+    TimeoutAction,
+};
+use std::time::{Duration, Instant};
+
+fn quick() -> ExecutorConfig {
+    ExecutorConfig {
+        grace: Duration::from_millis(300),
+        drain: Duration::from_millis(300),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_reports_exit_code_output_and_duration() {
+    let ex = Executor::new(quick()).unwrap();
+    let r = ex
+        .execute(ExecPlan::new("echo out; echo err >&2; exit 3"))
+        .await
+        .unwrap();
+    assert_eq!(r.exit, ExitState::Code(3));
+    assert_eq!(r.output.text, "out\nerr\n");
+    assert!(!r.timed_out && !r.running && !r.output_incomplete);
+    assert_eq!(r.leftover_processes, 0);
+    let r = ex.execute(ExecPlan::new("kill -TERM $$")).await.unwrap();
+    assert_eq!(r.exit, ExitState::Signal("SIGTERM".into()));
+    assert_eq!(r.exit.shell_status(), Some(143));
+    // Finished foreground runs are not listed.
+    assert!(ex.list(None, 100).processes.is_empty());
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_stdin_and_workdir() {
+    let ex = Executor::new(quick()).unwrap();
+    let mut plan = ExecPlan::new(
+        "echo $TERM $NO_COLOR $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT $EDITOR $MINE; cat; pwd",
+    );
+    plan.env.push(("MINE".into(), "yes".into()));
+    plan.env.push(("PAGER".into(), "less".into()));
+    plan.workdir = Some("/tmp".into());
+    let r = ex.execute(plan).await.unwrap();
+    assert_eq!(
+        r.output.text, "dumb 1 less cat 0 true yes\n/tmp\n",
+        "plan env wins; stdin is empty"
+    );
+
+    for (workdir, problem) in [
+        ("/no/such/dir", "does not exist"),
+        ("/etc/hostname", "is not a directory"),
+    ] {
+        let mut plan = ExecPlan::new("true");
+        plan.workdir = Some(workdir.into());
+        let e = ex.execute(plan).await.unwrap_err();
+        assert!(matches!(e, ExecError::Workdir { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains(workdir) && e.to_string().contains(problem),
+            "{e}"
+        );
+    }
+    for bad in ["", "   ", "echo a\0b"] {
+        assert!(
+            matches!(
+                ex.execute(ExecPlan::new(bad)).await,
+                Err(ExecError::InvalidCommand(_))
+            ),
+            "{bad:?}"
+        );
+    }
+    let mut plan = ExecPlan::new("true");
+    plan.env.push(("A=B".into(), "x".into()));
+    assert!(matches!(
+        ex.execute(plan).await,
+        Err(ExecError::InvalidCommand(_))
+    ));
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_timeout_can_keep_the_process_in_the_background() {
+    let ex = Executor::new(quick()).unwrap();
+    let mark = new_mark();
+    let mut plan = marked_plan("echo begin; sleep 30; echo never", &mark);
+    plan.timeout = Some(Duration::from_millis(500));
+    plan.on_timeout = TimeoutAction::Background;
+    let started = Instant::now();
+    let r = ex.execute(plan).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(r.timed_out && r.running);
+    assert_eq!(r.output.text, "begin\n");
+    let listed = ex.list(None, 10);
+    assert_eq!(listed.processes[0].id, r.id);
+    assert!(listed.processes[0].running);
+    ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    let info = ex.info(&r.id, None).unwrap();
+    assert_eq!(info.exit, ExitState::Signal("SIGKILL".into()));
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grandchild_holding_stdout_does_not_hang_the_call() {
+    let ex = Executor::new(quick()).unwrap();
+    let mark = new_mark();
+    let mut plan = marked_plan("sleep 30 & echo done; exit 7", &mark);
+    plan.timeout = Some(Duration::from_secs(10));
+    let started = Instant::now();
+    let r = ex.execute(plan).await.unwrap();
+    // Returns within the drain bound (300 ms), not the timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(r.exit, ExitState::Code(7));
+    assert!(r.output_incomplete);
+    assert_eq!(r.output.text, "done\n");
+    assert_eq!(r.leftover_processes, 1);
+    // The leftover stays tracked and can be stopped.
+    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_reads_return_every_byte_once_while_the_process_writes() {
+    let ex = Executor::new(ExecutorConfig {
+        output: OutputLimits {
+            head: 1024,
+            tail: 1024,
+            ..Default::default()
+        },
+        ..quick()
+    })
+    .unwrap();
+    let mut plan =
+        ExecPlan::new("i=0; while [ $i -lt 3000 ]; do echo \"line $i é\"; i=$((i+1)); done");
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    let mut cursor = 0;
+    let mut text = String::new();
+    loop {
+        let read = ex
+            .read_output(&r.id, None, Some(cursor), Duration::from_secs(5), 777)
+            .await
+            .unwrap();
+        let chunk = read.chunk.unwrap();
+        assert_eq!(chunk.skipped_bytes, 0);
+        text.push_str(&chunk.text);
+        cursor = read.next_cursor;
+        if !read.running && chunk.text.is_empty() {
+            break;
+        }
+    }
+    let expected: String = (0..3000).map(|i| format!("line {i} é\n")).collect();
+    assert_eq!(text, expected);
+    // A snapshot read without a cursor shows head and tail with a marker, and the log holds everything.
+    let view = ex
+        .read_output(&r.id, None, None, Duration::ZERO, 0)
+        .await
+        .unwrap()
+        .view
+        .unwrap();
+    assert!(view.omitted_bytes > 0 && view.text.contains("bytes omitted"));
+    assert!(!view.text.contains('\u{FFFD}'));
+    let log = ex.info(&r.id, None).unwrap().log_path.unwrap();
+    assert_eq!(std::fs::read_to_string(log).unwrap(), expected);
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_reads_return_on_new_output_or_exit() {
+    let ex = Executor::new(quick()).unwrap();
+    let mut plan = ExecPlan::new("sleep 0.3; echo late; sleep 0.3");
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    let started = Instant::now();
+    let read = ex
+        .read_output(&r.id, None, Some(0), Duration::from_secs(10), 1024)
+        .await
+        .unwrap();
+    assert_eq!(read.chunk.unwrap().text, "late\n");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let read = ex
+        .read_output(
+            &r.id,
+            None,
+            Some(read.next_cursor),
+            Duration::from_secs(10),
+            1024,
+        )
+        .await
+        .unwrap();
+    assert!(!read.running, "returned because the process exited");
+    assert_eq!(read.exit, ExitState::Code(0));
+    // A zero wait is a snapshot.
+    let started = Instant::now();
+    ex.read_output(&r.id, None, Some(0), Duration::ZERO, 1024)
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_millis(500));
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_of_yes_stays_within_the_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = Executor::new(ExecutorConfig {
+        output: OutputLimits {
+            log_cap: 4 << 20,
+            ..Default::default()
+        },
+        log_parent: Some(dir.path().into()),
+        ..quick()
+    })
+    .unwrap();
+    let mut plan = ExecPlan::new("yes");
+    plan.timeout = Some(Duration::from_secs(5));
+    plan.on_timeout = TimeoutAction::Kill;
+    let r = ex.execute(plan).await.unwrap();
+    assert!(r.timed_out);
+    assert!(
+        r.output.total_bytes > 64 << 20,
+        "yes wrote {} bytes",
+        r.output.total_bytes
+    );
+    assert!(
+        r.output.text.len() < 40 * 1024,
+        "the view is bounded: {}",
+        r.output.text.len()
+    );
+    let log = r.log_path.unwrap();
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().len(),
+        4 << 20,
+        "the log stops at its cap"
+    );
+    assert!(r.output.text.contains("holds the first 4194304 bytes"));
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multibyte_output_is_cut_cleanly() {
+    let ex = Executor::new(ExecutorConfig {
+        output: OutputLimits {
+            head: 1001,
+            tail: 1001,
+            max_line: 333,
+            log_cap: 1 << 20,
+        },
+        ..quick()
+    })
+    .unwrap();
+    let r = ex
+        .execute(ExecPlan::new(
+            "i=0; while [ $i -lt 3000 ]; do printf 'é€😀'; i=$((i+1)); done",
+        ))
+        .await
+        .unwrap();
+    assert!(r.output.omitted_bytes > 0);
+    assert!(!r.output.text.contains('\u{FFFD}'), "a character was split");
+    assert!(r.output.text.contains("bytes of this line omitted"));
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_isolated_and_listing_is_ordered_and_capped() {
+    let ex = Executor::new(quick()).unwrap();
+    let mark = new_mark();
+    let start = |cmd: &str, session: &str| {
+        let mut plan = marked_plan(cmd, &mark);
+        plan.background = true;
+        plan.session = Some(session.into());
+        ex.execute(plan)
+    };
+    let done = start("true", "a").await.unwrap();
+    ex.read_output(&done.id, Some("a"), None, Duration::from_secs(5), 0)
+        .await
+        .unwrap();
+    let old = start("sleep 30", "a").await.unwrap();
+    let new = start("sleep 30", "a").await.unwrap();
+    let other = start("sleep 30", "b").await.unwrap();
+    let ids: Vec<String> = ex
+        .list(Some("a"), 10)
+        .processes
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(
+        ids,
+        [new.id.clone(), old.id.clone(), done.id.clone()],
+        "running first, newest first"
+    );
+    let capped = ex.list(Some("a"), 2);
+    assert_eq!((capped.processes.len(), capped.omitted), (2, 1));
+    assert_eq!(ex.list(Some("b"), 10).processes.len(), 1);
+    assert!(ex.list(None, 10).processes.is_empty());
+    // Session b can neither see nor signal a's processes.
+    assert!(matches!(
+        ex.signal(&old.id, SignalKind::Kill, Some("b")).await,
+        Err(ExecError::UnknownProcess(_))
+    ));
+    assert!(matches!(
+        ex.read_output(&old.id, Some("b"), None, Duration::ZERO, 0)
+            .await,
+        Err(ExecError::UnknownProcess(_))
+    ));
+    assert!(matches!(
+        ex.info(&other.id, Some("a")),
+        Err(ExecError::UnknownProcess(_))
+    ));
+    assert!(matches!(
+        ex.info("p999999", Some("a")),
+        Err(ExecError::UnknownProcess(_))
+    ));
+    assert!(matches!(
+        ex.info("bogus", Some("a")),
+        Err(ExecError::UnknownProcess(_))
+    ));
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_cap_and_retention() {
+    let ex = Executor::new(ExecutorConfig {
+        max_running: 2,
+        retention: Duration::from_millis(300),
+        ..quick()
+    })
+    .unwrap();
+    let mark = new_mark();
+    let bg = |cmd: &str| {
+        let mut plan = marked_plan(cmd, &mark);
+        plan.background = true;
+        ex.execute(plan)
+    };
+    let a = bg("sleep 30").await.unwrap();
+    bg("sleep 30").await.unwrap();
+    let e = bg("sleep 30").await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ExecError::TooManyRunning {
+                running: 2,
+                limit: 2
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("limit is 2"));
+    ex.signal(&a.id, SignalKind::Kill, None).await.unwrap();
+    // A slot is free again; the killed process is dropped after its retention by the reaper, without listing.
+    let c = bg("true").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ids: Vec<String> = ex
+        .list(None, 10)
+        .processes
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert!(!ids.contains(&a.id) && !ids.contains(&c.id), "{ids:?}");
+    assert_eq!(ids.len(), 1);
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_runs_leak_no_descriptors_and_no_zombies() {
+    let ex = Executor::new(quick()).unwrap();
+    ex.execute(ExecPlan::new("echo warm")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = fd_count();
+    for i in 0..500 {
+        let r = ex
+            .execute(ExecPlan::new(format!("echo {i}")))
+            .await
+            .unwrap();
+        assert_eq!(r.output.text, format!("{i}\n"));
+    }
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let ex = ex.clone();
+        tasks.push(tokio::spawn(async move {
+            ex.execute(ExecPlan::new(format!("echo c{i}; sleep 0.1")))
+                .await
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let r = t.await.unwrap().unwrap();
+        assert_eq!(r.output.text, format!("c{i}\n"), "{r:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = fd_count();
+    assert!(
+        after <= before,
+        "file descriptors leaked: {before} before, {after} after"
+    );
+    assert!(
+        zombie_children().is_empty(),
+        "zombies: {:?}",
+        zombie_children()
+    );
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cgroups_are_removed_when_trees_end_and_at_shutdown() {
+    let ex = Executor::new(quick()).unwrap();
+    let Some(root) = ex.cgroup_dir().map(|d| d.to_path_buf()) else {
+        println!(
+            "no cgroup containment on this machine: {}",
+            ex.containment()
+        );
+        return;
+    };
+    let r = ex.execute(ExecPlan::new("echo hi")).await.unwrap();
+    assert!(
+        !root.join(&r.id).exists(),
+        "a finished foreground run's cgroup is removed at once"
+    );
+    let mut plan = ExecPlan::new("sleep 0.2");
+    plan.background = true;
+    let bg = ex.execute(plan).await.unwrap();
+    assert!(root.join(&bg.id).is_dir());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while root.join(&bg.id).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the reaper should remove the cgroup of an ended background tree"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut plan = ExecPlan::new("sleep 30");
+    plan.background = true;
+    ex.execute(plan).await.unwrap();
+    ex.shutdown().await;
+    assert!(
+        !root.exists(),
+        "the executor's cgroup is removed at shutdown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stderr_can_be_captured_separately() {
+    let ex = Executor::new(ExecutorConfig {
+        separate_stderr: true,
+        ..quick()
+    })
+    .unwrap();
+    let r = ex
+        .execute(ExecPlan::new("echo out; echo err >&2; echo out2"))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "out\nout2\n");
+    assert_eq!(r.stderr.unwrap().text, "err\n");
+    ex.shutdown().await;
+}

@@ -53,8 +53,22 @@ fn spawn(c: &mut Criterion) {
             assert_eq!(r.exit.code(), Some(0));
         })
     });
+    let pg = rt.block_on(async {
+        Executor::new(ExecutorConfig {
+            containment: shellward_exec::ContainmentPreference::ProcessGroup,
+            ..Default::default()
+        })
+        .unwrap()
+    });
+    g.bench_function("executor-true-process-group", |b| {
+        b.to_async(&rt).iter(|| async {
+            let r = pg.execute(ExecPlan::new("true")).await.unwrap();
+            assert_eq!(r.exit.code(), Some(0));
+        })
+    });
     g.finish();
     rt.block_on(ex.shutdown());
+    rt.block_on(pg.shutdown());
 }
 
 fn capture(c: &mut Criterion) {

@@ -424,7 +424,7 @@ impl Executor {
     /// Releases a finished foreground process's tree resources. The entry (and its log) stays readable by id until
     /// its retention expires, so the agent can page through output the head/tail view dropped.
     fn forget(&self, proc: &Proc) {
-        cleanup(&self.inner, proc);
+        try_cleanup(&self.inner, proc);
     }
 
     fn validate(&self, plan: &ExecPlan) -> Result<PathBuf, ExecError> {
@@ -681,10 +681,22 @@ fn unique() -> u64 {
     SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Releases a finished tree's resources once.
+/// Releases a finished tree's resources once (may wait briefly; for shutdown paths).
 fn cleanup(inner: &Inner, proc: &Proc) {
     if !proc.cleaned.swap(true, Ordering::SeqCst) {
         proc.tree.cleanup();
+        inner
+            .platform
+            .watchdog_send(&format!("- {}\n", proc.tree.pgid()));
+    }
+}
+
+/// Releases a finished tree's resources if that can be done at once; otherwise the reaper retries.
+fn try_cleanup(inner: &Inner, proc: &Proc) {
+    if !proc.cleaned.load(Ordering::SeqCst)
+        && proc.tree.try_cleanup()
+        && !proc.cleaned.swap(true, Ordering::SeqCst)
+    {
         inner
             .platform
             .watchdog_send(&format!("- {}\n", proc.tree.pgid()));
@@ -695,7 +707,7 @@ async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
     let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd);
     match receiver {
         Ok(mut rx) => {
-            let mut buf = vec![0u8; 64 * 1024];
+            let mut buf = vec![0u8; 256 * 1024];
             loop {
                 match rx.read(&mut buf).await {
                     Ok(0) => break,
@@ -799,7 +811,7 @@ async fn reaper(inner: Weak<Inner>) {
                     known.extend(p.tree.known());
                     continue;
                 }
-                cleanup(&inner, &p);
+                try_cleanup(&inner, &p);
             }
             if now.duration_since(at).unwrap_or_default() >= inner.config.retention {
                 inner

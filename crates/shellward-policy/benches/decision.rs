@@ -32,6 +32,8 @@ fn bench(c: &mut Criterion) {
     let fresh = engine(InstanceMode::Fresh);
     let reused_policy = reuse.load_default("").unwrap();
     let fresh_policy = fresh.load_default("").unwrap();
+    // The scripted test policy echoes the request: the fixed cost of a call through the host and the component ABI.
+    let trivial = reuse.load_file(SCRIPTED_POLICY.as_ref(), "").unwrap();
     let chain = PolicyChain::new(
         vec![
             reuse
@@ -57,6 +59,9 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_function("wasm-fresh-instance", |b| {
             b.iter(|| black_box(fresh_policy.evaluate(black_box(&request)).unwrap()))
+        });
+        g.bench_function("wasm-trivial-policy-reused", |b| {
+            b.iter(|| black_box(trivial.evaluate(black_box(&request)).unwrap()))
         });
         g.bench_function("wasm-chain-of-3", |b| {
             b.iter(|| black_box(chain.evaluate(black_box(&request))))

@@ -169,6 +169,14 @@ impl Cgroup {
     pub(crate) fn remove(&self) {
         remove_when_empty(&self.dir);
     }
+
+    /// Tries once to remove the cgroup; returns whether it is gone.
+    pub(crate) fn try_remove(&self) -> bool {
+        match fs::remove_dir(&self.dir) {
+            Ok(()) => true,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        }
+    }
 }
 
 /// Writes the calling process's pid to `procs` using only async-signal-safe calls (for use between fork and exec).

@@ -406,10 +406,19 @@ impl Tree {
         }
     }
 
-    /// Releases the tree's resources (its cgroup) once it is empty.
+    /// Releases the tree's resources (its cgroup) once it is empty, waiting briefly if the kernel still counts a
+    /// dying member (for shutdown paths).
     pub(crate) fn cleanup(&self) {
         if let Tree::Cgroup { cgroup, .. } = self {
             cgroup.remove();
+        }
+    }
+
+    /// Tries once to release the tree's resources without blocking; returns whether they are released.
+    pub(crate) fn try_cleanup(&self) -> bool {
+        match self {
+            Tree::Cgroup { cgroup, .. } => cgroup.try_remove(),
+            Tree::Group { .. } => true,
         }
     }
 }

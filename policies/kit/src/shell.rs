@@ -438,19 +438,26 @@ impl<'a> Lexer<'a> {
                     quoted = true;
                     self.ansi_c_quoted(&mut out)?;
                 }
-                b'$' | b'`' => {
-                    let start = self.i;
-                    self.expansion()?;
-                    out.push_str(&self.src[start..self.i]);
-                }
-                _ => {
-                    let len = char_len(c);
-                    out.push_str(&self.src[self.i..self.i + len]);
-                    self.i += len;
-                }
+                b'$' | b'`' => self.push_expansion(&mut out)?,
+                _ => self.push_char(&mut out, c),
             }
         }
         Ok((out, quoted))
+    }
+
+    /// Copies the expansion starting at `self.i` (`$…` or a backquote) into `out` as written.
+    fn push_expansion(&mut self, out: &mut String) -> Result<(), ParseError> {
+        let start = self.i;
+        self.expansion()?;
+        out.push_str(&self.src[start..self.i]);
+        Ok(())
+    }
+
+    /// Copies the character starting at `self.i` (first byte `c`) into `out`.
+    fn push_char(&mut self, out: &mut String, c: u8) {
+        let len = char_len(c);
+        out.push_str(&self.src[self.i..self.i + len]);
+        self.i += len;
     }
 
     /// Scans `"…"` starting at the opening quote.
@@ -477,16 +484,8 @@ impl<'a> Lexer<'a> {
                         self.i += 1;
                     }
                 },
-                b'$' | b'`' => {
-                    let start = self.i;
-                    self.expansion()?;
-                    out.push_str(&self.src[start..self.i]);
-                }
-                _ => {
-                    let len = char_len(c);
-                    out.push_str(&self.src[self.i..self.i + len]);
-                    self.i += len;
-                }
+                b'$' | b'`' => self.push_expansion(out)?,
+                _ => self.push_char(out, c),
             }
         }
     }

@@ -149,19 +149,24 @@ impl Platform {
         }
     }
 
+    /// Queues a job on the spawner thread.
+    fn submit(&self, job: SpawnJob) -> io::Result<()> {
+        self.spawner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(job)
+            .map_err(|_| stopped())
+    }
+
     /// Runs `f` on the spawner thread; the result arrives on the returned channel.
     fn on_spawner<R: Send + 'static>(
         &self,
         f: impl FnOnce() -> R + Send + 'static,
     ) -> io::Result<tokio::sync::oneshot::Receiver<R>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.spawner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send(Box::new(move || {
-                let _ = tx.send(f());
-            }))
-            .map_err(|_| stopped())?;
+        self.submit(Box::new(move || {
+            let _ = tx.send(f());
+        }))?;
         Ok(rx)
     }
 
@@ -171,13 +176,9 @@ impl Platform {
         f: impl FnOnce() -> R + Send + 'static,
     ) -> io::Result<R> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.spawner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send(Box::new(move || {
-                let _ = tx.send(f());
-            }))
-            .map_err(|_| stopped())?;
+        self.submit(Box::new(move || {
+            let _ = tx.send(f());
+        }))?;
         rx.recv().map_err(|_| stopped())
     }
 

@@ -2,7 +2,7 @@
 
 use crate::output::{Capture, OutputChunk, OutputView};
 use crate::plan::{ExecPlan, TimeoutAction};
-use crate::sys::{ContainmentKind, Platform, SpawnSpec, Tree, pidfd_open};
+use crate::sys::{ContainmentKind, Leader, Platform, SpawnSpec, Tree, pidfd_open};
 use crate::{ContainmentPreference, ExecError, ExecutorConfig};
 use nix::sys::signal::Signal;
 use std::collections::{BTreeMap, HashSet};
@@ -248,6 +248,8 @@ struct Inner {
     log_dir: PathBuf,
     procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
     next_id: AtomicU64,
+    /// Leaders not yet exited (reserved slots included).
+    running: std::sync::atomic::AtomicUsize,
     closing: AtomicBool,
     shut_down: AtomicBool,
 }
@@ -317,6 +319,7 @@ impl Executor {
             log_dir,
             procs: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
+            running: std::sync::atomic::AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
         });
@@ -478,9 +481,11 @@ impl Executor {
             return Err(ExecError::ShuttingDown);
         }
         let workdir = self.validate(plan)?;
-        let running = self.procs().values().filter(|p| !p.leader_exited()).count();
+        // Reserve a running slot; it is released when the leader exits (or the spawn fails).
         let limit = self.inner.config.max_running;
+        let running = self.inner.running.fetch_add(1, Ordering::SeqCst);
         if running >= limit {
+            self.inner.running.fetch_sub(1, Ordering::SeqCst);
             return Err(ExecError::TooManyRunning { running, limit });
         }
         let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -506,14 +511,17 @@ impl Executor {
                 name: id.clone(),
             })
             .await
-            .map_err(ExecError::Spawn)?;
+            .map_err(|e| {
+                self.inner.running.fetch_sub(1, Ordering::SeqCst);
+                ExecError::Spawn(e)
+            })?;
         let log = |suffix: &str| self.inner.log_dir.join(format!("{id}{suffix}.log"));
         let proc = Arc::new(Proc {
             id: id.clone(),
             session: plan.session.clone(),
             command: plan.command.clone(),
             workdir,
-            pid: spawned.child.id() as i32,
+            pid: spawned.leader.pid(),
             background: AtomicBool::new(plan.background),
             started: SystemTime::now(),
             started_at: Instant::now(),
@@ -534,7 +542,11 @@ impl Executor {
         if let Some(err) = spawned.stderr {
             tokio::spawn(read_pipe(proc.clone(), err, true));
         }
-        tokio::spawn(wait_leader(proc.clone(), spawned.child));
+        tokio::spawn(wait_leader(
+            Arc::downgrade(&self.inner),
+            proc.clone(),
+            spawned.leader,
+        ));
         Ok(proc)
     }
 
@@ -745,19 +757,45 @@ async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
     }
 }
 
-async fn wait_leader(proc: Arc<Proc>, mut child: std::process::Child) {
+/// Blocks until `pid` (a child of this process) exits and reaps it.
+fn waitpid_blocking(pid: i32) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(std::process::ExitStatus::from_raw(status));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
+    let pid = leader.pid();
+    let (pidfd, child) = match leader {
+        Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
+        Leader::Std(child) => (pidfd_open(pid), Some(child)),
+    };
     // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
-    let registered = pidfd_open(child.id() as i32).and_then(|fd| {
+    let registered = pidfd.and_then(|fd| {
         unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
     });
+    let wait = move || match child {
+        Some(mut c) => c.wait(),
+        None => waitpid_blocking(pid),
+    };
     let status = match registered {
         Ok(fd) => {
             let _ = fd.readable().await;
-            child.wait()
+            // The process has exited: this reaps it without blocking.
+            wait()
         }
         Err(e) => {
             tracing::debug!(id = %proc.id, "pidfd unavailable ({e}); waiting on a blocking thread");
-            tokio::task::spawn_blocking(move || child.wait())
+            tokio::task::spawn_blocking(wait)
                 .await
                 .unwrap_or_else(|e| Err(std::io::Error::other(e)))
         }
@@ -778,6 +816,9 @@ async fn wait_leader(proc: Arc<Proc>, mut child: std::process::Child) {
         }
     };
     proc.exit.send_replace(Some((state, SystemTime::now())));
+    if let Some(inner) = inner.upgrade() {
+        inner.running.fetch_sub(1, Ordering::SeqCst);
+    }
     proc.tick.send_modify(|t| *t += 1);
 }
 
@@ -825,6 +866,15 @@ async fn reaper(inner: Weak<Inner>) {
                     }
                 }
             }
+        }
+        // Leaders are reaped by their waiter task, which needs their exit status.
+        for p in inner
+            .procs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            known.remove(&p.pid);
         }
         inner.platform.reap_orphans(&known);
     }

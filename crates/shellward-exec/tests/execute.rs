@@ -463,3 +463,19 @@ async fn stderr_can_be_captured_separately() {
     assert_eq!(r.stderr.unwrap().text, "err\n");
     ex.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_shell_is_a_clear_error_and_frees_its_slot() {
+    let ex = Executor::new(ExecutorConfig {
+        shell: vec!["/no/such/shell".into(), "-c".into()],
+        max_running: 1,
+        ..quick()
+    })
+    .unwrap();
+    for _ in 0..3 {
+        let e = ex.execute(ExecPlan::new("true")).await.unwrap_err();
+        assert!(matches!(e, ExecError::Spawn(_)), "{e:?}");
+        assert!(e.to_string().contains("could not start"), "{e}");
+    }
+    ex.shutdown().await;
+}

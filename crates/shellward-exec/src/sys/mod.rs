@@ -4,4 +4,4 @@
 #[cfg(unix)]
 pub(crate) mod unix;
 #[cfg(unix)]
-pub(crate) use unix::{ContainmentKind, Platform, SpawnSpec, Tree, pidfd_open};
+pub(crate) use unix::{ContainmentKind, Leader, Platform, SpawnSpec, Tree, pidfd_open};

@@ -140,6 +140,11 @@ pub(crate) struct Cgroup {
 }
 
 impl Cgroup {
+    /// The cgroup directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Path of `cgroup.procs`, for the child to join between fork and exec.
     pub(crate) fn procs_path(&self) -> &CString {
         &self.procs

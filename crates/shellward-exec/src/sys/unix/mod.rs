@@ -2,6 +2,7 @@
 //! trees, the process-group fallback, and the watchdog that kills everything if the executor itself is killed.
 
 pub(crate) mod cgroup;
+mod fast_spawn;
 pub mod procfs;
 
 use cgroup::{Cgroup, CgroupRoot};
@@ -53,10 +54,33 @@ type SpawnJob = Box<dyn FnOnce() + Send>;
 
 /// A spawned leader and its output pipes.
 pub(crate) struct Spawned {
-    pub(crate) child: Child,
+    pub(crate) leader: Leader,
     pub(crate) stdout: OwnedFd,
     pub(crate) stderr: Option<OwnedFd>,
     pub(crate) tree: Tree,
+}
+
+/// A spawned leader process.
+pub(crate) enum Leader {
+    /// Spawned by `std::process::Command` (portable path).
+    Std(Child),
+    /// Spawned by `clone3` (fast path), with its pidfd.
+    Raw {
+        /// Process id.
+        pid: i32,
+        /// A pidfd for it.
+        pidfd: OwnedFd,
+    },
+}
+
+impl Leader {
+    /// The process id.
+    pub(crate) fn pid(&self) -> i32 {
+        match self {
+            Leader::Std(c) => c.id() as i32,
+            Leader::Raw { pid, .. } => *pid,
+        }
+    }
 }
 
 /// What to spawn.
@@ -194,9 +218,10 @@ impl Platform {
             None => None,
         };
         let procs = cgroup.as_ref().map(|c| c.procs_path().clone());
+        let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
         let parent = std::process::id() as i32;
         let result =
-            self.on_spawner(move || -> io::Result<(Child, OwnedFd, Option<OwnedFd>)> {
+            self.on_spawner(move || -> io::Result<(Leader, OwnedFd, Option<OwnedFd>)> {
                 let (out_r, out_w) = pipe()?;
                 let (err_r, err_w) = if spec.separate_stderr {
                     let (r, w) = pipe()?;
@@ -204,6 +229,16 @@ impl Platform {
                 } else {
                     (None, out_w.try_clone()?)
                 };
+                match fast_spawn::spawn_spec(
+                    &spec,
+                    out_w.as_raw_fd(),
+                    err_w.as_raw_fd(),
+                    cgroup_dir.as_deref(),
+                ) {
+                    Ok((pid, pidfd)) => return Ok((Leader::Raw { pid, pidfd }, out_r, err_r)),
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+                    Err(e) => return Err(e),
+                }
                 let mut cmd = Command::new(&spec.program);
                 cmd.args(&spec.args)
                     .current_dir(&spec.workdir)
@@ -231,11 +266,11 @@ impl Platform {
                 let child = cmd.spawn()?;
                 // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
                 drop(cmd);
-                Ok((child, out_r, err_r))
+                Ok((Leader::Std(child), out_r, err_r))
             })?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;
-        let (child, stdout, stderr) = match result {
+        let (leader, stdout, stderr) = match result {
             Ok(r) => r,
             Err(e) => {
                 if let Some(cg) = &cgroup {
@@ -244,7 +279,7 @@ impl Platform {
                 return Err(e);
             }
         };
-        let pgid = child.id() as i32;
+        let pgid = leader.pid();
         let tree = match cgroup {
             Some(cg) => Tree::Cgroup { cgroup: cg, pgid },
             None => Tree::Group {
@@ -255,15 +290,19 @@ impl Platform {
         };
         self.watchdog_send(&format!("+ {pgid}\n"));
         Ok(Spawned {
-            child,
+            leader,
             stdout,
             stderr,
             tree,
         })
     }
 
-    /// Tells the watchdog about a process group (`+ pgid` / `- pgid`).
+    /// Tells the watchdog about a process group (`+ pgid` / `- pgid`). With cgroups it needs no list: killing the
+    /// executor's cgroup covers every tree.
     pub(crate) fn watchdog_send(&self, line: &str) {
+        if self.root.is_some() {
+            return;
+        }
         if let Some(dog) = self
             .watchdog
             .lock()

@@ -719,11 +719,16 @@ async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
     let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd);
     match receiver {
         Ok(mut rx) => {
-            let mut buf = vec![0u8; 256 * 1024];
+            // Small while the process is quiet (1,000 idle processes must stay cheap), doubled up to 256 KiB while
+            // reads fill it (bulk output needs few, large reads).
+            let mut buf = vec![0u8; 8 * 1024];
             loop {
                 match rx.read(&mut buf).await {
                     Ok(0) => break,
                     Ok(n) => {
+                        if n == buf.len() && buf.len() < 256 * 1024 {
+                            buf.resize(buf.len() * 2, 0);
+                        }
                         let capture = if stderr {
                             proc.err.as_ref().unwrap_or(&proc.out)
                         } else {

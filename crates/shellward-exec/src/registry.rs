@@ -384,11 +384,7 @@ impl Executor {
         let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
             .await
             .is_ok();
-        let leftovers = if proc.tree.alive() {
-            proc.tree.members().len()
-        } else {
-            0
-        };
+        let leftovers = proc.tree.members().len();
         if leftovers > 0 {
             // Something the command started lives on: keep it tracked (and signallable) under the same id.
             proc.background.store(true, Ordering::Relaxed);

@@ -380,6 +380,8 @@ impl Tree {
     /// The living members now.
     pub(crate) fn members(&self) -> Vec<i32> {
         match self {
+            // `cgroup.events` is one small read; only a populated cgroup needs its pids checked.
+            Tree::Cgroup { cgroup, .. } if !cgroup.populated() => Vec::new(),
             Tree::Cgroup { cgroup, .. } => cgroup
                 .pids()
                 .into_iter()
@@ -411,10 +413,7 @@ impl Tree {
 
     /// Whether anything of the tree is alive.
     pub(crate) fn alive(&self) -> bool {
-        match self {
-            Tree::Cgroup { cgroup, .. } => cgroup.populated() && !self.members().is_empty(),
-            Tree::Group { .. } => !self.members().is_empty(),
-        }
+        !self.members().is_empty()
     }
 
     /// Sends `signal` to every member (the group, and members outside it).

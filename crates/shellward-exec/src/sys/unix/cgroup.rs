@@ -2,8 +2,9 @@
 //!
 //! The hierarchy is discovered from `/proc/self/mountinfo` (the `cgroup2` mount) and `/proc/self/cgroup` (the `0::`
 //! line with this process's cgroup), never assumed. The executor creates `shellward-<pid>-<n>` below its
-//! own cgroup, and one child `p<id>` per command; a command joins its cgroup in the child between fork and exec, so
-//! everything it forks afterwards — including processes that leave the process group with `setsid` or double-fork —
+//! own cgroup, and one child `p<id>` per command. A command starts inside its cgroup (`clone3` with
+//! `CLONE_INTO_CGROUP`, see `fast_spawn`; on the portable path it joins between fork and exec), so everything it forks
+//! afterwards — including processes that leave the process group with `setsid` or double-fork —
 //! stays inside and dies with `cgroup.kill`.
 
 use std::ffi::CString;
@@ -145,7 +146,7 @@ impl Cgroup {
         &self.dir
     }
 
-    /// Path of `cgroup.procs`, for the child to join between fork and exec.
+    /// Path of `cgroup.procs`, for the child to join between fork and exec (portable spawn path).
     pub(crate) fn procs_path(&self) -> &CString {
         &self.procs
     }

@@ -189,7 +189,7 @@ impl Proc {
             workdir: self.workdir.clone(),
             session: self.session.clone(),
             background: self.background.load(Ordering::Relaxed),
-            running: exit.is_none() || !self.cleaned.load(Ordering::Relaxed),
+            running: exit.is_none() || !self.cleaned.load(Ordering::Relaxed) && self.tree.alive(),
             exit: exit
                 .as_ref()
                 .map(|(s, _)| s.clone())

@@ -9,7 +9,8 @@ use crate::policy::Policy;
 #[derive(Debug)]
 pub struct PolicyChain {
     policies: Vec<Policy>,
-    on_fault: FaultMode,
+    /// The fault behaviour of each policy, in the same order.
+    on_fault: Vec<FaultMode>,
 }
 
 /// The chain's decision.
@@ -52,6 +53,13 @@ fn pass_through(request: &Request) -> Plan {
 impl PolicyChain {
     /// A chain of `policies` (run in this order) with the given fault behaviour.
     pub fn new(policies: Vec<Policy>, on_fault: FaultMode) -> PolicyChain {
+        let on_fault = vec![on_fault; policies.len()];
+        PolicyChain { policies, on_fault }
+    }
+
+    /// A chain where each policy has its own fault behaviour (fail closed or fail open), run in this order.
+    pub fn with_fault_modes(entries: Vec<(Policy, FaultMode)>) -> PolicyChain {
+        let (policies, on_fault) = entries.into_iter().unzip();
         PolicyChain { policies, on_fault }
     }
 
@@ -67,7 +75,7 @@ impl PolicyChain {
         let mut current = request.clone();
         let mut plan: Option<Plan> = None;
         let mut faults = Vec::new();
-        for policy in &self.policies {
+        for (policy, on_fault) in self.policies.iter().zip(&self.on_fault) {
             match policy.evaluate(&current) {
                 Ok(Outcome::Run(mut p)) => {
                     notes.append(&mut p.notes);
@@ -84,7 +92,7 @@ impl PolicyChain {
                 Err(e) => {
                     let text = e.to_string();
                     faults.push((policy.name().to_string(), text.clone()));
-                    if self.on_fault == FaultMode::Deny || !matches!(e, PolicyError::Fault { .. }) {
+                    if *on_fault == FaultMode::Deny || !matches!(e, PolicyError::Fault { .. }) {
                         return Decision {
                             outcome: Outcome::Deny(format!(
                                 "The command was not run because a policy failed (fail closed): {text}. Tell the \

@@ -1,0 +1,865 @@
+//! The configuration file (TOML): the policy chain, sandbox limits, executor limits, the shell, default environment
+//! and tool limits.
+//!
+//! Parsing walks the TOML table by hand instead of deriving `Deserialize`, so that one pass reports **every** problem
+//! with its key path (`executor.grace`, `policy[2].settings`), not just the first.
+//!
+//! ```toml
+//! [[policy]]                      # the chain, in order; no [[policy]] at all = the embedded default policy
+//! builtin = "default"             # or: path = "guard.wasm" (relative to this file)
+//! fail_open = false               # on a policy fault: deny (false, default) or skip this policy (true)
+//! [policy.settings]               # passed to the policy's configure() as JSON
+//! default_timeout = "30s"
+//!
+//! [sandbox]
+//! deadline = "100ms"
+//! memory_mib = 64
+//! instance_mode = "reuse"         # or "fresh"
+//! cache_dir = "/var/cache/shellward"   # or cache = false
+//!
+//! [executor]
+//! shell = ["sh", "-c"]
+//! workdir = "/srv/project"
+//! grace = "2s"
+//! drain = "2s"
+//! max_running = 256
+//! retention = "30m"
+//! output_head_bytes = 16384
+//! output_tail_bytes = 16384
+//! max_line_bytes = 2048
+//! log_cap_bytes = 67108864
+//! separate_stderr = false
+//! containment = "auto"            # or "process-group"
+//! log_dir = "/tmp"
+//!
+//! [env]
+//! CI = "1"
+//!
+//! [tools]
+//! max_command_bytes = 131071
+//! default_wait = "10s"
+//! max_wait = "10m"
+//! max_read_bytes = 65536
+//! list_limit = 100
+//! ```
+
+use shellward_exec::{ContainmentPreference, ExecutorConfig, OutputLimits};
+use shellward_policy::duration::parse_millis;
+use shellward_policy::{FaultMode, InstanceMode, PolicyChain, PolicyEngine, SandboxConfig};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The policy a chain entry loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicySource {
+    /// The default policy embedded in the binary.
+    Default,
+    /// A component file.
+    File(PathBuf),
+}
+
+/// One entry of the policy chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyEntry {
+    /// Where the component comes from.
+    pub source: PolicySource,
+    /// Settings as JSON text, passed to the policy's `configure`.
+    pub settings: String,
+    /// Skip this policy when it faults (fail open) instead of denying the command (fail closed, the default).
+    pub fail_open: bool,
+}
+
+impl PolicyEntry {
+    /// The embedded default policy with its default settings, fail closed.
+    pub fn default_policy() -> PolicyEntry {
+        PolicyEntry {
+            source: PolicySource::Default,
+            settings: "{}".into(),
+            fail_open: false,
+        }
+    }
+}
+
+/// Limits of the agent tools themselves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// Longest accepted command, in bytes. Default 131071: Linux refuses a longer single argument.
+    pub max_command_bytes: usize,
+    /// `process_output` waits this long when the call gives no `wait`.
+    pub default_wait: Duration,
+    /// Longest `wait` honoured; longer ones are shortened, with a note.
+    pub max_wait: Duration,
+    /// Most bytes one cursor read returns.
+    pub max_read_bytes: usize,
+    /// Most entries `process_list` returns.
+    pub list_limit: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits {
+            max_command_bytes: 131_071,
+            default_wait: Duration::from_secs(10),
+            max_wait: Duration::from_secs(600),
+            max_read_bytes: 64 * 1024,
+            list_limit: 100,
+        }
+    }
+}
+
+/// A whole configuration: what a config file describes, with defaults for what it leaves out.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The policy chain in order.
+    pub policies: Vec<PolicyEntry>,
+    /// Policy sandbox limits (the per-policy fault mode comes from [`PolicyEntry::fail_open`]).
+    pub sandbox: SandboxConfig,
+    /// Executor settings, including the shell and default environment.
+    pub executor: ExecutorConfig,
+    /// Tool limits.
+    pub tools: ToolLimits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policies: vec![PolicyEntry::default_policy()],
+            sandbox: SandboxConfig::default(),
+            executor: ExecutorConfig::default(),
+            tools: ToolLimits::default(),
+        }
+    }
+}
+
+/// One problem in a configuration, with the key it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Key path, e.g. `executor.grace` or `policy[1].settings` (empty for the file as a whole).
+    pub key: String,
+    /// What is wrong and what to write instead.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+/// Every problem found in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file (when the configuration came from one).
+    pub file: Option<PathBuf>,
+    /// The problems, in file order.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "invalid configuration {}", file.display())?,
+            None => write!(f, "invalid configuration")?,
+        }
+        let n = self.problems.len();
+        write!(f, " ({n} problem{}):", if n == 1 { "" } else { "s" })?;
+        for p in &self.problems {
+            write!(f, "\n  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Reads and validates a configuration file. Relative policy paths are resolved against the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let fail = |message: String| ConfigError {
+            file: Some(path.to_path_buf()),
+            problems: vec![Problem {
+                key: String::new(),
+                message,
+            }],
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            fail(format!(
+                "cannot read the file: {e}; check the path given to --config"
+            ))
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Config::parse(&text, base).map_err(|mut e| {
+            e.file = Some(path.to_path_buf());
+            e
+        })
+    }
+
+    /// Parses configuration text; relative policy paths are resolved against `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError {
+            file: None,
+            problems: vec![Problem {
+                key: String::new(),
+                message: format!("not valid TOML: {}", e.to_string().trim_end()),
+            }],
+        })?;
+        let mut w = Walker::default();
+        let config = w.config(table, base);
+        if w.problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError {
+                file: None,
+                problems: w.problems,
+            })
+        }
+    }
+
+    /// Loads the policy chain this configuration describes (compiling, checking and configuring every policy).
+    /// Problems are reported per entry (`policy[N]`), all of them.
+    pub fn load_chain(&self, engine: &PolicyEngine) -> Result<PolicyChain, ConfigError> {
+        let mut entries = Vec::new();
+        let mut problems = Vec::new();
+        for (i, entry) in self.policies.iter().enumerate() {
+            let loaded = match &entry.source {
+                PolicySource::Default => engine.load_default(&entry.settings),
+                PolicySource::File(path) => engine.load_file(path, &entry.settings),
+            };
+            match loaded {
+                Ok(policy) => entries.push((
+                    policy,
+                    if entry.fail_open {
+                        FaultMode::Skip
+                    } else {
+                        FaultMode::Deny
+                    },
+                )),
+                Err(e) => problems.push(Problem {
+                    key: format!("policy[{i}]"),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        if problems.is_empty() {
+            Ok(PolicyChain::with_fault_modes(entries))
+        } else {
+            Err(ConfigError {
+                file: None,
+                problems,
+            })
+        }
+    }
+}
+
+/// Collects problems while reading a table.
+#[derive(Default)]
+struct Walker {
+    problems: Vec<Problem>,
+}
+
+fn type_name(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+impl Walker {
+    fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem {
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    fn unknown_keys(&mut self, table: toml::Table, path: &str, known: &[&str]) {
+        for key in table.keys() {
+            let full = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            self.problem(
+                full,
+                format!("unknown key; known keys here: {}", known.join(", ")),
+            );
+        }
+    }
+
+    fn table(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<toml::Table> {
+        match table.remove(key)? {
+            toml::Value::Table(t) => Some(t),
+            other => {
+                self.problem(
+                    join(path, key),
+                    format!("expected a table, found {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<String> {
+        match table.remove(key)? {
+            toml::Value::String(s) if s.contains('\0') => {
+                self.problem(join(path, key), "contains a NUL byte");
+                None
+            }
+            toml::Value::String(s) => Some(s),
+            other => {
+                self.problem(
+                    join(path, key),
+                    format!("expected a string, found {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<bool> {
+        match table.remove(key)? {
+            toml::Value::Boolean(b) => Some(b),
+            other => {
+                self.problem(
+                    join(path, key),
+                    format!("expected true or false, found {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A positive integer within `min..=max`.
+    fn integer(
+        &mut self,
+        table: &mut toml::Table,
+        key: &str,
+        path: &str,
+        min: u64,
+        max: u64,
+    ) -> Option<u64> {
+        match table.remove(key)? {
+            toml::Value::Integer(i) if i >= 0 && (i as u64) >= min && (i as u64) <= max => {
+                Some(i as u64)
+            }
+            toml::Value::Integer(i) => {
+                self.problem(
+                    join(path, key),
+                    format!("{i} is out of range; use a value from {min} to {max}"),
+                );
+                None
+            }
+            other => {
+                self.problem(
+                    join(path, key),
+                    format!("expected an integer, found {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A duration string, greater than zero unless `allow_zero`.
+    fn duration(
+        &mut self,
+        table: &mut toml::Table,
+        key: &str,
+        path: &str,
+        allow_zero: bool,
+    ) -> Option<Duration> {
+        let text = self.string(table, key, path)?;
+        match parse_millis(&text) {
+            Ok(0) if !allow_zero => {
+                self.problem(join(path, key), "must be greater than zero");
+                None
+            }
+            Ok(ms) => Some(Duration::from_millis(ms)),
+            Err(e) => {
+                self.problem(join(path, key), e.to_string());
+                None
+            }
+        }
+    }
+
+    fn config(&mut self, mut root: toml::Table, base: &Path) -> Config {
+        let mut config = Config::default();
+        match root.remove("policy") {
+            None => {}
+            Some(toml::Value::Array(entries)) => {
+                config.policies = entries
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| self.policy(i, v, base))
+                    .collect();
+            }
+            Some(other) => self.problem(
+                "policy",
+                format!(
+                    "expected an array of tables ([[policy]]), found {}",
+                    type_name(&other)
+                ),
+            ),
+        }
+        if let Some(t) = self.table(&mut root, "sandbox", "") {
+            self.sandbox(t, &mut config.sandbox, base);
+        }
+        if let Some(t) = self.table(&mut root, "executor", "") {
+            self.executor(t, &mut config.executor, base);
+        }
+        if let Some(t) = self.table(&mut root, "env", "") {
+            for (k, v) in t {
+                let key = format!("env.{k}");
+                if k.is_empty() || k.contains('=') || k.contains('\0') {
+                    self.problem(
+                        key,
+                        "not a valid variable name (empty, or contains '=' or NUL)",
+                    );
+                    continue;
+                }
+                match v {
+                    toml::Value::String(s) if !s.contains('\0') => {
+                        config.executor.env_defaults.retain(|(name, _)| *name != k);
+                        config.executor.env_defaults.push((k, s));
+                    }
+                    toml::Value::String(_) => self.problem(key, "contains a NUL byte"),
+                    other => self.problem(
+                        key,
+                        format!(
+                            "expected a string, found {}; quote the value",
+                            type_name(&other)
+                        ),
+                    ),
+                }
+            }
+        }
+        if let Some(t) = self.table(&mut root, "tools", "") {
+            self.tools(t, &mut config.tools);
+        }
+        self.unknown_keys(root, "", &["policy", "sandbox", "executor", "env", "tools"]);
+        config
+    }
+
+    fn policy(&mut self, i: usize, value: toml::Value, base: &Path) -> Option<PolicyEntry> {
+        let path = format!("policy[{i}]");
+        let mut t = match value {
+            toml::Value::Table(t) => t,
+            other => {
+                self.problem(
+                    path,
+                    format!("expected a table, found {}", type_name(&other)),
+                );
+                return None;
+            }
+        };
+        let file = self.string(&mut t, "path", &path);
+        let builtin = self.string(&mut t, "builtin", &path);
+        let source = match (file, builtin) {
+            (Some(_), Some(_)) => {
+                self.problem(&path, "give either path or builtin, not both");
+                None
+            }
+            (Some(f), None) if f.is_empty() => {
+                self.problem(format!("{path}.path"), "is empty; give a .wasm file");
+                None
+            }
+            (Some(f), None) => {
+                let p = PathBuf::from(f);
+                let p = if p.is_relative() { base.join(p) } else { p };
+                if !p.is_file() {
+                    self.problem(
+                        format!("{path}.path"),
+                        format!(
+                            "{} is not a file; give the path of a policy component (.wasm), relative to the \
+                             config file",
+                            p.display()
+                        ),
+                    );
+                }
+                Some(PolicySource::File(p))
+            }
+            (None, Some(b)) if b == "default" => Some(PolicySource::Default),
+            (None, Some(b)) => {
+                self.problem(
+                    format!("{path}.builtin"),
+                    format!("unknown built-in policy {b:?}; the only one is \"default\""),
+                );
+                None
+            }
+            (None, None) => {
+                self.problem(&path, "needs path = \"FILE.wasm\" or builtin = \"default\"");
+                None
+            }
+        };
+        let fail_open = self.boolean(&mut t, "fail_open", &path).unwrap_or(false);
+        let settings = match t.remove("settings") {
+            None => "{}".to_string(),
+            Some(v @ toml::Value::Table(_)) => match serde_json::to_string(&v) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.problem(
+                        format!("{path}.settings"),
+                        format!("cannot be passed as JSON: {e}"),
+                    );
+                    "{}".to_string()
+                }
+            },
+            Some(other) => {
+                self.problem(
+                    format!("{path}.settings"),
+                    format!(
+                        "expected a table ([policy.settings]), found {}",
+                        type_name(&other)
+                    ),
+                );
+                "{}".to_string()
+            }
+        };
+        self.unknown_keys(t, &path, &["path", "builtin", "fail_open", "settings"]);
+        Some(PolicyEntry {
+            source: source?,
+            settings,
+            fail_open,
+        })
+    }
+
+    fn sandbox(&mut self, mut t: toml::Table, s: &mut SandboxConfig, base: &Path) {
+        let p = "sandbox";
+        if let Some(d) = self.duration(&mut t, "deadline", p, false) {
+            s.deadline = d;
+        }
+        if let Some(m) = self.integer(&mut t, "memory_mib", p, 1, 4096) {
+            s.memory_limit = (m as usize) << 20;
+        }
+        if let Some(mode) = self.string(&mut t, "instance_mode", p) {
+            match mode.as_str() {
+                "reuse" => s.instance_mode = InstanceMode::Reuse,
+                "fresh" => s.instance_mode = InstanceMode::Fresh,
+                _ => self.problem(
+                    "sandbox.instance_mode",
+                    format!("unknown mode {mode:?}; use \"reuse\" or \"fresh\""),
+                ),
+            }
+        }
+        let cache = self.boolean(&mut t, "cache", p);
+        if let Some(dir) = self.string(&mut t, "cache_dir", p) {
+            let dir = PathBuf::from(dir);
+            s.cache_dir = Some(if dir.is_relative() {
+                base.join(dir)
+            } else {
+                dir
+            });
+        }
+        if cache == Some(false) {
+            s.cache_dir = None;
+        }
+        self.unknown_keys(
+            t,
+            p,
+            &[
+                "deadline",
+                "memory_mib",
+                "instance_mode",
+                "cache",
+                "cache_dir",
+            ],
+        );
+    }
+
+    fn executor(&mut self, mut t: toml::Table, e: &mut ExecutorConfig, base: &Path) {
+        let p = "executor";
+        match t.remove("shell") {
+            None => {}
+            Some(toml::Value::Array(items)) => {
+                let words: Vec<String> = items
+                    .into_iter()
+                    .filter_map(|v| match v {
+                        toml::Value::String(s) if !s.is_empty() && !s.contains('\0') => Some(s),
+                        _ => None,
+                    })
+                    .collect();
+                if words.is_empty() {
+                    self.problem(
+                        "executor.shell",
+                        "must be a non-empty array of non-empty strings, e.g. [\"bash\", \"-c\"]",
+                    );
+                } else {
+                    e.shell = words;
+                }
+            }
+            Some(other) => self.problem(
+                "executor.shell",
+                format!(
+                    "expected an array of strings such as [\"bash\", \"-c\"], found {}",
+                    type_name(&other)
+                ),
+            ),
+        }
+        if let Some(dir) = self.string(&mut t, "workdir", p) {
+            let dir = PathBuf::from(dir);
+            let dir = if dir.is_relative() {
+                base.join(dir)
+            } else {
+                dir
+            };
+            if !dir.is_dir() {
+                self.problem(
+                    "executor.workdir",
+                    format!("{} is not an existing directory", dir.display()),
+                );
+            }
+            e.default_workdir = Some(dir);
+        }
+        if let Some(d) = self.duration(&mut t, "grace", p, true) {
+            e.grace = d;
+        }
+        if let Some(d) = self.duration(&mut t, "drain", p, true) {
+            e.drain = d;
+        }
+        if let Some(n) = self.integer(&mut t, "max_running", p, 1, 100_000) {
+            e.max_running = n as usize;
+        }
+        if let Some(d) = self.duration(&mut t, "retention", p, true) {
+            e.retention = d;
+        }
+        let limits: &mut OutputLimits = &mut e.output;
+        if let Some(n) = self.integer(&mut t, "output_head_bytes", p, 0, 64 << 20) {
+            limits.head = n as usize;
+        }
+        if let Some(n) = self.integer(&mut t, "output_tail_bytes", p, 0, 64 << 20) {
+            limits.tail = n as usize;
+        }
+        if let Some(n) = self.integer(&mut t, "max_line_bytes", p, 16, 64 << 20) {
+            limits.max_line = n as usize;
+        }
+        if let Some(n) = self.integer(&mut t, "log_cap_bytes", p, 0, 1 << 40) {
+            limits.log_cap = n;
+        }
+        if let Some(b) = self.boolean(&mut t, "separate_stderr", p) {
+            e.separate_stderr = b;
+        }
+        if let Some(c) = self.string(&mut t, "containment", p) {
+            match c.as_str() {
+                "auto" => e.containment = ContainmentPreference::Auto,
+                "process-group" => e.containment = ContainmentPreference::ProcessGroup,
+                _ => self.problem(
+                    "executor.containment",
+                    format!("unknown containment {c:?}; use \"auto\" or \"process-group\""),
+                ),
+            }
+        }
+        if let Some(dir) = self.string(&mut t, "log_dir", p) {
+            e.log_parent = Some(PathBuf::from(dir));
+        }
+        self.unknown_keys(
+            t,
+            p,
+            &[
+                "shell",
+                "workdir",
+                "grace",
+                "drain",
+                "max_running",
+                "retention",
+                "output_head_bytes",
+                "output_tail_bytes",
+                "max_line_bytes",
+                "log_cap_bytes",
+                "separate_stderr",
+                "containment",
+                "log_dir",
+            ],
+        );
+    }
+
+    fn tools(&mut self, mut t: toml::Table, l: &mut ToolLimits) {
+        let p = "tools";
+        if let Some(n) = self.integer(&mut t, "max_command_bytes", p, 1, 131_071) {
+            l.max_command_bytes = n as usize;
+        }
+        if let Some(d) = self.duration(&mut t, "default_wait", p, true) {
+            l.default_wait = d;
+        }
+        if let Some(d) = self.duration(&mut t, "max_wait", p, true) {
+            l.max_wait = d;
+        }
+        if let Some(n) = self.integer(&mut t, "max_read_bytes", p, 1, 64 << 20) {
+            l.max_read_bytes = n as usize;
+        }
+        if let Some(n) = self.integer(&mut t, "list_limit", p, 1, 100_000) {
+            l.list_limit = n as usize;
+        }
+        self.unknown_keys(
+            t,
+            p,
+            &[
+                "max_command_bytes",
+                "default_wait",
+                "max_wait",
+                "max_read_bytes",
+                "list_limit",
+            ],
+        );
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<String> {
+        match Config::parse(text, Path::new("/nonexistent-base")) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        let c = Config::parse("", Path::new(".")).unwrap();
+        assert_eq!(c.policies, vec![PolicyEntry::default_policy()]);
+        assert_eq!(c.tools, ToolLimits::default());
+        assert_eq!(c.executor.shell, vec!["sh", "-c"]);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let p = problems(
+            r#"
+            colour = "blue"
+            [[policy]]
+            path = "missing.wasm"
+            [[policy]]
+            builtin = "nope"
+            [[policy]]
+            fail_open = "yes"
+            [sandbox]
+            deadline = "fast"
+            memory_mib = 0
+            [executor]
+            grace = "-1s"
+            max_running = 0
+            shell = []
+            bogus = 1
+            [env]
+            GOOD = "x"
+            BAD = 3
+            [tools]
+            max_command_bytes = 1048576
+            "#,
+        );
+        let keys: Vec<&str> = p.iter().map(|s| s.split(':').next().unwrap()).collect();
+        for want in [
+            "policy[0].path",
+            "policy[1].builtin",
+            "policy[2].fail_open",
+            "policy[2]",
+            "sandbox.deadline",
+            "sandbox.memory_mib",
+            "executor.shell",
+            "executor.grace",
+            "executor.max_running",
+            "executor.bogus",
+            "env.BAD",
+            "tools.max_command_bytes",
+            "colour",
+        ] {
+            assert!(keys.contains(&want), "no problem for {want} in {p:#?}");
+        }
+        assert_eq!(p.len(), 13, "{p:#?}");
+    }
+
+    #[test]
+    fn values_are_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("p.wasm"), b"").unwrap();
+        let c = Config::parse(
+            r#"
+            [[policy]]
+            path = "p.wasm"
+            fail_open = true
+            [policy.settings]
+            default_timeout = "30s"
+            promote_patterns = ["a b"]
+            [[policy]]
+            builtin = "default"
+            [sandbox]
+            deadline = "250ms"
+            memory_mib = 32
+            instance_mode = "fresh"
+            cache = false
+            [executor]
+            shell = ["bash", "-c"]
+            grace = "500ms"
+            max_running = 3
+            output_head_bytes = 100
+            containment = "process-group"
+            [env]
+            PAGER = "less"
+            CI = "1"
+            [tools]
+            default_wait = "0s"
+            list_limit = 5
+            "#,
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(c.policies.len(), 2);
+        assert_eq!(
+            c.policies[0].source,
+            PolicySource::File(dir.path().join("p.wasm"))
+        );
+        assert!(c.policies[0].fail_open);
+        let settings: serde_json::Value = serde_json::from_str(&c.policies[0].settings).unwrap();
+        assert_eq!(settings["default_timeout"], "30s");
+        assert_eq!(settings["promote_patterns"][0], "a b");
+        assert_eq!(c.policies[1].source, PolicySource::Default);
+        assert_eq!(c.sandbox.deadline, Duration::from_millis(250));
+        assert_eq!(c.sandbox.memory_limit, 32 << 20);
+        assert_eq!(c.sandbox.instance_mode, InstanceMode::Fresh);
+        assert_eq!(c.sandbox.cache_dir, None);
+        assert_eq!(c.executor.shell, vec!["bash", "-c"]);
+        assert_eq!(c.executor.grace, Duration::from_millis(500));
+        assert_eq!(c.executor.max_running, 3);
+        assert_eq!(c.executor.output.head, 100);
+        assert_eq!(c.executor.containment, ContainmentPreference::ProcessGroup);
+        let env: std::collections::HashMap<_, _> =
+            c.executor.env_defaults.iter().cloned().collect();
+        assert_eq!(env["PAGER"], "less");
+        assert_eq!(env["CI"], "1");
+        assert_eq!(env["TERM"], "dumb");
+        assert_eq!(c.tools.default_wait, Duration::ZERO);
+        assert_eq!(c.tools.list_limit, 5);
+    }
+
+    #[test]
+    fn an_empty_chain_is_allowed() {
+        let c = Config::parse("policy = []", Path::new(".")).unwrap();
+        assert!(c.policies.is_empty());
+    }
+
+    #[test]
+    fn invalid_toml_is_one_clear_problem() {
+        let p = problems("[executor\n");
+        assert_eq!(p.len(), 1);
+        assert!(p[0].contains("not valid TOML"), "{p:?}");
+    }
+}

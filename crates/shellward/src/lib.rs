@@ -1,0 +1,668 @@
+//! shellward for hosts that embed it: a policy chain and a process executor behind the four agent tools.
+//!
+//! This crate owns the agent-facing surface and nothing below it: argument validation, the tool schemas and
+//! descriptions ([`tools`]), the configuration file ([`config`]), mapping a request through the policy chain
+//! (`shellward-policy`) to a plan the executor (`shellward-exec`) runs, and shaping results a model can act on.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use shellward::{Shellward, tools::ExecuteArgs};
+//! let sw = Shellward::builder().build()?; // embedded default policy, default limits
+//! let result = sw
+//!     .execute(Some("session-1"), ExecuteArgs { command: "npm run dev &".into(), ..Default::default() })
+//!     .await?;
+//! assert!(result.running); // the trailing `&` was turned into a tracked background process
+//! sw.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Every method takes the caller's session id (or `None`); a process is visible only to the session that started
+//! it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
+
+pub mod config;
+pub mod tools;
+
+pub use config::{Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits};
+pub use shellward_exec::{ExecPlan, Executor, ExecutorConfig};
+pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
+
+use serde_json::Value;
+use shellward_exec::{ExecError, ExecResult, ExitState, SignalKind, TimeoutAction};
+use shellward_policy::duration::{ACCEPTED_FORMS, format_millis, parse_millis};
+use shellward_policy::{OnTimeout, Outcome, Request};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tools::{
+    ExecuteArgs, ExecuteResult, ProcessEntry, ProcessListArgs, ProcessListResult,
+    ProcessOutputArgs, ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, SignalName,
+    ToolName,
+};
+
+/// What kind of failure a [`ToolError`] is (HTTP surfaces map it to a status code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// The arguments are malformed or refer to something invalid (bad duration, empty command, missing workdir).
+    InvalidArguments,
+    /// No tool has this name.
+    UnknownTool,
+    /// No process with this id in the caller's session.
+    UnknownProcess,
+    /// The process exists but nothing of its tree is alive.
+    NotAlive,
+    /// Too many processes are running.
+    Busy,
+    /// The service is shutting down.
+    Unavailable,
+    /// Something failed on the host (spawning, setup).
+    Internal,
+}
+
+impl ToolErrorKind {
+    /// The kind's name in JSON results (`invalid_arguments`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolErrorKind::InvalidArguments => "invalid_arguments",
+            ToolErrorKind::UnknownTool => "unknown_tool",
+            ToolErrorKind::UnknownProcess => "unknown_process",
+            ToolErrorKind::NotAlive => "not_alive",
+            ToolErrorKind::Busy => "busy",
+            ToolErrorKind::Unavailable => "unavailable",
+            ToolErrorKind::Internal => "internal",
+        }
+    }
+}
+
+/// A tool call that could not be carried out. The message names what was wrong and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// The kind of failure.
+    pub kind: ToolErrorKind,
+    /// What went wrong and what to do instead.
+    pub message: String,
+}
+
+impl ToolError {
+    fn invalid(message: impl Into<String>) -> ToolError {
+        ToolError {
+            kind: ToolErrorKind::InvalidArguments,
+            message: message.into(),
+        }
+    }
+
+    /// The error as a JSON tool result: `{"success": false, "error": ..., "error_kind": ...}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "success": false,
+            "error": self.message,
+            "error_kind": self.kind.as_str(),
+        })
+    }
+}
+
+impl From<ExecError> for ToolError {
+    fn from(e: ExecError) -> ToolError {
+        let kind = match &e {
+            ExecError::Workdir { .. } | ExecError::InvalidCommand(_) => {
+                ToolErrorKind::InvalidArguments
+            }
+            ExecError::UnknownProcess(_) => ToolErrorKind::UnknownProcess,
+            ExecError::NotAlive(_) => ToolErrorKind::NotAlive,
+            ExecError::TooManyRunning { .. } => ToolErrorKind::Busy,
+            ExecError::ShuttingDown => ToolErrorKind::Unavailable,
+            ExecError::Spawn(_) | ExecError::Setup(_) => ToolErrorKind::Internal,
+        };
+        ToolError {
+            kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Why a [`Shellward`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The configuration (or a policy it names) is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The policy engine could not be created.
+    #[error("the policy engine could not be created: {0}")]
+    Policy(#[from] shellward_policy::PolicyError),
+    /// The executor could not be created.
+    #[error(transparent)]
+    Executor(#[from] ExecError),
+}
+
+/// Builds a [`Shellward`]: start from a [`Config`] (or the defaults) and override parts.
+#[derive(Debug, Default)]
+pub struct ShellwardBuilder {
+    config: Config,
+    chain: Option<PolicyChain>,
+}
+
+impl ShellwardBuilder {
+    /// Uses this configuration (policy chain, sandbox, executor, tool limits).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Uses an already loaded policy chain instead of the one the configuration names.
+    pub fn policy_chain(mut self, chain: PolicyChain) -> Self {
+        self.chain = Some(chain);
+        self
+    }
+
+    /// Replaces the executor settings.
+    pub fn executor_config(mut self, executor: ExecutorConfig) -> Self {
+        self.config.executor = executor;
+        self
+    }
+
+    /// Replaces the tool limits.
+    pub fn tool_limits(mut self, limits: ToolLimits) -> Self {
+        self.config.tools = limits;
+        self
+    }
+
+    /// Loads the policies and starts the executor. Needs a Tokio runtime (the executor spawns its reaper task).
+    pub fn build(self) -> Result<Shellward, BuildError> {
+        let chain = match self.chain {
+            Some(c) => c,
+            None => {
+                let engine = PolicyEngine::new(self.config.sandbox.clone())?;
+                self.config.load_chain(&engine)?
+            }
+        };
+        let executor = Executor::new(self.config.executor.clone())?;
+        Ok(Shellward {
+            inner: Arc::new(Inner {
+                chain,
+                executor,
+                limits: self.config.tools.clone(),
+                default_workdir: self.config.executor.default_workdir.clone(),
+            }),
+        })
+    }
+}
+
+struct Inner {
+    chain: PolicyChain,
+    executor: Executor,
+    limits: ToolLimits,
+    default_workdir: Option<PathBuf>,
+}
+
+/// A policy chain and an executor behind the four agent tools. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Shellward {
+    inner: Arc<Inner>,
+}
+
+/// What the policy chain decided for an `execute` call, and the plan the executor would run.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The chain's decision (outcome, who denied, faults).
+    pub decision: Decision,
+    /// The plan for the executor, when the outcome is run.
+    pub plan: Option<ExecPlan>,
+}
+
+fn check_text(what: &str, text: &str) -> Result<(), ToolError> {
+    if text.contains('\0') {
+        return Err(ToolError::invalid(format!(
+            "{what} contains a NUL byte; remove it (a shell command cannot carry NUL bytes)"
+        )));
+    }
+    Ok(())
+}
+
+fn parse_duration(what: &str, text: &str, allow_zero: bool) -> Result<Duration, ToolError> {
+    match parse_millis(text) {
+        Ok(0) if !allow_zero => Err(ToolError::invalid(format!(
+            "{what} must be greater than zero; use {ACCEPTED_FORMS}"
+        ))),
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(e) => Err(ToolError::invalid(format!("{what}: {e}"))),
+    }
+}
+
+fn exit_fields(exit: &ExitState) -> (Option<i32>, Option<String>) {
+    (exit.code(), exit.signal().map(str::to_string))
+}
+
+impl Shellward {
+    /// A builder starting from the defaults (embedded default policy, default limits).
+    pub fn builder() -> ShellwardBuilder {
+        ShellwardBuilder::default()
+    }
+
+    /// The executor (for hosts that need its lower-level API).
+    pub fn executor(&self) -> &Executor {
+        &self.inner.executor
+    }
+
+    /// The policy chain.
+    pub fn chain(&self) -> &PolicyChain {
+        &self.inner.chain
+    }
+
+    /// The tool limits in force.
+    pub fn limits(&self) -> &ToolLimits {
+        &self.inner.limits
+    }
+
+    /// Runs a tool by wire name with JSON arguments and returns its JSON result (what MCP and HTTP surfaces call).
+    /// Arguments that do not match the tool's schema are an [`ToolErrorKind::InvalidArguments`] error naming the
+    /// expected shape.
+    pub async fn call(
+        &self,
+        session: Option<&str>,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Value, ToolError> {
+        let Some(name) = ToolName::parse(tool) else {
+            return Err(ToolError {
+                kind: ToolErrorKind::UnknownTool,
+                message: format!(
+                    "unknown tool {tool:?}; the tools are execute, process_output, process_list and \
+                     process_signal"
+                ),
+            });
+        };
+        // A missing arguments object is an empty one (process_list takes none).
+        let arguments = if arguments.is_null() {
+            Value::Object(Default::default())
+        } else {
+            arguments
+        };
+        fn parse<T: serde::de::DeserializeOwned>(name: ToolName, v: Value) -> Result<T, ToolError> {
+            serde_json::from_value(v).map_err(|e| {
+                ToolError::invalid(format!(
+                    "invalid arguments for {name}: {e}; expected {}",
+                    name.usage()
+                ))
+            })
+        }
+        fn to_json<T: serde::Serialize>(v: T) -> Result<Value, ToolError> {
+            serde_json::to_value(v).map_err(|e| ToolError {
+                kind: ToolErrorKind::Internal,
+                message: format!("could not encode the result: {e}"),
+            })
+        }
+        match name {
+            ToolName::Execute => to_json(self.execute(session, parse(name, arguments)?).await?),
+            ToolName::ProcessOutput => to_json(
+                self.process_output(session, parse(name, arguments)?)
+                    .await?,
+            ),
+            ToolName::ProcessList => {
+                to_json(self.process_list(session, parse(name, arguments)?).await?)
+            }
+            ToolName::ProcessSignal => to_json(
+                self.process_signal(session, parse(name, arguments)?)
+                    .await?,
+            ),
+        }
+    }
+
+    /// Validates `execute` arguments and runs the policy chain on them, without running anything. `env` is extra
+    /// environment for the command (the policy sees it and may change it).
+    pub fn decide(
+        &self,
+        session: Option<&str>,
+        args: &ExecuteArgs,
+        env: &[(String, String)],
+    ) -> Result<Decided, ToolError> {
+        let limits = &self.inner.limits;
+        if args.command.trim().is_empty() {
+            return Err(ToolError::invalid(
+                "command is empty; give the shell command to run, e.g. {\"command\": \"ls -la\"}",
+            ));
+        }
+        check_text("command", &args.command)?;
+        if args.command.len() > limits.max_command_bytes {
+            return Err(ToolError::invalid(format!(
+                "command is {} bytes; the limit is {} bytes. Write a long script to a file and run the file \
+                 instead",
+                args.command.len(),
+                limits.max_command_bytes
+            )));
+        }
+        let timeout_ms = match &args.timeout {
+            None => None,
+            Some(t) => Some(parse_duration("timeout", t, false)?.as_millis() as u64),
+        };
+        if let Some(w) = &args.workdir {
+            check_text("workdir", w)?;
+            if w.is_empty() {
+                return Err(ToolError::invalid(
+                    "workdir is empty; omit it to use the default directory or give a directory",
+                ));
+            }
+        }
+        for (k, v) in env {
+            check_text("an environment variable", k)?;
+            check_text("an environment variable", v)?;
+            if k.is_empty() || k.contains('=') {
+                return Err(ToolError::invalid(format!(
+                    "environment variable name {k:?} is invalid (empty or contains '=')"
+                )));
+            }
+        }
+        let mut context = vec![("tool".to_string(), "execute".to_string())];
+        if let Some(s) = session {
+            context.push(("session-id".to_string(), s.to_string()));
+        }
+        let request = Request {
+            command: args.command.clone(),
+            workdir: args.workdir.clone(),
+            timeout_ms,
+            background: args.run_in_background,
+            on_timeout: None,
+            env: env.to_vec(),
+            context,
+        };
+        let decision = self.inner.chain.evaluate(&request);
+        for (policy, fault) in &decision.faults {
+            tracing::warn!(policy = %policy, error = %fault, "policy fault");
+        }
+        let plan = match &decision.outcome {
+            Outcome::Deny(_) => None,
+            Outcome::Run(p) => {
+                let workdir = p.workdir.as_ref().map(|w| {
+                    let path = PathBuf::from(w);
+                    match &self.inner.default_workdir {
+                        Some(base) if path.is_relative() => base.join(path),
+                        _ => path,
+                    }
+                });
+                Some(ExecPlan {
+                    command: p.command.clone(),
+                    workdir,
+                    env: p.env.clone(),
+                    background: p.background,
+                    timeout: if p.background {
+                        None
+                    } else {
+                        p.timeout_ms.map(Duration::from_millis)
+                    },
+                    on_timeout: match p.on_timeout {
+                        OnTimeout::Kill => TimeoutAction::Kill,
+                        OnTimeout::Background => TimeoutAction::Background,
+                    },
+                    session: session.map(str::to_string),
+                })
+            }
+        };
+        Ok(Decided { decision, plan })
+    }
+
+    /// `execute`: runs the policy chain, then the executor.
+    pub async fn execute(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+    ) -> Result<ExecuteResult, ToolError> {
+        self.execute_with_env(session, args, Vec::new()).await
+    }
+
+    /// `execute` with extra environment variables for the command.
+    pub async fn execute_with_env(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        env: Vec<(String, String)>,
+    ) -> Result<ExecuteResult, ToolError> {
+        let decided = self.decide(session, &args, &env)?;
+        let (plan, notes) = match (decided.plan, decided.decision.outcome) {
+            (Some(plan), Outcome::Run(p)) => (plan, p.notes),
+            (_, outcome) => {
+                let reason = match outcome {
+                    Outcome::Deny(reason) => reason_text(reason),
+                    Outcome::Run(_) => reason_text(String::new()),
+                };
+                return Ok(ExecuteResult {
+                    success: false,
+                    denied: true,
+                    deny_reason: Some(reason.clone()),
+                    notes: vec![format!("Not run: {reason}")],
+                    ..Default::default()
+                });
+            }
+        };
+        let timeout = plan.timeout;
+        let command = plan.command.clone();
+        let r = self.inner.executor.execute(plan).await?;
+        Ok(shape_execute(r, command, notes, timeout))
+    }
+
+    /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.
+    pub async fn process_output(
+        &self,
+        session: Option<&str>,
+        args: ProcessOutputArgs,
+    ) -> Result<ProcessOutputResult, ToolError> {
+        check_text("process_id", &args.process_id)?;
+        let limits = &self.inner.limits;
+        let mut notes = Vec::new();
+        let mut wait = match &args.wait {
+            None => limits.default_wait,
+            Some(w) => parse_duration("wait", w, true)?,
+        };
+        if wait > limits.max_wait {
+            notes.push(format!(
+                "wait was shortened to {} (the longest allowed); call again to wait longer.",
+                format_millis(limits.max_wait.as_millis() as u64)
+            ));
+            wait = limits.max_wait;
+        }
+        let id = args.process_id.trim();
+        let read = self
+            .inner
+            .executor
+            .read_output(id, session, args.cursor, wait, limits.max_read_bytes)
+            .await?;
+        let info = self.inner.executor.info(id, session)?;
+        let (output, omitted, total) = match (&read.chunk, &read.view) {
+            (Some(c), _) => (c.text.clone(), c.skipped_bytes, c.total_bytes),
+            (None, Some(v)) => (v.text.clone(), v.omitted_bytes, v.total_bytes),
+            (None, None) => (String::new(), 0, 0),
+        };
+        if read.next_cursor < total {
+            notes.push(format!(
+                "{} more bytes are available now; call process_output again with cursor {}.",
+                total - read.next_cursor,
+                read.next_cursor
+            ));
+        } else if read.running {
+            notes.push(format!(
+                "{id} is still running; call process_output with cursor {} for newer output, or process_signal \
+                 to stop it.",
+                read.next_cursor
+            ));
+        }
+        if args.cursor.is_none() && omitted > 0 {
+            notes.push(format!(
+                "{omitted} bytes were left out of the middle; read them with cursor 0 (or from log_path)."
+            ));
+        }
+        let (exit_code, signal) = exit_fields(&read.exit);
+        Ok(ProcessOutputResult {
+            success: true,
+            process_id: id.to_string(),
+            running: read.running,
+            exit_code,
+            signal,
+            output,
+            output_omitted_bytes: omitted,
+            output_total_bytes: total,
+            cursor: read.next_cursor,
+            log_path: info.log_path.map(|p| p.display().to_string()),
+            notes,
+        })
+    }
+
+    /// `process_list`: the session's processes, running first, then newest first.
+    pub async fn process_list(
+        &self,
+        session: Option<&str>,
+        _args: ProcessListArgs,
+    ) -> Result<ProcessListResult, ToolError> {
+        let list = self
+            .inner
+            .executor
+            .list(session, self.inner.limits.list_limit);
+        Ok(ProcessListResult {
+            success: true,
+            processes: list
+                .processes
+                .into_iter()
+                .map(|p| {
+                    let (exit_code, signal) = exit_fields(&p.exit);
+                    ProcessEntry {
+                        process_id: p.id,
+                        command: p.command,
+                        workdir: p.workdir.display().to_string(),
+                        running: p.running,
+                        exit_code,
+                        signal,
+                        started_at_unix: p.started_at_unix,
+                        exited_at_unix: p.exited_at_unix,
+                        output_bytes: p.output_bytes,
+                        log_path: p.log_path.map(|l| l.display().to_string()),
+                    }
+                })
+                .collect(),
+            omitted: list.omitted,
+        })
+    }
+
+    /// `process_signal`: terminate or kill a whole process tree.
+    pub async fn process_signal(
+        &self,
+        session: Option<&str>,
+        args: ProcessSignalArgs,
+    ) -> Result<ProcessSignalResult, ToolError> {
+        check_text("process_id", &args.process_id)?;
+        let id = args.process_id.trim();
+        let kind = match args.signal {
+            SignalName::Terminate => SignalKind::Terminate,
+            SignalName::Kill => SignalKind::Kill,
+        };
+        self.inner.executor.signal(id, kind, session).await?;
+        let info = self.inner.executor.info(id, session)?;
+        let (exit_code, signal) = exit_fields(&info.exit);
+        Ok(ProcessSignalResult {
+            success: !info.running,
+            process_id: id.to_string(),
+            running: info.running,
+            exit_code,
+            signal,
+            notes: vec![match args.signal {
+                SignalName::Terminate => format!(
+                    "{id} and every process it started were terminated (SIGTERM, then SIGKILL for what remained)."
+                ),
+                SignalName::Kill => {
+                    format!("{id} and every process it started were killed (SIGKILL).")
+                }
+            }],
+        })
+    }
+
+    /// Terminates every process tree this instance started and waits for them; removes its logs and cgroups.
+    pub async fn shutdown(&self) {
+        self.inner.executor.shutdown().await;
+    }
+}
+
+fn reason_text(reason: String) -> String {
+    if reason.trim().is_empty() {
+        "the policy refused the command (it gave no reason)".into()
+    } else {
+        reason
+    }
+}
+
+/// Turns an executor result into the tool result, with notes saying what to do next.
+fn shape_execute(
+    r: ExecResult,
+    command: String,
+    mut notes: Vec<String>,
+    timeout: Option<Duration>,
+) -> ExecuteResult {
+    let (exit_code, signal) = exit_fields(&r.exit);
+    let id = r.id.clone();
+    let timeout_text = timeout
+        .map(|t| format_millis(t.as_millis() as u64))
+        .unwrap_or_default();
+    let background_id = if r.running {
+        if r.timed_out {
+            notes.push(format!(
+                "Still running as {id} after the {timeout_text} timeout. Call process_output with process_id \
+                 {id} (and cursor {}) to read more, or process_signal to stop it.",
+                r.cursor
+            ));
+        } else {
+            notes.push(format!(
+                "Running in the background as {id}. Call process_output with process_id {id} to read its \
+                 output, process_signal to stop it."
+            ));
+        }
+        Some(id.clone())
+    } else {
+        if r.timed_out {
+            notes.push(format!(
+                "Timed out after {timeout_text}; the command and every process it started were terminated. Run it \
+                 with a longer timeout, or with run_in_background and poll process_output."
+            ));
+        }
+        if r.leftover_processes > 0 {
+            notes.push(format!(
+                "The command exited but {} process(es) it started are still running, tracked as {id}; stop them \
+                 with process_signal.",
+                r.leftover_processes
+            ));
+        }
+        None
+    };
+    if r.output_incomplete {
+        notes.push(
+            "Output may be incomplete: a process kept the output open after the command exited."
+                .into(),
+        );
+    }
+    if r.output.omitted_bytes > 0 {
+        notes.push(format!(
+            "{} bytes of output were left out of the middle; read them with process_output (process_id {id}, \
+             cursor 0) or from log_path.",
+            r.output.omitted_bytes
+        ));
+    }
+    let success = if r.running {
+        true
+    } else {
+        !r.timed_out && r.exit == ExitState::Code(0)
+    };
+    ExecuteResult {
+        success,
+        denied: false,
+        deny_reason: None,
+        command,
+        exit_code,
+        signal,
+        timed_out: r.timed_out,
+        running: r.running,
+        wall_duration_ms: r.wall_ms,
+        output: r.output.text,
+        output_omitted_bytes: r.output.omitted_bytes,
+        output_total_bytes: r.output.total_bytes,
+        output_incomplete: r.output_incomplete,
+        log_path: r.log_path.map(|p| p.display().to_string()),
+        cursor: r.cursor,
+        process_id: Some(id),
+        background_process_id: background_id,
+        notes,
+    }
+}

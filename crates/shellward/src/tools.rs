@@ -1,0 +1,362 @@
+//! The four agent tools: their arguments, results, JSON Schemas and the descriptions a model reads.
+//!
+//! The argument types are the single source of the schemas ([`ToolSpec::input_schema`] is generated from them with
+//! schemars), so the schema a model sees and the parser that reads its call cannot drift apart.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Arguments of `execute`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteArgs {
+    /// The shell command to run with `sh -c`. Do not end it with `&` to background it: set `run_in_background`
+    /// instead.
+    pub command: String,
+    /// How long to wait for a foreground command, as a duration string: `500ms`, `30s`, `5m`, `1m30s`, `2h`. Default
+    /// set by policy (usually 10s). When it expires the command usually keeps running in the background and you get
+    /// its process id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Working directory (absolute, or relative to the server's working directory). Default: the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// Start the command in the background and return at once with a `background_process_id`. Use it for dev
+    /// servers, file watchers, `tail -f` and long builds; read their output later with `process_output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_in_background: Option<bool>,
+}
+
+/// Arguments of `process_output`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessOutputArgs {
+    /// The process id returned by `execute` (`background_process_id` or `process_id`), e.g. `p3`.
+    pub process_id: String,
+    /// Byte cursor to read from: pass the `cursor` of the previous result to get only new output. Omit it to get the
+    /// head and tail of the whole output. `0` reads from the start (from the full log when the head/tail view
+    /// dropped bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<u64>,
+    /// How long to wait for new output (with `cursor`) or for the process to exit (without), as a duration string.
+    /// Default `10s`; `0s` returns a snapshot at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+}
+
+/// Arguments of `process_list` (none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessListArgs {}
+
+/// The signal `process_signal` sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SignalName {
+    /// SIGTERM to the whole process tree, then SIGKILL to whatever is left after a grace period (2s by default).
+    Terminate,
+    /// SIGKILL to the whole process tree at once.
+    Kill,
+}
+
+/// Arguments of `process_signal`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSignalArgs {
+    /// The process id, e.g. `p3`.
+    pub process_id: String,
+    /// `terminate` (graceful: SIGTERM, then SIGKILL after a grace period) or `kill` (SIGKILL at once). Both reach
+    /// every process the command started.
+    pub signal: SignalName,
+}
+
+/// The result of `execute`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ExecuteResult {
+    /// The command ran and exited 0, or was started (or kept running) in the background.
+    pub success: bool,
+    /// The policy refused the command; `deny_reason` says why. Nothing was run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
+    /// Why the policy refused the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_reason: Option<String>,
+    /// The command that ran (a policy may have rewritten it, e.g. removed a trailing `&`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// Exit code, when the command exited normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command (e.g. `SIGKILL`), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The foreground timeout expired.
+    pub timed_out: bool,
+    /// The command is still running (in the background).
+    pub running: bool,
+    /// Wall time in milliseconds.
+    pub wall_duration_ms: u64,
+    /// The output (stdout and stderr interleaved): the head and tail when it is long, with a marker where bytes were
+    /// left out.
+    pub output: String,
+    /// Bytes left out of `output` (read them from `log_path` or with `process_output` and `cursor: 0`).
+    pub output_omitted_bytes: u64,
+    /// All output bytes so far.
+    pub output_total_bytes: u64,
+    /// A process kept the output open after the command exited, so later output was not waited for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_incomplete: bool,
+    /// The file holding the full output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<String>,
+    /// Pass this to `process_output` as `cursor` to read only output that arrives later.
+    pub cursor: u64,
+    /// The process id for `process_output` and `process_signal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_id: Option<String>,
+    /// Set when the command runs on in the background (asked for, promoted by policy, or kept after a timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_process_id: Option<String>,
+    /// What the policy changed and why, and what to do next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The result of `process_output`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessOutputResult {
+    /// Always true for a result (errors are reported separately).
+    pub success: bool,
+    /// The process id.
+    pub process_id: String,
+    /// Whether anything of the process tree is still running.
+    pub running: bool,
+    /// Exit code, once the command exited normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// New output after `cursor`, or the head/tail view when no cursor was given.
+    pub output: String,
+    /// Bytes not included: left out of the head/tail view, or no longer available between the cursor and `output`.
+    pub output_omitted_bytes: u64,
+    /// All output bytes so far.
+    pub output_total_bytes: u64,
+    /// Pass this as `cursor` next time to get only newer output.
+    pub cursor: u64,
+    /// The file holding the full output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<String>,
+    /// Hints about what to do next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One process in `process_list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessEntry {
+    /// The process id.
+    pub process_id: String,
+    /// The command.
+    pub command: String,
+    /// Its working directory.
+    pub workdir: String,
+    /// Whether anything of its tree is still running.
+    pub running: bool,
+    /// Exit code, once exited normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Start time, seconds since the Unix epoch.
+    pub started_at_unix: u64,
+    /// Exit time, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exited_at_unix: Option<u64>,
+    /// Output bytes so far.
+    pub output_bytes: u64,
+    /// The file holding the full output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<String>,
+}
+
+/// The result of `process_list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessListResult {
+    /// Always true for a result.
+    pub success: bool,
+    /// Running processes first, then newest first.
+    pub processes: Vec<ProcessEntry>,
+    /// Processes not listed because of the listing cap.
+    pub omitted: usize,
+}
+
+/// The result of `process_signal`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessSignalResult {
+    /// The signal was delivered and the tree is gone.
+    pub success: bool,
+    /// The process id.
+    pub process_id: String,
+    /// Whether anything of the tree is still running (false after a successful signal).
+    pub running: bool,
+    /// Exit code of the command, if it exited normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// What happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The name of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolName {
+    /// `execute`
+    Execute,
+    /// `process_output`
+    ProcessOutput,
+    /// `process_list`
+    ProcessList,
+    /// `process_signal`
+    ProcessSignal,
+}
+
+impl ToolName {
+    /// Every tool, in the order they are listed.
+    pub const ALL: [ToolName; 4] = [
+        ToolName::Execute,
+        ToolName::ProcessOutput,
+        ToolName::ProcessList,
+        ToolName::ProcessSignal,
+    ];
+
+    /// The tool's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Execute => "execute",
+            ToolName::ProcessOutput => "process_output",
+            ToolName::ProcessList => "process_list",
+            ToolName::ProcessSignal => "process_signal",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// The description a model reads.
+    pub fn description(self) -> &'static str {
+        match self {
+            ToolName::Execute => EXECUTE_DESCRIPTION,
+            ToolName::ProcessOutput => PROCESS_OUTPUT_DESCRIPTION,
+            ToolName::ProcessList => PROCESS_LIST_DESCRIPTION,
+            ToolName::ProcessSignal => PROCESS_SIGNAL_DESCRIPTION,
+        }
+    }
+
+    /// The JSON Schema of the tool's arguments, generated from the argument type.
+    pub fn input_schema(self) -> serde_json::Value {
+        let schema = match self {
+            ToolName::Execute => schemars::schema_for!(ExecuteArgs),
+            ToolName::ProcessOutput => schemars::schema_for!(ProcessOutputArgs),
+            ToolName::ProcessList => schemars::schema_for!(ProcessListArgs),
+            ToolName::ProcessSignal => schemars::schema_for!(ProcessSignalArgs),
+        };
+        schema.to_value()
+    }
+
+    /// The JSON Schema of the tool's result, generated from the result type.
+    pub fn output_schema(self) -> serde_json::Value {
+        let schema = match self {
+            ToolName::Execute => schemars::schema_for!(ExecuteResult),
+            ToolName::ProcessOutput => schemars::schema_for!(ProcessOutputResult),
+            ToolName::ProcessList => schemars::schema_for!(ProcessListResult),
+            ToolName::ProcessSignal => schemars::schema_for!(ProcessSignalResult),
+        };
+        schema.to_value()
+    }
+
+    /// A one-line reminder of the arguments, used in error messages.
+    pub fn usage(self) -> &'static str {
+        match self {
+            ToolName::Execute => {
+                r#"{"command": "...", "timeout"?: "30s", "workdir"?: "dir", "run_in_background"?: true}"#
+            }
+            ToolName::ProcessOutput => r#"{"process_id": "p1", "cursor"?: 0, "wait"?: "10s"}"#,
+            ToolName::ProcessList => "{}",
+            ToolName::ProcessSignal => r#"{"process_id": "p1", "signal": "terminate" | "kill"}"#,
+        }
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tool as an MCP server or HTTP API lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Wire name.
+    pub name: &'static str,
+    /// Description for the model.
+    pub description: &'static str,
+    /// JSON Schema of the arguments.
+    pub input_schema: serde_json::Value,
+    /// JSON Schema of the result.
+    pub output_schema: serde_json::Value,
+}
+
+/// Every tool's spec.
+pub fn tool_specs() -> Vec<ToolSpec> {
+    ToolName::ALL
+        .into_iter()
+        .map(|t| ToolSpec {
+            name: t.as_str(),
+            description: t.description(),
+            input_schema: t.input_schema(),
+            output_schema: t.output_schema(),
+        })
+        .collect()
+}
+
+const EXECUTE_DESCRIPTION: &str = "\
+Run a shell command (sh -c) in a non-interactive environment: stdin is closed, pagers and editors are disabled, \
+colours are off. Returns its exit code and output (stdout and stderr interleaved; long output keeps the head and tail \
+and the full text goes to log_path).
+
+Foreground (the default): waits up to `timeout` (a duration string such as \"30s\", \"5m\", \"1m30s\"; default 10s). \
+If the command is still running when the timeout expires it usually keeps running in the background: the result has \
+running=true and a background_process_id; read more with process_output or stop it with process_signal.
+
+Background: set run_in_background=true for anything that does not finish on its own: dev servers (npm run dev, \
+cargo watch, python -m http.server), file watchers, `tail -f`, long builds or test suites you want to check on later. \
+The call returns at once with background_process_id.
+
+Do NOT append `&` to background a command, and do not use nohup/setsid/disown: the process would be lost. Use \
+run_in_background instead (a trailing `&` is converted for you, with a note). Read the `notes` in the result: they say \
+what the policy changed and what to do next. A command refused by policy returns success=false with deny_reason.";
+
+const PROCESS_OUTPUT_DESCRIPTION: &str = "\
+Read the output of a process started by execute (background, or kept running after a timeout, or finished). With \
+`cursor` (from the previous result) it returns only output produced after it, waiting up to `wait` (default \"10s\"; \
+\"0s\" returns at once) for something new or for the process to exit; pass the returned cursor next time so every \
+byte is read exactly once. Without cursor it returns the head and tail of the whole output once the process exits or \
+`wait` passes. cursor 0 reads from the beginning, including bytes the head/tail view left out. The result says \
+whether the process is still running and its exit code once it has exited.";
+
+const PROCESS_LIST_DESCRIPTION: &str = "\
+List the processes you started that run in the background (or ran there recently): running ones first, then newest \
+first, with id, command, running state, exit code and output size. Use it to find a process id you lost.";
+
+const PROCESS_SIGNAL_DESCRIPTION: &str = "\
+Stop a process started by execute, together with every process it started (its whole tree, including daemons that \
+detached). signal \"terminate\" sends SIGTERM and, after a grace period, SIGKILL to whatever is left; \"kill\" sends \
+SIGKILL at once. Returns when the tree is gone. Fails when nothing of the tree is running any more.";

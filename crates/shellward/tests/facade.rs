@@ -1,0 +1,423 @@
+//! The facade end to end in-process: the real default policy component, the real executor, the four tools.
+//! Every test marks its processes through the instance's default environment and proves none survive.
+
+use serde_json::{Value, json};
+use shellward::tools::{
+    ExecuteArgs, ProcessListArgs, ProcessOutputArgs, ProcessSignalArgs, SignalName, ToolName,
+};
+use shellward::{Config, Shellward, ToolErrorKind};
+use shellward_exec::procfs;
+use std::time::{Duration, Instant};
+
+const MARK: &str = "SHELLWARD_TEST_MARK";
+
+fn new_mark() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "facade-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn survivors(mark: &str) -> Vec<i32> {
+    let entry = format!("{MARK}={mark}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = procfs::with_env(&procfs::scan(), &entry)
+            .into_iter()
+            .collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn instance(mark: &str) -> Shellward {
+    let mut config = Config::default();
+    config.executor.grace = Duration::from_millis(300);
+    config
+        .executor
+        .env_defaults
+        .push((MARK.to_string(), mark.to_string()));
+    Shellward::builder().config(config).build().expect("build")
+}
+
+fn exec(command: &str) -> ExecuteArgs {
+    ExecuteArgs {
+        command: command.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_run_reports_exit_code_and_output() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw
+        .execute(None, exec("echo hello; echo oops >&2; exit 3"))
+        .await
+        .unwrap();
+    assert!(!r.success);
+    assert_eq!(r.exit_code, Some(3));
+    assert!(
+        r.output.contains("hello") && r.output.contains("oops"),
+        "{r:?}"
+    );
+    assert!(!r.running);
+    assert_eq!(r.background_process_id, None);
+    let ok = sw.execute(None, exec("true")).await.unwrap();
+    assert!(ok.success);
+    assert_eq!(ok.exit_code, Some(0));
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trailing_ampersand_becomes_a_tracked_background_process() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw
+        .execute(
+            Some("s1"),
+            exec("echo started; sleep 0.3; echo later; sleep 300 &"),
+        )
+        .await
+        .unwrap();
+    assert!(r.success, "{r:?}");
+    assert!(r.running);
+    let id = r.background_process_id.clone().expect("background id");
+    assert!(
+        r.notes.iter().any(|n| n.contains('&')),
+        "the policy explains the rewrite: {:?}",
+        r.notes
+    );
+    assert!(r.notes.iter().any(|n| n.contains(&id)), "{:?}", r.notes);
+    assert!(!r.command.trim_end().ends_with('&'), "{}", r.command);
+
+    // Cursor reads see every byte once.
+    let mut cursor = 0;
+    let mut seen = String::new();
+    while !seen.contains("later") {
+        let out = sw
+            .process_output(
+                Some("s1"),
+                ProcessOutputArgs {
+                    process_id: id.clone(),
+                    cursor: Some(cursor),
+                    wait: Some("2s".into()),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(out.running);
+        assert!(out.cursor >= cursor);
+        cursor = out.cursor;
+        seen.push_str(&out.output);
+    }
+    assert_eq!(seen, "started\nlater\n");
+
+    let list = sw
+        .process_list(Some("s1"), ProcessListArgs {})
+        .await
+        .unwrap();
+    assert_eq!(list.processes.len(), 1);
+    assert_eq!(list.processes[0].process_id, id);
+    assert!(list.processes[0].running);
+
+    // Another session sees nothing and cannot signal it.
+    let other = sw
+        .process_list(Some("s2"), ProcessListArgs {})
+        .await
+        .unwrap();
+    assert!(other.processes.is_empty());
+    let e = sw
+        .process_signal(
+            Some("s2"),
+            ProcessSignalArgs {
+                process_id: id.clone(),
+                signal: SignalName::Kill,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::UnknownProcess);
+
+    let s = sw
+        .process_signal(
+            Some("s1"),
+            ProcessSignalArgs {
+                process_id: id.clone(),
+                signal: SignalName::Terminate,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(s.success && !s.running, "{s:?}");
+    assert!(survivors(&mark).is_empty());
+    // Signalling a dead tree is refused with a clear error.
+    let e = sw
+        .process_signal(
+            Some("s1"),
+            ProcessSignalArgs {
+                process_id: id,
+                signal: SignalName::Kill,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::NotAlive);
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_timeout_keeps_the_process_and_returns_its_id() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "echo before; sleep 30".into(),
+                timeout: Some("300ms".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(r.timed_out && r.running, "{r:?}");
+    assert_eq!(r.output, "before\n");
+    let id = r.background_process_id.expect("kept in background");
+    assert!(
+        r.notes.iter().any(|n| n.contains("Still running")),
+        "{:?}",
+        r.notes
+    );
+    let snap = sw
+        .process_output(
+            None,
+            ProcessOutputArgs {
+                process_id: id,
+                cursor: None,
+                wait: Some("0s".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(snap.running);
+    assert_eq!(snap.output, "before\n");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// Bad arguments to every tool: each gets a clear error, and the instance keeps answering afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_get_clear_errors_and_the_service_keeps_answering() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let huge = "x".repeat(1 << 20);
+    let cases: Vec<(&str, Value, ToolErrorKind, &str)> = vec![
+        (
+            "execute",
+            json!({"command": "ls", "timeout": "soon"}),
+            ToolErrorKind::InvalidArguments,
+            "500ms",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "timeout": "0s"}),
+            ToolErrorKind::InvalidArguments,
+            "greater than zero",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "timeout": "-5s"}),
+            ToolErrorKind::InvalidArguments,
+            "negative",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "timeout": "10"}),
+            ToolErrorKind::InvalidArguments,
+            "no unit",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "timeout": 10}),
+            ToolErrorKind::InvalidArguments,
+            "expected",
+        ),
+        (
+            "execute",
+            json!({"command": ""}),
+            ToolErrorKind::InvalidArguments,
+            "empty",
+        ),
+        (
+            "execute",
+            json!({"command": "   "}),
+            ToolErrorKind::InvalidArguments,
+            "empty",
+        ),
+        (
+            "execute",
+            json!({}),
+            ToolErrorKind::InvalidArguments,
+            "command",
+        ),
+        (
+            "execute",
+            json!({"command": "echo a\u{0}b"}),
+            ToolErrorKind::InvalidArguments,
+            "NUL",
+        ),
+        (
+            "execute",
+            json!({"command": huge}),
+            ToolErrorKind::InvalidArguments,
+            "limit",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "workdir": "/no/such/dir"}),
+            ToolErrorKind::InvalidArguments,
+            "/no/such/dir",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "workdir": "/etc/passwd"}),
+            ToolErrorKind::InvalidArguments,
+            "not a directory",
+        ),
+        (
+            "execute",
+            json!({"command": "ls", "colour": 1}),
+            ToolErrorKind::InvalidArguments,
+            "colour",
+        ),
+        (
+            "process_output",
+            json!({"process_id": "p999"}),
+            ToolErrorKind::UnknownProcess,
+            "process_list",
+        ),
+        (
+            "process_output",
+            json!({"process_id": "nonsense"}),
+            ToolErrorKind::UnknownProcess,
+            "nonsense",
+        ),
+        (
+            "process_output",
+            json!({"process_id": "p1", "wait": "forever"}),
+            ToolErrorKind::InvalidArguments,
+            "wait",
+        ),
+        (
+            "process_output",
+            json!({"cursor": 0}),
+            ToolErrorKind::InvalidArguments,
+            "process_id",
+        ),
+        (
+            "process_signal",
+            json!({"process_id": "p1", "signal": "hup"}),
+            ToolErrorKind::InvalidArguments,
+            "terminate",
+        ),
+        (
+            "process_signal",
+            json!({"process_id": "p999", "signal": "kill"}),
+            ToolErrorKind::UnknownProcess,
+            "p999",
+        ),
+        (
+            "process_list",
+            json!({"all": true}),
+            ToolErrorKind::InvalidArguments,
+            "all",
+        ),
+        ("rm_rf", json!({}), ToolErrorKind::UnknownTool, "execute"),
+    ];
+    for (tool, args, kind, needle) in cases {
+        let shown = format!(
+            "{tool} {}",
+            args.to_string().chars().take(80).collect::<String>()
+        );
+        let e = sw.call(None, tool, args).await.expect_err(&shown);
+        assert_eq!(e.kind, kind, "{shown}: {e}");
+        assert!(
+            e.message.contains(needle),
+            "{shown}: {:?} lacks {needle:?}",
+            e.message
+        );
+        let j = e.to_json();
+        assert_eq!(j["success"], false);
+        // Still answering.
+        let ok = sw
+            .call(None, "execute", json!({"command": "echo alive"}))
+            .await
+            .unwrap();
+        assert_eq!(ok["output"], "alive\n", "{shown}");
+    }
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_command_is_not_run_and_says_why() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
+    let deny = engine
+        .load_file(
+            std::path::Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
+            "deny:no rockets today",
+        )
+        .unwrap();
+    let chain = shellward::PolicyChain::new(vec![deny], shellward_policy::FaultMode::Deny);
+    let mut executor = shellward::ExecutorConfig::default();
+    executor.env_defaults.push((MARK.to_string(), mark.clone()));
+    executor.default_workdir = Some(dir.path().to_path_buf());
+    let sw = Shellward::builder()
+        .policy_chain(chain)
+        .executor_config(executor)
+        .build()
+        .unwrap();
+    let r = sw
+        .execute(None, exec("touch should-not-exist"))
+        .await
+        .unwrap();
+    assert!(!r.success && r.denied, "{r:?}");
+    assert_eq!(r.deny_reason.as_deref(), Some("no rockets today"));
+    assert_eq!(r.exit_code, None);
+    assert!(!dir.path().join("should-not-exist").exists());
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[test]
+fn every_tool_has_a_schema_generated_from_its_arguments() {
+    for tool in ToolName::ALL {
+        let schema = tool.input_schema();
+        assert_eq!(schema["type"], "object", "{tool}");
+        assert!(tool.description().len() > 100, "{tool}");
+    }
+    let exec = ToolName::Execute.input_schema();
+    assert_eq!(exec["required"], json!(["command"]));
+    for field in ["command", "timeout", "workdir", "run_in_background"] {
+        assert!(exec["properties"][field].is_object(), "{field}: {exec}");
+    }
+    let signal = ToolName::ProcessSignal.input_schema().to_string();
+    assert!(
+        signal.contains("terminate") && signal.contains("kill"),
+        "{signal}"
+    );
+    assert!(
+        ToolName::Execute
+            .description()
+            .contains("run_in_background")
+    );
+}

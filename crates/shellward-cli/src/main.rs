@@ -2,7 +2,12 @@
 //!
 //! This crate owns argument parsing, output formatting and exit codes; the work is done by the library crates.
 
+mod config_cmd;
+mod mcp;
 mod policy_cmd;
+mod run_cmd;
+mod serve;
+mod service;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -17,9 +22,50 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a command through the policy chain, streaming its output live; exits with its status.
+    #[command(after_help = "\
+Examples:
+  shellward run -- cargo test
+  shellward run --explain -- 'npm run dev &'
+  shellward run --timeout 5m --config shellward.toml -- make -j4
+  shellward run --json -- 'ls -la'
+
+Exit status: the command's exit code; 128+N when signal N ended it (130 after Ctrl-C, which terminates the whole
+process tree); 124 when the foreground timeout expired and the tree was killed; 126 when a policy denied the command;
+125 when shellward itself failed (configuration, policy load, start); 2 on a usage error.
+A background plan (asked for, promoted by the policy, or a timeout that keeps it running) is announced on stderr with
+its id and log path and is streamed until it ends; nothing outlives `run`.")]
+    Run(run_cmd::RunArgs),
+    /// Serve the four agent tools over MCP on stdin/stdout (one connection = one session).
+    #[command(after_help = "\
+Examples:
+  shellward mcp
+  shellward mcp --config /etc/shellward.toml
+
+MCP client configuration (e.g. Claude Desktop, VS Code):
+  {\"mcpServers\": {\"shellward\": {\"command\": \"shellward\", \"args\": [\"mcp\"]}}}
+
+When the client disconnects, every process the session started is terminated.")]
+    Mcp(mcp::McpArgs),
+    /// Serve the tools and a process API over HTTP (JSON).
+    #[command(after_help = "\
+Examples:
+  shellward serve                                  # http://127.0.0.1:7878
+  shellward serve --listen 127.0.0.1:0             # any free port (printed on stdout)
+  shellward serve --listen 0.0.0.0:7878 --token \"$TOKEN\"
+  shellward serve --listen unix:/run/shellward.sock
+  curl -s localhost:7878/v1/tools/execute -d '{\"command\": \"ls\"}'
+
+Routes: GET /v1/tools, POST /v1/tools/{name}, POST /api/v0/processes/start, GET /api/v0/processes/list,
+GET /api/v0/processes/{id}/output?wait=true, POST /api/v0/processes/{id}/signal.
+Sessions: header X-Shellward-Session. Auth: header Authorization: Bearer TOKEN (required off loopback).")]
+    Serve(serve::ServeArgs),
     /// Work with policies: see what they decide, without running anything.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
+    /// Work with configuration files.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
 }
 
 /// Exit code for a usage or load error.
@@ -34,7 +80,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => run_cmd::run(args),
+        Command::Mcp(args) => mcp::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Policy(cmd) => policy_cmd::run(cmd),
+        Command::Config(cmd) => config_cmd::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -136,6 +136,9 @@ pub struct OutputRead {
     pub running: bool,
     /// How the leader ended.
     pub exit: ExitState,
+    /// The leader has exited and its output pipes are closed: no more output will arrive (a process that inherited
+    /// the pipes and keeps them open holds this false until it exits or the drain bound passes).
+    pub output_closed: bool,
 }
 
 /// A signal request.
@@ -580,11 +583,25 @@ impl Executor {
     /// Lists the session's processes (background ones, and foreground ones whose tree lives on): running first, then
     /// newest first, at most `limit`.
     pub fn list(&self, session: Option<&str>, limit: usize) -> ProcessList {
+        self.list_filtered(session, limit, false)
+    }
+
+    /// Like [`Executor::list`]; with `include_foreground`, finished foreground runs still retained are listed too
+    /// (for process APIs that list every start).
+    pub fn list_filtered(
+        &self,
+        session: Option<&str>,
+        limit: usize,
+        include_foreground: bool,
+    ) -> ProcessList {
         let procs: Vec<Arc<Proc>> = self
             .procs()
             .values()
             .rev()
-            .filter(|p| p.session.as_deref() == session && p.background.load(Ordering::Relaxed))
+            .filter(|p| {
+                p.session.as_deref() == session
+                    && (include_foreground || p.background.load(Ordering::Relaxed))
+            })
             .cloned()
             .collect();
         let mut infos: Vec<ProcessInfo> = procs.iter().map(|p| p.info()).collect();
@@ -655,6 +672,7 @@ impl Executor {
             running: exit == ExitState::Running
                 || !proc.cleaned.load(Ordering::Relaxed) && proc.tree.alive(),
             exit,
+            output_closed: done(&proc),
         })
     }
 

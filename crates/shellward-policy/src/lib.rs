@@ -22,6 +22,7 @@ pub mod embedded;
 mod engine;
 mod error;
 mod host;
+mod outside_async;
 mod policy;
 
 pub use bindings::types::{OnTimeout, Outcome, Plan, Request};

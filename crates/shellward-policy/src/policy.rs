@@ -6,6 +6,7 @@ use crate::compat::PolicyInfo;
 use crate::engine::{EngineInner, InstanceMode, PolicyEngine};
 use crate::error::{FaultKind, PolicyError};
 use crate::host::HostState;
+use crate::outside_async::outside_async_runtime;
 use std::sync::{Arc, Mutex};
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
@@ -65,7 +66,7 @@ impl Policy {
             live: Mutex::new(None),
         };
         // Configure once now so bad settings fail at load, and keep the instance for reuse.
-        let live = policy.instantiate()?;
+        let live = outside_async_runtime(|| policy.instantiate())?;
         if policy.engine.inner.config.instance_mode == InstanceMode::Reuse {
             *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
         }
@@ -120,6 +121,10 @@ impl Policy {
 
     /// Evaluates one request under the sandbox.
     pub fn evaluate(&self, request: &Request) -> Result<Outcome, PolicyError> {
+        outside_async_runtime(|| self.evaluate_here(request))
+    }
+
+    fn evaluate_here(&self, request: &Request) -> Result<Outcome, PolicyError> {
         match self.inner().config.instance_mode {
             InstanceMode::Fresh => {
                 let mut live = self.instantiate()?;

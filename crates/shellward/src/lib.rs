@@ -416,6 +416,12 @@ impl Shellward {
         env: Vec<(String, String)>,
     ) -> Result<ExecuteResult, ToolError> {
         let decided = self.decide(session, &args, &env)?;
+        self.run_decided(decided).await
+    }
+
+    /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
+    /// goes to the executor.
+    pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
         let (plan, notes) = match (decided.plan, decided.decision.outcome) {
             (Some(plan), Outcome::Run(p)) => (plan, p.notes),
             (_, outcome) => {

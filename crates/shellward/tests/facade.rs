@@ -398,6 +398,51 @@ async fn a_denied_command_is_not_run_and_says_why() {
     assert!(survivors(&mark).is_empty());
 }
 
+fn scripted_chain() -> shellward::PolicyChain {
+    let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
+    let policy = engine
+        .load_file(
+            std::path::Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
+            "",
+        )
+        .unwrap();
+    shellward::PolicyChain::new(vec![policy], shellward_policy::FaultMode::Deny)
+}
+
+async fn a_trapping_policy_fails_closed_and_recovers(mark: &str) {
+    let mut executor = shellward::ExecutorConfig::default();
+    executor
+        .env_defaults
+        .push((MARK.to_string(), mark.to_string()));
+    let sw = Shellward::builder()
+        .policy_chain(scripted_chain())
+        .executor_config(executor)
+        .build()
+        .unwrap();
+    // `trap` makes the scripted policy panic: its message goes to the guest's stderr through WASI, which must work
+    // from inside the async runtime.
+    let r = sw.execute(None, exec("trap")).await.unwrap();
+    assert!(r.denied, "{r:?}");
+    assert!(r.deny_reason.unwrap().contains("fail closed"));
+    let ok = sw.execute(None, exec("echo recovered")).await.unwrap();
+    assert_eq!(ok.output, "recovered\n");
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_fault_inside_a_multi_thread_runtime_is_contained() {
+    let mark = new_mark();
+    a_trapping_policy_fails_closed_and_recovers(&mark).await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_policy_fault_inside_a_current_thread_runtime_is_contained() {
+    let mark = new_mark();
+    a_trapping_policy_fails_closed_and_recovers(&mark).await;
+    assert!(survivors(&mark).is_empty());
+}
+
 #[test]
 fn every_tool_has_a_schema_generated_from_its_arguments() {
     for tool in ToolName::ALL {

@@ -1,0 +1,358 @@
+//! `shellward run`: evaluate a command with the policy chain, run it, stream its output live, exit with its status.
+
+use crate::policy_cmd::{decision_json, decision_text};
+use crate::service::{ServiceArgs, runtime};
+use anyhow::{Context, Result};
+use clap::Args;
+use shellward::tools::{ExecuteArgs, ProcessOutputArgs};
+use shellward::{Shellward, ToolError};
+use shellward_exec::{ExitState, SignalKind, TimeoutAction};
+use shellward_policy::Outcome;
+use shellward_policy::duration::format_millis;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind as UnixSignal, signal};
+use tokio::time::Instant;
+
+/// Exit code when the foreground timeout expired and the tree was killed (as `timeout(1)`).
+pub const EXIT_TIMED_OUT: u8 = 124;
+/// Exit code when shellward itself failed (configuration, policy load, spawn).
+pub const EXIT_FAILED: u8 = 125;
+/// Exit code when the policy chain denied the command.
+pub const EXIT_DENIED: u8 = 126;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// Foreground timeout, e.g. 500ms, 30s, 5m, 1m30s, 2h (default: the policy's, usually 10s).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Ask for the command to run in the background (it is still streamed until it ends or Ctrl-C).
+    #[arg(long)]
+    pub background: bool,
+    /// Working directory.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<String>,
+    /// Extra environment variable (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Print the policy decision (to stderr) before running.
+    #[arg(long)]
+    pub explain: bool,
+    /// Do not stream: print the execute tool's JSON result on stdout when the command ends.
+    #[arg(long)]
+    pub json: bool,
+    /// The command, as one argument or several (joined with spaces). Quote it to keep `&`, `|`, `;` from your shell.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+fn pair(text: &str) -> Result<(String, String)> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => anyhow::bail!("--env {text:?} must look like NAME=VALUE"),
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("shellward: error: {message}");
+    ExitCode::from(EXIT_FAILED)
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let rt = runtime()?;
+    let code = rt.block_on(async move {
+        let sw = match args.service.build() {
+            Ok(sw) => sw,
+            Err(e) => return fail(format!("{e:#}")),
+        };
+        let code = match run_in(&sw, &args).await {
+            Ok(code) => code,
+            Err(e) => fail(format!("{e:#}")),
+        };
+        sw.shutdown().await;
+        code
+    });
+    Ok(code)
+}
+
+/// Why the streaming loop stopped waiting for the command.
+enum Stop {
+    Exited,
+    TimedOut,
+    Signalled(i32),
+    BrokenPipe,
+}
+
+async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
+    let env = args
+        .env
+        .iter()
+        .map(|e| pair(e))
+        .collect::<Result<Vec<_>>>()?;
+    let exec = ExecuteArgs {
+        command: args.command.join(" "),
+        timeout: args.timeout.clone(),
+        workdir: args.workdir.clone(),
+        run_in_background: args.background.then_some(true),
+    };
+    if args.json {
+        return json_run(sw, exec, env).await;
+    }
+    let decided = match sw.decide(None, &exec, &env) {
+        Ok(d) => d,
+        Err(e) => return Ok(tool_error(&e)),
+    };
+    if args.explain {
+        eprint!("{}", decision_text(&decided.decision));
+        eprintln!("---");
+    }
+    let (mut plan, notes) = match (decided.plan, &decided.decision.outcome) {
+        (Some(plan), Outcome::Run(p)) => (plan, p.notes.clone()),
+        (_, outcome) => {
+            let reason = match outcome {
+                Outcome::Deny(r) => r.clone(),
+                Outcome::Run(_) => String::new(),
+            };
+            let by = decided.decision.denied_by.as_deref().unwrap_or("policy");
+            eprintln!("shellward: denied by {by}: {reason}");
+            return Ok(ExitCode::from(EXIT_DENIED));
+        }
+    };
+    if !args.explain {
+        for n in &notes {
+            eprintln!("shellward: note: {n}");
+        }
+    }
+    // The executor starts the process tracked and returns at once; this loop streams it and enforces the timeout.
+    let background = plan.background;
+    let timeout = plan.timeout.take();
+    let on_timeout = plan.on_timeout;
+    plan.background = true;
+    let started = sw.executor().execute(plan).await?;
+    let id = started.id.clone();
+    let log_hint = |sw: &Shellward| {
+        sw.executor()
+            .info(&id, None)
+            .ok()
+            .and_then(|i| i.log_path)
+            .map(|p| format!(" (full output: {})", p.display()))
+            .unwrap_or_default()
+    };
+    if background {
+        eprintln!(
+            "shellward: running in the background as {id}{}; streaming until it ends, Ctrl-C terminates it",
+            log_hint(sw)
+        );
+    }
+    let mut deadline = timeout.map(|t| Instant::now() + t);
+    let mut sigint = signal(UnixSignal::interrupt()).context("cannot watch SIGINT")?;
+    let mut sigterm = signal(UnixSignal::terminate()).context("cannot watch SIGTERM")?;
+    let mut sighup = signal(UnixSignal::hangup()).context("cannot watch SIGHUP")?;
+    let drain = Duration::from_secs(2);
+    let mut cursor = 0u64;
+    let mut exited_at: Option<Instant> = None;
+    let mut stdout = std::io::stdout();
+    let stop = loop {
+        let wait = match exited_at {
+            Some(at) => drain
+                .saturating_sub(at.elapsed())
+                .min(Duration::from_millis(250)),
+            None => Duration::from_millis(250),
+        };
+        let read = sw
+            .executor()
+            .read_output(&id, None, Some(cursor), wait, 256 * 1024);
+        let read = tokio::select! {
+            r = read => r?,
+            _ = sigint.recv() => break Stop::Signalled(2),
+            _ = sigterm.recv() => break Stop::Signalled(15),
+            _ = sighup.recv() => break Stop::Signalled(1),
+            _ = sleep_until(deadline) => {
+                match on_timeout {
+                    TimeoutAction::Kill => break Stop::TimedOut,
+                    TimeoutAction::Background => {
+                        let t = format_millis(timeout.unwrap_or_default().as_millis() as u64);
+                        eprintln!(
+                            "shellward: still running as {id} after the {t} timeout; the policy keeps it running{}. \
+                             Streaming until it ends; Ctrl-C terminates it",
+                            log_hint(sw)
+                        );
+                        deadline = None;
+                        continue;
+                    }
+                }
+            }
+        };
+        if let Some(chunk) = &read.chunk {
+            if !chunk.text.is_empty()
+                && (stdout.write_all(chunk.text.as_bytes()).is_err() || stdout.flush().is_err())
+            {
+                break Stop::BrokenPipe;
+            }
+            cursor = chunk.next_cursor;
+            if chunk.next_cursor < chunk.total_bytes {
+                continue;
+            }
+        }
+        if read.exit != ExitState::Running {
+            if read.output_closed {
+                break Stop::Exited;
+            }
+            let at = *exited_at.get_or_insert_with(Instant::now);
+            if at.elapsed() >= drain {
+                eprintln!(
+                    "shellward: the command exited but a process it started kept the output open; it is \
+                     terminated now"
+                );
+                break Stop::Exited;
+            }
+        }
+    };
+    let code = match stop {
+        Stop::Exited => {
+            let info = sw.executor().info(&id, None)?;
+            match info.exit.shell_status() {
+                Some(c) => ExitCode::from((c & 0xff) as u8),
+                None => ExitCode::from(EXIT_FAILED),
+            }
+        }
+        Stop::TimedOut => {
+            let t = format_millis(timeout.unwrap_or_default().as_millis() as u64);
+            let _ = sw.executor().signal(&id, SignalKind::Terminate, None).await;
+            flush_rest(sw, &id, cursor).await;
+            eprintln!("shellward: timed out after {t}; the process tree was terminated");
+            ExitCode::from(EXIT_TIMED_OUT)
+        }
+        Stop::Signalled(sig) => {
+            eprintln!("shellward: interrupted; terminating the process tree");
+            let _ = sw.executor().signal(&id, SignalKind::Terminate, None).await;
+            flush_rest(sw, &id, cursor).await;
+            ExitCode::from(128 + sig as u8)
+        }
+        Stop::BrokenPipe => {
+            let _ = sw.executor().signal(&id, SignalKind::Terminate, None).await;
+            ExitCode::from(128 + 13)
+        }
+    };
+    Ok(code)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes whatever output arrived after `cursor` (after the tree was stopped).
+async fn flush_rest(sw: &Shellward, id: &str, mut cursor: u64) {
+    let mut stdout = std::io::stdout();
+    for _ in 0..64 {
+        let Ok(read) = sw
+            .executor()
+            .read_output(
+                id,
+                None,
+                Some(cursor),
+                Duration::from_millis(200),
+                256 * 1024,
+            )
+            .await
+        else {
+            return;
+        };
+        let Some(chunk) = read.chunk else { return };
+        let _ = stdout.write_all(chunk.text.as_bytes());
+        cursor = chunk.next_cursor;
+        if chunk.text.is_empty() || chunk.next_cursor >= chunk.total_bytes {
+            break;
+        }
+    }
+    let _ = stdout.flush();
+}
+
+fn tool_error(e: &ToolError) -> ExitCode {
+    eprintln!("shellward: error: {e}");
+    ExitCode::from(EXIT_FAILED)
+}
+
+async fn json_run(
+    sw: &Shellward,
+    exec: ExecuteArgs,
+    env: Vec<(String, String)>,
+) -> Result<ExitCode> {
+    let print_error = |e: &ToolError| -> Result<ExitCode> {
+        println!("{}", serde_json::to_string_pretty(&e.to_json())?);
+        Ok(ExitCode::from(EXIT_FAILED))
+    };
+    let decided = match sw.decide(None, &exec, &env) {
+        Ok(d) => d,
+        Err(e) => return print_error(&e),
+    };
+    let decision = decision_json(&decided.decision);
+    let result = match sw.run_decided(decided).await {
+        Ok(r) => r,
+        Err(e) => return print_error(&e),
+    };
+    let mut value = serde_json::to_value(&result)?;
+    value["decision"] = decision;
+    let mut exit = (result.exit_code, result.signal.clone());
+    // Nothing outlives `run`: a process left running is waited for (Ctrl-C terminates it), and its final state is
+    // reported under "final".
+    if let Some(id) = &result.background_process_id {
+        let mut sigint = signal(UnixSignal::interrupt()).context("cannot watch SIGINT")?;
+        let mut sigterm = signal(UnixSignal::terminate()).context("cannot watch SIGTERM")?;
+        let args = ProcessOutputArgs {
+            process_id: id.clone(),
+            cursor: None,
+            wait: Some("10s".into()),
+        };
+        let fin = loop {
+            let out = tokio::select! {
+                r = sw.process_output(None, args.clone()) => r,
+                _ = sigint.recv() => break None,
+                _ = sigterm.recv() => break None,
+            };
+            match out {
+                Ok(o) if o.running => continue,
+                Ok(o) => break Some(o),
+                Err(e) => return print_error(&e),
+            }
+        };
+        match fin {
+            Some(o) => {
+                exit = (o.exit_code, o.signal.clone());
+                value["final"] = serde_json::to_value(&o)?;
+            }
+            None => {
+                let _ = sw.executor().signal(id, SignalKind::Terminate, None).await;
+                value["final"] = serde_json::json!({"interrupted": true});
+                println!("{}", serde_json::to_string_pretty(&value)?);
+                return Ok(ExitCode::from(130));
+            }
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    let code = if result.denied {
+        EXIT_DENIED
+    } else if result.timed_out && !result.running {
+        EXIT_TIMED_OUT
+    } else if let Some(c) = exit.0 {
+        (c & 0xff) as u8
+    } else if let Some(sig) = &exit.1 {
+        128u8.saturating_add(signal_number(sig))
+    } else {
+        0
+    };
+    Ok(ExitCode::from(code))
+}
+
+fn signal_number(name: &str) -> u8 {
+    ExitState::Signal(name.to_string())
+        .shell_status()
+        .map(|s| (s - 128) as u8)
+        .unwrap_or(0)
+}

@@ -1,0 +1,281 @@
+//! End-to-end tests of `shellward run` and `shellward config check`, driving the real binary.
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::{MARK, Signal, bin, kill_marked, new_mark, survivors, wait_exit};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .expect("run shellward")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn exit_codes_follow_the_command() {
+    let ok = run(&["--", "echo hello"]);
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(text(&ok.stdout), "hello\n");
+
+    let failed = run(&["--", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(failed.status.code(), Some(7));
+    assert_eq!(
+        text(&failed.stdout),
+        "out\nerr\n",
+        "stderr is interleaved into the stream"
+    );
+
+    let signalled = run(&["--", "kill -TERM $$"]);
+    assert_eq!(signalled.status.code(), Some(128 + 15));
+}
+
+#[test]
+fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
+    let mark = new_mark("run-timeout");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kill.toml");
+    std::fs::write(
+        &config,
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\non_timeout = \"kill\"\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--timeout",
+        "500ms",
+        "--env",
+        &format!("{MARK}={mark}"),
+        "--",
+        "echo before; sh -c 'setsid sleep 62 & sleep 61' | cat; echo never",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(text(&out.stdout), "before\n");
+    assert!(
+        text(&out.stderr).contains("timed out after 500ms"),
+        "{}",
+        text(&out.stderr)
+    );
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert!(left.is_empty(), "survivors: {left:?}");
+}
+
+#[test]
+fn a_denied_command_exits_126_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = run(&[
+        "--timeout",
+        "0s",
+        "--",
+        &format!("touch {}", marker.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("greater than zero"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The scripted test policy traps on the command `trap`; the chain fails closed, so the command is denied.
+    let config = dir.path().join("scripted.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[policy]]\npath = {:?}\n",
+            shellward_policy::embedded::guests::SCRIPTED_POLICY
+        ),
+    )
+    .unwrap();
+    let out = run(&["--config", config.to_str().unwrap(), "--", "trap"]);
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("denied by") && err.contains("fail closed"),
+        "{err}"
+    );
+
+    // A policy that fails to load is shellward's own failure, named by its config key.
+    let bad = dir.path().join("bad-settings.toml");
+    std::fs::write(
+        &bad,
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"forever\"\n",
+    )
+    .unwrap();
+    let out = run(&[
+        "--config",
+        bad.to_str().unwrap(),
+        "--",
+        &format!("touch {}", marker.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("policy[0]"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn explain_prints_the_decision_and_background_plans_are_streamed_to_the_end() {
+    let out = run(&["--explain", "--", "echo one; sleep 0.3; echo two &"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("decision:   run"), "{err}");
+    assert!(err.contains("mode:       background"), "{err}");
+    assert!(err.contains("running in the background as p1"), "{err}");
+    assert_eq!(text(&out.stdout), "one\ntwo\n");
+}
+
+#[test]
+fn json_reports_the_tool_result() {
+    let out = run(&["--json", "--", "printf 'a\\nb\\n'; exit 2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["exit_code"], 2);
+    assert_eq!(v["success"], false);
+    assert_eq!(v["output"], "a\nb\n");
+    assert_eq!(v["decision"]["decision"], "run");
+}
+
+#[test]
+fn output_is_streamed_live() {
+    let mut child = Command::new(bin())
+        .args(["run", "--", "echo first; sleep 3; echo second"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("SHELLWARD_CONFIG")
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "first\n");
+    // The first line arrived while the command is still sleeping.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "output was not streamed before the end"
+    );
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "second\n");
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn sigint_terminates_the_whole_tree() {
+    let mark = new_mark("run-sigint");
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            "--env",
+            &format!("{MARK}={mark}"),
+            "--timeout",
+            "1h",
+            "--",
+            "sleep 300 & setsid sleep 301 & (trap '' TERM; sleep 302) & echo ready; wait",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("SHELLWARD_CONFIG")
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cli::survivors_now(&mark).len() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cli::signal(&child, Signal::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert_eq!(status.code(), Some(130));
+    assert!(left.is_empty(), "survivors after Ctrl-C: {left:?}");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("interrupted"), "{err}");
+}
+
+#[test]
+fn config_check_reports_every_problem_with_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[executor]\ngrace = \"soon\"\nmax_running = 0\n[sandbox]\nmemory = 3\n[[policy]]\npath = \"nope.wasm\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["config", "check", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    for key in [
+        "executor.grace",
+        "executor.max_running",
+        "sandbox.memory",
+        "policy[0].path",
+    ] {
+        assert!(err.contains(key), "{key} missing from:\n{err}");
+    }
+
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"30s\"\n[executor]\ngrace = \"1s\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["config", "check", good.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("ok"));
+
+    // Invalid policy settings are found by loading the policy.
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(
+        &settings,
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"forever\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["config", "check", settings.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("policy[0]") && err.contains("default_timeout"),
+        "{err}"
+    );
+}

@@ -1,0 +1,80 @@
+//! Helpers shared by the end-to-end tests of the `shellward` binary.
+
+#![allow(dead_code)]
+
+pub use nix::sys::signal::Signal;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use shellward_exec::procfs;
+use std::time::{Duration, Instant};
+
+/// The environment variable every process of a test tree inherits, so survivors can be found in `/proc`.
+pub const MARK: &str = "SHELLWARD_TEST_MARK";
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_shellward")
+}
+
+/// A marker unique to this call.
+pub fn new_mark(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Living processes carrying `mark` now.
+pub fn survivors_now(mark: &str) -> Vec<i32> {
+    let entry = format!("{MARK}={mark}");
+    procfs::with_env(&procfs::scan(), &entry)
+        .into_iter()
+        .collect()
+}
+
+/// Living processes carrying `mark`, after waiting up to 5 s for them to go.
+pub fn survivors(mark: &str) -> Vec<i32> {
+    let entry = format!("{MARK}={mark}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = procfs::with_env(&procfs::scan(), &entry)
+            .into_iter()
+            .collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills (by pid) whatever carries `mark`, so a failing test leaks nothing.
+pub fn kill_marked(mark: &str) {
+    let entry = format!("{MARK}={mark}");
+    for pid in procfs::with_env(&procfs::scan(), &entry) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Sends `sig` to a child we started.
+pub fn signal(child: &std::process::Child, sig: Signal) {
+    let _ = kill(Pid::from_raw(child.id() as i32), sig);
+}
+
+/// Waits for a child up to `limit`; kills it and panics when it does not exit.
+pub fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("shellward did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -5,6 +5,7 @@
 mod config_cmd;
 mod mcp;
 mod policy_cmd;
+mod policy_kit;
 mod run_cmd;
 mod serve;
 mod service;

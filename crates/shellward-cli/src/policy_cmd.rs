@@ -27,6 +27,31 @@ Examples:
 
 Exit status: 0 when the command would run, 3 when it is denied, 2 on a usage or load error.")]
     Check(CheckArgs),
+    /// Run case files against a policy or chain and report each case (nothing is run).
+    #[command(after_help = "\
+Examples:
+  shellward policy test default                       # the embedded policy against policies/default/cases.toml
+  shellward policy test guard.wasm cases.toml more.toml
+  shellward policy test --policy guard.wasm --policy default chain-cases.toml
+  shellward policy test guard.wasm --filter sudo --json
+
+Exit status: 0 when every case passed, 1 when one failed (a diff is shown for each), 2 on an error (unreadable
+policy or case file).")]
+    Test(crate::policy_kit::TestArgs),
+    /// Measure a policy: per-evaluation latency (reused and fresh instance) and load time (cold and warm cache).
+    #[command(after_help = "\
+Examples:
+  shellward policy bench default
+  shellward policy bench guard.wasm --cases policies/guard/cases.toml --iterations 50000 --json")]
+    Bench(crate::policy_kit::BenchArgs),
+    /// Show what a policy component declares and whether this host can run it.
+    #[command(after_help = "\
+Examples:
+  shellward policy inspect guard.wasm
+  shellward policy inspect default --json
+
+Exit status: 0 when compatible, 1 when not (the reason is printed), 2 when the file is not a component.")]
+    Inspect(crate::policy_kit::InspectArgs),
 }
 
 /// Options shared by every command that loads policies.
@@ -93,6 +118,9 @@ pub struct CheckArgs {
 pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
     match cmd {
         PolicyCommand::Check(args) => check(args),
+        PolicyCommand::Test(args) => crate::policy_kit::test(args),
+        PolicyCommand::Bench(args) => crate::policy_kit::bench(args),
+        PolicyCommand::Inspect(args) => crate::policy_kit::inspect(args),
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod bindings;
 pub mod cache;
+pub mod cases;
 mod chain;
 mod compat;
 pub mod embedded;

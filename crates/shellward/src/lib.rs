@@ -663,6 +663,7 @@ fn shape_execute(
         wall_duration_ms: r.wall_ms,
         output: r.output.text,
         output_omitted_bytes: r.output.omitted_bytes,
+        stderr: r.stderr.map(|v| v.text),
         output_total_bytes: r.output.total_bytes,
         output_incomplete: r.output_incomplete,
         log_path: r.log_path.map(|p| p.display().to_string()),

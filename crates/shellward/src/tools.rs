@@ -101,6 +101,9 @@ pub struct ExecuteResult {
     pub output: String,
     /// Bytes left out of `output` (read them from `log_path` or with `process_output` and `cursor: 0`).
     pub output_omitted_bytes: u64,
+    /// stderr, when the host captures it separately from `output` (head and tail, like `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
     /// All output bytes so far.
     pub output_total_bytes: u64,
     /// A process kept the output open after the command exited, so later output was not waited for.

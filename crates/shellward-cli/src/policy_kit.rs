@@ -1,0 +1,434 @@
+//! `shellward policy test | bench | inspect`: work with policy components in isolation, without running commands.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::json;
+use shellward_policy::cases::{CaseFile, CaseResult, PolicyUnderTest, discover, run_file};
+use shellward_policy::duration;
+use shellward_policy::embedded::{DEFAULT_POLICY_NAME, DEFAULT_POLICY_WASM};
+use shellward_policy::{
+    FaultMode, InstanceMode, PolicyChain, PolicyEngine, Request, SandboxConfig, WIT_PACKAGE,
+    WIT_VERSION,
+};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Sandbox options for the kit commands.
+#[derive(Args, Debug, Clone)]
+pub struct SandboxArgs {
+    /// Deadline for one policy call, e.g. 100ms.
+    #[arg(long, value_name = "DURATION", default_value = "100ms")]
+    pub deadline: String,
+    /// Memory cap per policy instance, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub memory_mib: usize,
+    /// Directory of the precompile cache (default: $SHELLWARD_CACHE_DIR or the user cache dir).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not use the precompile cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub no_cache: bool,
+}
+
+impl SandboxArgs {
+    fn config(&self) -> Result<SandboxConfig> {
+        let deadline = duration::parse_millis(&self.deadline).context("--deadline")?;
+        if deadline == 0 {
+            bail!("--deadline must be greater than zero, e.g. 100ms");
+        }
+        let mut config = SandboxConfig {
+            deadline: Duration::from_millis(deadline),
+            memory_limit: self
+                .memory_mib
+                .checked_mul(1 << 20)
+                .context("--memory-mib is too large")?,
+            ..SandboxConfig::default()
+        };
+        if self.no_cache {
+            config.cache_dir = None;
+        } else if let Some(dir) = &self.cache_dir {
+            config.cache_dir = Some(dir.clone());
+        }
+        Ok(config)
+    }
+}
+
+/// Reads a policy argument: a component file, or `default` for the embedded default policy.
+pub fn read_policy(arg: &Path) -> Result<PolicyUnderTest> {
+    if arg.as_os_str() == DEFAULT_POLICY_NAME && !arg.exists() {
+        return Ok(PolicyUnderTest {
+            name: DEFAULT_POLICY_NAME.into(),
+            bytes: DEFAULT_POLICY_WASM.to_vec(),
+        });
+    }
+    let bytes = std::fs::read(arg).with_context(|| {
+        format!(
+            "cannot read policy {}; give a component file (.wasm) or `default`",
+            arg.display()
+        )
+    })?;
+    Ok(PolicyUnderTest {
+        name: arg.display().to_string(),
+        bytes,
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// A policy of a chain to test (repeatable, in chain order). Without it, the first positional argument is the
+    /// policy.
+    #[arg(long = "policy", value_name = "FILE")]
+    pub policies: Vec<PathBuf>,
+    /// POLICY (a .wasm, or `default` for the embedded policy) unless --policy is given, then case files. Without
+    /// case files, the policy's `cases.toml` is discovered (next to it, in an ancestor, or policies/NAME/cases.toml).
+    #[arg(value_name = "POLICY | CASES")]
+    pub paths: Vec<PathBuf>,
+    /// Run only cases whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Print results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+fn case_json(r: &CaseResult) -> serde_json::Value {
+    json!({
+        "file": r.file,
+        "name": r.name,
+        "passed": r.passed(),
+        "mismatches": r.mismatches.iter().map(|m| json!({
+            "field": m.field, "expected": m.expected, "actual": m.actual,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn test(args: TestArgs) -> Result<ExitCode> {
+    let mut paths = args.paths.clone();
+    let policy_paths: Vec<PathBuf> = if args.policies.is_empty() {
+        if paths.is_empty() {
+            bail!(
+                "give the policy to test: `shellward policy test POLICY.wasm [CASES.toml]...` (or `default` for the \
+                 embedded policy)"
+            );
+        }
+        vec![paths.remove(0)]
+    } else {
+        args.policies.clone()
+    };
+    let policies: Vec<PolicyUnderTest> = policy_paths
+        .iter()
+        .map(|p| read_policy(p))
+        .collect::<Result<_>>()?;
+    let case_files = if paths.is_empty() {
+        let first = &policy_paths[0];
+        let found = if first.as_os_str() == DEFAULT_POLICY_NAME && !first.exists() {
+            discover(Path::new("policies/default/default.wasm"))
+        } else {
+            discover(first)
+        };
+        vec![found.with_context(|| {
+            format!(
+                "no case file given and none found for {}: looked for cases.toml beside it and in its ancestors, \
+                 and policies/NAME/cases.toml; give the case files as arguments",
+                first.display()
+            )
+        })?]
+    } else {
+        paths
+    };
+    let engine = PolicyEngine::new(args.sandbox.config()?)?;
+    let mut results = Vec::new();
+    for path in &case_files {
+        let file = CaseFile::load(path)?;
+        results.extend(run_file(
+            &engine,
+            &policies,
+            path,
+            &file,
+            args.filter.as_deref(),
+        )?);
+    }
+    let passed = results.iter().filter(|r| r.passed()).count();
+    let failed = results.len() - passed;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "passed": passed,
+                "failed": failed,
+                "cases": results.iter().map(case_json).collect::<Vec<_>>(),
+            }))?
+        );
+    } else {
+        let mut current: Option<&Path> = None;
+        for r in &results {
+            if current != Some(r.file.as_path()) {
+                println!("{}", r.file.display());
+                current = Some(r.file.as_path());
+            }
+            if r.passed() {
+                println!("  ok    {}", r.name);
+            } else {
+                println!("  FAIL  {}", r.name);
+                for m in &r.mismatches {
+                    println!("        {}:", m.field);
+                    println!("            expected: {}", m.expected);
+                    println!("            actual:   {}", m.actual);
+                }
+            }
+        }
+        println!("{passed} passed, {failed} failed");
+    }
+    if results.is_empty() {
+        eprintln!("shellward: no case matched; check --filter");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// The policy component (.wasm), or `default` for the embedded policy.
+    pub policy: PathBuf,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    let policy = read_policy(&args.policy)?;
+    let engine = PolicyEngine::new(SandboxConfig {
+        cache_dir: None,
+        ..SandboxConfig::default()
+    })?;
+    let info = engine.inspect(&policy.name, &policy.bytes)?;
+    let verdict = info.check(&policy.name).map_err(|e| e.to_string());
+    let package = info
+        .wit_version
+        .as_ref()
+        .map(|v| format!("{WIT_PACKAGE}@{v}"));
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "file": policy.name,
+                "size_bytes": policy.bytes.len(),
+                "package": package,
+                "exports": info.exports,
+                "imports": info.imports,
+                "host_supports": format!("{WIT_PACKAGE}@{WIT_VERSION}"),
+                "compatible": verdict.is_ok(),
+                "reason": verdict.as_ref().err(),
+            }))?
+        );
+    } else {
+        println!("file:        {}", policy.name);
+        println!("size:        {} bytes", policy.bytes.len());
+        println!(
+            "built for:   {}",
+            package
+                .as_deref()
+                .unwrap_or("(does not export the shellward policy interface)")
+        );
+        println!("exports:");
+        for e in &info.exports {
+            println!("  {e}");
+        }
+        println!("imports:");
+        for i in &info.imports {
+            println!("  {i}");
+        }
+        match &verdict {
+            Ok(()) => println!(
+                "compatible:  yes (this host supports {WIT_PACKAGE}@{WIT_VERSION} and compatible versions)"
+            ),
+            Err(why) => println!("compatible:  no: {why}"),
+        }
+    }
+    Ok(if verdict.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The policy component (.wasm), or `default` for the embedded policy.
+    pub policy: PathBuf,
+    /// Requests to evaluate, from a case file (default: the policy's discovered cases.toml, else built-in commands).
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
+    /// Evaluations per mode (fresh-instance mode runs a tenth, at least 20).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub iterations: usize,
+    /// Settings (JSON) for the policy.
+    #[arg(long, value_name = "JSON", default_value = "")]
+    pub settings: String,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Latency statistics in nanoseconds.
+struct Stats {
+    min: u128,
+    median: u128,
+    p99: u128,
+    n: usize,
+}
+
+fn stats(mut samples: Vec<u128>) -> Stats {
+    samples.sort_unstable();
+    let n = samples.len();
+    let at = |q: f64| samples[((n as f64 * q) as usize).min(n - 1)];
+    Stats {
+        min: samples[0],
+        median: at(0.5),
+        p99: at(0.99),
+        n,
+    }
+}
+
+fn show(ns: u128) -> String {
+    if ns < 10_000 {
+        format!("{:.2} µs", ns as f64 / 1000.0)
+    } else if ns < 10_000_000 {
+        format!("{:.1} µs", ns as f64 / 1000.0)
+    } else {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    }
+}
+
+const BUILTIN_COMMANDS: &[&str] = &[
+    "ls -la",
+    "npm run dev &",
+    "cargo test --workspace",
+    "cd app && npm start",
+    "git status && git diff | head -50",
+    "python -m http.server 8000",
+    "echo \"x &\" > out.txt",
+];
+
+fn measure(chain: &PolicyChain, requests: &[Request], iterations: usize) -> Stats {
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let r = &requests[i % requests.len()];
+        let t = Instant::now();
+        let d = chain.evaluate(r);
+        samples.push(t.elapsed().as_nanos());
+        std::hint::black_box(d);
+    }
+    stats(samples)
+}
+
+pub fn bench(args: BenchArgs) -> Result<ExitCode> {
+    if args.iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    let policy = read_policy(&args.policy)?;
+    let cases_path = args.cases.clone().or_else(|| {
+        if args.policy.as_os_str() == DEFAULT_POLICY_NAME && !args.policy.exists() {
+            discover(Path::new("policies/default/default.wasm"))
+        } else {
+            discover(&args.policy)
+        }
+    });
+    let requests: Vec<Request> = match &cases_path {
+        Some(p) => CaseFile::load(p)?
+            .cases
+            .iter()
+            .filter(|c| c.settings.is_none())
+            .map(|c| c.request())
+            .collect(),
+        None => BUILTIN_COMMANDS.iter().map(|c| Request::new(*c)).collect(),
+    };
+    if requests.is_empty() {
+        bail!("no requests to evaluate: the case file has none without their own settings");
+    }
+
+    // Load times: a cold precompile cache (empty directory), then a warm one, each with a new engine as a new process
+    // would have.
+    let cache = tempfile::tempdir().context("cannot create a temporary cache directory")?;
+    let sandbox = |mode: InstanceMode| SandboxConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        instance_mode: mode,
+        ..SandboxConfig::default()
+    };
+    let engine = PolicyEngine::new(sandbox(InstanceMode::Reuse))?;
+    let t = Instant::now();
+    let reused = engine.load_bytes(&policy.name, &policy.bytes, &args.settings)?;
+    let cold = t.elapsed();
+    let engine2 = PolicyEngine::new(sandbox(InstanceMode::Reuse))?;
+    let t = Instant::now();
+    let again = engine2.load_bytes(&policy.name, &policy.bytes, &args.settings)?;
+    let warm = t.elapsed();
+    drop(again);
+
+    let chain = PolicyChain::new(vec![reused], FaultMode::Deny);
+    measure(&chain, &requests, args.iterations.min(1000)); // warm-up
+    let reuse = measure(&chain, &requests, args.iterations);
+
+    let fresh_engine = PolicyEngine::new(sandbox(InstanceMode::Fresh))?;
+    let fresh_policy = fresh_engine.load_bytes(&policy.name, &policy.bytes, &args.settings)?;
+    let fresh_chain = PolicyChain::new(vec![fresh_policy], FaultMode::Deny);
+    let fresh = measure(&fresh_chain, &requests, (args.iterations / 10).max(20));
+
+    if args.json {
+        let s = |st: &Stats| json!({"min_ns": st.min, "median_ns": st.median, "p99_ns": st.p99, "evaluations": st.n});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "policy": policy.name,
+                "size_bytes": policy.bytes.len(),
+                "requests": requests.len(),
+                "reused_instance": s(&reuse),
+                "fresh_instance": s(&fresh),
+                "load_cold_cache_ms": cold.as_secs_f64() * 1000.0,
+                "load_warm_cache_ms": warm.as_secs_f64() * 1000.0,
+            }))?
+        );
+    } else {
+        println!(
+            "policy {} ({} bytes), {} distinct requests{}",
+            policy.name,
+            policy.bytes.len(),
+            requests.len(),
+            cases_path
+                .map(|p| format!(" from {}", p.display()))
+                .unwrap_or_default()
+        );
+        println!(
+            "{:<22} {:>12} {:>12} {:>12} {:>8}",
+            "mode", "min", "median", "p99", "n"
+        );
+        for (name, st) in [("reused instance", &reuse), ("fresh instance", &fresh)] {
+            println!(
+                "{:<22} {:>12} {:>12} {:>12} {:>8}",
+                name,
+                show(st.min),
+                show(st.median),
+                show(st.p99),
+                st.n
+            );
+        }
+        println!(
+            "load (compile + configure): cold cache {:.1} ms, warm cache {:.1} ms",
+            cold.as_secs_f64() * 1000.0,
+            warm.as_secs_f64() * 1000.0
+        );
+        if cfg!(debug_assertions) {
+            println!(
+                "note: this is a debug build of shellward; build with --release for representative figures"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -10,6 +10,7 @@ use std::process::Command;
 /// (package, constant) for every guest built here.
 const GUESTS: &[(&str, &str)] = &[
     ("shellward-default-policy", "DEFAULT_POLICY"),
+    ("shellward-guard-policy", "GUARD_POLICY"),
     ("shellward-test-policy-scripted", "SCRIPTED_POLICY"),
     ("shellward-test-policy-future", "FUTURE_POLICY"),
 ];
@@ -28,6 +29,7 @@ fn main() {
         "wit",
         "policies/kit",
         "policies/default",
+        "policies/guard",
         "policies/testing",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());

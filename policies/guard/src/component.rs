@@ -1,0 +1,52 @@
+//! Binds the guard to the `shellward:policy` world.
+
+use crate::rules::Guard;
+use std::cell::RefCell;
+
+wit_bindgen::generate!({ path: "../../wit", world: "policy-world" });
+
+use exports::shellward::policy::policy::Guest;
+use shellward::policy::host::{Level, log};
+use shellward::policy::types as wit;
+
+thread_local! {
+    static GUARD: RefCell<Guard> = RefCell::new(Guard::default());
+}
+
+struct GuardPolicy;
+
+impl Guest for GuardPolicy {
+    fn configure(settings: String) -> Result<(), String> {
+        let guard = crate::settings::parse(&settings)?;
+        log(
+            Level::Debug,
+            &format!(
+                "configured: {} deny and {} allow patterns, {} rules disabled",
+                guard.deny.len(),
+                guard.allow.len(),
+                guard.disabled.len()
+            ),
+        );
+        GUARD.with(|g| *g.borrow_mut() = guard);
+        Ok(())
+    }
+
+    fn evaluate(request: wit::Request) -> wit::Outcome {
+        if let Some(denial) = GUARD.with(|g| g.borrow().check(&request.command)) {
+            return wit::Outcome::Deny(denial.reason);
+        }
+        // Everything else passes through unchanged. A pass-through must still state an on-timeout; it keeps an
+        // earlier policy's choice and otherwise uses the default policy's default (keep running in background).
+        wit::Outcome::Run(wit::Plan {
+            command: request.command,
+            workdir: request.workdir,
+            background: request.background.unwrap_or(false),
+            timeout_ms: request.timeout_ms,
+            on_timeout: request.on_timeout.unwrap_or(wit::OnTimeout::Background),
+            env: request.env,
+            notes: Vec::new(),
+        })
+    }
+}
+
+export!(GuardPolicy);

@@ -1,0 +1,274 @@
+//! `shellward policy test | bench | inspect` end to end: every example policy passes its case file, a wrong case
+//! fails with a diff, the Python guard passes the Rust guard's cases, and inspect explains compatibility.
+//!
+//! The Python guard component is `$SHELLWARD_TEST_GUARD_PY` or `target/guests/guard-py.wasm`, built by
+//! `policies/guard-py/build.sh` (`.ci/run` installs componentize-py and runs it). When it is missing the test fails
+//! and says how to build it.
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use shellward_policy::embedded::guests;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn shellward(args: &[&str]) -> Output {
+    Command::new(cli::bin())
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run shellward")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The (passed, failed) counts of the summary line.
+fn summary(o: &Output) -> (usize, usize) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.ends_with(" failed"))
+        .unwrap_or_else(|| panic!("no summary in:\n{}", text(o)));
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (nums[0], nums[1])
+}
+
+fn all_pass(o: &Output) -> usize {
+    let (passed, failed) = summary(o);
+    assert!(
+        o.status.success() && failed == 0 && passed > 0,
+        "{}",
+        text(o)
+    );
+    passed
+}
+
+#[test]
+fn the_default_policy_passes_its_discovered_case_file() {
+    let o = shellward(&["policy", "test", "default"]);
+    let passed = all_pass(&o);
+    let cases = std::fs::read_to_string(root().join("policies/default/cases.toml")).unwrap();
+    assert_eq!(passed, cases.matches("[[case]]").count(), "every case ran");
+}
+
+#[test]
+fn the_rust_guard_passes_its_case_file() {
+    let o = shellward(&["policy", "test", guests::GUARD_POLICY]);
+    all_pass(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("policies/guard/cases.toml"));
+}
+
+#[test]
+fn the_python_guard_passes_the_same_case_file() {
+    let wasm = std::env::var("SHELLWARD_TEST_GUARD_PY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target/guests/guard-py.wasm"));
+    assert!(
+        wasm.is_file(),
+        "{} is missing: build the Python guard with `pip install componentize-py` and \
+         `policies/guard-py/build.sh` (.ci/run does this), or set SHELLWARD_TEST_GUARD_PY",
+        wasm.display()
+    );
+    let wasm = wasm.to_str().unwrap();
+    let rust = shellward(&[
+        "policy",
+        "test",
+        guests::GUARD_POLICY,
+        "policies/guard/cases.toml",
+    ]);
+    let py = shellward(&["policy", "test", wasm, "policies/guard/cases.toml"]);
+    assert_eq!(all_pass(&py), all_pass(&rust));
+    // Its own directory's case file is discovered (a link to the Rust guard's).
+    let o = shellward(&["policy", "test", wasm, "--filter", "fork bomb"]);
+    assert_eq!(all_pass(&o), 2);
+    let inspect = shellward(&["policy", "inspect", wasm]);
+    assert!(inspect.status.success(), "{}", text(&inspect));
+}
+
+#[test]
+fn a_wrong_case_fails_with_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("wrong.toml");
+    std::fs::write(
+        &cases,
+        r#"
+[[case]]
+name = "right"
+command = "npm run dev &"
+expect = { decision = "run", command = "npm run dev", background = true }
+
+[[case]]
+name = "deliberately wrong"
+command = "npm run dev &"
+expect = { decision = "run", command = "npm run dev &", background = false, timeout = "1m" }
+
+[[case]]
+name = "wrong decision"
+command = "ls"
+expect = { decision = "deny", reason_contains = "nope" }
+"#,
+    )
+    .unwrap();
+    let path = cases.to_str().unwrap();
+    let o = shellward(&["policy", "test", "default", path]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(summary(&o), (1, 2));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("  ok    right"), "{out}");
+    assert!(out.contains("  FAIL  deliberately wrong"), "{out}");
+    for line in [
+        "command:",
+        "expected: \"npm run dev &\"",
+        "actual:   \"npm run dev\"",
+        "mode:",
+        "expected: foreground",
+        "actual:   background",
+        "timeout:",
+        "expected: 1m",
+        "actual:   none",
+        "decision:",
+        "expected: deny",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+
+    // --filter and --json.
+    let o = shellward(&[
+        "policy", "test", "default", path, "--filter", "wrong", "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["passed"], 0);
+    assert_eq!(v["failed"], 2);
+    assert_eq!(v["cases"][0]["name"], "deliberately wrong");
+    assert_eq!(v["cases"][0]["mismatches"][0]["field"], "command");
+}
+
+#[test]
+fn bad_case_files_are_errors_that_say_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("bad.toml");
+    std::fs::write(
+        &cases,
+        "[[case]]\nname = \"x\"\ncommand = \"ls\"\nexpect = { decision = \"perhaps\" }\n",
+    )
+    .unwrap();
+    let o = shellward(&["policy", "test", "default", cases.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.toml") && err.contains("perhaps"), "{err}");
+}
+
+#[test]
+fn a_chain_is_tested_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("chain.toml");
+    std::fs::write(
+        &cases,
+        r#"
+[[case]]
+name = "default strips the &, guard lets it through"
+command = "npm run dev &"
+expect = { decision = "run", command = "npm run dev", background = true, notes_contain = "trailing" }
+
+[[case]]
+name = "guard denies after the default rewrote"
+command = "sudo reboot &"
+expect = { decision = "deny", reason_contains = "privilege" }
+
+[[case]]
+name = "settings per chain policy"
+command = "make"
+settings = [{ default_timeout = "42s" }, { deny = ["make"] }]
+expect = { decision = "deny", reason_contains = "deny-pattern" }
+"#,
+    )
+    .unwrap();
+    let o = shellward(&[
+        "policy",
+        "test",
+        "--policy",
+        "default",
+        "--policy",
+        guests::GUARD_POLICY,
+        cases.to_str().unwrap(),
+    ]);
+    assert_eq!(all_pass(&o), 3);
+}
+
+#[test]
+fn inspect_explains_compatibility() {
+    let o = shellward(&["policy", "inspect", "default", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["package"], "shellward:policy@0.1.0");
+    assert_eq!(v["compatible"], true);
+    assert!(v["size_bytes"].as_u64().unwrap() > 1000);
+    assert!(
+        v["exports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "shellward:policy/policy@0.1.0")
+    );
+
+    let o = shellward(&["policy", "inspect", guests::FUTURE_POLICY]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("compatible:  no") && out.contains("1.0.0") && out.contains("0.1.0"),
+        "{out}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"not wasm at all").unwrap();
+    let o = shellward(&["policy", "inspect", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("junk.wasm"));
+}
+
+#[test]
+fn bench_reports_latency_and_load_times() {
+    let o = shellward(&[
+        "policy",
+        "bench",
+        "default",
+        "--iterations",
+        "300",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for mode in ["reused_instance", "fresh_instance"] {
+        let m = &v[mode];
+        let (min, median, p99) = (
+            m["min_ns"].as_u64().unwrap(),
+            m["median_ns"].as_u64().unwrap(),
+            m["p99_ns"].as_u64().unwrap(),
+        );
+        assert!(0 < min && min <= median && median <= p99, "{mode}: {m}");
+    }
+    assert_eq!(v["reused_instance"]["evaluations"], 300);
+    assert!(v["load_cold_cache_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["load_warm_cache_ms"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["requests"].as_u64().unwrap() > 10,
+        "requests come from the discovered case file"
+    );
+}

@@ -6,6 +6,7 @@ mod config_cmd;
 mod mcp;
 mod policy_cmd;
 mod policy_kit;
+mod policy_new;
 mod run_cmd;
 mod serve;
 mod service;

@@ -52,6 +52,12 @@ Examples:
 
 Exit status: 0 when compatible, 1 when not (the reason is printed), 2 when the file is not a component.")]
     Inspect(crate::policy_kit::InspectArgs),
+    /// Create a new policy project that builds and passes its own case file.
+    #[command(after_help = "\
+Examples:
+  shellward policy new no-telnet
+  shellward policy new no-telnet --lang python --dir policies/no-telnet")]
+    New(crate::policy_new::NewArgs),
 }
 
 /// Options shared by every command that loads policies.
@@ -121,6 +127,7 @@ pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
         PolicyCommand::Test(args) => crate::policy_kit::test(args),
         PolicyCommand::Bench(args) => crate::policy_kit::bench(args),
         PolicyCommand::Inspect(args) => crate::policy_kit::inspect(args),
+        PolicyCommand::New(args) => crate::policy_new::new(args),
     }
 }
 

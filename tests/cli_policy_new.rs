@@ -1,0 +1,143 @@
+//! `shellward policy new`: a scaffolded policy builds with its language's own tooling and passes its own case file.
+//!
+//! The Rust scaffold is built with cargo for wasm32-wasip2 (target dir `target/scaffold-test`, reused across runs).
+//! The Python scaffold needs componentize-py: `$SHELLWARD_TEST_COMPONENTIZE_PY`, else `target/py-venv/bin/componentize-py`
+//! (`.ci/run` installs it); when neither exists the test fails and says how to install it.
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn new_policy(parent: &Path, name: &str, lang: &str) -> PathBuf {
+    let o = Command::new(cli::bin())
+        .args(["policy", "new", name, "--lang", lang])
+        .current_dir(parent)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    parent.join(name)
+}
+
+fn policy_test(dir: &Path, wasm: &str) -> Output {
+    Command::new(cli::bin())
+        .args(["policy", "test", wasm])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_rust_scaffold_builds_and_passes_its_cases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = new_policy(tmp.path(), "no-telnet", "rust");
+    for f in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "wit/policy.wit",
+        "cases.toml",
+        "README.md",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let target = root().join("target/scaffold-test");
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "--target", "wasm32-wasip2", "--release"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "cargo build failed:\n{}",
+        text(&build)
+    );
+    let wasm = target.join("wasm32-wasip2/release/no_telnet.wasm");
+    // The case file is found next to the project, not next to the shared target dir: give it explicitly.
+    let o = Command::new(cli::bin())
+        .args(["policy", "test", wasm.to_str().unwrap(), "cases.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("4 passed, 0 failed"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_python_scaffold_builds_and_passes_its_cases() {
+    let tool = std::env::var("SHELLWARD_TEST_COMPONENTIZE_PY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target/py-venv/bin/componentize-py"));
+    assert!(
+        tool.is_file(),
+        "componentize-py not found at {}: `python3 -m venv target/py-venv && target/py-venv/bin/pip install \
+         componentize-py==0.25.1` (.ci/run does this), or set SHELLWARD_TEST_COMPONENTIZE_PY",
+        tool.display()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = new_policy(tmp.path(), "no-ftp", "python");
+    let build = Command::new(dir.join("build.sh"))
+        .env("COMPONENTIZE_PY", &tool)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "build.sh failed:\n{}", text(&build));
+    // The case file is discovered next to target/no-ftp.wasm's project.
+    let o = policy_test(&dir, "target/no-ftp.wasm");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("4 passed, 0 failed"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn bad_names_and_existing_directories_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["Bad_Name", "1x", "../escape"] {
+        let o = Command::new(cli::bin())
+            .args(["policy", "new", name])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{name}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("invalid policy name"),
+            "{}",
+            text(&o)
+        );
+    }
+    std::fs::create_dir(tmp.path().join("taken")).unwrap();
+    std::fs::write(tmp.path().join("taken/file"), "x").unwrap();
+    let o = Command::new(cli::bin())
+        .args(["policy", "new", "taken"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not empty"),
+        "{}",
+        text(&o)
+    );
+}

@@ -10,7 +10,6 @@ use shellward_policy::{
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Exit code of `policy check` when the chain denies the command.
 pub const EXIT_DENIED: u8 = 3;
@@ -71,24 +70,14 @@ pub struct PolicyArgs {
     /// `@FILE` reads the JSON from FILE.
     #[arg(long = "settings", value_name = "JSON")]
     pub settings: Vec<String>,
-    /// Deadline for one policy call, e.g. 100ms.
-    #[arg(long, value_name = "DURATION", default_value = "100ms")]
-    pub deadline: String,
-    /// Memory cap per policy instance, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
-    pub memory_mib: usize,
+    #[command(flatten)]
+    pub sandbox: crate::policy_kit::SandboxArgs,
     /// Instantiate a fresh policy instance for every evaluation (strict isolation, slower).
     #[arg(long)]
     pub fresh: bool,
     /// Skip a policy that faults instead of denying the command (fail open).
     #[arg(long)]
     pub fail_open: bool,
-    /// Directory of the precompile cache (default: $SHELLWARD_CACHE_DIR or the user cache dir).
-    #[arg(long, value_name = "DIR")]
-    pub cache_dir: Option<PathBuf>,
-    /// Do not use the precompile cache.
-    #[arg(long, conflicts_with = "cache_dir")]
-    pub no_cache: bool,
 }
 
 #[derive(Args, Debug)]
@@ -149,33 +138,17 @@ fn read_settings(text: &str) -> Result<String> {
 impl PolicyArgs {
     /// The sandbox configuration these options describe.
     pub fn sandbox(&self) -> Result<SandboxConfig> {
-        let deadline = duration::parse_millis(&self.deadline).context("--deadline")?;
-        if deadline == 0 {
-            bail!("--deadline must be greater than zero, e.g. 100ms");
-        }
-        let mut config = SandboxConfig {
-            deadline: Duration::from_millis(deadline),
-            memory_limit: self
-                .memory_mib
-                .checked_mul(1 << 20)
-                .context("--memory-mib is too large")?,
-            instance_mode: if self.fresh {
-                InstanceMode::Fresh
-            } else {
-                InstanceMode::Reuse
-            },
-            on_fault: if self.fail_open {
-                FaultMode::Skip
-            } else {
-                FaultMode::Deny
-            },
-            ..SandboxConfig::default()
+        let mut config = self.sandbox.config()?;
+        config.instance_mode = if self.fresh {
+            InstanceMode::Fresh
+        } else {
+            InstanceMode::Reuse
         };
-        if self.no_cache {
-            config.cache_dir = None;
-        } else if let Some(dir) = &self.cache_dir {
-            config.cache_dir = Some(dir.clone());
-        }
+        config.on_fault = if self.fail_open {
+            FaultMode::Skip
+        } else {
+            FaultMode::Deny
+        };
         Ok(config)
     }
 

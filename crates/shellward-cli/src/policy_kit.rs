@@ -32,7 +32,8 @@ pub struct SandboxArgs {
 }
 
 impl SandboxArgs {
-    fn config(&self) -> Result<SandboxConfig> {
+    /// The sandbox configuration these options describe.
+    pub fn config(&self) -> Result<SandboxConfig> {
         let deadline = duration::parse_millis(&self.deadline).context("--deadline")?;
         if deadline == 0 {
             bail!("--deadline must be greater than zero, e.g. 100ms");

@@ -6,6 +6,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${1:-$root/target/guests/guard-py.wasm}"
+# A relative OUTPUT is relative to where the script was started, not to this directory.
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 mkdir -p "$(dirname "$out")"
 cd "$here"
 "${COMPONENTIZE_PY:-componentize-py}" -d "$root/wit" -w policy-world componentize app -o "$out"

@@ -423,10 +423,13 @@ impl Executor {
         }
     }
 
-    /// Releases a finished foreground process's tree resources. The entry (and its log) stays readable by id until
-    /// its retention expires, so the agent can page through output the head/tail view dropped.
-    fn forget(&self, proc: &Proc) {
-        try_cleanup(&self.inner, proc);
+    /// Releases a finished foreground process's tree resources (its cgroup) on a task of its own, so the caller gets
+    /// its result without waiting for the `rmdir`. The entry (and its log) stays readable by id until its retention
+    /// expires, so the agent can page through output the head/tail view dropped.
+    fn forget(&self, proc: &Arc<Proc>) {
+        let inner = self.inner.clone();
+        let proc = proc.clone();
+        tokio::spawn(async move { try_cleanup(&inner, &proc) });
     }
 
     fn validate(&self, plan: &ExecPlan) -> Result<PathBuf, ExecError> {

@@ -38,6 +38,11 @@ fn exit_codes_follow_the_command() {
 
     let signalled = run(&["--", "kill -TERM $$"]);
     assert_eq!(signalled.status.code(), Some(128 + 15));
+
+    // Without `--`, everything from the first word of the command on is the command (as with timeout(1)).
+    let bare = run(&["--timeout", "5s", "echo", "a", "--json"]);
+    assert_eq!(bare.status.code(), Some(0));
+    assert_eq!(text(&bare.stdout), "a --json\n");
 }
 
 #[test]

@@ -105,8 +105,14 @@ pub struct CheckArgs {
     /// Print the decision as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The command, as one argument or several (joined with spaces). Quote it to keep `&`, `|`, `;` from your shell.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The command, after the options (or after `--`): one argument or several, joined with spaces. Quote it to
+    /// keep `&`, `|`, `;` from your shell.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 

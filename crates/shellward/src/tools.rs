@@ -271,7 +271,7 @@ impl ToolName {
             ToolName::ProcessList => schemars::schema_for!(ProcessListArgs),
             ToolName::ProcessSignal => schemars::schema_for!(ProcessSignalArgs),
         };
-        schema.to_value()
+        portable(schema.to_value())
     }
 
     /// The JSON Schema of the tool's result, generated from the result type.
@@ -282,7 +282,7 @@ impl ToolName {
             ToolName::ProcessList => schemars::schema_for!(ProcessListResult),
             ToolName::ProcessSignal => schemars::schema_for!(ProcessSignalResult),
         };
-        schema.to_value()
+        portable(schema.to_value())
     }
 
     /// A one-line reminder of the arguments, used in error messages.
@@ -302,6 +302,29 @@ impl std::fmt::Display for ToolName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Drops the integer `format`s schemars adds (`uint64`, `int32`, ...): they are not JSON Schema formats, and
+/// validating clients (ajv in the MCP TypeScript SDK) warn about each one. `minimum: 0` still says "unsigned".
+fn portable(mut schema: serde_json::Value) -> serde_json::Value {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                let integer_format = map
+                    .get("format")
+                    .and_then(|f| f.as_str())
+                    .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"));
+                if integer_format {
+                    map.remove("format");
+                }
+                map.values_mut().for_each(walk);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut schema);
+    schema
 }
 
 /// A tool as an MCP server or HTTP API lists it.

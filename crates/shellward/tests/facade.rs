@@ -455,6 +455,15 @@ fn every_tool_has_a_schema_generated_from_its_arguments() {
     for field in ["command", "timeout", "workdir", "run_in_background"] {
         assert!(exec["properties"][field].is_object(), "{field}: {exec}");
     }
+    for tool in ToolName::ALL {
+        for schema in [tool.input_schema(), tool.output_schema()] {
+            let text = schema.to_string();
+            assert!(
+                !text.contains("\"format\":\"uint") && !text.contains("\"format\":\"int"),
+                "{tool}: non-standard integer formats in {text}"
+            );
+        }
+    }
     let signal = ToolName::ProcessSignal.input_schema().to_string();
     assert!(
         signal.contains("terminate") && signal.contains("kill"),

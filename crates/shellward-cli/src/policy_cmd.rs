@@ -126,7 +126,8 @@ pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
     }
 }
 
-fn pair(text: &str, what: &str) -> Result<(String, String)> {
+/// Splits `NAME=VALUE`; `what` names the option in the error.
+pub(crate) fn pair(text: &str, what: &str) -> Result<(String, String)> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => bail!("{what} {text:?} must look like NAME=VALUE"),

@@ -1,6 +1,6 @@
 //! `shellward run`: evaluate a command with the policy chain, run it, stream its output live, exit with its status.
 
-use crate::policy_cmd::{decision_json, decision_text};
+use crate::policy_cmd::{decision_json, decision_text, pair};
 use crate::service::{ServiceArgs, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -55,13 +55,6 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-fn pair(text: &str) -> Result<(String, String)> {
-    match text.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => anyhow::bail!("--env {text:?} must look like NAME=VALUE"),
-    }
-}
-
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("shellward: error: {message}");
     ExitCode::from(EXIT_FAILED)
@@ -96,7 +89,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
     let env = args
         .env
         .iter()
-        .map(|e| pair(e))
+        .map(|e| pair(e, "--env"))
         .collect::<Result<Vec<_>>>()?;
     let exec = ExecuteArgs {
         command: args.command.join(" "),
@@ -109,7 +102,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
     }
     let decided = match sw.decide(None, &exec, &env) {
         Ok(d) => d,
-        Err(e) => return Ok(tool_error(&e)),
+        Err(e) => return Ok(fail(e)),
     };
     if args.explain {
         eprint!("{}", decision_text(&decided.decision));
@@ -278,11 +271,6 @@ async fn flush_rest(sw: &Shellward, id: &str, mut cursor: u64) {
         }
     }
     let _ = stdout.flush();
-}
-
-fn tool_error(e: &ToolError) -> ExitCode {
-    eprintln!("shellward: error: {e}");
-    ExitCode::from(EXIT_FAILED)
 }
 
 async fn json_run(

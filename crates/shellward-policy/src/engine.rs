@@ -102,6 +102,11 @@ impl std::fmt::Debug for PolicyEngine {
     }
 }
 
+/// Set to `1` to write a perf map (`/tmp/perf-PID.map`) naming the compiled functions of every policy loaded, so
+/// `perf report` or a callgrind run can attribute time to a policy's own functions (build the policy without
+/// stripping its name section).
+pub const PERFMAP_VAR: &str = "SHELLWARD_PERFMAP";
+
 fn engine_config(pooling: Option<&SandboxConfig>) -> Config {
     let mut config = Config::new();
     config
@@ -109,6 +114,10 @@ fn engine_config(pooling: Option<&SandboxConfig>) -> Config {
         .epoch_interruption(true)
         .max_wasm_stack(512 << 10)
         .wasm_backtrace_max_frames(None);
+    // Names compiled policy code for `perf` and callgrind (`/tmp/perf-PID.map`), to profile a policy's decisions.
+    if std::env::var_os(PERFMAP_VAR).is_some_and(|v| v == "1") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if let Some(sandbox) = pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(256)

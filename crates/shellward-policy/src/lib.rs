@@ -29,7 +29,7 @@ mod policy;
 pub use bindings::types::{OnTimeout, Outcome, Plan, Request};
 pub use chain::{Decision, PolicyChain};
 pub use compat::{PolicyInfo, WIT_PACKAGE, WIT_VERSION};
-pub use engine::{FaultMode, InstanceMode, PolicyEngine, SandboxConfig};
+pub use engine::{FaultMode, InstanceMode, PERFMAP_VAR, PolicyEngine, SandboxConfig};
 pub use error::{FaultKind, PolicyError};
 pub use policy::Policy;
 pub use shellward_kit::duration;

@@ -51,7 +51,7 @@ impl Guest for DefaultPolicy {
             env: request.env,
             context: request.context,
         };
-        match SETTINGS.with(|s| decide::evaluate(&s.borrow(), &req)) {
+        match SETTINGS.with(|s| decide::evaluate_owned(&s.borrow(), req)) {
             Outcome::Deny(reason) => wit::Outcome::Deny(reason),
             Outcome::Run(p) => wit::Outcome::Run(wit::Plan {
                 command: p.command,
@@ -67,3 +67,8 @@ impl Guest for DefaultPolicy {
 }
 
 export!(DefaultPolicy);
+
+/// Size-class free lists instead of dlmalloc for the decision's small allocations (see `shellward_kit::alloc`).
+#[global_allocator]
+static ALLOCATOR: shellward_kit::alloc::PolicyAllocator =
+    shellward_kit::alloc::PolicyAllocator::new();

@@ -2,7 +2,7 @@
 
 use crate::settings::{OnTimeout, Settings};
 use shellward_kit::duration::format_millis;
-use shellward_kit::pattern::strip_wrappers;
+use shellward_kit::pattern::{base_name, strip_wrappers};
 use shellward_kit::shell::{Op, Script, SimpleCommand, TokenKind, tokenize};
 
 /// A request, mirroring `shellward:policy/types.request`.
@@ -55,10 +55,39 @@ pub enum Outcome {
 const FOLLOW_UP: &str = "The result carries its process id: read its output with process_output and stop it with \
                          process_signal.";
 
+/// Concatenates the parts of a note with one allocation (decisions run often; `format!` costs more in a component).
+fn note(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.push_str(p);
+    }
+    out
+}
+
 /// Byte-range replacements applied to the source from the back.
 struct Edits(Vec<(usize, usize, &'static str)>);
 
 impl Edits {
+    /// The script without the tokens that lie inside an edit (here-documents are not kept).
+    fn cut<'a>(&self, script: &Script<'a>) -> Script<'a> {
+        let tokens = script
+            .tokens
+            .iter()
+            .filter(|t| {
+                !self
+                    .0
+                    .iter()
+                    .any(|&(from, to, _)| t.start >= from && t.end <= to)
+            })
+            .cloned()
+            .collect();
+        Script {
+            src: script.src,
+            tokens,
+            heredocs: Vec::new(),
+        }
+    }
+
     fn apply(&mut self, src: &str) -> String {
         self.0.sort_by_key(|e| std::cmp::Reverse(e.0));
         let mut out = src.to_string();
@@ -81,10 +110,9 @@ fn trailing_ampersand(
     if script.tokens[last].kind != TokenKind::Op(Op::Amp) {
         // `cmd & disown [args]`
         let c = cmds.last()?;
-        let words = c.word_texts(script);
         if c.last_token != last
             || c.depth != 0
-            || words.first() != Some(&"disown")
+            || c.words.first().map(|&w| &*script.tokens[w].text) != Some("disown")
             || c.first_token == 0
         {
             return None;
@@ -111,7 +139,7 @@ fn setsid_edits(script: &Script<'_>, cmds: &[SimpleCommand], edits: &mut Edits) 
         let Some(&first) = c.words.first() else {
             continue;
         };
-        let name = script.tokens[first].text.rsplit('/').next().unwrap_or("");
+        let name = base_name(&script.tokens[first].text);
         if name != "setsid" || c.words.len() < 2 {
             continue;
         }
@@ -162,10 +190,21 @@ fn promotion<'s>(
     script: &Script<'_>,
     cmds: &[SimpleCommand],
 ) -> Option<(&'s str, String)> {
+    // Most commands have a handful of words: gather them on the stack (this runs on every decision).
+    let mut buf: [&str; 16] = [""; 16];
+    let mut heap: Vec<&str>;
     for c in cmds {
-        let words = c.word_texts(script);
-        let words = strip_wrappers(&words);
-        let words: &[&str] = match words.first().map(|w| w.rsplit('/').next().unwrap_or(w)) {
+        let words: &[&str] = if c.words.len() <= buf.len() {
+            for (slot, &i) in buf.iter_mut().zip(&c.words) {
+                *slot = &script.tokens[i].text;
+            }
+            &buf[..c.words.len()]
+        } else {
+            heap = c.word_texts(script);
+            &heap
+        };
+        let words = strip_wrappers(words);
+        let words: &[&str] = match words.first().map(|w| base_name(w)) {
             Some("setsid") => {
                 let mut rest = &words[1..];
                 while rest.first().is_some_and(|w| w.starts_with('-')) {
@@ -185,6 +224,12 @@ fn promotion<'s>(
 
 /// Decides what to do with one request.
 pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
+    evaluate_owned(settings, req.clone())
+}
+
+/// [`evaluate`] taking the request by value, so its strings move into the plan instead of being copied (the component
+/// owns the request the host lowered into its memory).
+pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
     if req.timeout_ms == Some(0) {
         return Outcome::Deny(format!(
             "A timeout of zero would stop the command before it starts. Omit the timeout to get the default ({}), \
@@ -197,7 +242,9 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
     let asked_background = req.background == Some(true);
     let mut background = asked_background;
     let mut notes = Vec::new();
-    let mut command = req.command.clone();
+    // The command with edits applied, when there were any; `append_wait` adds a final `wait`.
+    let mut edited: Option<String> = None;
+    let mut append_wait = false;
 
     match tokenize(&req.command) {
         Err(e) => notes.push(format!(
@@ -213,15 +260,21 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
                 edits.0.push((from, to, with));
                 let what = if disown { "`& disown`" } else { "the trailing `&`" };
                 notes.push(if asked_background {
-                    format!(
-                        "Removed {what}: the command already runs in the background, and `&` would have made the \
-                         shell exit at once while its child ran on untracked. {FOLLOW_UP}"
-                    )
+                    note(&[
+                        "Removed ",
+                        what,
+                        ": the command already runs in the background, and `&` would have made the shell exit at \
+                         once while its child ran on untracked. ",
+                        FOLLOW_UP,
+                    ])
                 } else {
-                    format!(
-                        "Removed {what} and started the command as a tracked background process instead, so it is \
-                         not orphaned and its output is kept. Use run_in_background rather than `&`. {FOLLOW_UP}"
-                    )
+                    note(&[
+                        "Removed ",
+                        what,
+                        " and started the command as a tracked background process instead, so it is not orphaned \
+                         and its output is kept. Use run_in_background rather than `&`. ",
+                        FOLLOW_UP,
+                    ])
                 });
                 background = true;
             }
@@ -236,16 +289,18 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
                     )
                 });
             }
-            let edited = !edits.0.is_empty();
-            command = edits.apply(&req.command);
-            // Re-tokenize only when the text changed.
-            let rest = if edited {
-                tokenize(&command).ok().map(|s| {
+            if !edits.0.is_empty() {
+                edited = Some(edits.apply(&req.command));
+            }
+            // The edits only cut whole tokens (the trailing `&`, `disown …`, `setsid [options]`) and comments, so the
+            // edited command's tokens are the original ones minus those inside a cut: no second tokenizer pass.
+            let rest = match &edited {
+                Some(_) => {
+                    let s = edits.cut(&script);
                     let c = s.simple_commands();
-                    (s, c)
-                })
-            } else {
-                Some((script, cmds))
+                    Some((s, c))
+                }
+                None => Some((script, cmds)),
             };
             let (inner_amp, waits, promoted) = match &rest {
                 Some((rest, cmds)) => (
@@ -257,9 +312,7 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
             };
             drop(rest);
             if inner_amp {
-                if !waits {
-                    command.push_str("\nwait");
-                }
+                append_wait = !waits;
                 background = true;
                 notes.push(format!(
                     "The command starts jobs with `&` part-way through, so it runs as one tracked background process \
@@ -269,12 +322,21 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
             }
             if let (false, Some((pattern, matched))) = (background, promoted) {
                 background = true;
-                notes.push(format!(
-                    "`{matched}` usually keeps running until it is stopped (promotion pattern `{pattern}`), so it \
-                     was started as a background process instead of blocking. {FOLLOW_UP}"
-                ));
+                notes.push(note(&[
+                    "`",
+                    &matched,
+                    "` usually keeps running until it is stopped (promotion pattern `",
+                    pattern,
+                    "`), so it was started as a background process instead of blocking. ",
+                    FOLLOW_UP,
+                ]));
             }
         }
+    }
+
+    let mut command = edited.unwrap_or(req.command);
+    if append_wait {
+        command.push_str("\nwait");
     }
 
     let timeout_ms = if background {
@@ -301,11 +363,11 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
 
     Outcome::Run(Plan {
         command,
-        workdir: req.workdir.clone(),
+        workdir: req.workdir,
         background,
         timeout_ms,
         on_timeout: req.on_timeout.unwrap_or(settings.on_timeout),
-        env: req.env.clone(),
+        env: req.env,
         notes,
     })
 }
@@ -435,6 +497,50 @@ mod tests {
         bg("(./daemon &)", "(./daemon &)\nwait");
     }
 
+    /// The decision analyses an edited command through the original tokens minus the cut ones; that must be what the
+    /// tokenizer makes of the edited text.
+    #[test]
+    fn cut_tokens_equal_a_fresh_tokenization_of_the_edited_command() {
+        let significant = |s: &Script<'_>| -> Vec<(TokenKind, String, u32)> {
+            s.tokens
+                .iter()
+                .filter(|t| t.kind != TokenKind::Newline)
+                .map(|t| (t.kind, t.text.to_string(), t.depth))
+                .collect()
+        };
+        for c in [
+            "npm run dev &",
+            "npm run dev &   # start the server",
+            "make && ./server &",
+            "nohup ./server > log 2>&1 &",
+            "(cd app && npm start) &",
+            "./server & disown -h %1",
+            "setsid -f npm run dev",
+            "setsid --fork ./a; setsid -w ./b &",
+            "cd web && setsid nohup 'python3' -m http.server 8000 >/dev/null 2>&1 &",
+            "cat <<EOF > f &\nx & y\nEOF",
+            "sleep 5 & echo started &",
+            "X=1 setsid ./s \"a b\" $(date) &  # c",
+        ] {
+            let script = tokenize(c).unwrap();
+            let cmds = script.simple_commands();
+            let mut edits = Edits(Vec::new());
+            if let Some((from, to, with, _)) = trailing_ampersand(&script, &cmds) {
+                edits.0.push((from, to, with));
+            }
+            setsid_edits(&script, &cmds, &mut edits);
+            assert!(!edits.0.is_empty(), "{c:?} has no edit");
+            let edited = edits.apply(c);
+            let cut = edits.cut(&script);
+            let fresh = tokenize(&edited).unwrap();
+            assert_eq!(
+                significant(&cut),
+                significant(&fresh),
+                "{c:?} -> {edited:?}"
+            );
+        }
+    }
+
     #[test]
     fn disown_and_setsid() {
         bg("./server & disown", "./server");
@@ -474,6 +580,17 @@ mod tests {
             ("env NODE_ENV=dev nohup npx vite --host", "npx vite !build"),
             ("./node_modules/.bin/vite", "vite !build !optimize"),
             ("(cd app && cargo watch -x run)", "cargo watch"),
+            // More words than the matcher gathers on the stack.
+            (
+                "npx vite --host 0.0.0.0 --port 5173 --strictPort --open --cors --mode dev --base /app/ --logLevel \
+                 info --clearScreen false --force",
+                "npx vite !build",
+            ),
+            (
+                "npx vite --host 0.0.0.0 --port 5173 --strictPort --open --cors --mode dev --base /app/ --logLevel \
+                 info --clearScreen false --force tail",
+                "npx vite !build",
+            ),
         ] {
             let p = cmd(c);
             assert!(p.background, "{c:?} should be promoted");
@@ -491,6 +608,8 @@ mod tests {
             "grep 'npm start' README.md",
             "ping -c 3 localhost",
             "cd web",
+            "npx vite --host 0.0.0.0 --port 5173 --strictPort --open --cors --mode dev --base /app/ --logLevel info \
+             --clearScreen false --force build",
         ] {
             unchanged_fg(c);
         }

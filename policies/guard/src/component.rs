@@ -50,3 +50,8 @@ impl Guest for GuardPolicy {
 }
 
 export!(GuardPolicy);
+
+/// Size-class free lists instead of dlmalloc for the decision's small allocations (see `shellward_kit::alloc`).
+#[global_allocator]
+static ALLOCATOR: shellward_kit::alloc::PolicyAllocator =
+    shellward_kit::alloc::PolicyAllocator::new();

@@ -5,11 +5,13 @@
 //! - [`shell`]: a POSIX shell tokenizer (quotes, escapes, comments, operators, redirections, here-documents,
 //!   subshells, command substitution) and a view of a command line as simple commands joined by operators;
 //! - [`pattern`]: word patterns (`docker compose up !-d`) matched against tokenized simple commands;
-//! - [`duration`]: parsing and formatting of human durations (`500ms`, `30s`, `5m`, `1m30s`, `2h`).
+//! - [`duration`]: parsing and formatting of human durations (`500ms`, `30s`, `5m`, `1m30s`, `2h`);
+//! - [`alloc`]: a small-object allocator that makes a component's per-decision allocations cheap.
 //!
 //! It has no dependencies and builds both natively (where policies unit-test their logic) and for
 //! `wasm32-wasip2` (where it runs inside policy components).
 
+pub mod alloc;
 pub mod duration;
 pub mod pattern;
 pub mod shell;

@@ -83,15 +83,17 @@ impl Pattern {
             return false;
         };
         let program = program.as_ref();
+        self.matches_program(program, base_name(program)) && self.matches_args(args)
+    }
+
+    /// Whether the program word (`program`, with base name `base`) matches the pattern's first word.
+    fn matches_program(&self, program: &str, base: &str) -> bool {
         let name = if self.program.contains('/') {
             program
         } else {
-            program.rsplit('/').next().unwrap_or(program)
+            base
         };
-        if !glob(&self.program, name) {
-            return false;
-        }
-        self.matches_args(args)
+        glob(&self.program, name)
     }
 
     /// Whether the arguments (program excluded) satisfy the required and forbidden words.
@@ -145,22 +147,38 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
+/// The last `/`-separated component of a program word (`vite` for `./node_modules/.bin/vite`).
+pub fn base_name(program: &str) -> &str {
+    match program.as_bytes().iter().rposition(|&b| b == b'/') {
+        Some(i) => &program[i + 1..],
+        None => program,
+    }
+}
+
+/// Orders program names by length, then bytes.
+fn by_length(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
 /// A set of patterns indexed by program name, so matching a command checks only the patterns for its program (plus
-/// those whose program is a glob).
+/// those whose program is a glob or a path).
+///
+/// The index is a sorted list searched by bisection: for the hundred or so patterns of a policy that is a handful of
+/// string comparisons per lookup, with no hashing (this runs on every decision of a policy component).
 #[derive(Debug, Clone, Default)]
 pub struct PatternSet {
     patterns: Vec<Pattern>,
-    by_program: std::collections::HashMap<String, Vec<usize>>,
-    globbed: Vec<usize>,
+    /// (program, pattern indices in the order added), sorted by program length, then program: most probes are
+    /// settled by comparing lengths.
+    by_program: Vec<(String, Vec<usize>)>,
+    /// (literal text before the first `*` of the program, pattern index), in the order added.
+    globbed: Vec<(String, usize)>,
 }
 
 impl PatternSet {
     /// Builds a set from patterns.
     pub fn new(patterns: Vec<Pattern>) -> PatternSet {
-        let mut set = PatternSet {
-            patterns: Vec::new(),
-            ..Default::default()
-        };
+        let mut set = PatternSet::default();
         for p in patterns {
             set.push(p);
         }
@@ -171,12 +189,17 @@ impl PatternSet {
     pub fn push(&mut self, p: Pattern) {
         let i = self.patterns.len();
         if p.program.contains('*') || p.program.contains('/') {
-            self.globbed.push(i);
+            let prefix = p.program.split('*').next().unwrap_or("");
+            // A path pattern is matched against the whole command word, a name pattern against its base name.
+            self.globbed.push((prefix.to_string(), i));
         } else {
-            self.by_program
-                .entry(p.program.clone())
-                .or_default()
-                .push(i);
+            match self
+                .by_program
+                .binary_search_by(|(name, _)| by_length(name, &p.program))
+            {
+                Ok(k) => self.by_program[k].1.push(i),
+                Err(k) => self.by_program.insert(k, (p.program.clone(), vec![i])),
+            }
         }
         self.patterns.push(p);
     }
@@ -199,19 +222,35 @@ impl PatternSet {
     /// The first pattern (in the order added) matching the command words.
     pub fn find<S: AsRef<str>>(&self, words: &[S]) -> Option<&Pattern> {
         let program = words.first()?.as_ref();
-        let base = program.rsplit('/').next().unwrap_or(program);
-        let named = self.by_program.get(base).map(Vec::as_slice).unwrap_or(&[]);
+        let base = base_name(program);
+        let args = &words[1..];
+        let named = match self
+            .by_program
+            .binary_search_by(|(name, _)| by_length(name, base))
+        {
+            Ok(k) => self.by_program[k].1.as_slice(),
+            Err(_) => &[],
+        };
         // Patterns indexed under the base name already match the program: only their arguments are checked.
         let mut best = named
             .iter()
             .copied()
-            .find(|&i| self.patterns[i].matches_args(&words[1..]));
-        for &i in &self.globbed {
-            if best.is_some_and(|b| b < i) {
+            .find(|&i| self.patterns[i].matches_args(args));
+        for (prefix, i) in &self.globbed {
+            if best.is_some_and(|b| b < *i) {
                 break;
             }
-            if self.patterns[i].matches(words) {
-                best = Some(i);
+            let p = &self.patterns[*i];
+            let name = if p.program.contains('/') {
+                program
+            } else {
+                base
+            };
+            if name.starts_with(prefix.as_str())
+                && p.matches_program(program, base)
+                && p.matches_args(args)
+            {
+                best = Some(*i);
                 break;
             }
         }
@@ -227,7 +266,7 @@ pub fn strip_wrappers<'w, S: AsRef<str>>(mut words: &'w [S]) -> &'w [S] {
         let Some((first, rest)) = words.split_first() else {
             return words;
         };
-        let name = first.as_ref().rsplit('/').next().unwrap_or("");
+        let name = base_name(first.as_ref());
         let skip_options = |rest: &'w [S], with_value: &[&str]| -> &'w [S] {
             let mut r = rest;
             while let Some((w, tail)) = r.split_first() {
@@ -342,6 +381,33 @@ mod tests {
         assert_eq!(find("serve"), None);
         assert_eq!(find("npm test"), None);
         assert_eq!(set.len(), 4);
+
+        // Order decides between indexed and globbed patterns; globs may sit anywhere in the program word.
+        let set = PatternSet::new(
+            [
+                "*-server --watch",
+                "http-server",
+                "./bin/*",
+                "srv*",
+                "http-server",
+            ]
+            .iter()
+            .map(|p| Pattern::parse(p).unwrap())
+            .collect(),
+        );
+        let find = |cmd: &str| {
+            let w: Vec<&str> = cmd.split_whitespace().collect();
+            set.find(&w).map(|p| p.as_str().to_string())
+        };
+        assert_eq!(
+            find("http-server --watch").as_deref(),
+            Some("*-server --watch")
+        );
+        assert_eq!(find("http-server").as_deref(), Some("http-server"));
+        assert_eq!(find("./bin/dev x").as_deref(), Some("./bin/*"));
+        assert_eq!(find("bin/dev"), None);
+        assert_eq!(find("/opt/srvd").as_deref(), Some("srv*"));
+        assert_eq!(find("xsrv"), None);
     }
 
     #[test]

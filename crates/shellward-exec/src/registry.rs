@@ -387,7 +387,11 @@ impl Executor {
         let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
             .await
             .is_ok();
-        let leftovers = proc.tree.members().len();
+        let leftovers = if proc.tree.certainly_gone() {
+            0
+        } else {
+            proc.tree.members().len()
+        };
         if leftovers > 0 {
             // Something the command started lives on: keep it tracked (and signallable) under the same id.
             proc.background.store(true, Ordering::Relaxed);

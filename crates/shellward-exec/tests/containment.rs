@@ -1,11 +1,13 @@
 //! Zero survivors: every way of stopping a tree (terminate, kill, foreground timeout with kill, shutdown, drop, and
-//! the executor itself being SIGKILLed), for both containment paths, proven by scanning /proc.
+//! the executor itself being SIGKILLed), for both containment paths, proven by scanning /proc; and escapers left by a
+//! foreground run are reported.
 
 mod common;
 
 use common::*;
 use shellward_exec::{
-    ContainmentKind, ExecError, Executor, ExecutorConfig, SignalKind, TimeoutAction,
+    ContainmentKind, ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind,
+    TimeoutAction,
 };
 use std::time::Duration;
 
@@ -195,5 +197,38 @@ fn executor_sigkill_leaves_no_survivors() {
             left.is_empty(),
             "{containment}: survivors of a SIGKILLed executor: {left:?}"
         );
+    }
+}
+
+/// A foreground command that ends while a descendant it moved out of its process group lives on: the result says
+/// so and the escaper stays tracked, under both containment paths (the fallback answers "gone?" without a full
+/// process scan only when nothing of the tree can be left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapers_left_by_a_foreground_run_are_reported_and_stoppable() {
+    for (name, config) in configs() {
+        let ex = Executor::new(config).unwrap();
+        // Plain runs before and after: nothing left over, while other trees and the escaper exist.
+        let before = ex.execute(ExecPlan::new("true")).await.unwrap();
+        assert_eq!(before.leftover_processes, 0, "{name}");
+        let mark = new_mark();
+        let r = ex
+            .execute(marked_plan(
+                "setsid sh -c 'sleep 30' >/dev/null 2>&1 < /dev/null & sleep 0.2; echo started",
+                &mark,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.exit, ExitState::Code(0), "{name}");
+        assert_eq!(r.output.text, "started\n", "{name}");
+        assert!(r.leftover_processes >= 1, "{name}: {r:?}");
+        let after = ex.execute(ExecPlan::new("echo x")).await.unwrap();
+        assert_eq!(after.leftover_processes, 0, "{name}");
+        assert!(ex.info(&r.id, None).unwrap().running, "{name}");
+        ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+        assert!(
+            survivors_after(&mark, Duration::from_secs(5)).is_empty(),
+            "{name}"
+        );
+        ex.shutdown().await;
     }
 }

@@ -20,6 +20,9 @@ use std::sync::mpsc;
 
 /// The variable marking fallback-mode trees.
 const TREE_VAR: &str = "SHELLWARD_TREE";
+/// The variable marking watchdogs (`SHELLWARD_WATCHDOG=1`), which belong to no tree: a process hosting several
+/// executors has several.
+const WATCHDOG_VAR: &str = "SHELLWARD_WATCHDOG";
 
 /// How command trees are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +288,8 @@ impl Platform {
             None => Tree::Group {
                 pgid,
                 marker: format!("{TREE_VAR}={marker}"),
+                token_prefix: format!("{TREE_VAR}={}/", self.token),
+                watchdog: self.watchdog_pid(),
                 known: Mutex::new(HashSet::from([pgid])),
             },
         };
@@ -295,6 +300,15 @@ impl Platform {
             stderr,
             tree,
         })
+    }
+
+    /// The watchdog's process id, if it runs.
+    fn watchdog_pid(&self) -> Option<i32> {
+        self.watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|d| d.child.id() as i32)
     }
 
     /// Tells the watchdog about a process group (`+ pgid` / `- pgid`). With cgroups it needs no list: killing the
@@ -364,6 +378,10 @@ pub(crate) enum Tree {
         pgid: i32,
         /// `SHELLWARD_TREE=<token>/<id>`, inherited by every process of the tree.
         marker: String,
+        /// `SHELLWARD_TREE=<token>/`: the marker of every tree of this executor.
+        token_prefix: String,
+        /// The watchdog (a child of the executor that belongs to no tree).
+        watchdog: Option<i32>,
         /// Every pid ever seen in the tree.
         known: Mutex<HashSet<i32>>,
     },
@@ -391,6 +409,7 @@ impl Tree {
                 pgid,
                 marker,
                 known,
+                ..
             } => {
                 let table = procfs::scan();
                 let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
@@ -413,7 +432,57 @@ impl Tree {
 
     /// Whether anything of the tree is alive.
     pub(crate) fn alive(&self) -> bool {
+        if self.certainly_gone() {
+            return false;
+        }
         !self.members().is_empty()
+    }
+
+    /// Fallback mode's quick answer to "is the tree gone?", without scanning every process on the machine.
+    ///
+    /// The executor is a child subreaper, so when a tree's processes die their orphaned descendants are re-parented
+    /// to it: once the process group is empty, any survivor of the tree is a direct child of the executor or a
+    /// descendant of one. The tree is certainly gone when the group is empty and every direct child is a zombie, a
+    /// member of *another* tree of this executor (by its marker) or a watchdog (this executor's, or another's in the
+    /// same process). Anything else (a child carrying this
+    /// tree's marker, an unmarked or unreadable child, no `/proc/self/task/*/children`) answers "maybe", and the
+    /// caller scans. With cgroups the answer is always "maybe": `cgroup.events` is already one small read.
+    pub(crate) fn certainly_gone(&self) -> bool {
+        let Tree::Group {
+            pgid,
+            marker,
+            token_prefix,
+            watchdog,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        // A group with any process left (a zombie included) needs the full answer.
+        if killpg(Pid::from_raw(*pgid), None) != Err(nix::errno::Errno::ESRCH) {
+            return false;
+        }
+        let Some(children) = procfs::own_children() else {
+            return false;
+        };
+        children.into_iter().all(|child| {
+            if Some(child) == *watchdog || procfs::stat(child).is_some_and(|e| !e.alive()) {
+                return true;
+            }
+            let Some(env) = procfs::environ(child) else {
+                // Gone since the listing (fine) or unreadable (not fine): tell them apart.
+                return procfs::stat(child).is_none();
+            };
+            let mine = marker.as_bytes();
+            let prefix = token_prefix.as_bytes();
+            match env.iter().find(|kv| kv.starts_with(prefix)) {
+                // A member of another tree of this executor, or (with no marker of ours) some executor's watchdog.
+                Some(kv) => kv.as_slice() != mine,
+                None => env
+                    .iter()
+                    .any(|kv| kv.strip_prefix(WATCHDOG_VAR.as_bytes()) == Some(b"=1")),
+            }
+        })
     }
 
     /// Sends `signal` to every member (the group, and members outside it).
@@ -516,7 +585,8 @@ impl Watchdog {
                 .arg("shellward-watchdog")
                 .arg(cg)
                 .arg(token);
-            cmd.stdin(Stdio::from(r))
+            cmd.env(WATCHDOG_VAR, "1")
+                .stdin(Stdio::from(r))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             // Its own session: terminal signals aimed at the executor's group do not reach it.

@@ -61,6 +61,32 @@ pub fn stat(pid: i32) -> Option<ProcEntry> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// The direct children of this process (of all its threads), from `/proc/self/task/*/children`; `None` when the
+/// kernel does not provide those files (`CONFIG_PROC_CHILDREN`).
+pub fn own_children() -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let list = fs::read_to_string(task.path().join("children")).ok()?;
+        out.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(out)
+}
+
+/// The environment of a process as `NAME=value` entries, if it can be read (`None` for zombies and processes of
+/// other users).
+pub fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
+    let raw = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    Some(
+        raw.split(|&b| b == 0)
+            .filter(|kv| !kv.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect(),
+    )
+}
+
 /// Living processes of `table` whose environment holds exactly `entry` (`NAME=value`).
 pub fn with_env(table: &[ProcEntry], entry: &str) -> HashSet<i32> {
     table

@@ -294,23 +294,16 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
             }
             // The edits only cut whole tokens (the trailing `&`, `disown …`, `setsid [options]`) and comments, so the
             // edited command's tokens are the original ones minus those inside a cut: no second tokenizer pass.
-            let rest = match &edited {
-                Some(_) => {
-                    let s = edits.cut(&script);
-                    let c = s.simple_commands();
-                    Some((s, c))
-                }
-                None => Some((script, cmds)),
+            let (rest, cmds) = if edited.is_some() {
+                let cut = edits.cut(&script);
+                let cmds = cut.simple_commands();
+                (cut, cmds)
+            } else {
+                (script, cmds)
             };
-            let (inner_amp, waits, promoted) = match &rest {
-                Some((rest, cmds)) => (
-                    settings.ampersand_to_background && has_inner_ampersand(rest),
-                    ends_with_wait(rest, cmds),
-                    promotion(settings, rest, cmds),
-                ),
-                None => (false, false, None),
-            };
-            drop(rest);
+            let inner_amp = settings.ampersand_to_background && has_inner_ampersand(&rest);
+            let waits = ends_with_wait(&rest, &cmds);
+            let promoted = promotion(settings, &rest, &cmds);
             if inner_amp {
                 append_wait = !waits;
                 background = true;

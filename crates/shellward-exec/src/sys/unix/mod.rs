@@ -289,7 +289,6 @@ impl Platform {
                 pgid,
                 marker: format!("{TREE_VAR}={marker}"),
                 token_prefix: format!("{TREE_VAR}={}/", self.token),
-                watchdog: self.watchdog_pid(),
                 known: Mutex::new(HashSet::from([pgid])),
             },
         };
@@ -300,15 +299,6 @@ impl Platform {
             stderr,
             tree,
         })
-    }
-
-    /// The watchdog's process id, if it runs.
-    fn watchdog_pid(&self) -> Option<i32> {
-        self.watchdog
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|d| d.child.id() as i32)
     }
 
     /// Tells the watchdog about a process group (`+ pgid` / `- pgid`). With cgroups it needs no list: killing the
@@ -380,8 +370,6 @@ pub(crate) enum Tree {
         marker: String,
         /// `SHELLWARD_TREE=<token>/`: the marker of every tree of this executor.
         token_prefix: String,
-        /// The watchdog (a child of the executor that belongs to no tree).
-        watchdog: Option<i32>,
         /// Every pid ever seen in the tree.
         known: Mutex<HashSet<i32>>,
     },
@@ -443,16 +431,15 @@ impl Tree {
     /// The executor is a child subreaper, so when a tree's processes die their orphaned descendants are re-parented
     /// to it: once the process group is empty, any survivor of the tree is a direct child of the executor or a
     /// descendant of one. The tree is certainly gone when the group is empty and every direct child is a zombie, a
-    /// member of *another* tree of this executor (by its marker) or a watchdog (this executor's, or another's in the
-    /// same process). Anything else (a child carrying this
-    /// tree's marker, an unmarked or unreadable child, no `/proc/self/task/*/children`) answers "maybe", and the
-    /// caller scans. With cgroups the answer is always "maybe": `cgroup.events` is already one small read.
+    /// member of *another* tree of this executor (by its marker) or a watchdog (by `SHELLWARD_WATCHDOG`; a process
+    /// hosting several executors has several). Anything else (a child carrying this tree's marker, an unmarked or
+    /// unreadable child, no `/proc/self/task/*/children`) answers "maybe", and the caller scans. With cgroups the
+    /// answer is always "maybe": `cgroup.events` is already one small read.
     pub(crate) fn certainly_gone(&self) -> bool {
         let Tree::Group {
             pgid,
             marker,
             token_prefix,
-            watchdog,
             ..
         } = self
         else {
@@ -466,7 +453,7 @@ impl Tree {
             return false;
         };
         children.into_iter().all(|child| {
-            if Some(child) == *watchdog || procfs::stat(child).is_some_and(|e| !e.alive()) {
+            if procfs::stat(child).is_some_and(|e| !e.alive()) {
                 return true;
             }
             let Some(env) = procfs::environ(child) else {

@@ -6,6 +6,9 @@
 //! - `capture-1GiB/*`: capturing 1 GiB of output vs `sh -c 'head -c 1G /dev/zero | cat >/dev/null'`;
 //! - `kill-100-tree`: SIGKILL of a 100-process tree until no member is alive;
 //! - `list-1000`: list latency with 1,000 live background processes (RSS printed before and after starting them).
+//!
+//! `spawn` and `capture` also print a *paired* ratio: subject and baseline run alternately and the median of the
+//! per-pair ratios is reported, which holds up better than two separate criterion estimates on a noisy machine.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use shellward_exec::{ExecPlan, Executor, ExecutorConfig, SignalKind};
@@ -32,10 +35,65 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Runs `baseline` and `subject` alternately `pairs` times and prints the median of the per-pair ratios
+/// (subject / baseline) with its quartiles. On a shared machine whose speed drifts by tens of percent between
+/// seconds, interleaving keeps both sides of each ratio under the same conditions; criterion's groups above measure
+/// one side after the other.
+type Run<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
+
+fn paired<'a>(
+    rt: &Runtime,
+    label: &str,
+    pairs: usize,
+    mut baseline: impl FnMut() -> Run<'a>,
+    mut subject: impl FnMut() -> Run<'a>,
+) {
+    let mut ratios = Vec::with_capacity(pairs);
+    rt.block_on(async {
+        for _ in 0..pairs {
+            let t = Instant::now();
+            baseline().await;
+            let base = t.elapsed();
+            let t = Instant::now();
+            subject().await;
+            ratios.push(t.elapsed().as_secs_f64() / base.as_secs_f64());
+        }
+    });
+    ratios.sort_by(f64::total_cmp);
+    let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
+    println!(
+        "{label}: paired ratio median {:.3} (quartiles {:.3} .. {:.3}, {pairs} interleaved pairs)",
+        q(0.5),
+        q(0.25),
+        q(0.75)
+    );
+}
+
+async fn raw_sh(script: &str) {
+    let status = tokio::process::Command::new("sh")
+        .args(["-c", script])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
 fn spawn(c: &mut Criterion) {
     let rt = runtime();
     let ex = rt.block_on(async { Executor::new(ExecutorConfig::default()).unwrap() });
     println!("containment: {}", ex.containment());
+    paired(
+        &rt,
+        "spawn: executor `true` / raw `sh -c true`",
+        1_000,
+        || Box::pin(raw_sh("true")),
+        || {
+            Box::pin(async {
+                let r = ex.execute(ExecPlan::new("true")).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            })
+        },
+    );
     let mut g = c.benchmark_group("spawn");
     g.bench_function("raw-tokio-sh-c-true", |b| {
         b.to_async(&rt).iter(|| async {
@@ -70,12 +128,39 @@ fn spawn(c: &mut Criterion) {
         })
     });
     g.finish();
+    paired(
+        &rt,
+        "spawn: process-group executor `true` / raw `sh -c true`",
+        1_000,
+        || Box::pin(raw_sh("true")),
+        || {
+            Box::pin(async {
+                let r = pg.execute(ExecPlan::new("true")).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            })
+        },
+    );
     rt.block_on(pg.shutdown());
 }
 
 fn capture(c: &mut Criterion) {
     let rt = runtime();
     let ex = rt.block_on(async { Executor::new(ExecutorConfig::default()).unwrap() });
+    paired(
+        &rt,
+        "capture: executor `head -c 1G /dev/zero` / `sh -c 'head -c 1G /dev/zero | cat >/dev/null'`",
+        25,
+        || Box::pin(raw_sh("head -c 1G /dev/zero | cat >/dev/null")),
+        || {
+            Box::pin(async {
+                let r = ex
+                    .execute(ExecPlan::new("head -c 1G /dev/zero"))
+                    .await
+                    .unwrap();
+                assert_eq!(r.output.total_bytes, 1 << 30);
+            })
+        },
+    );
     let mut g = c.benchmark_group("capture-1GiB");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
     g.bench_function("baseline-head-pipe-cat", |b| {

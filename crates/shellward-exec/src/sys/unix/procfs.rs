@@ -63,10 +63,30 @@ pub fn stat(pid: i32) -> Option<ProcEntry> {
 
 /// The direct children of this process (of all its threads), from `/proc/self/task/*/children`; `None` when the
 /// kernel does not provide those files (`CONFIG_PROC_CHILDREN`).
+///
+/// Each list is read with one large `read` call: the kernel builds it in one pass then, whereas a list read in small
+/// pieces can skip entries when children come and go between the pieces.
 pub fn own_children() -> Option<Vec<i32>> {
+    use std::io::Read;
     let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
     for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let list = fs::read_to_string(task.path().join("children")).ok()?;
+        let mut file = fs::File::open(task.path().join("children")).ok()?;
+        let mut len = 0;
+        loop {
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    len += n;
+                    if len == buf.len() {
+                        buf.resize(buf.len() * 2, 0);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        let list = std::str::from_utf8(&buf[..len]).ok()?;
         out.extend(
             list.split_whitespace()
                 .filter_map(|p| p.parse::<i32>().ok()),
@@ -139,6 +159,32 @@ mod tests {
             (42, 1, 42, 40, 'S')
         );
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn own_children_lists_what_this_process_started() {
+        let mut kids: Vec<std::process::Child> = (0..3)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let listed = own_children().expect("/proc/self/task/*/children");
+        for k in &kids {
+            assert!(
+                listed.contains(&(k.id() as i32)),
+                "{} not in {listed:?}",
+                k.id()
+            );
+        }
+        for k in &mut kids {
+            k.kill().unwrap();
+            k.wait().unwrap();
+        }
+        let listed = own_children().unwrap();
+        assert!(kids.iter().all(|k| !listed.contains(&(k.id() as i32))));
     }
 
     #[test]

@@ -816,14 +816,22 @@ async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
     let status = match registered {
         Ok(fd) => {
             let _ = fd.readable().await;
+            // Exited, not yet reaped: its pid is still its own.
+            if let Some(inner) = inner.upgrade() {
+                inner.platform.leader_exited(pid);
+            }
             // The process has exited: this reaps it without blocking.
             wait()
         }
         Err(e) => {
             tracing::debug!(id = %proc.id, "pidfd unavailable ({e}); waiting on a blocking thread");
-            tokio::task::spawn_blocking(wait)
+            let status = tokio::task::spawn_blocking(wait)
                 .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            if let Some(inner) = inner.upgrade() {
+                inner.platform.leader_exited(pid);
+            }
+            status
         }
     };
     let state = match status {

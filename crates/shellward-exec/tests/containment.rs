@@ -207,6 +207,11 @@ fn executor_sigkill_leaves_no_survivors() {
 async fn escapers_left_by_a_foreground_run_are_reported_and_stoppable() {
     for (name, config) in configs() {
         let ex = Executor::new(config).unwrap();
+        // Another tree lives in the background throughout (its leader is a child of the executor, as escapers are).
+        let other_mark = new_mark();
+        let mut other = marked_plan("sleep 30", &other_mark);
+        other.background = true;
+        let other = ex.execute(other).await.unwrap();
         // Plain runs before and after: nothing left over, while other trees and the escaper exist.
         let before = ex.execute(ExecPlan::new("true")).await.unwrap();
         assert_eq!(before.leftover_processes, 0, "{name}");
@@ -227,6 +232,12 @@ async fn escapers_left_by_a_foreground_run_are_reported_and_stoppable() {
         ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
         assert!(
             survivors_after(&mark, Duration::from_secs(5)).is_empty(),
+            "{name}"
+        );
+        assert!(ex.info(&other.id, None).unwrap().running, "{name}");
+        ex.signal(&other.id, SignalKind::Kill, None).await.unwrap();
+        assert!(
+            survivors_after(&other_mark, Duration::from_secs(5)).is_empty(),
             "{name}"
         );
         ex.shutdown().await;

@@ -260,12 +260,68 @@ fn cstring(s: impl Into<Vec<u8>>) -> io::Result<std::ffi::CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
 }
 
+/// What [`spawn_spec`] keeps between spawns so each one does less work: the resolved program and an open
+/// `/dev/null`.
+#[derive(Default)]
+pub(crate) struct SpawnCache {
+    /// `(program, PATH value, resolved path)` of the last resolution. The shell is the same for every command, so
+    /// this saves a `stat` per `PATH` entry per spawn; it is checked against the current `PATH` and re-done after a
+    /// failed exec.
+    resolved: std::sync::Mutex<
+        Option<(
+            std::ffi::OsString,
+            Option<std::ffi::OsString>,
+            std::path::PathBuf,
+        )>,
+    >,
+    /// `/dev/null` for stdin, opened once (close-on-exec; the child gets it through `dup2`).
+    devnull: std::sync::OnceLock<std::fs::File>,
+}
+
+impl SpawnCache {
+    /// The program's path, and whether it came from the cache.
+    fn resolve(
+        &self,
+        program: &std::ffi::OsStr,
+        path: Option<&std::ffi::OsStr>,
+    ) -> Option<(std::path::PathBuf, bool)> {
+        let mut slot = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, env_path, found)) = slot.as_ref()
+            && p == program
+            && env_path.as_deref() == path
+        {
+            return Some((found.clone(), true));
+        }
+        let found = resolve(program, path)?;
+        *slot = Some((
+            program.to_owned(),
+            path.map(|p| p.to_owned()),
+            found.clone(),
+        ));
+        Some((found, false))
+    }
+
+    fn forget(&self) {
+        *self.resolved.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn devnull(&self) -> io::Result<RawFd> {
+        use std::os::fd::AsRawFd;
+        if let Some(f) = self.devnull.get() {
+            return Ok(f.as_raw_fd());
+        }
+        let f = std::fs::File::open("/dev/null")?;
+        Ok(self.devnull.get_or_init(|| f).as_raw_fd())
+    }
+}
+
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
 pub(crate) fn spawn_spec(
     spec: &super::SpawnSpec,
     stdout: RawFd,
     stderr: RawFd,
     cgroup_dir: Option<&std::path::Path>,
+    cache: &SpawnCache,
 ) -> io::Result<(i32, OwnedFd)> {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
@@ -274,11 +330,8 @@ pub(crate) fn spawn_spec(
     for (k, v) in &spec.env {
         env.insert(k.clone(), v.clone());
     }
-    let program = resolve(
-        &spec.program,
-        env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_os_str()),
-    )
-    .ok_or_else(|| {
+    let path_var = env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_os_str());
+    let (program, cached) = cache.resolve(&spec.program, path_var).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
             format!("{:?} not found on PATH", spec.program),
@@ -309,7 +362,7 @@ pub(crate) fn spawn_spec(
         .chain(std::iter::once(std::ptr::null()))
         .collect();
     let workdir = cstring(spec.workdir.as_os_str().as_bytes())?;
-    let devnull = std::fs::File::open("/dev/null")?;
+    let devnull = cache.devnull()?;
     let cgroup = match cgroup_dir {
         Some(dir) => Some(
             std::fs::File::options()
@@ -321,12 +374,85 @@ pub(crate) fn spawn_spec(
     };
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
-    spawn(&FastSpawn {
+    let mut request = FastSpawn {
         path: &path,
         argv: &argv,
         envp: &envp,
         workdir: &workdir,
-        fds: [devnull.as_raw_fd(), stdout, stderr],
+        fds: [devnull, stdout, stderr],
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
-    })
+    };
+    match spawn(&request) {
+        Err(e) if cached && e.raw_os_error().is_some() => {
+            // The program may have moved since it was resolved: look it up afresh and try once more.
+            cache.forget();
+            let fresh = match cache.resolve(&spec.program, path_var) {
+                Some((p, _)) if p != program => cstring(p.as_os_str().as_bytes())?,
+                _ => return Err(e),
+            };
+            request.path = &fresh;
+            spawn(&request)
+        }
+        other => other,
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn program(dir: &std::path::Path, code: i32) {
+        let p = dir.join("shellward-test-prog");
+        std::fs::write(&p, format!("#!/bin/sh\nexit {code}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn run(spec: &super::super::SpawnSpec, cache: &SpawnCache) -> io::Result<i32> {
+        let null = std::fs::File::options().write(true).open("/dev/null")?;
+        use std::os::fd::AsRawFd;
+        let (pid, _pidfd) = spawn_spec(spec, null.as_raw_fd(), null.as_raw_fd(), None, cache)?;
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        Ok(libc::WEXITSTATUS(status))
+    }
+
+    #[test]
+    fn the_resolved_program_is_reused_and_looked_up_again_when_it_moves_or_path_changes() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let path = std::env::join_paths([a.path(), b.path()]).unwrap();
+        let spec = |path: &std::ffi::OsStr| super::super::SpawnSpec {
+            program: "shellward-test-prog".into(),
+            args: vec![],
+            workdir: std::env::temp_dir(),
+            env: vec![("PATH".into(), path.to_owned())],
+            separate_stderr: false,
+            name: "t".into(),
+        };
+        let cache = SpawnCache::default();
+        program(a.path(), 3);
+        program(b.path(), 4);
+        assert_eq!(run(&spec(&path), &cache).unwrap(), 3);
+        assert!(
+            cache
+                .resolve("shellward-test-prog".as_ref(), Some(&path))
+                .unwrap()
+                .1,
+            "cached"
+        );
+        // The cached program disappears: the spawn looks it up again and finds the next one on PATH.
+        std::fs::remove_file(a.path().join("shellward-test-prog")).unwrap();
+        assert_eq!(run(&spec(&path), &cache).unwrap(), 4);
+        // A different PATH is a different lookup.
+        program(a.path(), 5);
+        let only_a = std::env::join_paths([a.path()]).unwrap();
+        assert_eq!(run(&spec(&only_a), &cache).unwrap(), 5);
+        // Nowhere on PATH: a clear error, not a stale path.
+        let empty = tempfile::tempdir().unwrap();
+        let err = run(&spec(empty.path().as_os_str()), &cache).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains("not found on PATH"), "{err}");
+    }
 }

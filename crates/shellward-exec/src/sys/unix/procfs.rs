@@ -67,11 +67,22 @@ pub fn stat(pid: i32) -> Option<ProcEntry> {
 /// Each list is read with one large `read` call: the kernel builds it in one pass then, whereas a list read in small
 /// pieces can skip entries when children come and go between the pieces.
 pub fn own_children() -> Option<Vec<i32>> {
+    let tids: Vec<i32> = fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse().ok())
+        .collect();
+    children_of(&tids)
+}
+
+/// The direct children of the given threads of this process (`/proc/self/task/<tid>/children`), read as
+/// [`own_children`] reads them; `None` when a list cannot be read (no such thread, or no such files).
+pub fn children_of(tids: &[i32]) -> Option<Vec<i32>> {
     use std::io::Read;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
-    for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let mut file = fs::File::open(task.path().join("children")).ok()?;
+    for tid in tids {
+        let mut file = fs::File::open(format!("/proc/self/task/{tid}/children")).ok()?;
         let mut len = 0;
         loop {
             match file.read(&mut buf[len..]) {
@@ -185,6 +196,49 @@ mod tests {
         }
         let listed = own_children().unwrap();
         assert!(kids.iter().all(|k| !listed.contains(&(k.id() as i32))));
+    }
+
+    #[test]
+    fn children_are_listed_under_the_thread_that_started_them() {
+        // Started from a thread of its own, so the child is that thread's and nobody else's.
+        let (tid, mut kid) = std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            (
+                tid,
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .join()
+        .unwrap();
+        let pid = kid.id() as i32;
+        // The thread has exited: its children moved to a living thread of this process (the kernel's rule for
+        // orphans of a thread whose group lives on), which is what `children_of` callers rely on.
+        let everywhere = own_children().unwrap();
+        assert!(everywhere.contains(&pid), "{pid} not in {everywhere:?}");
+        assert!(
+            children_of(&[tid]).is_none(),
+            "an exited thread has no children file"
+        );
+        let here = std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let mut k = std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap();
+            let listed = children_of(&[tid]).unwrap();
+            let found = listed.contains(&(k.id() as i32));
+            k.kill().unwrap();
+            k.wait().unwrap();
+            found
+        });
+        assert!(here.join().unwrap(), "a thread's own child is in its list");
+        kid.kill().unwrap();
+        kid.wait().unwrap();
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub(crate) struct Capture {
     tail: Vec<u8>,
     tail_start: u64,
     total: u64,
+    /// The stream has ended (EOF): its last bytes are final even if they are not a complete character.
+    finished: bool,
     log: Log,
 }
 
@@ -144,6 +146,7 @@ impl Capture {
             tail: Vec::new(),
             tail_start: 0,
             total: 0,
+            finished: false,
             log: Log {
                 path: log_path,
                 file: None,
@@ -167,6 +170,7 @@ impl Capture {
     /// The stream ended: close the log file (reads reopen it).
     pub(crate) fn finish(&mut self) {
         self.log.file = None;
+        self.finished = true;
     }
 
     /// Whether the log stopped at its cap.
@@ -293,8 +297,9 @@ impl Capture {
             bytes.drain(..lead);
             start += lead as u64;
         }
-        // ... and never end inside one, unless the stream itself ends there.
-        let end_of_stream = start + bytes.len() as u64 == self.total;
+        // ... and never end inside one, unless the stream itself has ended there (a character whose first bytes
+        // arrived may still be completed by the next chunk).
+        let end_of_stream = self.finished && start + bytes.len() as u64 == self.total;
         if !end_of_stream {
             bytes.truncate(complete_prefix(&bytes));
         }
@@ -306,35 +311,54 @@ impl Capture {
         }
     }
 
-    /// The head/tail view; `log_hint` is mentioned in the omission marker.
+    /// The head/tail view: the whole stream when it fits, else its head, a marker saying how many bytes were left
+    /// out (and where the log is), and its tail; long lines shortened.
     pub(crate) fn view(&self) -> OutputView {
-        let head_len = complete_prefix(&self.head);
-        let head = String::from_utf8_lossy(&self.head[..head_len]);
         // Show at most `tail` bytes after the head (the buffer may hold more between compactions).
         let from = (self.head.len() as u64).max(self.total.saturating_sub(self.limits.tail as u64));
-        let tail_bytes = &self.tail[(from - self.tail_start) as usize..];
-        let tail_skip = if from > self.head.len() as u64 {
-            leading_continuations(tail_bytes)
-        } else {
-            0
+        let tail_all = &self.tail[(from - self.tail_start) as usize..];
+        // While the stream is open, a character cut at its end is not shown yet (its rest is on the way).
+        let settled = |b: &[u8]| {
+            if self.finished {
+                b.len()
+            } else {
+                complete_prefix(b)
+            }
         };
-        let tail_bytes = &tail_bytes[tail_skip..];
+        if from == self.head.len() as u64 {
+            // Head and tail meet: nothing is left out, and a character may straddle the seam.
+            let mut bytes = Vec::with_capacity(self.head.len() + tail_all.len());
+            bytes.extend_from_slice(&self.head);
+            bytes.extend_from_slice(tail_all);
+            let end = settled(&bytes);
+            return OutputView {
+                text: shorten_lines(
+                    &String::from_utf8_lossy(&bytes[..end]),
+                    self.limits.max_line,
+                ),
+                omitted_bytes: 0,
+                total_bytes: self.total,
+            };
+        }
+        // More follows the head, so a character cut at its end continues in the omitted part.
+        let head_len = complete_prefix(&self.head);
+        let head = String::from_utf8_lossy(&self.head[..head_len]);
+        let tail_bytes = &tail_all[leading_continuations(tail_all)..];
         let shown_start = self.total - tail_bytes.len() as u64;
-        let omitted = shown_start.saturating_sub(head_len as u64);
+        let tail_bytes = &tail_bytes[..settled(tail_bytes)];
+        let omitted = shown_start - head_len as u64;
         let mut text = String::with_capacity(head.len() + tail_bytes.len() + 128);
         text.push_str(&shorten_lines(&head, self.limits.max_line));
-        if omitted > 0 {
-            let where_ = match (self.log_path(), self.log_truncated()) {
-                (Some(p), false) => format!("; the full output is in {}", p.display()),
-                (Some(p), true) => format!(
-                    "; {} holds the first {} bytes",
-                    p.display(),
-                    self.log.written
-                ),
-                (None, _) => String::new(),
-            };
-            text.push_str(&format!("\n…[{omitted} bytes omitted{where_}]…\n"));
-        }
+        let where_ = match (self.log_path(), self.log_truncated()) {
+            (Some(p), false) => format!("; the full output is in {}", p.display()),
+            (Some(p), true) => format!(
+                "; {} holds the first {} bytes",
+                p.display(),
+                self.log.written
+            ),
+            (None, _) => String::new(),
+        };
+        text.push_str(&format!("\n…[{omitted} bytes omitted{where_}]…\n"));
         text.push_str(&shorten_lines(
             &String::from_utf8_lossy(tail_bytes),
             self.limits.max_line,
@@ -458,6 +482,48 @@ mod tests {
             }
             assert_eq!(got, text, "max {max}");
         }
+    }
+
+    #[test]
+    fn a_character_still_arriving_is_not_read_or_shown_until_it_is_complete() {
+        let (_d, mut c) = capture(4, 4, 1 << 20);
+        let euro = "€".as_bytes();
+        c.push(b"ab");
+        c.push(&euro[..1]);
+        // The stream is open: the first byte of `€` waits for the rest instead of becoming U+FFFD.
+        let r = c.read(0, 100);
+        assert_eq!((r.text.as_str(), r.next_cursor), ("ab", 2));
+        let r = c.read(2, 100);
+        assert_eq!((r.text.as_str(), r.next_cursor), ("", 2));
+        assert_eq!(c.view().text, "ab");
+        c.push(&euro[1..]);
+        c.push("xyzé".as_bytes());
+        c.push(&"é".as_bytes()[..1]);
+        let r = c.read(2, 100);
+        assert_eq!((r.text.as_str(), r.next_cursor), ("€xyzé", 10));
+        assert!(!c.view().text.contains('\u{FFFD}'), "{}", c.view().text);
+        assert!(c.view().text.ends_with("é"), "{}", c.view().text);
+        // Once the stream has ended, its incomplete last character is final: shown (replaced) and passed.
+        c.finish();
+        let r = c.read(10, 100);
+        assert_eq!((r.text.as_str(), r.next_cursor), ("\u{FFFD}", 11));
+        assert!(c.view().text.ends_with('\u{FFFD}'), "{}", c.view().text);
+        let (_d, mut short) = capture(16, 16, 1 << 20);
+        short.push(&euro[..2]);
+        assert_eq!(short.view().text, "");
+        short.finish();
+        assert_eq!(short.view().text, "\u{FFFD}");
+    }
+
+    #[test]
+    fn a_character_across_the_head_and_tail_seam_is_shown_whole() {
+        // The head ends inside the third `é`; the tail holds the rest; nothing was left out.
+        let (_d, mut c) = capture(5, 5, 1 << 20);
+        c.push("ééé".as_bytes());
+        let v = c.view();
+        assert_eq!((v.text.as_str(), v.omitted_bytes), ("ééé", 0));
+        c.finish();
+        assert_eq!(c.view().text, "ééé");
     }
 
     #[test]

@@ -365,6 +365,7 @@ impl Executor {
         if plan.background {
             return Ok(self.result(&proc, false, false, 0));
         }
+        let _end_check = proc.tree.prepare_end_check();
         let exited = match plan.timeout {
             Some(t) => tokio::time::timeout(t, proc.wait_exit()).await.is_ok(),
             None => {
@@ -644,14 +645,19 @@ impl Executor {
         max_bytes: usize,
     ) -> Result<OutputRead, ExecError> {
         let proc = self.find(id, session)?;
-        let total = || proc.out.lock().unwrap_or_else(|p| p.into_inner()).total();
+        // Whether a read at `c` would return something: new bytes that make at least one whole character (the
+        // first bytes of a character still arriving are not enough) or bytes skipped.
+        let readable = |c: u64| {
+            let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
+            let probe = out.read(c, 4);
+            probe.next_cursor > c || probe.skipped_bytes > 0
+        };
         let done = |p: &Proc| p.leader_exited() && *p.readers_done.borrow();
         if !wait.is_zero() && !done(&proc) {
             let mut tick = proc.tick.subscribe();
-            let wanted = cursor.unwrap_or(u64::MAX);
             let _ = tokio::time::timeout(wait, async {
                 loop {
-                    if done(&proc) || (cursor.is_some() && total() > wanted) {
+                    if done(&proc) || cursor.is_some_and(readable) {
                         return;
                     }
                     if tick.changed().await.is_err() {
@@ -660,6 +666,21 @@ impl Executor {
                 }
             })
             .await;
+        }
+        // The process has ended but its pipes are still being drained (usually for microseconds; until the drain
+        // bound when something outside the tree holds them): let that finish first, so that a read reporting
+        // "not running" has all the output.
+        let exited_at = proc.exit.borrow().as_ref().map(|(_, at)| *at);
+        if !done(&proc)
+            && let Some(at) = exited_at
+            && let Some(left) = self
+                .inner
+                .config
+                .drain
+                .checked_sub(SystemTime::now().duration_since(at).unwrap_or_default())
+            && (proc.cleaned.load(Ordering::Relaxed) || !proc.tree.alive())
+        {
+            let _ = tokio::time::timeout(left, proc.wait_readers()).await;
         }
         let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
         let (chunk, view, next) = match cursor {

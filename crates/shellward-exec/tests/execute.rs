@@ -483,3 +483,54 @@ async fn a_missing_shell_is_a_clear_error_and_frees_its_slot() {
     }
     ex.shutdown().await;
 }
+
+/// A character whose bytes arrive apart (here 0.3 s apart) is read whole: reads in between return nothing for it and
+/// keep the cursor before it, instead of a replacement character and a cursor past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_character_split_across_writes_is_read_whole() {
+    let ex = Executor::new(quick()).unwrap();
+    let mut plan = ExecPlan::new(r"printf 'a\342'; sleep 0.3; printf '\202\254b'");
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    let mut cursor = 0;
+    let mut text = String::new();
+    let mut reads = 0;
+    loop {
+        let read = ex
+            .read_output(&r.id, None, Some(cursor), Duration::ZERO, 1000)
+            .await
+            .unwrap();
+        let chunk = read.chunk.unwrap();
+        assert!(!chunk.text.contains('\u{FFFD}'), "read {reads}: {chunk:?}");
+        text.push_str(&chunk.text);
+        cursor = read.next_cursor;
+        reads += 1;
+        if !read.running {
+            // Not running any more means every byte is in: one last read finds nothing new.
+            let last = ex
+                .read_output(&r.id, None, Some(cursor), Duration::ZERO, 1000)
+                .await
+                .unwrap();
+            assert_eq!(last.chunk.unwrap().text, "");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(text, "a€b");
+    assert!(
+        reads > 5,
+        "the reads should have overlapped the pause ({reads})"
+    );
+    // A read that waits returns as soon as the character is complete, not with its first byte alone.
+    let mut plan =
+        ExecPlan::new(r"sleep 0.2; printf '\342'; sleep 0.3; printf '\202\254'; sleep 5");
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    let read = ex
+        .read_output(&r.id, None, Some(0), Duration::from_secs(3), 1000)
+        .await
+        .unwrap();
+    assert_eq!(read.chunk.unwrap().text, "€");
+    ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
+    ex.shutdown().await;
+}

@@ -104,7 +104,11 @@ impl CgroupRoot {
                 .into_encoded_bytes(),
         )
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "cgroup path contains NUL"))?;
-        Ok(Cgroup { dir, procs })
+        Ok(Cgroup {
+            dir,
+            procs,
+            events: std::sync::Mutex::new(None),
+        })
     }
 
     /// Kills everything in every command cgroup and removes them all (best effort, synchronous).
@@ -138,6 +142,20 @@ fn remove_when_empty(dir: &Path) {
 pub(crate) struct Cgroup {
     dir: PathBuf,
     procs: CString,
+    /// `cgroup.events`, held open while someone waits for the command to end (see [`Cgroup::hold_events`]).
+    events: std::sync::Mutex<Option<fs::File>>,
+}
+
+/// Reads a small kernfs file (`cgroup.events`) with one `read` at offset 0: no size query, no second read.
+fn read_small(file: &fs::File) -> io::Result<([u8; 256], usize)> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 256];
+    let n = file.read_at(&mut buf, 0)?;
+    Ok((buf, n))
+}
+
+fn says_populated(buf: &[u8]) -> bool {
+    buf.split(|&b| b == b'\n').any(|l| l == b"populated 1")
 }
 
 impl Cgroup {
@@ -160,10 +178,30 @@ impl Cgroup {
 
     /// Whether any process is in the cgroup.
     pub(crate) fn populated(&self) -> bool {
-        match fs::read_to_string(self.dir.join("cgroup.events")) {
-            Ok(s) => s.lines().any(|l| l == "populated 1"),
+        let held = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let read = match held.as_ref() {
+            Some(f) => read_small(f),
+            None => fs::File::open(self.dir.join("cgroup.events")).and_then(|f| read_small(&f)),
+        };
+        match read {
+            Ok((buf, n)) => says_populated(&buf[..n]),
             Err(_) => !self.pids().is_empty(),
         }
+    }
+
+    /// Opens `cgroup.events` and keeps it open until [`Cgroup::release_events`], so the end-of-run check is a
+    /// single `pread`. Called while the command runs (the open overlaps its run instead of following its exit);
+    /// released when nobody waits any more, so background processes hold no extra descriptor.
+    pub(crate) fn hold_events(&self) {
+        let mut held = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_none() {
+            *held = fs::File::open(self.dir.join("cgroup.events")).ok();
+        }
+    }
+
+    /// Closes what [`Cgroup::hold_events`] opened.
+    pub(crate) fn release_events(&self) {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// SIGKILLs every process in the cgroup.

@@ -365,9 +365,10 @@ pub(crate) fn spawn_spec(
     let devnull = cache.devnull()?;
     let cgroup = match cgroup_dir {
         Some(dir) => Some(
+            // `O_PATH` is enough for `CLONE_INTO_CGROUP` and skips opening the directory for reading.
             std::fs::File::options()
                 .read(true)
-                .custom_flags(libc::O_DIRECTORY)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
                 .open(dir)?,
         ),
         None => None,

@@ -417,6 +417,17 @@ pub(crate) enum Tree {
     },
 }
 
+/// Releases what [`Tree::prepare_end_check`] holds when dropped.
+pub(crate) struct EndCheck<'a>(&'a Tree);
+
+impl Drop for EndCheck<'_> {
+    fn drop(&mut self) {
+        if let Tree::Cgroup { cgroup, .. } = self.0 {
+            cgroup.release_events();
+        }
+    }
+}
+
 /// Fallback mode: the executor's own direct children that are accounted for, and where to list them.
 #[derive(Debug)]
 pub(crate) struct Children {
@@ -464,6 +475,15 @@ impl Tree {
                 members.into_iter().collect()
             }
         }
+    }
+
+    /// Prepares a cheap end-of-run check while the command runs (cgroup: keeps `cgroup.events` open). The returned
+    /// guard undoes it.
+    pub(crate) fn prepare_end_check(&self) -> EndCheck<'_> {
+        if let Tree::Cgroup { cgroup, .. } = self {
+            cgroup.hold_events();
+        }
+        EndCheck(self)
     }
 
     /// Every pid ever attributed to the tree (fallback mode), for reaping.

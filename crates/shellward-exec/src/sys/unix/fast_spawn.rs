@@ -412,7 +412,18 @@ mod tests {
     fn run(spec: &super::super::SpawnSpec, cache: &SpawnCache) -> io::Result<i32> {
         let null = std::fs::File::options().write(true).open("/dev/null")?;
         use std::os::fd::AsRawFd;
-        let (pid, _pidfd) = spawn_spec(spec, null.as_raw_fd(), null.as_raw_fd(), None, cache)?;
+        // A test in another thread may fork while a script is being written here; its child holds the write
+        // descriptor until it execs, and exec then fails with ETXTBSY for that moment.
+        let mut attempts = 0;
+        let (pid, _pidfd) = loop {
+            match spawn_spec(spec, null.as_raw_fd(), null.as_raw_fd(), None, cache) {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempts < 100 => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other?,
+            }
+        };
         let mut status = 0;
         // SAFETY: waiting for our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };

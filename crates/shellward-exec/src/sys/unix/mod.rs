@@ -141,35 +141,34 @@ impl Platform {
         // Every fork happens on this thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it must
         // live as long as the executor.
         let (tx, rx) = mpsc::channel::<SpawnJob>();
+        let (tid_tx, tid_rx) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("shellward-spawner".into())
             .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tid_tx.send(unsafe { libc::gettid() });
                 for job in rx {
                     job();
                 }
             })?;
+        let spawner_tid = tid_rx.recv().map_err(|_| stopped())?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
         let token = format!("{}-{nanos}", std::process::id());
-        let mut platform = Platform {
+        let platform = Platform {
             root,
             token,
             spawner: Mutex::new(tx),
             spawn_cache: Arc::default(),
             children: Arc::new(Children {
-                tids: [std::process::id() as i32, 0],
+                tids: [std::process::id() as i32, spawner_tid],
                 leaders: Mutex::new(HashMap::new()),
                 watchdog: AtomicI32::new(0),
             }),
             watchdog: Mutex::new(None),
         };
-        // SAFETY: gettid has no preconditions.
-        let spawner_tid = platform.on_spawner_sync(|| unsafe { libc::gettid() })?;
-        if let Some(children) = Arc::get_mut(&mut platform.children) {
-            children.tids[1] = spawner_tid;
-        }
         let dog = Watchdog::start(
             platform.root.as_ref().map(|r| r.dir().to_path_buf()),
             &platform,

@@ -284,3 +284,129 @@ fn config_check_reports_every_problem_with_its_key() {
         "{err}"
     );
 }
+
+#[test]
+fn secrets_in_shellwards_environment_never_reach_a_command() {
+    let env_of = |config: Option<&std::path::Path>| {
+        let mut cmd = Command::new(bin());
+        cmd.arg("run");
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let out = cmd
+            .args(["--", "env"])
+            .stdin(Stdio::null())
+            .env_remove("SHELLWARD_CONFIG")
+            .env("SHELLWARD_TOKEN", "tok-9f8e7d")
+            .env("MY_API_KEY", "key-1a2b3c")
+            .env("github_token", "gh-4d5e6f")
+            .env("PLAIN_SETTING", "plain-ok")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let env = env_of(None);
+    for secret in ["tok-9f8e7d", "key-1a2b3c", "gh-4d5e6f", "SHELLWARD_TOKEN"] {
+        assert!(
+            !env.contains(secret),
+            "{secret} reached the command:\n{env}"
+        );
+    }
+    assert!(env.contains("PLAIN_SETTING=plain-ok"), "{env}");
+    assert!(env.contains("PATH="), "{env}");
+    // The operator opts in by name; the host's own token is never inherited.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("env.toml");
+    std::fs::write(
+        &config,
+        "[env]\nallow = [\"MY_API_KEY\", \"SHELLWARD_TOKEN\"]\nexclude = [\"PLAIN_*\"]\n",
+    )
+    .unwrap();
+    let env = env_of(Some(&config));
+    assert!(env.contains("MY_API_KEY=key-1a2b3c"), "{env}");
+    assert!(!env.contains("tok-9f8e7d"), "{env}");
+    assert!(!env.contains("gh-4d5e6f"), "{env}");
+    assert!(!env.contains("PLAIN_SETTING"), "{env}");
+    // `core` keeps only the basics.
+    std::fs::write(&config, "[env]\ninherit = \"core\"\n").unwrap();
+    let env = env_of(Some(&config));
+    assert!(!env.contains("PLAIN_SETTING"), "{env}");
+    assert!(env.contains("PATH="), "{env}");
+}
+
+/// A Python daemon that double-forks with `setsid`, in a `shellward run` that is interrupted (SIGINT) shortly after
+/// it starts, while CPU burners load both cores: nothing of the tree may survive, on either containment path, in 20
+/// runs in a row each. The delay before the signal varies so that it lands before, during and after the forks.
+#[test]
+fn an_interrupted_run_leaves_no_daemon_behind_under_load() {
+    if Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .is_err()
+    {
+        panic!("python3 is needed for this test; install it (apt-get install python3)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = dir.path().join("daemon.py");
+    std::fs::write(
+        &daemon,
+        "import os, time\n\
+         if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n    os._exit(0)\n\
+         time.sleep(300)\n",
+    )
+    .unwrap();
+    let pg = dir.path().join("pg.toml");
+    std::fs::write(&pg, "[executor]\ncontainment = \"process-group\"\n").unwrap();
+    // Load: two busy loops, ours to stop (by the handles we hold), also if the test fails.
+    struct Burners(Vec<std::process::Child>);
+    impl Drop for Burners {
+        fn drop(&mut self) {
+            for b in &mut self.0 {
+                let _ = b.kill();
+                let _ = b.wait();
+            }
+        }
+    }
+    let burners = Burners(
+        (0..2)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let mut failures = Vec::new();
+    for (path, config) in [("auto", None), ("process-group", Some(&pg))] {
+        for i in 0..20u64 {
+            let mark = new_mark("run-load");
+            let mut cmd = Command::new(bin());
+            cmd.arg("run");
+            if let Some(c) = config {
+                cmd.arg("--config").arg(c);
+            }
+            let mut child = cmd
+                .args(["--env", &format!("{MARK}={mark}"), "--timeout", "1h", "--"])
+                .arg(format!("python3 {}", daemon.display()))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .env_remove("SHELLWARD_CONFIG")
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20 + (i * 37) % 160));
+            cli::signal(&child, Signal::SIGINT);
+            wait_exit(&mut child, Duration::from_secs(30));
+            let left = survivors(&mark);
+            kill_marked(&mark);
+            if !left.is_empty() {
+                failures.push(format!("{path} run {i}: survivors {left:?}"));
+            }
+        }
+    }
+    drop(burners);
+    assert!(failures.is_empty(), "{failures:#?}");
+}

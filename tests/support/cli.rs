@@ -5,11 +5,11 @@
 pub use nix::sys::signal::Signal;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use shellward_exec::procfs;
 use std::time::{Duration, Instant};
 
 /// The environment variable every process of a test tree inherits, so survivors can be found in `/proc`.
-pub const MARK: &str = "SHELLWARD_TEST_MARK";
+/// Not `SHELLWARD_*`: the host's own variables never reach commands.
+pub const MARK: &str = "SW_TEST_MARK";
 
 /// The binary under test.
 pub fn bin() -> &'static str {
@@ -29,8 +29,7 @@ pub fn new_mark(tag: &str) -> String {
 
 /// Living processes carrying `mark` now.
 pub fn survivors_now(mark: &str) -> Vec<i32> {
-    let entry = format!("{MARK}={mark}");
-    procfs::with_env(&procfs::scan(), &entry)
+    shellward_test_support::with_env(&format!("{MARK}={mark}"))
         .into_iter()
         .collect()
 }
@@ -40,7 +39,7 @@ pub fn survivors(mark: &str) -> Vec<i32> {
     let entry = format!("{MARK}={mark}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left: Vec<i32> = procfs::with_env(&procfs::scan(), &entry)
+        let left: Vec<i32> = shellward_test_support::with_env(&entry)
             .into_iter()
             .collect();
         if left.is_empty() || Instant::now() > deadline {
@@ -52,10 +51,7 @@ pub fn survivors(mark: &str) -> Vec<i32> {
 
 /// Kills (by pid) whatever carries `mark`, so a failing test leaks nothing.
 pub fn kill_marked(mark: &str) {
-    let entry = format!("{MARK}={mark}");
-    for pid in procfs::with_env(&procfs::scan(), &entry) {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-    }
+    shellward_test_support::kill_with_env(&format!("{MARK}={mark}"));
 }
 
 /// Sends `sig` to a child we started.

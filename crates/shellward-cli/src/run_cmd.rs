@@ -60,14 +60,55 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_FAILED)
 }
 
+/// The signals that stop `run`, watched from its first moment: one that arrives while policies load or the command
+/// starts is held and acted on as soon as the command is tracked (before this, the default action would end shellward
+/// at once and leave the tree to the watchdog).
+struct Interrupts {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> Result<Interrupts> {
+        Ok(Interrupts {
+            int: signal(UnixSignal::interrupt()).context("cannot watch SIGINT")?,
+            term: signal(UnixSignal::terminate()).context("cannot watch SIGTERM")?,
+            hup: signal(UnixSignal::hangup()).context("cannot watch SIGHUP")?,
+        })
+    }
+
+    /// The next signal's number.
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.int.recv() => 2,
+            _ = self.term.recv() => 15,
+            _ = self.hup.recv() => 1,
+        }
+    }
+
+    /// A signal that has already arrived, without waiting.
+    async fn pending(&mut self) -> Option<i32> {
+        tokio::select! {
+            biased;
+            sig = self.recv() => Some(sig),
+            _ = std::future::ready(()) => None,
+        }
+    }
+}
+
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let rt = runtime()?;
     let code = rt.block_on(async move {
+        let mut interrupts = match Interrupts::new() {
+            Ok(i) => i,
+            Err(e) => return fail(format!("{e:#}")),
+        };
         let sw = match args.service.build() {
             Ok(sw) => sw,
             Err(e) => return fail(format!("{e:#}")),
         };
-        let code = match run_in(&sw, &args).await {
+        let code = match run_in(&sw, &args, &mut interrupts).await {
             Ok(code) => code,
             Err(e) => fail(format!("{e:#}")),
         };
@@ -85,7 +126,7 @@ enum Stop {
     BrokenPipe,
 }
 
-async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
+async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> Result<ExitCode> {
     let env = args
         .env
         .iter()
@@ -98,7 +139,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
         run_in_background: args.background.then_some(true),
     };
     if args.json {
-        return json_run(sw, exec, env).await;
+        return json_run(sw, exec, env, interrupts).await;
     }
     let decided = match sw.decide(None, &exec, &env) {
         Ok(d) => d,
@@ -130,6 +171,10 @@ async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
     let timeout = plan.timeout.take();
     let on_timeout = plan.on_timeout;
     plan.background = true;
+    if let Some(sig) = interrupts.pending().await {
+        eprintln!("shellward: interrupted before the command started; nothing was run");
+        return Ok(ExitCode::from(128 + sig as u8));
+    }
     let started = sw.executor().execute(plan).await?;
     let id = started.id.clone();
     let log_hint = |sw: &Shellward| {
@@ -147,9 +192,6 @@ async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
         );
     }
     let mut deadline = timeout.map(|t| Instant::now() + t);
-    let mut sigint = signal(UnixSignal::interrupt()).context("cannot watch SIGINT")?;
-    let mut sigterm = signal(UnixSignal::terminate()).context("cannot watch SIGTERM")?;
-    let mut sighup = signal(UnixSignal::hangup()).context("cannot watch SIGHUP")?;
     let drain = Duration::from_secs(2);
     let mut cursor = 0u64;
     let mut exited_at: Option<Instant> = None;
@@ -166,9 +208,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs) -> Result<ExitCode> {
             .read_output(&id, None, Some(cursor), wait, 256 * 1024);
         let read = tokio::select! {
             r = read => r?,
-            _ = sigint.recv() => break Stop::Signalled(2),
-            _ = sigterm.recv() => break Stop::Signalled(15),
-            _ = sighup.recv() => break Stop::Signalled(1),
+            sig = interrupts.recv() => break Stop::Signalled(sig),
             _ = sleep_until(deadline) => {
                 match on_timeout {
                     TimeoutAction::Kill => break Stop::TimedOut,
@@ -277,6 +317,7 @@ async fn json_run(
     sw: &Shellward,
     exec: ExecuteArgs,
     env: Vec<(String, String)>,
+    interrupts: &mut Interrupts,
 ) -> Result<ExitCode> {
     let print_error = |e: &ToolError| -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&e.to_json())?);
@@ -287,9 +328,16 @@ async fn json_run(
         Err(e) => return print_error(&e),
     };
     let decision = decision_json(&decided.decision);
-    let result = match sw.run_decided(decided).await {
-        Ok(r) => r,
-        Err(e) => return print_error(&e),
+    // A signal during a foreground run stops waiting; `run` then shuts the instance down, which terminates the tree.
+    let result = tokio::select! {
+        r = sw.run_decided(decided) => match r {
+            Ok(r) => r,
+            Err(e) => return print_error(&e),
+        },
+        sig = interrupts.recv() => {
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({"interrupted": true}))?);
+            return Ok(ExitCode::from(128 + sig as u8));
+        }
     };
     let mut value = serde_json::to_value(&result)?;
     value["decision"] = decision;
@@ -297,8 +345,6 @@ async fn json_run(
     // Nothing outlives `run`: a process left running is waited for (Ctrl-C terminates it), and its final state is
     // reported under "final".
     if let Some(id) = &result.background_process_id {
-        let mut sigint = signal(UnixSignal::interrupt()).context("cannot watch SIGINT")?;
-        let mut sigterm = signal(UnixSignal::terminate()).context("cannot watch SIGTERM")?;
         let args = ProcessOutputArgs {
             process_id: id.clone(),
             cursor: None,
@@ -307,8 +353,7 @@ async fn json_run(
         let fin = loop {
             let out = tokio::select! {
                 r = sw.process_output(None, args.clone()) => r,
-                _ = sigint.recv() => break None,
-                _ = sigterm.recv() => break None,
+                _ = interrupts.recv() => break None,
             };
             match out {
                 Ok(o) if o.running => continue,

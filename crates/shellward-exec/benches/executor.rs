@@ -115,11 +115,9 @@ fn spawn(c: &mut Criterion) {
     // children, and another executor's are not its own).
     rt.block_on(ex.shutdown());
     let pg = rt.block_on(async {
-        Executor::new(ExecutorConfig {
-            containment: shellward_exec::ContainmentPreference::ProcessGroup,
-            ..Default::default()
-        })
-        .unwrap()
+        let mut config = ExecutorConfig::default();
+        config.containment = shellward_exec::ContainmentPreference::ProcessGroup;
+        Executor::new(config).unwrap()
     });
     g.bench_function("executor-true-process-group", |b| {
         b.to_async(&rt).iter(|| async {
@@ -221,11 +219,10 @@ fn list_1000(c: &mut Criterion) {
     let rt = runtime();
     let before = rss_kib();
     let ex = rt.block_on(async {
-        let ex = Executor::new(ExecutorConfig {
-            max_running: 1_100,
-            ..Default::default()
-        })
-        .unwrap();
+        let mut config = ExecutorConfig::default();
+        config.max_running = 1_100;
+        config.max_running_per_session = 1_100;
+        let ex = Executor::new(config).unwrap();
         for _ in 0..1_000 {
             let mut plan = ExecPlan::new("sleep 600");
             plan.background = true;

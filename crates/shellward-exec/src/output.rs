@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 /// Limits of one captured stream.
@@ -162,6 +162,15 @@ impl Capture {
         self.total
     }
 
+    /// Bytes written to the log file so far (what it occupies on disk).
+    pub(crate) fn log_bytes(&self) -> u64 {
+        if self.log.created {
+            self.log.written
+        } else {
+            0
+        }
+    }
+
     /// The log file path, once something was written to it.
     pub(crate) fn log_path(&self) -> Option<&PathBuf> {
         (self.log.created && !self.log.failed).then_some(&self.log.path)
@@ -218,10 +227,13 @@ impl Capture {
             if log.created {
                 return;
             }
+            // A new file only (never one planted at the path, nor a symlink), readable by the owner alone: the output
+            // of a command may be secret.
             match File::options()
                 .write(true)
-                .create(true)
-                .truncate(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&log.path)
             {
                 Ok(f) => {
@@ -255,7 +267,10 @@ impl Capture {
         }
         if from < self.tail_start
             && from < self.log.written
-            && let Ok(file) = File::open(&self.log.path)
+            && let Ok(file) = File::options()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&self.log.path)
         {
             let end = to.min(self.log.written).min(self.tail_start.max(from + 1));
             let mut buf = vec![0u8; (end - from) as usize];

@@ -1,177 +1,42 @@
-//! The executor: starting plans, waiting, timeouts, the process registry, signals, output reads and shutdown.
+//! The process registry: one [`Proc`] per started command (its tree, output, exit), the map of them by id, the
+//! running-slot accounting (global and per session), and the retention limits that drop the oldest exited
+//! processes (count per session, total log bytes on disk).
 
-use crate::output::{Capture, OutputChunk, OutputView};
-use crate::plan::{ExecPlan, TimeoutAction};
-use crate::sys::{ContainmentKind, Leader, Platform, SpawnSpec, Tree, pidfd_open};
-use crate::{ContainmentPreference, ExecError, ExecutorConfig};
-use nix::sys::signal::Signal;
-use std::collections::{BTreeMap, HashSet};
-use std::ffi::OsString;
-use std::os::fd::OwnedFd;
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use crate::error::ExecError;
+use crate::output::{Capture, OutputView};
+use crate::results::{ExitState, ProcessInfo};
+use crate::sys::Tree;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::AsyncReadExt;
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
-/// How a process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExitState {
-    /// Still running.
-    Running,
-    /// Exited with a code.
-    Code(i32),
-    /// Killed by a signal (its name, e.g. `SIGKILL`).
-    Signal(String),
-}
-
-impl ExitState {
-    /// The exit code, when it exited normally.
-    pub fn code(&self) -> Option<i32> {
-        match self {
-            ExitState::Code(c) => Some(*c),
-            _ => None,
-        }
-    }
-
-    /// The signal name, when a signal ended it.
-    pub fn signal(&self) -> Option<&str> {
-        match self {
-            ExitState::Signal(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// A shell-style status: the code, or 128 + signal number.
-    pub fn shell_status(&self) -> Option<i32> {
-        match self {
-            ExitState::Running => None,
-            ExitState::Code(c) => Some(*c),
-            ExitState::Signal(name) => name.parse::<Signal>().ok().map(|s| 128 + s as i32),
-        }
-    }
-}
-
-/// The result of [`Executor::execute`].
-#[derive(Debug, Clone)]
-pub struct ExecResult {
-    /// The process id (`p1`, `p2`, ...). Valid for later calls while the process is tracked (background runs,
-    /// timeouts kept in the background, and trees that left processes behind).
-    pub id: String,
-    /// How the leader ended (`Running` when it lives on).
-    pub exit: ExitState,
-    /// The foreground timeout expired.
-    pub timed_out: bool,
-    /// The process still runs (background run, or timeout with [`TimeoutAction::Background`]).
-    pub running: bool,
-    /// Wall time from start until the result, in milliseconds.
-    pub wall_ms: u64,
-    /// Head/tail view of the output (stdout and stderr interleaved, unless separated).
-    pub output: OutputView,
-    /// Head/tail view of stderr when it is captured separately.
-    pub stderr: Option<OutputView>,
-    /// Output may be incomplete: a process kept the output pipe open past the drain bound.
-    pub output_incomplete: bool,
-    /// The full output log, once anything was written.
-    pub log_path: Option<PathBuf>,
-    /// Cursor to continue reading the output from.
-    pub cursor: u64,
-    /// Processes of the tree still alive after the leader exited (e.g. a daemon it started); they stay tracked
-    /// under `id` and can be signalled.
-    pub leftover_processes: usize,
-}
-
-/// One entry of [`Executor::list`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessInfo {
-    /// Process id.
-    pub id: String,
-    /// The command.
-    pub command: String,
-    /// Working directory.
-    pub workdir: PathBuf,
-    /// Session.
-    pub session: Option<String>,
-    /// Whether it was started (or kept) in the background.
-    pub background: bool,
-    /// Whether anything of its tree is running.
-    pub running: bool,
-    /// How the leader ended.
-    pub exit: ExitState,
-    /// OS pid of the leader.
-    pub pid: i32,
-    /// Start time (seconds since the epoch).
-    pub started_at_unix: u64,
-    /// Exit time of the leader (seconds since the epoch).
-    pub exited_at_unix: Option<u64>,
-    /// Output bytes so far.
-    pub output_bytes: u64,
-    /// Output log path.
-    pub log_path: Option<PathBuf>,
-}
-
-/// The result of [`Executor::list`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessList {
-    /// Running first, then newest first.
-    pub processes: Vec<ProcessInfo>,
-    /// Entries not returned because of the limit.
-    pub omitted: usize,
-}
-
-/// The result of [`Executor::read_output`].
-#[derive(Debug, Clone)]
-pub struct OutputRead {
-    /// The bytes after the cursor (when a cursor was given).
-    pub chunk: Option<OutputChunk>,
-    /// The head/tail view (when no cursor was given).
-    pub view: Option<OutputView>,
-    /// Cursor for the next read.
-    pub next_cursor: u64,
-    /// Whether the process is still running.
-    pub running: bool,
-    /// How the leader ended.
-    pub exit: ExitState,
-    /// The leader has exited and its output pipes are closed: no more output will arrive (a process that inherited
-    /// the pipes and keeps them open holds this false until it exits or the drain bound passes).
-    pub output_closed: bool,
-}
-
-/// A signal request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignalKind {
-    /// SIGTERM to the whole tree, then SIGKILL after the grace period.
-    Terminate,
-    /// SIGKILL to the whole tree at once.
-    Kill,
-}
-
-struct Proc {
-    id: String,
-    session: Option<String>,
-    command: String,
-    workdir: PathBuf,
-    pid: i32,
-    background: AtomicBool,
-    started: SystemTime,
-    started_at: Instant,
-    tree: Tree,
-    out: Mutex<Capture>,
-    err: Option<Mutex<Capture>>,
+/// One started command.
+pub(crate) struct Proc {
+    pub(crate) n: u64,
+    pub(crate) id: String,
+    pub(crate) session: Option<String>,
+    pub(crate) command: String,
+    pub(crate) workdir: PathBuf,
+    pub(crate) pid: i32,
+    pub(crate) background: AtomicBool,
+    pub(crate) started: SystemTime,
+    pub(crate) started_at: Instant,
+    pub(crate) tree: Tree,
+    pub(crate) out: Mutex<Capture>,
+    pub(crate) err: Option<Mutex<Capture>>,
     /// Bumped on every output chunk and at exit.
-    tick: watch::Sender<u64>,
-    exit: watch::Sender<Option<(ExitState, SystemTime)>>,
-    readers_open: AtomicU64,
-    readers_done: watch::Sender<bool>,
-    cleaned: AtomicBool,
+    pub(crate) tick: watch::Sender<u64>,
+    pub(crate) exit: watch::Sender<Option<(ExitState, SystemTime)>>,
+    pub(crate) readers_open: AtomicU64,
+    pub(crate) readers_done: watch::Sender<bool>,
+    pub(crate) cleaned: AtomicBool,
 }
 
 impl Proc {
-    fn exit_state(&self) -> ExitState {
+    pub(crate) fn exit_state(&self) -> ExitState {
         self.exit
             .borrow()
             .as_ref()
@@ -179,11 +44,11 @@ impl Proc {
             .unwrap_or(ExitState::Running)
     }
 
-    fn leader_exited(&self) -> bool {
+    pub(crate) fn leader_exited(&self) -> bool {
         self.exit.borrow().is_some()
     }
 
-    fn info(&self) -> ProcessInfo {
+    pub(crate) fn info(&self) -> ProcessInfo {
         let exit = self.exit.borrow().clone();
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         ProcessInfo {
@@ -205,18 +70,18 @@ impl Proc {
         }
     }
 
-    async fn wait_exit(&self) {
+    pub(crate) async fn wait_exit(&self) {
         let mut rx = self.exit.subscribe();
         let _ = rx.wait_for(|e| e.is_some()).await;
     }
 
-    async fn wait_readers(&self) {
+    pub(crate) async fn wait_readers(&self) {
         let mut rx = self.readers_done.subscribe();
         let _ = rx.wait_for(|d| *d).await;
     }
 
     /// Waits until nothing of the tree is alive, polling, for at most `limit`.
-    async fn wait_tree_gone(&self, limit: Duration) -> bool {
+    pub(crate) async fn wait_tree_gone(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         loop {
             if self.leader_exited() && !self.tree.alive() {
@@ -229,7 +94,7 @@ impl Proc {
         }
     }
 
-    fn views(&self) -> (OutputView, Option<OutputView>, u64, Option<PathBuf>) {
+    pub(crate) fn views(&self) -> (OutputView, Option<OutputView>, u64, Option<PathBuf>) {
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         let err = self
             .err
@@ -239,698 +104,284 @@ impl Proc {
     }
 }
 
-fn unix_secs(t: SystemTime) -> u64 {
+impl Proc {
+    /// Whether the entry may be dropped: the leader has exited, the output is drained, and nothing of the tree is
+    /// alive (its resources are released).
+    pub(crate) fn finished(&self) -> bool {
+        self.leader_exited() && *self.readers_done.borrow() && self.cleaned.load(Ordering::Relaxed)
+    }
+
+    /// When the leader exited.
+    pub(crate) fn exited_at(&self) -> Option<SystemTime> {
+        self.exit.borrow().as_ref().map(|(_, at)| *at)
+    }
+
+    /// Bytes of log files on disk.
+    pub(crate) fn log_bytes(&self) -> u64 {
+        std::iter::once(&self.out)
+            .chain(self.err.as_ref())
+            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).log_bytes())
+            .sum()
+    }
+
+    /// Deletes the log files.
+    pub(crate) fn remove_logs(&self) {
+        for c in std::iter::once(&self.out).chain(self.err.as_ref()) {
+            if let Some(path) = c.lock().unwrap_or_else(|p| p.into_inner()).log_path() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+pub(crate) fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
-struct Inner {
-    config: ExecutorConfig,
-    platform: Platform,
-    log_dir: PathBuf,
+/// How many evicted ids are remembered, so a reader of one is told why it is gone.
+const EVICTED_MEMORY: usize = 4096;
+
+/// Limits the registry enforces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) max_running: usize,
+    pub(crate) max_running_per_session: usize,
+    pub(crate) max_retained_per_session: usize,
+    pub(crate) max_log_bytes: u64,
+    pub(crate) retention: Duration,
+}
+
+/// Every process of one executor, by number (`p7` is 7).
+pub(crate) struct Registry {
+    limits: Limits,
     procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
-    next_id: AtomicU64,
-    /// Leaders not yet exited (reserved slots included).
-    running: std::sync::atomic::AtomicUsize,
-    closing: AtomicBool,
-    shut_down: AtomicBool,
+    /// Recently evicted: (number, session, which limit).
+    evicted: Mutex<VecDeque<(u64, Option<String>, String)>>,
+    /// Running leaders (reserved slots included), in total and by session.
+    running: Mutex<Running>,
 }
 
-impl Drop for Inner {
+#[derive(Default)]
+struct Running {
+    total: usize,
+    by_session: HashMap<Option<String>, usize>,
+}
+
+/// A reserved running slot; released by [`Registry::release`] when the leader exits, or on drop if never used.
+pub(crate) struct Slot<'a> {
+    registry: &'a Registry,
+    session: Option<String>,
+    armed: bool,
+}
+
+impl Slot<'_> {
+    /// The process started: its slot is released when its leader exits.
+    pub(crate) fn keep(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        if !self.shut_down.swap(true, Ordering::SeqCst) {
-            // Not shut down cleanly: kill everything synchronously so nothing outlives the executor.
-            for p in self
-                .procs
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-            {
-                p.tree.kill();
-            }
-            self.platform.shutdown();
-            let _ = std::fs::remove_dir_all(&self.log_dir);
+        if self.armed {
+            self.registry.release(&self.session);
         }
     }
 }
 
-/// Runs plans and tracks the processes they start. Cheap to clone (shared).
-#[derive(Clone)]
-pub struct Executor {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for Executor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Executor")
-            .field("containment", &self.containment())
-            .field("log_dir", &self.inner.log_dir)
-            .finish_non_exhaustive()
-    }
-}
-
-fn id_number(id: &str) -> Option<u64> {
-    id.strip_prefix('p')?.parse().ok()
-}
-
-impl Executor {
-    /// Creates an executor. Must be called inside a Tokio runtime (it starts a reaper task).
-    pub fn new(config: ExecutorConfig) -> Result<Executor, ExecError> {
-        if config.shell.is_empty() {
-            return Err(ExecError::Setup(
-                "the shell must not be empty; use e.g. [\"sh\", \"-c\"]".into(),
-            ));
-        }
-        if config.max_running == 0 {
-            return Err(ExecError::Setup("max_running must be at least 1".into()));
-        }
-        let platform = Platform::new(config.containment == ContainmentPreference::Auto)
-            .map_err(|e| ExecError::Setup(e.to_string()))?;
-        tracing::info!(containment = %platform.kind(), "shellward executor ready");
-        let parent = config.log_parent.clone().unwrap_or_else(std::env::temp_dir);
-        let log_dir = parent.join(format!("shellward-{}-{}", std::process::id(), unique()));
-        std::fs::create_dir_all(&log_dir).map_err(|e| {
-            ExecError::Setup(format!(
-                "cannot create the log directory {}: {e}",
-                log_dir.display()
-            ))
-        })?;
-        let inner = Arc::new(Inner {
-            config,
-            platform,
-            log_dir,
+impl Registry {
+    pub(crate) fn new(limits: Limits) -> Registry {
+        Registry {
+            limits,
             procs: Mutex::new(BTreeMap::new()),
-            next_id: AtomicU64::new(1),
-            running: std::sync::atomic::AtomicUsize::new(0),
-            closing: AtomicBool::new(false),
-            shut_down: AtomicBool::new(false),
-        });
-        tokio::spawn(reaper(Arc::downgrade(&inner)));
-        Ok(Executor { inner })
+            evicted: Mutex::new(VecDeque::new()),
+            running: Mutex::new(Running::default()),
+        }
     }
 
-    /// The containment mechanism in use.
-    pub fn containment(&self) -> ContainmentKind {
-        self.inner.platform.kind()
+    /// The map, locked.
+    pub(crate) fn procs(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<Proc>>> {
+        self.procs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The executor's parent cgroup directory, when cgroup containment is active (removed at shutdown).
-    pub fn cgroup_dir(&self) -> Option<&Path> {
-        self.inner.platform.cgroup_dir()
+    /// A snapshot of every entry.
+    pub(crate) fn all(&self) -> Vec<Arc<Proc>> {
+        self.procs().values().cloned().collect()
     }
 
-    /// The per-executor directory holding output logs (removed at shutdown).
-    pub fn log_dir(&self) -> &Path {
-        &self.inner.log_dir
+    /// Adds a started process.
+    pub(crate) fn insert(&self, proc: Arc<Proc>) {
+        self.procs().insert(proc.n, proc);
     }
 
-    fn procs(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Proc>>> {
-        self.inner.procs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn find(&self, id: &str, session: Option<&str>) -> Result<Arc<Proc>, ExecError> {
+    /// The entry for `id` if it belongs to `session`; an evicted one is reported as such.
+    pub(crate) fn find(&self, id: &str, session: Option<&str>) -> Result<Arc<Proc>, ExecError> {
         let unknown = || ExecError::UnknownProcess(id.to_string());
-        let n = id_number(id).ok_or_else(unknown)?;
-        let p = self.procs().get(&n).cloned().ok_or_else(unknown)?;
-        if p.session.as_deref() != session {
-            return Err(unknown());
+        let n = id
+            .strip_prefix('p')
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(unknown)?;
+        if let Some(p) = self.procs().get(&n)
+            && p.session.as_deref() == session
+        {
+            return Ok(p.clone());
         }
-        Ok(p)
-    }
-
-    /// Runs a plan: in the background (returns at once), or in the foreground until it exits or its timeout expires.
-    pub async fn execute(&self, plan: ExecPlan) -> Result<ExecResult, ExecError> {
-        let proc = self.start(&plan).await?;
-        if plan.background {
-            return Ok(self.result(&proc, false, false, 0));
-        }
-        let _end_check = proc.tree.prepare_end_check();
-        let exited = match plan.timeout {
-            Some(t) => tokio::time::timeout(t, proc.wait_exit()).await.is_ok(),
-            None => {
-                proc.wait_exit().await;
-                true
-            }
-        };
-        if !exited {
-            match plan.on_timeout {
-                TimeoutAction::Background => {
-                    proc.background.store(true, Ordering::Relaxed);
-                    return Ok(self.result(&proc, true, false, 0));
-                }
-                TimeoutAction::Kill => {
-                    self.terminate(&proc).await;
-                    proc.wait_exit().await;
-                }
-            }
-        }
-        let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
-            .await
-            .is_ok();
-        let leftovers = if proc.tree.certainly_gone() {
-            0
-        } else {
-            proc.tree.members().len()
-        };
-        if leftovers > 0 {
-            // Something the command started lives on: keep it tracked (and signallable) under the same id.
-            proc.background.store(true, Ordering::Relaxed);
-        }
-        let result = self.result(&proc, !exited, !drained, leftovers);
-        if leftovers == 0 && drained {
-            self.forget(&proc);
-        }
-        Ok(result)
-    }
-
-    fn result(
-        &self,
-        proc: &Proc,
-        timed_out: bool,
-        incomplete: bool,
-        leftovers: usize,
-    ) -> ExecResult {
-        let (output, stderr, cursor, log_path) = proc.views();
-        let exit = proc.exit_state();
-        ExecResult {
-            id: proc.id.clone(),
-            running: exit == ExitState::Running,
-            exit,
-            timed_out,
-            wall_ms: proc.started_at.elapsed().as_millis() as u64,
-            output,
-            stderr,
-            output_incomplete: incomplete,
-            log_path,
-            cursor,
-            leftover_processes: leftovers,
-        }
-    }
-
-    /// Releases a finished foreground process's tree resources (its cgroup) on a task of its own, so the caller gets
-    /// its result without waiting for the `rmdir`. The entry (and its log) stays readable by id until its retention
-    /// expires, so the agent can page through output the head/tail view dropped.
-    fn forget(&self, proc: &Arc<Proc>) {
-        let inner = self.inner.clone();
-        let proc = proc.clone();
-        tokio::spawn(async move { try_cleanup(&inner, &proc) });
-    }
-
-    fn validate(&self, plan: &ExecPlan) -> Result<PathBuf, ExecError> {
-        if plan.command.trim().is_empty() {
-            return Err(ExecError::InvalidCommand(
-                "the command is empty; give a shell command to run".into(),
-            ));
-        }
-        if plan.command.contains('\0') {
-            return Err(ExecError::InvalidCommand(
-                "the command contains a NUL byte, which no shell accepts".into(),
-            ));
-        }
-        if let Some((k, _)) = plan
-            .env
+        let evicted = self.evicted.lock().unwrap_or_else(|p| p.into_inner());
+        match evicted
             .iter()
-            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+            .find(|(m, s, _)| *m == n && s.as_deref() == session)
         {
-            return Err(ExecError::InvalidCommand(format!(
-                "environment variable name {k:?} is invalid (empty, or contains `=` or NUL)"
-            )));
-        }
-        let workdir = match plan
-            .workdir
-            .clone()
-            .or_else(|| self.inner.config.default_workdir.clone())
-        {
-            Some(w) => w,
-            None => std::env::current_dir()
-                .map_err(|e| ExecError::Setup(format!("cannot read the current directory: {e}")))?,
-        };
-        match std::fs::metadata(&workdir) {
-            Ok(m) if m.is_dir() => Ok(workdir),
-            Ok(_) => Err(ExecError::Workdir {
-                path: workdir,
-                problem: "is not a directory".into(),
+            Some((_, _, why)) => Err(ExecError::Evicted {
+                id: id.to_string(),
+                why: why.clone(),
             }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ExecError::Workdir {
-                path: workdir,
-                problem: "does not exist".into(),
-            }),
-            Err(e) => Err(ExecError::Workdir {
-                path: workdir,
-                problem: format!("cannot be used ({e})"),
-            }),
+            None => Err(unknown()),
         }
     }
 
-    async fn start(&self, plan: &ExecPlan) -> Result<Arc<Proc>, ExecError> {
-        if self.inner.closing.load(Ordering::SeqCst) {
-            return Err(ExecError::ShuttingDown);
+    /// Reserves a running slot for `session`, within the global and the per-session limit.
+    pub(crate) fn reserve(&self, session: Option<&str>) -> Result<Slot<'_>, ExecError> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.total >= self.limits.max_running {
+            return Err(ExecError::TooManyRunning {
+                running: running.total,
+                limit: self.limits.max_running,
+            });
         }
-        let workdir = self.validate(plan)?;
-        // Reserve a running slot; it is released when the leader exits (or the spawn fails).
-        let limit = self.inner.config.max_running;
-        let running = self.inner.running.fetch_add(1, Ordering::SeqCst);
-        if running >= limit {
-            self.inner.running.fetch_sub(1, Ordering::SeqCst);
-            return Err(ExecError::TooManyRunning { running, limit });
+        let key = session.map(str::to_string);
+        let mine = running.by_session.get(&key).copied().unwrap_or(0);
+        if mine >= self.limits.max_running_per_session {
+            return Err(ExecError::TooManyRunningInSession {
+                running: mine,
+                limit: self.limits.max_running_per_session,
+            });
         }
-        let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let id = format!("p{n}");
-        let config = &self.inner.config;
-        let mut env: Vec<(OsString, OsString)> = config
-            .env_defaults
-            .iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
-        env.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
-        let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
-        args.push(plan.command.clone().into());
-        let spawned = self
-            .inner
-            .platform
-            .spawn(SpawnSpec {
-                program: config.shell[0].clone().into(),
-                args,
-                workdir: workdir.clone(),
-                env,
-                separate_stderr: config.separate_stderr,
-                name: id.clone(),
-            })
-            .await
-            .map_err(|e| {
-                self.inner.running.fetch_sub(1, Ordering::SeqCst);
-                ExecError::Spawn(e)
-            })?;
-        let log = |suffix: &str| self.inner.log_dir.join(format!("{id}{suffix}.log"));
-        let proc = Arc::new(Proc {
-            id: id.clone(),
-            session: plan.session.clone(),
-            command: plan.command.clone(),
-            workdir,
-            pid: spawned.leader.pid(),
-            background: AtomicBool::new(plan.background),
-            started: SystemTime::now(),
-            started_at: Instant::now(),
-            tree: spawned.tree,
-            out: Mutex::new(Capture::new(config.output.clone(), log(""))),
-            err: spawned
-                .stderr
-                .as_ref()
-                .map(|_| Mutex::new(Capture::new(config.output.clone(), log(".stderr")))),
-            tick: watch::Sender::new(0),
-            exit: watch::Sender::new(None),
-            readers_open: AtomicU64::new(1 + spawned.stderr.is_some() as u64),
-            readers_done: watch::Sender::new(false),
-            cleaned: AtomicBool::new(false),
-        });
-        self.procs().insert(n, proc.clone());
-        tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));
-        if let Some(err) = spawned.stderr {
-            tokio::spawn(read_pipe(proc.clone(), err, true));
-        }
-        tokio::spawn(wait_leader(
-            Arc::downgrade(&self.inner),
-            proc.clone(),
-            spawned.leader,
-        ));
-        Ok(proc)
-    }
-
-    /// SIGTERM to the tree, then SIGKILL to whatever remains after the grace period; waits until it is gone.
-    async fn terminate(&self, proc: &Proc) {
-        proc.tree.signal(Signal::SIGTERM);
-        if !proc.wait_tree_gone(self.inner.config.grace).await {
-            proc.tree.kill();
-            proc.wait_tree_gone(Duration::from_secs(5)).await;
-        }
-    }
-
-    /// Signals a process tree. Refused only when nothing of the tree is alive. Returns once the tree is gone (or, for
-    /// a tree that resists, after the grace period and SIGKILL).
-    pub async fn signal(
-        &self,
-        id: &str,
-        kind: SignalKind,
-        session: Option<&str>,
-    ) -> Result<(), ExecError> {
-        let proc = self.find(id, session)?;
-        if !proc.tree.alive() {
-            return Err(ExecError::NotAlive(id.to_string()));
-        }
-        match kind {
-            SignalKind::Terminate => self.terminate(&proc).await,
-            SignalKind::Kill => {
-                proc.tree.kill();
-                proc.wait_tree_gone(Duration::from_secs(5)).await;
-            }
-        }
-        Ok(())
-    }
-
-    /// Lists the session's processes (background ones, and foreground ones whose tree lives on): running first, then
-    /// newest first, at most `limit`.
-    pub fn list(&self, session: Option<&str>, limit: usize) -> ProcessList {
-        self.list_filtered(session, limit, false)
-    }
-
-    /// Like [`Executor::list`]; with `include_foreground`, finished foreground runs still retained are listed too
-    /// (for process APIs that list every start).
-    pub fn list_filtered(
-        &self,
-        session: Option<&str>,
-        limit: usize,
-        include_foreground: bool,
-    ) -> ProcessList {
-        let procs: Vec<Arc<Proc>> = self
-            .procs()
-            .values()
-            .rev()
-            .filter(|p| {
-                p.session.as_deref() == session
-                    && (include_foreground || p.background.load(Ordering::Relaxed))
-            })
-            .cloned()
-            .collect();
-        let mut infos: Vec<ProcessInfo> = procs.iter().map(|p| p.info()).collect();
-        // Stable: newest first within each group (the map is iterated newest first).
-        infos.sort_by_key(|i| !i.running);
-        let omitted = infos.len().saturating_sub(limit);
-        infos.truncate(limit);
-        ProcessList {
-            processes: infos,
-            omitted,
-        }
-    }
-
-    /// The pids of the process's tree that are alive now (leader and descendants, escapers included).
-    pub fn tree_members(&self, id: &str, session: Option<&str>) -> Result<Vec<i32>, ExecError> {
-        Ok(self.find(id, session)?.tree.members())
-    }
-
-    /// One process's details.
-    pub fn info(&self, id: &str, session: Option<&str>) -> Result<ProcessInfo, ExecError> {
-        Ok(self.find(id, session)?.info())
-    }
-
-    /// Reads output. With a cursor: the bytes after it (at most `max_bytes`), waiting up to `wait` for new output or
-    /// the exit when there is nothing new yet. Without: the head/tail view (after waiting up to `wait` for the
-    /// process to exit). `wait` of zero is a snapshot.
-    pub async fn read_output(
-        &self,
-        id: &str,
-        session: Option<&str>,
-        cursor: Option<u64>,
-        wait: Duration,
-        max_bytes: usize,
-    ) -> Result<OutputRead, ExecError> {
-        let proc = self.find(id, session)?;
-        // Whether a read at `c` would return something: new bytes that make at least one whole character (the
-        // first bytes of a character still arriving are not enough) or bytes skipped.
-        let readable = |c: u64| {
-            let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
-            let probe = out.read(c, 4);
-            probe.next_cursor > c || probe.skipped_bytes > 0
-        };
-        let done = |p: &Proc| p.leader_exited() && *p.readers_done.borrow();
-        if !wait.is_zero() && !done(&proc) {
-            let mut tick = proc.tick.subscribe();
-            let _ = tokio::time::timeout(wait, async {
-                loop {
-                    if done(&proc) || cursor.is_some_and(readable) {
-                        return;
-                    }
-                    if tick.changed().await.is_err() {
-                        return;
-                    }
-                }
-            })
-            .await;
-        }
-        // The process has ended but its pipes are still being drained (usually for microseconds; until the drain
-        // bound when something outside the tree holds them): let that finish first, so that a read reporting
-        // "not running" has all the output.
-        let exited_at = proc.exit.borrow().as_ref().map(|(_, at)| *at);
-        if !done(&proc)
-            && let Some(at) = exited_at
-            && let Some(left) = self
-                .inner
-                .config
-                .drain
-                .checked_sub(SystemTime::now().duration_since(at).unwrap_or_default())
-            && (proc.cleaned.load(Ordering::Relaxed) || !proc.tree.alive())
-        {
-            let _ = tokio::time::timeout(left, proc.wait_readers()).await;
-        }
-        let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
-        let (chunk, view, next) = match cursor {
-            Some(c) => {
-                let chunk = out.read(c, max_bytes);
-                let next = chunk.next_cursor;
-                (Some(chunk), None, next)
-            }
-            None => (None, Some(out.view()), out.total()),
-        };
-        drop(out);
-        let exit = proc.exit_state();
-        Ok(OutputRead {
-            chunk,
-            view,
-            next_cursor: next,
-            running: exit == ExitState::Running
-                || !proc.cleaned.load(Ordering::Relaxed) && proc.tree.alive(),
-            exit,
-            output_closed: done(&proc),
+        running.total += 1;
+        *running.by_session.entry(key.clone()).or_default() += 1;
+        Ok(Slot {
+            registry: self,
+            session: key,
+            armed: true,
         })
     }
 
-    /// Terminates every tree this executor started (SIGTERM, grace, SIGKILL, all at once), waits for them, and
-    /// removes the executor's cgroups and log directory. New starts are refused from the first moment.
-    pub async fn shutdown(&self) {
-        self.inner.closing.store(true, Ordering::SeqCst);
-        let procs: Vec<Arc<Proc>> = self.procs().values().cloned().collect();
-        let mut tasks = Vec::new();
-        for p in procs {
-            let this = self.clone();
-            tasks.push(tokio::spawn(async move {
-                if p.tree.alive() {
-                    this.terminate(&p).await;
-                }
-                p.wait_exit().await;
-                cleanup(&this.inner, &p);
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
-        }
-        if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
-            self.inner.platform.shutdown();
-            let _ = std::fs::remove_dir_all(&self.inner.log_dir);
-        }
-    }
-}
-
-fn unique() -> u64 {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    SEQ.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Releases a finished tree's resources once (may wait briefly; for shutdown paths).
-fn cleanup(inner: &Inner, proc: &Proc) {
-    if !proc.cleaned.swap(true, Ordering::SeqCst) {
-        proc.tree.cleanup();
-        inner
-            .platform
-            .watchdog_send(&format!("- {}\n", proc.tree.pgid()));
-    }
-}
-
-/// Releases a finished tree's resources if that can be done at once; otherwise the reaper retries.
-fn try_cleanup(inner: &Inner, proc: &Proc) {
-    if !proc.cleaned.load(Ordering::SeqCst)
-        && proc.tree.try_cleanup()
-        && !proc.cleaned.swap(true, Ordering::SeqCst)
-    {
-        inner
-            .platform
-            .watchdog_send(&format!("- {}\n", proc.tree.pgid()));
-    }
-}
-
-async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
-    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd);
-    match receiver {
-        Ok(mut rx) => {
-            // Small while the process is quiet (1,000 idle processes must stay cheap), doubled up to 256 KiB while
-            // reads fill it (bulk output needs few, large reads).
-            let mut buf = vec![0u8; 8 * 1024];
-            loop {
-                match rx.read(&mut buf).await {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if n == buf.len() && buf.len() < 256 * 1024 {
-                            buf.resize(buf.len() * 2, 0);
-                        }
-                        let capture = if stderr {
-                            proc.err.as_ref().unwrap_or(&proc.out)
-                        } else {
-                            &proc.out
-                        };
-                        capture
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(&buf[..n]);
-                        proc.tick.send_modify(|t| *t += n as u64);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        tracing::warn!(id = %proc.id, "reading output failed: {e}");
-                        break;
-                    }
-                }
+    /// Releases the running slot of a process of `session` whose leader exited.
+    pub(crate) fn release(&self, session: &Option<String>) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.total = running.total.saturating_sub(1);
+        if let Some(n) = running.by_session.get_mut(session) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                running.by_session.remove(session);
             }
         }
-        Err(e) => tracing::warn!(id = %proc.id, "cannot watch the output pipe: {e}"),
     }
-    let capture = if stderr {
-        proc.err.as_ref().unwrap_or(&proc.out)
-    } else {
-        &proc.out
-    };
-    capture.lock().unwrap_or_else(|p| p.into_inner()).finish();
-    if proc.readers_open.fetch_sub(1, Ordering::SeqCst) == 1 {
-        proc.readers_done.send_replace(true);
-        proc.tick.send_modify(|t| *t += 1);
-    }
-}
 
-/// Blocks until `pid` (a child of this process) exits and reaps it.
-fn waitpid_blocking(pid: i32) -> std::io::Result<std::process::ExitStatus> {
-    loop {
-        let mut status = 0;
-        // SAFETY: plain waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Ok(std::process::ExitStatus::from_raw(status));
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
-    let pid = leader.pid();
-    let (pidfd, child) = match leader {
-        Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
-        Leader::Std(child) => (pidfd_open(pid), Some(child)),
-    };
-    // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
-    let registered = pidfd.and_then(|fd| {
-        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
-    });
-    let wait = move || match child {
-        Some(mut c) => c.wait(),
-        None => waitpid_blocking(pid),
-    };
-    let status = match registered {
-        Ok(fd) => {
-            let _ = fd.readable().await;
-            // Exited, not yet reaped: its pid is still its own.
-            if let Some(inner) = inner.upgrade() {
-                inner.platform.leader_exited(pid);
-            }
-            // The process has exited: this reaps it without blocking.
-            wait()
-        }
-        Err(e) => {
-            tracing::debug!(id = %proc.id, "pidfd unavailable ({e}); waiting on a blocking thread");
-            let status = tokio::task::spawn_blocking(wait)
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-            if let Some(inner) = inner.upgrade() {
-                inner.platform.leader_exited(pid);
-            }
-            status
-        }
-    };
-    let state = match status {
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => ExitState::Code(c),
-            (None, Some(sig)) => ExitState::Signal(
-                Signal::try_from(sig)
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|_| format!("signal {sig}")),
-            ),
-            _ => ExitState::Code(-1),
-        },
-        Err(e) => {
-            tracing::warn!(id = %proc.id, "waiting for the process failed: {e}");
-            ExitState::Code(-1)
-        }
-    };
-    proc.exit.send_replace(Some((state, SystemTime::now())));
-    if let Some(inner) = inner.upgrade() {
-        inner.running.fetch_sub(1, Ordering::SeqCst);
-    }
-    proc.tick.send_modify(|t| *t += 1);
-}
-
-/// Periodic upkeep: releases finished trees, drops exited background processes past retention, reaps orphans.
-async fn reaper(inner: Weak<Inner>) {
-    let mut interval = tokio::time::interval(Duration::from_millis(500));
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        interval.tick().await;
-        let Some(inner) = inner.upgrade() else { return };
-        if inner.shut_down.load(Ordering::SeqCst) {
+    fn evict(&self, victims: Vec<(u64, String)>) {
+        if victims.is_empty() {
             return;
         }
-        let procs: Vec<(u64, Arc<Proc>)> = inner
-            .procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect();
-        let now = SystemTime::now();
-        let mut known = HashSet::new();
-        for (n, p) in procs {
-            let exited_at = p.exit.borrow().as_ref().map(|(_, at)| *at);
-            let Some(at) = exited_at else {
-                known.extend(p.tree.known());
-                continue;
-            };
-            if !p.cleaned.load(Ordering::Relaxed) {
-                if p.tree.alive() {
-                    known.extend(p.tree.known());
-                    continue;
-                }
-                try_cleanup(&inner, &p);
-            }
-            if now.duration_since(at).unwrap_or_default() >= inner.config.retention {
-                inner
-                    .procs
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&n);
-                for c in std::iter::once(&p.out).chain(p.err.as_ref()) {
-                    if let Some(path) = c.lock().unwrap_or_else(|p| p.into_inner()).log_path() {
-                        let _ = std::fs::remove_file(path);
-                    }
-                }
-            }
-        }
-        // Leaders are reaped by their waiter task, which needs their exit status.
-        for p in inner
-            .procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
+        let mut removed = Vec::new();
         {
-            known.remove(&p.pid);
+            let mut procs = self.procs();
+            for (n, why) in victims {
+                if let Some(p) = procs.remove(&n) {
+                    removed.push((p, why));
+                }
+            }
         }
-        inner.platform.reap_orphans(&known);
+        let mut evicted = self.evicted.lock().unwrap_or_else(|p| p.into_inner());
+        for (p, why) in removed {
+            p.remove_logs();
+            evicted.push_back((p.n, p.session.clone(), why));
+            if evicted.len() > EVICTED_MEMORY {
+                evicted.pop_front();
+            }
+        }
+    }
+
+    /// Drops the oldest finished processes of `session` beyond the per-session count (before a new start).
+    pub(crate) fn enforce_session_count(&self, session: Option<&str>) {
+        let max = self.limits.max_retained_per_session;
+        let mut finished: Vec<(SystemTime, u64)> = self
+            .procs()
+            .values()
+            .filter(|p| p.session.as_deref() == session && p.finished())
+            .filter_map(|p| Some((p.exited_at()?, p.n)))
+            .collect();
+        if finished.len() < max {
+            return;
+        }
+        finished.sort();
+        let excess = finished.len() + 1 - max.max(1);
+        let why = format!("{max} exited processes kept per session");
+        self.evict(
+            finished
+                .into_iter()
+                .take(excess)
+                .map(|(_, n)| (n, why.clone()))
+                .collect(),
+        );
+    }
+
+    /// Periodic limits: retention time, the count per session, and the bytes of logs on disk (oldest exited first).
+    pub(crate) fn enforce(&self, now: SystemTime) {
+        let procs = self.all();
+        let mut victims: Vec<(u64, String)> = Vec::new();
+        let mut finished: Vec<(SystemTime, &Arc<Proc>)> = Vec::new();
+        for p in &procs {
+            if !p.finished() {
+                continue;
+            }
+            let Some(at) = p.exited_at() else { continue };
+            if now.duration_since(at).unwrap_or_default() >= self.limits.retention {
+                // Past retention: dropped silently (as documented), not counted as evicted.
+                self.procs().remove(&p.n);
+                p.remove_logs();
+                continue;
+            }
+            finished.push((at, p));
+        }
+        finished.sort_by_key(|(at, p)| (*at, p.n));
+        // Count per session.
+        let mut per_session: HashMap<Option<&str>, usize> = HashMap::new();
+        for (_, p) in &finished {
+            *per_session.entry(p.session.as_deref()).or_default() += 1;
+        }
+        let max = self.limits.max_retained_per_session;
+        let mut gone = std::collections::HashSet::new();
+        for (_, p) in &finished {
+            let n = per_session.entry(p.session.as_deref()).or_default();
+            if *n > max {
+                *n -= 1;
+                gone.insert(p.n);
+                victims.push((p.n, format!("{max} exited processes kept per session")));
+            }
+        }
+        // Bytes on disk, over every process.
+        let mut bytes: u64 = procs
+            .iter()
+            .filter(|p| !gone.contains(&p.n))
+            .map(|p| p.log_bytes())
+            .sum();
+        let cap = self.limits.max_log_bytes;
+        for (_, p) in &finished {
+            if bytes <= cap {
+                break;
+            }
+            let b = p.log_bytes();
+            if b == 0 || gone.contains(&p.n) {
+                continue;
+            }
+            bytes -= b;
+            gone.insert(p.n);
+            victims.push((
+                p.n,
+                format!("{} MiB of output logs on disk", cap.div_ceil(1024 * 1024)),
+            ));
+        }
+        self.evict(victims);
     }
 }

@@ -150,13 +150,13 @@ async fn sigkill_child_role() {
         Ok("process-group") => shellward_exec::ContainmentPreference::ProcessGroup,
         _ => shellward_exec::ContainmentPreference::Auto,
     };
-    let ex = Executor::new(ExecutorConfig {
-        containment,
-        ..Default::default()
-    })
-    .unwrap();
+    let mut config = ExecutorConfig::default();
+    config.containment = containment;
+    config.log_parent = std::env::var_os("SHELLWARD_CHILD_LOGS").map(Into::into);
+    let ex = Executor::new(config).unwrap();
     for _ in 0..2 {
-        start_nasty(&ex, &mark).await;
+        let id = start_nasty(&ex, &mark).await;
+        assert!(ex.info(&id, None).unwrap().log_path.is_some());
     }
     println!("SHELLWARD-CHILD-READY");
     tokio::time::sleep(Duration::from_secs(600)).await;
@@ -168,6 +168,7 @@ fn executor_sigkill_leaves_no_survivors() {
     use std::process::{Command, Stdio};
     for containment in ["auto", "process-group"] {
         let mark = new_mark();
+        let logs = tempfile::tempdir().unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--ignored",
@@ -178,6 +179,7 @@ fn executor_sigkill_leaves_no_survivors() {
             ])
             .env("SHELLWARD_CHILD_MARK", &mark)
             .env("SHELLWARD_CHILD_CONTAINMENT", containment)
+            .env("SHELLWARD_CHILD_LOGS", logs.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -197,6 +199,19 @@ fn executor_sigkill_leaves_no_survivors() {
             left.is_empty(),
             "{containment}: survivors of a SIGKILLed executor: {left:?}"
         );
+        // The killed executor's log directory is left behind, and swept by the next executor starting there.
+        let leftover = shellward_test_support::entries_with_prefix(logs.path(), "shellward-");
+        assert_eq!(leftover.len(), 1, "{leftover:?}");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut config = ExecutorConfig::default();
+            config.log_parent = Some(logs.path().into());
+            let next = Executor::new(config).unwrap();
+            let now = shellward_test_support::entries_with_prefix(logs.path(), "shellward-");
+            assert_eq!(now.len(), 1, "only the new executor's directory: {now:?}");
+            assert!(!now.contains(&leftover[0]), "{now:?}");
+            next.shutdown().await;
+        });
     }
 }
 

@@ -11,11 +11,17 @@ use shellward_exec::{
 use std::time::{Duration, Instant};
 
 fn quick() -> ExecutorConfig {
-    ExecutorConfig {
-        grace: Duration::from_millis(300),
-        drain: Duration::from_millis(300),
-        ..Default::default()
-    }
+    let mut c = ExecutorConfig::default();
+    c.grace = Duration::from_millis(300);
+    c.drain = Duration::from_millis(300);
+    c
+}
+
+/// `quick()` changed by `f`.
+fn quick_with(f: impl FnOnce(&mut ExecutorConfig)) -> ExecutorConfig {
+    let mut c = quick();
+    f(&mut c);
+    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,14 +137,13 @@ async fn a_grandchild_holding_stdout_does_not_hang_the_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursor_reads_return_every_byte_once_while_the_process_writes() {
-    let ex = Executor::new(ExecutorConfig {
-        output: OutputLimits {
+    let ex = Executor::new(quick_with(|c| {
+        c.output = OutputLimits {
             head: 1024,
             tail: 1024,
             ..Default::default()
-        },
-        ..quick()
-    })
+        }
+    }))
     .unwrap();
     let mut plan =
         ExecPlan::new("i=0; while [ $i -lt 3000 ]; do echo \"line $i é\"; i=$((i+1)); done");
@@ -212,14 +217,13 @@ async fn waiting_reads_return_on_new_output_or_exit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_of_yes_stays_within_the_memory_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let ex = Executor::new(ExecutorConfig {
-        output: OutputLimits {
+    let ex = Executor::new(quick_with(|c| {
+        c.output = OutputLimits {
             log_cap: 4 << 20,
             ..Default::default()
-        },
-        log_parent: Some(dir.path().into()),
-        ..quick()
-    })
+        };
+        c.log_parent = Some(dir.path().into());
+    }))
     .unwrap();
     let mut plan = ExecPlan::new("yes");
     plan.timeout = Some(Duration::from_secs(5));
@@ -248,15 +252,14 @@ async fn output_of_yes_stays_within_the_memory_bound() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multibyte_output_is_cut_cleanly() {
-    let ex = Executor::new(ExecutorConfig {
-        output: OutputLimits {
+    let ex = Executor::new(quick_with(|c| {
+        c.output = OutputLimits {
             head: 1001,
             tail: 1001,
             max_line: 333,
             log_cap: 1 << 20,
-        },
-        ..quick()
-    })
+        }
+    }))
     .unwrap();
     let r = ex
         .execute(ExecPlan::new(
@@ -330,11 +333,10 @@ async fn sessions_are_isolated_and_listing_is_ordered_and_capped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_cap_and_retention() {
-    let ex = Executor::new(ExecutorConfig {
-        max_running: 2,
-        retention: Duration::from_millis(300),
-        ..quick()
-    })
+    let ex = Executor::new(quick_with(|c| {
+        c.max_running = 2;
+        c.retention = Duration::from_millis(300);
+    }))
     .unwrap();
     let mark = new_mark();
     let bg = |cmd: &str| {
@@ -374,7 +376,8 @@ async fn running_cap_and_retention() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_runs_leak_no_descriptors_and_no_zombies() {
-    let ex = Executor::new(quick()).unwrap();
+    // 200 at once in one session: above the default per-session cap, which this test is not about.
+    let ex = Executor::new(quick_with(|c| c.max_running_per_session = 256)).unwrap();
     ex.execute(ExecPlan::new("echo warm")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = fd_count();
@@ -454,11 +457,7 @@ async fn cgroups_are_removed_when_trees_end_and_at_shutdown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stderr_can_be_captured_separately() {
-    let ex = Executor::new(ExecutorConfig {
-        separate_stderr: true,
-        ..quick()
-    })
-    .unwrap();
+    let ex = Executor::new(quick_with(|c| c.separate_stderr = true)).unwrap();
     let r = ex
         .execute(ExecPlan::new("echo out; echo err >&2; echo out2"))
         .await
@@ -470,11 +469,10 @@ async fn stderr_can_be_captured_separately() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_shell_is_a_clear_error_and_frees_its_slot() {
-    let ex = Executor::new(ExecutorConfig {
-        shell: vec!["/no/such/shell".into(), "-c".into()],
-        max_running: 1,
-        ..quick()
-    })
+    let ex = Executor::new(quick_with(|c| {
+        c.shell = vec!["/no/such/shell".into(), "-c".into()];
+        c.max_running = 1;
+    }))
     .unwrap();
     for _ in 0..3 {
         let e = ex.execute(ExecPlan::new("true")).await.unwrap_err();

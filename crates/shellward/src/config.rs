@@ -32,7 +32,17 @@
 //! containment = "auto"            # or "process-group"
 //! log_dir = "/tmp"
 //!
-//! [env]
+//! max_running_per_session = 64
+//! max_retained_per_session = 100
+//! max_log_bytes = 536870912
+//!
+//! [env]                           # what commands inherit from shellward's environment, and what is set
+//! inherit = "all"                 # or "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TMPDIR, TZ) or "none"
+//! allow = ["MY_API_KEY"]          # secret-looking names to pass anyway (SHELLWARD_* never are)
+//! exclude = ["AWS_*"]             # never passed
+//! include_only = []               # when not empty: only these are passed
+//! ignore_default_excludes = false # true passes secret-looking names (*TOKEN*, *KEY*, ...) too
+//! [env.set]                       # set for every command (also: plain NAME = "value" keys under [env])
 //! CI = "1"
 //!
 //! [tools]
@@ -43,7 +53,7 @@
 //! list_limit = 100
 //! ```
 
-use shellward_exec::{ContainmentPreference, ExecutorConfig, OutputLimits};
+use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
 use shellward_policy::duration::parse_millis;
 use shellward_policy::{FaultMode, InstanceMode, PolicyChain, PolicyEngine, SandboxConfig};
 use std::fmt;
@@ -418,30 +428,7 @@ impl Walker {
             self.executor(t, &mut config.executor, base);
         }
         if let Some(t) = self.table(&mut root, "env", "") {
-            for (k, v) in t {
-                let key = format!("env.{k}");
-                if k.is_empty() || k.contains('=') || k.contains('\0') {
-                    self.problem(
-                        key,
-                        "not a valid variable name (empty, or contains '=' or NUL)",
-                    );
-                    continue;
-                }
-                match v {
-                    toml::Value::String(s) if !s.contains('\0') => {
-                        config.executor.env_defaults.retain(|(name, _)| *name != k);
-                        config.executor.env_defaults.push((k, s));
-                    }
-                    toml::Value::String(_) => self.problem(key, "contains a NUL byte"),
-                    other => self.problem(
-                        key,
-                        format!(
-                            "expected a string, found {}; quote the value",
-                            type_name(&other)
-                        ),
-                    ),
-                }
-            }
+            self.env(t, &mut config.executor.env);
         }
         if let Some(t) = self.table(&mut root, "tools", "") {
             self.tools(t, &mut config.tools);
@@ -629,6 +616,15 @@ impl Walker {
         if let Some(n) = self.integer(&mut t, "max_running", p, 1, 100_000) {
             e.max_running = n as usize;
         }
+        if let Some(n) = self.integer(&mut t, "max_running_per_session", p, 1, 100_000) {
+            e.max_running_per_session = n as usize;
+        }
+        if let Some(n) = self.integer(&mut t, "max_retained_per_session", p, 1, 1_000_000) {
+            e.max_retained_per_session = n as usize;
+        }
+        if let Some(n) = self.integer(&mut t, "max_log_bytes", p, 0, 1 << 50) {
+            e.max_log_bytes = n;
+        }
         if let Some(d) = self.duration(&mut t, "retention", p, true) {
             e.retention = d;
         }
@@ -670,6 +666,9 @@ impl Walker {
                 "grace",
                 "drain",
                 "max_running",
+                "max_running_per_session",
+                "max_retained_per_session",
+                "max_log_bytes",
                 "retention",
                 "output_head_bytes",
                 "output_tail_bytes",
@@ -680,6 +679,102 @@ impl Walker {
                 "log_dir",
             ],
         );
+    }
+
+    /// A list of strings (patterns), each non-empty and free of `=` and NUL.
+    fn patterns(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<Vec<String>> {
+        let key_path = join(path, key);
+        match table.remove(key)? {
+            toml::Value::Array(items) => {
+                let mut out = Vec::new();
+                for (i, item) in items.into_iter().enumerate() {
+                    match item {
+                        toml::Value::String(s) if !s.is_empty() && !s.contains(['=', '\0']) => {
+                            out.push(s)
+                        }
+                        toml::Value::String(s) => self.problem(
+                            format!("{key_path}[{i}]"),
+                            format!(
+                                "{s:?} cannot match a variable name (empty, or contains '=' or NUL); give a name \
+                                 or a pattern such as \"AWS_*\""
+                            ),
+                        ),
+                        other => self.problem(
+                            format!("{key_path}[{i}]"),
+                            format!("expected a string, found {}", type_name(&other)),
+                        ),
+                    }
+                }
+                Some(out)
+            }
+            other => {
+                self.problem(
+                    key_path,
+                    format!(
+                        "expected an array of name patterns such as [\"AWS_*\", \"MY_API_KEY\"], found {}",
+                        type_name(&other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// `[env]`: the environment policy. Keys other than the policy's own are variables to set (shorthand for
+    /// `[env.set]`).
+    fn env(&mut self, mut t: toml::Table, env: &mut EnvPolicy) {
+        let p = "env";
+        if let Some(mode) = self.string(&mut t, "inherit", p) {
+            match mode.parse::<Inherit>() {
+                Ok(m) => env.inherit = m,
+                Err(e) => self.problem("env.inherit", e),
+            }
+        }
+        if let Some(b) = self.boolean(&mut t, "ignore_default_excludes", p) {
+            env.ignore_default_excludes = b;
+        }
+        for (key, list) in [
+            ("allow", &mut env.allow),
+            ("exclude", &mut env.exclude),
+            ("include_only", &mut env.include_only),
+        ] {
+            if let Some(v) = self.patterns(&mut t, key, p) {
+                *list = v;
+            }
+        }
+        let set = self.table(&mut t, "set", p);
+        for (k, v, key) in set
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                let key = format!("env.set.{k}");
+                (k, v, key)
+            })
+            .chain(t.into_iter().map(|(k, v)| {
+                let key = format!("env.{k}");
+                (k, v, key)
+            }))
+        {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                self.problem(
+                    key,
+                    "not a valid variable name (empty, or contains '=' or NUL)",
+                );
+                continue;
+            }
+            match v {
+                toml::Value::String(s) if !s.contains('\0') => env.set_var(k, s),
+                toml::Value::String(_) => self.problem(key, "contains a NUL byte"),
+                other => self.problem(
+                    key,
+                    format!(
+                        "expected a string, found {}; quote the value (the policy keys are inherit, \
+                         ignore_default_excludes, allow, exclude, include_only and set)",
+                        type_name(&other)
+                    ),
+                ),
+            }
+        }
     }
 
     fn tools(&mut self, mut t: toml::Table, l: &mut ToolLimits) {
@@ -812,8 +907,15 @@ mod tests {
             max_running = 3
             output_head_bytes = 100
             containment = "process-group"
+            max_running_per_session = 2
+            max_retained_per_session = 7
+            max_log_bytes = 1048576
             [env]
             PAGER = "less"
+            inherit = "core"
+            allow = ["MY_API_KEY"]
+            exclude = ["LC_*"]
+            [env.set]
             CI = "1"
             [tools]
             default_wait = "0s"
@@ -841,13 +943,44 @@ mod tests {
         assert_eq!(c.executor.max_running, 3);
         assert_eq!(c.executor.output.head, 100);
         assert_eq!(c.executor.containment, ContainmentPreference::ProcessGroup);
-        let env: std::collections::HashMap<_, _> =
-            c.executor.env_defaults.iter().cloned().collect();
+        assert_eq!(c.executor.max_running_per_session, 2);
+        assert_eq!(c.executor.max_retained_per_session, 7);
+        assert_eq!(c.executor.max_log_bytes, 1 << 20);
+        assert_eq!(c.executor.env.inherit, shellward_exec::Inherit::Core);
+        assert_eq!(c.executor.env.allow, ["MY_API_KEY"]);
+        assert_eq!(c.executor.env.exclude, ["LC_*"]);
+        let env: std::collections::HashMap<_, _> = c.executor.env.set.iter().cloned().collect();
         assert_eq!(env["PAGER"], "less");
         assert_eq!(env["CI"], "1");
         assert_eq!(env["TERM"], "dumb");
         assert_eq!(c.tools.default_wait, Duration::ZERO);
         assert_eq!(c.tools.list_limit, 5);
+    }
+
+    #[test]
+    fn env_policy_problems_name_their_keys() {
+        let p = problems(
+            r#"
+            [env]
+            inherit = "some"
+            allow = "MY_KEY"
+            exclude = ["", "A=B", 3]
+            NUMBER = 1
+            [env.set]
+            "BAD=NAME" = "x"
+            "#,
+        );
+        for key in [
+            "env.inherit",
+            "env.allow",
+            "env.exclude[0]",
+            "env.exclude[1]",
+            "env.exclude[2]",
+            "env.NUMBER",
+            "env.set.BAD=NAME",
+        ] {
+            assert!(p.iter().any(|m| m.contains(key)), "{key} not in {p:?}");
+        }
     }
 
     #[test]

@@ -107,11 +107,15 @@ impl From<ExecError> for ToolError {
             ExecError::Workdir { .. } | ExecError::InvalidCommand(_) => {
                 ToolErrorKind::InvalidArguments
             }
-            ExecError::UnknownProcess(_) => ToolErrorKind::UnknownProcess,
+            ExecError::UnknownProcess(_) | ExecError::Evicted { .. } => {
+                ToolErrorKind::UnknownProcess
+            }
             ExecError::NotAlive(_) => ToolErrorKind::NotAlive,
-            ExecError::TooManyRunning { .. } => ToolErrorKind::Busy,
+            ExecError::TooManyRunning { .. } | ExecError::TooManyRunningInSession { .. } => {
+                ToolErrorKind::Busy
+            }
             ExecError::ShuttingDown => ToolErrorKind::Unavailable,
-            ExecError::Spawn(_) | ExecError::Setup(_) => ToolErrorKind::Internal,
+            _ => ToolErrorKind::Internal,
         };
         ToolError {
             kind,
@@ -557,23 +561,38 @@ impl Shellward {
             SignalName::Terminate => SignalKind::Terminate,
             SignalName::Kill => SignalKind::Kill,
         };
-        self.inner.executor.signal(id, kind, session).await?;
+        let outcome = self.inner.executor.signal(id, kind, session).await?;
         let info = self.inner.executor.info(id, session)?;
         let (exit_code, signal) = exit_fields(&info.exit);
+        let mut notes = vec![match args.signal {
+            SignalName::Terminate => format!(
+                "{id} and every process it started were terminated (SIGTERM, then SIGKILL for what remained)."
+            ),
+            SignalName::Kill => {
+                format!("{id} and every process it started were killed (SIGKILL).")
+            }
+        }];
+        if outcome.escaped_killed > 0 {
+            notes.push(format!(
+                "{} process(es) of {id} had left its containment (moved to another cgroup); they were found by their \
+                 marker and killed.",
+                outcome.escaped_killed
+            ));
+        }
+        if outcome.survivors > 0 {
+            notes[0] = format!(
+                "{id} was signalled, but {} process(es) of its tree are still alive: they may have escaped \
+                 containment. Check with process_list, and tell the operator.",
+                outcome.survivors
+            );
+        }
         Ok(ProcessSignalResult {
-            success: !info.running,
+            success: !info.running && outcome.survivors == 0,
             process_id: id.to_string(),
-            running: info.running,
+            running: info.running || outcome.survivors > 0,
             exit_code,
             signal,
-            notes: vec![match args.signal {
-                SignalName::Terminate => format!(
-                    "{id} and every process it started were terminated (SIGTERM, then SIGKILL for what remained)."
-                ),
-                SignalName::Kill => {
-                    format!("{id} and every process it started were killed (SIGKILL).")
-                }
-            }],
+            notes,
         })
     }
 

@@ -6,7 +6,6 @@ use shellward::tools::{
     ExecuteArgs, ProcessListArgs, ProcessOutputArgs, ProcessSignalArgs, SignalName, ToolName,
 };
 use shellward::{Config, Shellward, ToolErrorKind};
-use shellward_exec::procfs;
 use std::time::{Duration, Instant};
 
 const MARK: &str = "SHELLWARD_TEST_MARK";
@@ -25,7 +24,7 @@ fn survivors(mark: &str) -> Vec<i32> {
     let entry = format!("{MARK}={mark}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left: Vec<i32> = procfs::with_env(&procfs::scan(), &entry)
+        let left: Vec<i32> = shellward_test_support::with_env(&entry)
             .into_iter()
             .collect();
         if left.is_empty() || Instant::now() > deadline {
@@ -38,10 +37,7 @@ fn survivors(mark: &str) -> Vec<i32> {
 fn instance(mark: &str) -> Shellward {
     let mut config = Config::default();
     config.executor.grace = Duration::from_millis(300);
-    config
-        .executor
-        .env_defaults
-        .push((MARK.to_string(), mark.to_string()));
+    config.executor.env.set_var(MARK, mark);
     Shellward::builder().config(config).build().expect("build")
 }
 
@@ -379,7 +375,7 @@ async fn a_denied_command_is_not_run_and_says_why() {
         .unwrap();
     let chain = shellward::PolicyChain::new(vec![deny], shellward_policy::FaultMode::Deny);
     let mut executor = shellward::ExecutorConfig::default();
-    executor.env_defaults.push((MARK.to_string(), mark.clone()));
+    executor.env.set_var(MARK, mark.clone());
     executor.default_workdir = Some(dir.path().to_path_buf());
     let sw = Shellward::builder()
         .policy_chain(chain)
@@ -411,9 +407,7 @@ fn scripted_chain() -> shellward::PolicyChain {
 
 async fn a_trapping_policy_fails_closed_and_recovers(mark: &str) {
     let mut executor = shellward::ExecutorConfig::default();
-    executor
-        .env_defaults
-        .push((MARK.to_string(), mark.to_string()));
+    executor.env.set_var(MARK, mark);
     let sw = Shellward::builder()
         .policy_chain(scripted_chain())
         .executor_config(executor)

@@ -1,7 +1,8 @@
 //! Platform-specific process control. Unix (Linux) today; each platform lives in its own module so Windows (job
-//! objects) can follow behind the same crate-internal interface: `Platform`, `Tree`, `Spawned`, `SpawnSpec`.
+//! objects) can follow behind the same crate-internal interface: `Platform`, `Tree`, `Leader`, `SpawnSpec`, and the
+//! `pidfd`/`pipes` helpers.
 
 #[cfg(unix)]
 pub(crate) mod unix;
 #[cfg(unix)]
-pub(crate) use unix::{ContainmentKind, Leader, Platform, SpawnSpec, Tree, pidfd_open};
+pub(crate) use unix::{ContainmentKind, Leader, Platform, SpawnSpec, Tree, pidfd, pipes};

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use shellward_exec::{ContainmentPreference, ExecPlan, Executor, ExecutorConfig, procfs};
+use shellward_exec::{ContainmentPreference, ExecPlan, Executor, ExecutorConfig};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -26,17 +26,7 @@ pub fn new_mark() -> String {
 
 /// Living (non-zombie) processes whose environment carries `mark`.
 pub fn marked(mark: &str) -> HashSet<i32> {
-    let needle = format!("{MARK}={mark}");
-    procfs::scan()
-        .into_iter()
-        .filter(|p| p.alive())
-        .filter(|p| {
-            std::fs::read(format!("/proc/{}/environ", p.pid))
-                .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()))
-                .unwrap_or(false)
-        })
-        .map(|p| p.pid)
-        .collect()
+    shellward_test_support::with_env(&format!("{MARK}={mark}"))
 }
 
 /// Waits up to `limit` for every marked process to be gone; returns the survivors.
@@ -85,11 +75,12 @@ wait
 
 /// Both containment paths, for tests that must hold for each.
 pub fn configs() -> Vec<(&'static str, ExecutorConfig)> {
-    let fast = |containment| ExecutorConfig {
-        containment,
-        grace: Duration::from_millis(300),
-        drain: Duration::from_millis(300),
-        ..Default::default()
+    let fast = |containment| {
+        let mut c = ExecutorConfig::default();
+        c.containment = containment;
+        c.grace = Duration::from_millis(300);
+        c.drain = Duration::from_millis(300);
+        c
     };
     vec![
         ("auto", fast(ContainmentPreference::Auto)),
@@ -121,10 +112,5 @@ pub fn fd_count() -> usize {
 
 /// Zombie children of this process.
 pub fn zombie_children() -> Vec<i32> {
-    let me = std::process::id() as i32;
-    procfs::scan()
-        .into_iter()
-        .filter(|p| p.ppid == me && !p.alive())
-        .map(|p| p.pid)
-        .collect()
+    shellward_test_support::zombie_children()
 }

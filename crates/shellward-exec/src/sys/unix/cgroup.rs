@@ -104,7 +104,9 @@ impl CgroupRoot {
                 .into_encoded_bytes(),
         )
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "cgroup path contains NUL"))?;
+        let root_name = self.dir.file_name().unwrap_or_default().to_string_lossy();
         Ok(Cgroup {
+            suffix: format!("/{root_name}/{name}"),
             dir,
             procs,
             events: std::sync::Mutex::new(None),
@@ -141,6 +143,9 @@ fn remove_when_empty(dir: &Path) {
 #[derive(Debug)]
 pub(crate) struct Cgroup {
     dir: PathBuf,
+    /// The end of this cgroup's path as `/proc/<pid>/cgroup` shows it (`/shellward-…/p7`): names are unique per
+    /// executor, so a process whose cgroup path ends so is in this cgroup.
+    suffix: String,
     procs: CString,
     /// `cgroup.events`, held open while someone waits for the command to end (see [`Cgroup::hold_events`]).
     events: std::sync::Mutex<Option<fs::File>>,
@@ -174,6 +179,11 @@ impl Cgroup {
         fs::read_to_string(self.dir.join("cgroup.procs"))
             .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()
+    }
+
+    /// Whether `pid` is in this cgroup now (read from `/proc/<pid>/cgroup`).
+    pub(crate) fn contains(&self, pid: i32) -> bool {
+        super::procfs::cgroup_v2(pid).is_some_and(|p| p.ends_with(&self.suffix))
     }
 
     /// Whether any process is in the cgroup.

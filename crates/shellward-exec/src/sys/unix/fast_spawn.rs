@@ -326,7 +326,9 @@ pub(crate) fn spawn_spec(
     use std::collections::BTreeMap;
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStrExt;
-    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    // The spec's environment is complete (the executor built it from its environment policy): nothing of this
+    // process's own environment is added here.
+    let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
     for (k, v) in &spec.env {
         env.insert(k.clone(), v.clone());
     }

@@ -1,33 +1,36 @@
-//! Reading the process table from `/proc` (Linux): parents, process groups and states, for the process-group
-//! fallback and for tests.
+//! Reading the process table from `/proc` (Linux): parents, process groups, states and start times, environments
+//! and cgroups, for the process-group fallback and for verifying a process's identity before it is signalled.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
 
 /// One process as seen in `/proc/<pid>/stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcEntry {
+pub(crate) struct ProcEntry {
     /// Process id.
-    pub pid: i32,
+    pub(crate) pid: i32,
     /// Parent process id.
-    pub ppid: i32,
+    pub(crate) ppid: i32,
     /// Process group id.
-    pub pgrp: i32,
+    pub(crate) pgrp: i32,
     /// Session id.
-    pub session: i32,
+    pub(crate) session: i32,
     /// State letter (`R`, `S`, `Z`, ...).
-    pub state: char,
+    pub(crate) state: char,
+    /// Start time after boot, in clock ticks (`/proc/<pid>/stat` field 22). With the pid, it names one process: a
+    /// pid reused by another process comes with another start time (unless both started in the same tick).
+    pub(crate) start: u64,
 }
 
 impl ProcEntry {
     /// Whether the process is running or could run (not a zombie or dead).
-    pub fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         !matches!(self.state, 'Z' | 'X' | 'x')
     }
 }
 
 /// Parses one `/proc/<pid>/stat` line.
-pub fn parse_stat(line: &str) -> Option<ProcEntry> {
+pub(crate) fn parse_stat(line: &str) -> Option<ProcEntry> {
     let pid = line.split_whitespace().next()?.parse().ok()?;
     // The command name is in parentheses and may contain anything, so parse after the last `)`.
     let rest = &line[line.rfind(')')? + 1..];
@@ -36,17 +39,20 @@ pub fn parse_stat(line: &str) -> Option<ProcEntry> {
     let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
     let session = f.next()?.parse().ok()?;
+    // Field 22 (starttime) is the 16th after the session (field 6).
+    let start = f.nth(15)?.parse().ok()?;
     Some(ProcEntry {
         pid,
         ppid,
         pgrp,
         session,
         state,
+        start,
     })
 }
 
 /// Every process currently in `/proc`.
-pub fn scan() -> Vec<ProcEntry> {
+pub(crate) fn scan() -> Vec<ProcEntry> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -57,7 +63,7 @@ pub fn scan() -> Vec<ProcEntry> {
 }
 
 /// One process by id, if it exists.
-pub fn stat(pid: i32) -> Option<ProcEntry> {
+pub(crate) fn stat(pid: i32) -> Option<ProcEntry> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -66,7 +72,8 @@ pub fn stat(pid: i32) -> Option<ProcEntry> {
 ///
 /// Each list is read with one large `read` call: the kernel builds it in one pass then, whereas a list read in small
 /// pieces can skip entries when children come and go between the pieces.
-pub fn own_children() -> Option<Vec<i32>> {
+#[cfg(test)]
+pub(crate) fn own_children() -> Option<Vec<i32>> {
     let tids: Vec<i32> = fs::read_dir("/proc/self/task")
         .ok()?
         .flatten()
@@ -77,7 +84,7 @@ pub fn own_children() -> Option<Vec<i32>> {
 
 /// The direct children of the given threads of this process (`/proc/self/task/<tid>/children`), read as
 /// [`own_children`] reads them; `None` when a list cannot be read (no such thread, or no such files).
-pub fn children_of(tids: &[i32]) -> Option<Vec<i32>> {
+pub(crate) fn children_of(tids: &[i32]) -> Option<Vec<i32>> {
     use std::io::Read;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -108,7 +115,7 @@ pub fn children_of(tids: &[i32]) -> Option<Vec<i32>> {
 
 /// The environment of a process as `NAME=value` entries, if it can be read (`None` for zombies and processes of
 /// other users).
-pub fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
     let raw = fs::read(format!("/proc/{pid}/environ")).ok()?;
     Some(
         raw.split(|&b| b == 0)
@@ -118,43 +125,73 @@ pub fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
     )
 }
 
+/// Whether the environment of `pid` holds exactly `entry` (`NAME=value`); false when it cannot be read.
+pub(crate) fn has_env(pid: i32, entry: &[u8]) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|&b| b == 0).any(|kv| kv == entry))
+        .unwrap_or(false)
+}
+
 /// Living processes of `table` whose environment holds exactly `entry` (`NAME=value`).
-pub fn with_env(table: &[ProcEntry], entry: &str) -> HashSet<i32> {
+pub(crate) fn with_env(table: &[ProcEntry], entry: &str) -> Vec<ProcEntry> {
     table
         .iter()
-        .filter(|p| p.alive())
-        .filter(|p| {
-            fs::read(format!("/proc/{}/environ", p.pid))
-                .map(|env| env.split(|&b| b == 0).any(|kv| kv == entry.as_bytes()))
-                .unwrap_or(false)
-        })
-        .map(|p| p.pid)
+        .filter(|p| p.alive() && has_env(p.pid, entry.as_bytes()))
+        .copied()
         .collect()
 }
 
-/// The living members of a tree: everything in process group `pgid`, every descendant of `roots`, and their
-/// descendants, from one table snapshot.
-pub fn tree_members(table: &[ProcEntry], pgid: i32, roots: &HashSet<i32>) -> HashSet<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+/// The cgroup v2 path of `pid` (the `0::` line of `/proc/<pid>/cgroup`), if it can be read.
+pub(crate) fn cgroup_v2(pid: i32) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim_end().to_string())
+}
+
+/// The living members of a tree, from one table snapshot: the `roots` (processes already proven to be members),
+/// everything in process group `pgid` when the group is proven to be the tree's (`group_is_ours`, or a root is in
+/// it: a group id cannot be reused while a member lives), and the descendants of all of those.
+///
+/// Nothing is a member by its pid number alone: a pid remembered from an earlier snapshot must come back as a root
+/// with the same start time, so a stranger that received a dead member's pid is never included.
+pub(crate) fn tree_members(
+    table: &[ProcEntry],
+    pgid: i32,
+    group_is_ours: bool,
+    roots: &HashMap<i32, u64>,
+) -> HashMap<i32, u64> {
+    let mut children: HashMap<i32, Vec<&ProcEntry>> = HashMap::new();
     for p in table {
-        children.entry(p.ppid).or_default().push(p.pid);
+        children.entry(p.ppid).or_default().push(p);
     }
-    let mut members: HashSet<i32> = table
+    let mut members: HashMap<i32, u64> = table
         .iter()
-        .filter(|p| p.pgrp == pgid)
-        .map(|p| p.pid)
+        .filter(|p| roots.get(&p.pid) == Some(&p.start))
+        .map(|p| (p.pid, p.start))
         .collect();
-    let by_pid: HashMap<i32, &ProcEntry> = table.iter().map(|p| (p.pid, p)).collect();
-    members.extend(roots.iter().filter(|r| by_pid.contains_key(r)));
-    let mut stack: Vec<i32> = members.iter().copied().collect();
+    let group_is_ours = group_is_ours
+        || table
+            .iter()
+            .any(|p| p.pgrp == pgid && members.contains_key(&p.pid));
+    if group_is_ours {
+        members.extend(
+            table
+                .iter()
+                .filter(|p| p.pgrp == pgid)
+                .map(|p| (p.pid, p.start)),
+        );
+    }
+    let mut stack: Vec<i32> = members.keys().copied().collect();
     while let Some(pid) = stack.pop() {
-        for &c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-            if members.insert(c) {
-                stack.push(c);
+        for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if members.insert(c.pid, c.start).is_none() {
+                stack.push(c.pid);
             }
         }
     }
-    members.retain(|pid| by_pid.get(pid).is_some_and(|p| p.alive()));
+    let alive: HashSet<i32> = table.iter().filter(|p| p.alive()).map(|p| p.pid).collect();
+    members.retain(|pid, _| alive.contains(pid));
     members
 }
 
@@ -164,10 +201,17 @@ mod tests {
 
     #[test]
     fn stat_lines_with_odd_names_parse() {
-        let e = parse_stat("42 (a (weird) name) S 1 42 40 0 -1 4194560 0 0").unwrap();
+        let e = parse_stat(
+            "42 (a (weird) name) S 1 42 40 0 -1 4194560 0 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100",
+        )
+        .unwrap();
         assert_eq!(
-            (e.pid, e.ppid, e.pgrp, e.session, e.state),
-            (42, 1, 42, 40, 'S')
+            (e.pid, e.ppid, e.pgrp, e.session, e.state, e.start),
+            (42, 1, 42, 40, 'S', 987654)
+        );
+        assert!(
+            parse_stat("42 (short) S 1 42 40 0 -1 4194560 0 0").is_none(),
+            "a line without a start time is refused"
         );
         assert!(parse_stat("garbage").is_none());
     }
@@ -256,6 +300,7 @@ mod tests {
             pgrp,
             session: 0,
             state,
+            start: 1000 + pid as u64,
         };
         let table = [
             e(10, 1, 10, 'S'),
@@ -265,11 +310,37 @@ mod tests {
             e(14, 1, 10, 'Z'),
             e(20, 1, 20, 'S'),
         ];
-        let m = tree_members(&table, 10, &HashSet::new());
-        let mut v: Vec<_> = m.into_iter().collect();
-        v.sort();
-        assert_eq!(v, [10, 11, 12, 13]);
-        let m = tree_members(&table, 99, &HashSet::from([12]));
-        assert_eq!(m.len(), 2);
+        let sorted = |m: HashMap<i32, u64>| {
+            let mut v: Vec<_> = m.into_keys().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            sorted(tree_members(&table, 10, true, &HashMap::new())),
+            [10, 11, 12, 13]
+        );
+        // A group not proven to be the tree's contributes nothing by its number.
+        assert!(tree_members(&table, 10, false, &HashMap::new()).is_empty());
+        // A proven member in the group proves the group.
+        assert_eq!(
+            sorted(tree_members(
+                &table,
+                10,
+                false,
+                &HashMap::from([(11, 1011)])
+            )),
+            [10, 11, 12, 13]
+        );
+        assert_eq!(
+            sorted(tree_members(
+                &table,
+                99,
+                false,
+                &HashMap::from([(12, 1012)])
+            )),
+            [12, 13]
+        );
+        // A remembered pid now held by another process (another start time) is not a member.
+        assert!(tree_members(&table, 99, false, &HashMap::from([(20, 5)])).is_empty());
     }
 }

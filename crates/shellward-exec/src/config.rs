@@ -1,0 +1,79 @@
+//! The executor's settings: [`ExecutorConfig`] and its parts (containment preference, limits, the environment
+//! policy in [`crate::env`]).
+
+use crate::env::EnvPolicy;
+use crate::output::OutputLimits;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which containment to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ContainmentPreference {
+    /// cgroup v2 when available, else process groups.
+    #[default]
+    Auto,
+    /// Process groups (and subreaper tracking) only.
+    ProcessGroup,
+}
+
+/// Executor settings. Start from [`ExecutorConfig::default`] and change fields.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ExecutorConfig {
+    /// The shell and its flag; the command is appended as the last argument. Default `["sh", "-c"]`.
+    pub shell: Vec<String>,
+    /// Working directory when a plan names none (default: the executor's current directory).
+    pub default_workdir: Option<PathBuf>,
+    /// How a command's environment is built: what it inherits from the executor's (secrets never, by default) and
+    /// what is set on top.
+    pub env: EnvPolicy,
+    /// Time between SIGTERM and SIGKILL when terminating a tree.
+    pub grace: Duration,
+    /// How long to keep draining output after the leader exits, so a grandchild holding stdout cannot hang a call.
+    pub drain: Duration,
+    /// Output window and log limits, per stream.
+    pub output: OutputLimits,
+    /// Capture stderr as its own stream instead of interleaving it with stdout.
+    pub separate_stderr: bool,
+    /// Most processes running at once, over all sessions; further starts fail with
+    /// [`ExecError::TooManyRunning`](crate::ExecError::TooManyRunning).
+    pub max_running: usize,
+    /// Most processes one session may have running at once, so one session cannot take every slot.
+    pub max_running_per_session: usize,
+    /// How long exited processes stay listed (and their output readable).
+    pub retention: Duration,
+    /// Most exited processes kept per session; past it the oldest exited one is dropped (its log deleted).
+    pub max_retained_per_session: usize,
+    /// Most bytes of output logs on disk, over every process; past it the logs of the oldest exited processes are
+    /// dropped with them. Running processes' logs are never dropped (each is capped by
+    /// [`OutputLimits::log_cap`]).
+    pub max_log_bytes: u64,
+    /// Directory under which the executor creates its private log directory. Default: `$XDG_RUNTIME_DIR` when set,
+    /// else the system temp dir. The directory is removed at shutdown, and left-overs of executors that died are
+    /// removed when the next executor starts there.
+    pub log_parent: Option<PathBuf>,
+    /// Containment preference.
+    pub containment: ContainmentPreference,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            shell: vec!["sh".into(), "-c".into()],
+            default_workdir: None,
+            env: EnvPolicy::default(),
+            grace: Duration::from_secs(2),
+            drain: Duration::from_secs(2),
+            output: OutputLimits::default(),
+            separate_stderr: false,
+            max_running: 256,
+            max_running_per_session: 64,
+            retention: Duration::from_secs(30 * 60),
+            max_retained_per_session: 100,
+            max_log_bytes: 512 * 1024 * 1024,
+            log_parent: None,
+            containment: ContainmentPreference::Auto,
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The environment a command gets: [`EnvPolicy`] decides what it inherits from the executor's own environment, and
+//! what is set on top.
+//!
+//! The executor's environment holds the host's credentials (the HTTP bearer token, cloud keys); a model that can run
+//! `env` must not see them. So, by default:
+//!
+//! - `SHELLWARD_*` variables (the host's own configuration and credentials) are **never** inherited;
+//! - variables whose names look like secrets ([`DEFAULT_SECRET_PATTERNS`]: `*TOKEN*`, `*SECRET*`, `*KEY*`,
+//!   `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, case-insensitive) are not inherited unless the operator names them
+//!   in [`EnvPolicy::allow`] (or turns the default off with [`EnvPolicy::ignore_default_excludes`]);
+//! - everything else is inherited ([`Inherit::All`]); [`Inherit::Core`] keeps only `PATH`, `HOME`, `USER`,
+//!   `LOGNAME`, `SHELL`, `LANG`, `LC_*`, `TMPDIR`, `TZ`, and [`Inherit::None`] nothing;
+//! - then [`EnvPolicy::exclude`] drops names, [`EnvPolicy::include_only`] (when not empty) keeps only the names it
+//!   matches, and [`EnvPolicy::set`] (the non-interactive defaults, plus the operator's) is added; a plan's own
+//!   variables win over all of it.
+//!
+//! Patterns are matched against variable names, case-insensitively, with `*` (any run of characters) and `?` (one
+//! character). The inherited part is read once, when the executor is created.
+
+use std::ffi::{OsStr, OsString};
+
+/// Environment defaults that keep tools from waiting for a person: no pager, no editor, no prompts, no colours.
+pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
+    ("TERM", "dumb"),
+    ("NO_COLOR", "1"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_EDITOR", "true"),
+    ("EDITOR", "true"),
+    ("VISUAL", "true"),
+];
+
+/// Names that look like secrets; not inherited unless allowed.
+pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
+    "*TOKEN*",
+    "*SECRET*",
+    "*KEY*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+];
+
+/// The host's own variables: never inherited (an operator who wants one in commands puts it in
+/// [`EnvPolicy::set`]).
+pub const HOST_PATTERN: &str = "SHELLWARD_*";
+
+/// The variables [`Inherit::Core`] keeps.
+pub const CORE_PATTERNS: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_*", "TMPDIR", "TZ",
+];
+
+/// Which of the executor's variables a command starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Inherit {
+    /// All of them (minus host variables and secrets, see the module docs).
+    #[default]
+    All,
+    /// Only [`CORE_PATTERNS`].
+    Core,
+    /// None.
+    None,
+}
+
+impl std::str::FromStr for Inherit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Inherit, String> {
+        match s {
+            "all" => Ok(Inherit::All),
+            "core" => Ok(Inherit::Core),
+            "none" => Ok(Inherit::None),
+            other => Err(format!(
+                "unknown inherit mode {other:?}; use \"all\", \"core\" or \"none\""
+            )),
+        }
+    }
+}
+
+/// How a command's environment is built (see the module docs for the order of the steps).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnvPolicy {
+    /// What is inherited from the executor's environment.
+    pub inherit: Inherit,
+    /// Inherit secret-looking names too (default false: [`DEFAULT_SECRET_PATTERNS`] are excluded).
+    pub ignore_default_excludes: bool,
+    /// Secret-looking names to inherit anyway (patterns), e.g. `MY_API_KEY`.
+    pub allow: Vec<String>,
+    /// Names never inherited (patterns), on top of the defaults.
+    pub exclude: Vec<String>,
+    /// When not empty, only names matching one of these patterns are inherited.
+    pub include_only: Vec<String>,
+    /// Variables set for every command (after inheritance): [`NON_INTERACTIVE_ENV`] by default, plus the
+    /// operator's. Later entries win.
+    pub set: Vec<(String, String)>,
+}
+
+impl Default for EnvPolicy {
+    fn default() -> Self {
+        EnvPolicy {
+            inherit: Inherit::All,
+            ignore_default_excludes: false,
+            allow: Vec::new(),
+            exclude: Vec::new(),
+            include_only: Vec::new(),
+            set: NON_INTERACTIVE_ENV
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+}
+
+impl EnvPolicy {
+    /// Sets `name` for every command (replacing an earlier value).
+    pub fn set_var(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        let name = name.into();
+        self.set.retain(|(k, _)| *k != name);
+        self.set.push((name, value.into()));
+    }
+
+    /// Whether a variable named `name` of the executor's environment is inherited.
+    pub fn inherits(&self, name: &str) -> bool {
+        fn any<S: AsRef<str>>(patterns: &[S], name: &str) -> bool {
+            patterns.iter().any(|p| name_matches(p.as_ref(), name))
+        }
+        if name_matches(HOST_PATTERN, name) {
+            return false;
+        }
+        let admitted = match self.inherit {
+            Inherit::All => true,
+            Inherit::Core => any(CORE_PATTERNS, name),
+            Inherit::None => false,
+        };
+        if !admitted {
+            return false;
+        }
+        if !self.ignore_default_excludes
+            && any(DEFAULT_SECRET_PATTERNS, name)
+            && !any(&self.allow, name)
+        {
+            return false;
+        }
+        if any(&self.exclude, name) {
+            return false;
+        }
+        self.include_only.is_empty() || any(&self.include_only, name)
+    }
+
+    /// The environment every command starts from: the inherited part of `vars` (the executor's environment), then
+    /// [`EnvPolicy::set`]. Names that are not UTF-8 are judged by their lossy form.
+    pub fn base_env(
+        &self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Vec<(OsString, OsString)> {
+        let mut env: Vec<(OsString, OsString)> = vars
+            .into_iter()
+            .filter(|(k, _)| self.inherits(&k.to_string_lossy()))
+            .collect();
+        for (k, v) in &self.set {
+            env.retain(|(name, _)| name.as_os_str() != OsStr::new(k));
+            env.push((k.into(), v.into()));
+        }
+        env
+    }
+
+    /// Checks the patterns and variables, naming the first bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        for p in self
+            .allow
+            .iter()
+            .chain(&self.exclude)
+            .chain(&self.include_only)
+        {
+            if p.is_empty() || p.contains(['=', '\0']) {
+                return Err(format!(
+                    "pattern {p:?} cannot match a variable name (empty, or contains `=` or NUL)"
+                ));
+            }
+        }
+        for (k, v) in &self.set {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return Err(format!(
+                    "variable {k:?} is invalid (empty name, `=` or NUL in the name, or NUL in the value)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Case-insensitive match of a variable name against a pattern with `*` and `?`.
+///
+/// Hand-written (a dozen lines) rather than a glob crate: names are short ASCII-ish strings, there are no paths,
+/// classes or escapes to handle, and the executor keeps no dependency it does not need.
+pub fn name_matches(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().flat_map(char::to_uppercase).collect();
+    let n: Vec<char> = name.chars().flat_map(char::to_uppercase).collect();
+    // Iterative wildcard matching with one backtrack point (the last `*`).
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(names: &[&str]) -> Vec<(OsString, OsString)> {
+        names.iter().map(|n| (n.into(), "v".into())).collect()
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<String> {
+        env.iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn patterns_match_case_insensitively_with_wildcards() {
+        assert!(name_matches("*TOKEN*", "github_token"));
+        assert!(name_matches("*TOKEN*", "TOKEN"));
+        assert!(name_matches("LC_*", "LC_ALL"));
+        assert!(name_matches("A?C", "abc"));
+        assert!(name_matches("*a*b*", "xxaxxbxx"));
+        assert!(!name_matches("LC_*", "XLC_ALL"));
+        assert!(!name_matches("PATH", "PATHS"));
+        assert!(!name_matches("*KEY", "KEYS"));
+    }
+
+    #[test]
+    fn host_credentials_and_secrets_are_not_inherited_by_default() {
+        let p = EnvPolicy::default();
+        let env = p.base_env(vars(&[
+            "PATH",
+            "HOME",
+            "SHELLWARD_TOKEN",
+            "SHELLWARD_CONFIG",
+            "MY_API_KEY",
+            "GITHUB_TOKEN",
+            "db_password",
+            "AWS_SECRET_ACCESS_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "CARGO_HOME",
+        ]));
+        let got = names(&env);
+        for kept in ["PATH", "HOME", "CARGO_HOME", "TERM", "PAGER"] {
+            assert!(
+                got.contains(&kept.to_string()),
+                "{kept} missing from {got:?}"
+            );
+        }
+        for gone in [
+            "SHELLWARD_TOKEN",
+            "SHELLWARD_CONFIG",
+            "MY_API_KEY",
+            "GITHUB_TOKEN",
+            "db_password",
+            "AWS_SECRET_ACCESS_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ] {
+            assert!(!got.contains(&gone.to_string()), "{gone} leaked: {got:?}");
+        }
+    }
+
+    #[test]
+    fn the_operator_can_allow_a_secret_but_never_the_host_token() {
+        let mut p = EnvPolicy {
+            allow: vec!["MY_API_KEY".into(), "SHELLWARD_TOKEN".into()],
+            ..EnvPolicy::default()
+        };
+        let got = names(&p.base_env(vars(&["MY_API_KEY", "OTHER_KEY", "SHELLWARD_TOKEN"])));
+        assert!(got.contains(&"MY_API_KEY".to_string()));
+        assert!(!got.contains(&"OTHER_KEY".to_string()));
+        assert!(!got.contains(&"SHELLWARD_TOKEN".to_string()));
+        p.ignore_default_excludes = true;
+        let got = names(&p.base_env(vars(&["OTHER_KEY", "SHELLWARD_TOKEN"])));
+        assert_eq!(got.iter().filter(|n| *n == "OTHER_KEY").count(), 1);
+        assert!(!got.contains(&"SHELLWARD_TOKEN".to_string()));
+        // `set` is explicit: it may carry anything.
+        p.set_var("SHELLWARD_TOKEN", "given");
+        assert!(names(&p.base_env(vars(&[]))).contains(&"SHELLWARD_TOKEN".to_string()));
+    }
+
+    #[test]
+    fn inherit_modes_exclude_and_include_only() {
+        let all = vars(&["PATH", "HOME", "LC_ALL", "EDITOR_X", "FOO", "BAR"]);
+        let core = EnvPolicy {
+            inherit: Inherit::Core,
+            set: vec![],
+            ..EnvPolicy::default()
+        };
+        assert_eq!(
+            names(&core.base_env(all.clone())),
+            ["PATH", "HOME", "LC_ALL"]
+        );
+        let none = EnvPolicy {
+            inherit: Inherit::None,
+            set: vec![("X".into(), "1".into())],
+            ..EnvPolicy::default()
+        };
+        assert_eq!(names(&none.base_env(all.clone())), ["X"]);
+        let filtered = EnvPolicy {
+            exclude: vec!["f*".into()],
+            include_only: vec!["PATH".into(), "FOO".into(), "BAR".into()],
+            set: vec![],
+            ..EnvPolicy::default()
+        };
+        assert_eq!(names(&filtered.base_env(all)), ["PATH", "BAR"]);
+    }
+
+    #[test]
+    fn set_replaces_inherited_values() {
+        let mut p = EnvPolicy::default();
+        p.set_var("PAGER", "less");
+        let env = p.base_env(vec![("PAGER".into(), "more".into())]);
+        let pagers: Vec<_> = env.iter().filter(|(k, _)| k == "PAGER").collect();
+        assert_eq!(pagers.len(), 1);
+        assert_eq!(pagers[0].1, "less");
+    }
+
+    #[test]
+    fn validation_names_the_bad_entry() {
+        let p = EnvPolicy {
+            exclude: vec!["A=B".into()],
+            ..EnvPolicy::default()
+        };
+        assert!(p.validate().unwrap_err().contains("A=B"));
+        let mut p = EnvPolicy::default();
+        p.set_var("", "x");
+        assert!(p.validate().is_err());
+        assert!(EnvPolicy::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,70 @@
+//! [`ExecError`]: what can go wrong when running or managing a process, each variant saying what to do.
+
+use std::path::PathBuf;
+
+/// Executor errors. Each says what failed and what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// The working directory does not exist or is not a directory.
+    #[error("working directory {path} {problem}; give an existing directory")]
+    Workdir {
+        /// The directory.
+        path: PathBuf,
+        /// `does not exist`, `is not a directory`, ...
+        problem: String,
+    },
+    /// The command is empty or contains a NUL byte.
+    #[error("invalid command: {0}")]
+    InvalidCommand(String),
+    /// Too many processes are running.
+    #[error(
+        "{running} processes are already running (the limit is {limit}); stop some with process_signal or wait for \
+         them to finish"
+    )]
+    TooManyRunning {
+        /// Running now.
+        running: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The session has too many processes running.
+    #[error(
+        "this session already has {running} processes running (the per-session limit is {limit}); stop some with \
+         process_signal or wait for them to finish"
+    )]
+    TooManyRunningInSession {
+        /// Running now in the session.
+        running: usize,
+        /// The per-session limit.
+        limit: usize,
+    },
+    /// No such process id (for this session).
+    #[error("no process {0} (for this session); call process_list to see the ids")]
+    UnknownProcess(String),
+    /// The process existed but was dropped to stay within the retention limits.
+    #[error(
+        "process {id} has ended and was removed to stay within the retention limits ({why}); its output is no \
+         longer available. Read output sooner, or ask the operator to raise the limit"
+    )]
+    Evicted {
+        /// The process id.
+        id: String,
+        /// Which limit made room (`100 exited processes per session`, `512 MiB of logs`).
+        why: String,
+    },
+    /// Nothing of the process tree is alive.
+    #[error(
+        "process {0} has already exited and nothing of its process tree is alive; there is nothing to signal"
+    )]
+    NotAlive(String),
+    /// The executor is shutting down.
+    #[error("the executor is shutting down; no new processes are started")]
+    ShuttingDown,
+    /// Spawning failed.
+    #[error("could not start the command: {0}")]
+    Spawn(std::io::Error),
+    /// The executor could not be set up.
+    #[error("the executor could not be set up: {0}")]
+    Setup(String),
+}

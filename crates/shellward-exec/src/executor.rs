@@ -1,0 +1,517 @@
+//! The [`Executor`]: starting plans, foreground waits and timeouts, signals, listings, output reads and shutdown.
+
+use crate::config::{ContainmentPreference, ExecutorConfig};
+use crate::error::ExecError;
+use crate::logdir::LogDir;
+use crate::output::Capture;
+use crate::plan::{ExecPlan, TimeoutAction};
+use crate::registry::{Limits, Proc, Registry};
+use crate::results::{
+    ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
+};
+use crate::sys::{ContainmentKind, Platform, SpawnSpec};
+use crate::tasks::{cleanup, read_pipe, reaper, try_cleanup, wait_leader};
+use nix::sys::signal::Signal;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
+
+/// The executor's shared state.
+pub(crate) struct Inner {
+    pub(crate) config: ExecutorConfig,
+    pub(crate) platform: Platform,
+    log_dir: LogDir,
+    /// What every command's environment starts from (see [`crate::env`]), read once at creation.
+    base_env: Vec<(OsString, OsString)>,
+    pub(crate) registry: Registry,
+    next_id: AtomicU64,
+    closing: AtomicBool,
+    pub(crate) shut_down: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.shut_down.swap(true, Ordering::SeqCst) {
+            // Not shut down cleanly: kill everything synchronously so nothing outlives the executor.
+            for p in self.registry.all() {
+                p.tree.kill();
+            }
+            self.platform.shutdown();
+            self.log_dir.remove();
+        }
+    }
+}
+
+/// Runs plans and tracks the processes they start. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("containment", &self.containment())
+            .field("log_dir", &self.inner.log_dir.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    /// Creates an executor. Must be called inside a Tokio runtime (it starts a reaper task).
+    pub fn new(config: ExecutorConfig) -> Result<Executor, ExecError> {
+        if config.shell.is_empty() {
+            return Err(ExecError::Setup(
+                "the shell must not be empty; use e.g. [\"sh\", \"-c\"]".into(),
+            ));
+        }
+        for (name, value) in [
+            ("max_running", config.max_running),
+            ("max_running_per_session", config.max_running_per_session),
+            ("max_retained_per_session", config.max_retained_per_session),
+        ] {
+            if value == 0 {
+                return Err(ExecError::Setup(format!(
+                    "{name} must be at least 1 (it is 0)"
+                )));
+            }
+        }
+        config
+            .env
+            .validate()
+            .map_err(|e| ExecError::Setup(format!("environment policy: {e}")))?;
+        let parent = config
+            .log_parent
+            .clone()
+            .unwrap_or_else(LogDir::default_parent);
+        let log_dir = LogDir::create(&parent).map_err(|e| ExecError::Setup(e.to_string()))?;
+        let platform = Platform::new(config.containment == ContainmentPreference::Auto)
+            .map_err(|e| ExecError::Setup(e.to_string()))?;
+        tracing::info!(containment = %platform.kind(), log_dir = %log_dir.path().display(), "shellward executor ready");
+        let base_env = config.env.base_env(std::env::vars_os());
+        let registry = Registry::new(Limits {
+            max_running: config.max_running,
+            max_running_per_session: config.max_running_per_session,
+            max_retained_per_session: config.max_retained_per_session,
+            max_log_bytes: config.max_log_bytes,
+            retention: config.retention,
+        });
+        let inner = Arc::new(Inner {
+            config,
+            platform,
+            log_dir,
+            base_env,
+            registry,
+            next_id: AtomicU64::new(1),
+            closing: AtomicBool::new(false),
+            shut_down: AtomicBool::new(false),
+        });
+        tokio::spawn(reaper(Arc::downgrade(&inner)));
+        Ok(Executor { inner })
+    }
+
+    /// The containment mechanism in use.
+    pub fn containment(&self) -> ContainmentKind {
+        self.inner.platform.kind()
+    }
+
+    /// The executor's parent cgroup directory, when cgroup containment is active (removed at shutdown).
+    pub fn cgroup_dir(&self) -> Option<&Path> {
+        self.inner.platform.cgroup_dir()
+    }
+
+    /// The per-executor directory holding output logs (removed at shutdown).
+    pub fn log_dir(&self) -> &Path {
+        self.inner.log_dir.path()
+    }
+
+    fn find(&self, id: &str, session: Option<&str>) -> Result<Arc<Proc>, ExecError> {
+        self.inner.registry.find(id, session)
+    }
+
+    /// Runs a plan: in the background (returns at once), or in the foreground until it exits or its timeout expires.
+    pub async fn execute(&self, plan: ExecPlan) -> Result<ExecResult, ExecError> {
+        let proc = self.start(&plan).await?;
+        if plan.background {
+            return Ok(self.result(&proc, false, false, 0));
+        }
+        let _end_check = proc.tree.prepare_end_check();
+        let exited = match plan.timeout {
+            Some(t) => tokio::time::timeout(t, proc.wait_exit()).await.is_ok(),
+            None => {
+                proc.wait_exit().await;
+                true
+            }
+        };
+        if !exited {
+            match plan.on_timeout {
+                TimeoutAction::Background => {
+                    proc.background.store(true, Ordering::Relaxed);
+                    return Ok(self.result(&proc, true, false, 0));
+                }
+                TimeoutAction::Kill => {
+                    self.terminate(&proc).await;
+                    proc.wait_exit().await;
+                }
+            }
+        }
+        let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
+            .await
+            .is_ok();
+        let leftovers = if proc.tree.certainly_gone() {
+            0
+        } else {
+            proc.tree.members().len()
+        };
+        if leftovers > 0 {
+            // Something the command started lives on: keep it tracked (and signallable) under the same id.
+            proc.background.store(true, Ordering::Relaxed);
+        }
+        let result = self.result(&proc, !exited, !drained, leftovers);
+        if leftovers == 0 && drained {
+            self.forget(&proc);
+        }
+        Ok(result)
+    }
+
+    fn result(
+        &self,
+        proc: &Proc,
+        timed_out: bool,
+        incomplete: bool,
+        leftovers: usize,
+    ) -> ExecResult {
+        let (output, stderr, cursor, log_path) = proc.views();
+        let exit = proc.exit_state();
+        ExecResult {
+            id: proc.id.clone(),
+            running: exit == ExitState::Running,
+            exit,
+            timed_out,
+            wall_ms: proc.started_at.elapsed().as_millis() as u64,
+            output,
+            stderr,
+            output_incomplete: incomplete,
+            log_path,
+            cursor,
+            leftover_processes: leftovers,
+        }
+    }
+
+    /// Releases a finished foreground process's tree resources (its cgroup) on a task of its own, so the caller gets
+    /// its result without waiting for the `rmdir`. The entry (and its log) stays readable by id until its retention
+    /// expires, so the agent can page through output the head/tail view dropped.
+    fn forget(&self, proc: &Arc<Proc>) {
+        let inner = self.inner.clone();
+        let proc = proc.clone();
+        tokio::spawn(async move { try_cleanup(&inner, &proc) });
+    }
+
+    fn validate(&self, plan: &ExecPlan) -> Result<PathBuf, ExecError> {
+        if plan.command.trim().is_empty() {
+            return Err(ExecError::InvalidCommand(
+                "the command is empty; give a shell command to run".into(),
+            ));
+        }
+        if plan.command.contains('\0') {
+            return Err(ExecError::InvalidCommand(
+                "the command contains a NUL byte, which no shell accepts".into(),
+            ));
+        }
+        if let Some((k, _)) = plan
+            .env
+            .iter()
+            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+        {
+            return Err(ExecError::InvalidCommand(format!(
+                "environment variable name {k:?} is invalid (empty, or contains `=` or NUL)"
+            )));
+        }
+        let workdir = match plan
+            .workdir
+            .clone()
+            .or_else(|| self.inner.config.default_workdir.clone())
+        {
+            Some(w) => w,
+            None => std::env::current_dir()
+                .map_err(|e| ExecError::Setup(format!("cannot read the current directory: {e}")))?,
+        };
+        match std::fs::metadata(&workdir) {
+            Ok(m) if m.is_dir() => Ok(workdir),
+            Ok(_) => Err(ExecError::Workdir {
+                path: workdir,
+                problem: "is not a directory".into(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ExecError::Workdir {
+                path: workdir,
+                problem: "does not exist".into(),
+            }),
+            Err(e) => Err(ExecError::Workdir {
+                path: workdir,
+                problem: format!("cannot be used ({e})"),
+            }),
+        }
+    }
+
+    async fn start(&self, plan: &ExecPlan) -> Result<Arc<Proc>, ExecError> {
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        let workdir = self.validate(plan)?;
+        // Reserve a running slot (global and per session); it is released when the leader exits, or here when the
+        // spawn fails.
+        let registry = &self.inner.registry;
+        let slot = registry.reserve(plan.session.as_deref())?;
+        registry.enforce_session_count(plan.session.as_deref());
+        let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = format!("p{n}");
+        let config = &self.inner.config;
+        let mut env = self.inner.base_env.clone();
+        env.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
+        let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
+        args.push(plan.command.clone().into());
+        let spawned = self
+            .inner
+            .platform
+            .spawn(SpawnSpec {
+                program: config.shell[0].clone().into(),
+                args,
+                workdir: workdir.clone(),
+                env,
+                separate_stderr: config.separate_stderr,
+                name: id.clone(),
+            })
+            .await
+            .map_err(ExecError::Spawn)?;
+        slot.keep();
+        let log = |suffix: &str| self.inner.log_dir.path().join(format!("{id}{suffix}.log"));
+        let proc = Arc::new(Proc {
+            n,
+            id: id.clone(),
+            session: plan.session.clone(),
+            command: plan.command.clone(),
+            workdir,
+            pid: spawned.leader.pid(),
+            background: AtomicBool::new(plan.background),
+            started: SystemTime::now(),
+            started_at: Instant::now(),
+            tree: spawned.tree,
+            out: Mutex::new(Capture::new(config.output.clone(), log(""))),
+            err: spawned
+                .stderr
+                .as_ref()
+                .map(|_| Mutex::new(Capture::new(config.output.clone(), log(".stderr")))),
+            tick: watch::Sender::new(0),
+            exit: watch::Sender::new(None),
+            readers_open: AtomicU64::new(1 + spawned.stderr.is_some() as u64),
+            readers_done: watch::Sender::new(false),
+            cleaned: AtomicBool::new(false),
+        });
+        registry.insert(proc.clone());
+        tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));
+        if let Some(err) = spawned.stderr {
+            tokio::spawn(read_pipe(proc.clone(), err, true));
+        }
+        tokio::spawn(wait_leader(
+            Arc::downgrade(&self.inner),
+            proc.clone(),
+            spawned.leader,
+        ));
+        Ok(proc)
+    }
+
+    /// SIGTERM to the tree, then SIGKILL to whatever remains after the grace period; waits until it is gone.
+    async fn terminate(&self, proc: &Proc) {
+        proc.tree.signal(Signal::SIGTERM);
+        if !proc.wait_tree_gone(self.inner.config.grace).await {
+            proc.tree.kill();
+            proc.wait_tree_gone(Duration::from_secs(5)).await;
+        }
+    }
+
+    /// Signals a process tree. Refused only when nothing of the tree is alive. Returns once the tree is gone (or, for
+    /// a tree that resists, after the grace period and SIGKILL), saying what had escaped containment and what, if
+    /// anything, still lives.
+    ///
+    /// Every process signalled is proven to be a member at that moment (see the `sys::unix::tree` docs): a process
+    /// that merely received the pid of a dead member is never touched.
+    pub async fn signal(
+        &self,
+        id: &str,
+        kind: SignalKind,
+        session: Option<&str>,
+    ) -> Result<SignalOutcome, ExecError> {
+        let proc = self.find(id, session)?;
+        if !proc.tree.alive() && proc.tree.escapees().is_empty() {
+            return Err(ExecError::NotAlive(id.to_string()));
+        }
+        match kind {
+            SignalKind::Terminate => self.terminate(&proc).await,
+            SignalKind::Kill => {
+                proc.tree.kill();
+                proc.wait_tree_gone(Duration::from_secs(5)).await;
+            }
+        }
+        // Members that left the containment (cgroup path: moved to another cgroup) are found by their marker.
+        let mut outcome = SignalOutcome {
+            escaped_killed: proc.tree.kill_escapees(),
+            ..SignalOutcome::default()
+        };
+        if outcome.escaped_killed > 0 {
+            tracing::warn!(
+                id,
+                escaped = outcome.escaped_killed,
+                "killed members that had left the tree's cgroup"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        outcome.survivors = proc.tree.member_pids().len() + proc.tree.escapees().len();
+        Ok(outcome)
+    }
+
+    /// Lists the session's processes (background ones, and foreground ones whose tree lives on): running first, then
+    /// newest first, at most `limit`.
+    pub fn list(&self, session: Option<&str>, limit: usize) -> ProcessList {
+        self.list_filtered(session, limit, false)
+    }
+
+    /// Like [`Executor::list`]; with `include_foreground`, finished foreground runs still retained are listed too
+    /// (for process APIs that list every start).
+    pub fn list_filtered(
+        &self,
+        session: Option<&str>,
+        limit: usize,
+        include_foreground: bool,
+    ) -> ProcessList {
+        let procs: Vec<Arc<Proc>> = self
+            .inner
+            .registry
+            .procs()
+            .values()
+            .rev()
+            .filter(|p| {
+                p.session.as_deref() == session
+                    && (include_foreground || p.background.load(Ordering::Relaxed))
+            })
+            .cloned()
+            .collect();
+        let mut infos: Vec<ProcessInfo> = procs.iter().map(|p| p.info()).collect();
+        // Stable: newest first within each group (the map is iterated newest first).
+        infos.sort_by_key(|i| !i.running);
+        let omitted = infos.len().saturating_sub(limit);
+        infos.truncate(limit);
+        ProcessList {
+            processes: infos,
+            omitted,
+        }
+    }
+
+    /// The pids of the process's tree that are alive now (leader and descendants, escapers included).
+    pub fn tree_members(&self, id: &str, session: Option<&str>) -> Result<Vec<i32>, ExecError> {
+        Ok(self.find(id, session)?.tree.member_pids())
+    }
+
+    /// One process's details.
+    pub fn info(&self, id: &str, session: Option<&str>) -> Result<ProcessInfo, ExecError> {
+        Ok(self.find(id, session)?.info())
+    }
+
+    /// Reads output. With a cursor: the bytes after it (at most `max_bytes`), waiting up to `wait` for new output or
+    /// the exit when there is nothing new yet. Without: the head/tail view (after waiting up to `wait` for the
+    /// process to exit). `wait` of zero is a snapshot.
+    pub async fn read_output(
+        &self,
+        id: &str,
+        session: Option<&str>,
+        cursor: Option<u64>,
+        wait: Duration,
+        max_bytes: usize,
+    ) -> Result<OutputRead, ExecError> {
+        let proc = self.find(id, session)?;
+        // Whether a read at `c` would return something: new bytes that make at least one whole character (the
+        // first bytes of a character still arriving are not enough) or bytes skipped.
+        let readable = |c: u64| {
+            let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
+            let probe = out.read(c, 4);
+            probe.next_cursor > c || probe.skipped_bytes > 0
+        };
+        let done = |p: &Proc| p.leader_exited() && *p.readers_done.borrow();
+        if !wait.is_zero() && !done(&proc) {
+            let mut tick = proc.tick.subscribe();
+            let _ = tokio::time::timeout(wait, async {
+                loop {
+                    if done(&proc) || cursor.is_some_and(readable) {
+                        return;
+                    }
+                    if tick.changed().await.is_err() {
+                        return;
+                    }
+                }
+            })
+            .await;
+        }
+        // The process has ended but its pipes are still being drained (usually for microseconds; until the drain
+        // bound when something outside the tree holds them): let that finish first, so that a read reporting
+        // "not running" has all the output.
+        let exited_at = proc.exit.borrow().as_ref().map(|(_, at)| *at);
+        if !done(&proc)
+            && let Some(at) = exited_at
+            && let Some(left) = self
+                .inner
+                .config
+                .drain
+                .checked_sub(SystemTime::now().duration_since(at).unwrap_or_default())
+            && (proc.cleaned.load(Ordering::Relaxed) || !proc.tree.alive())
+        {
+            let _ = tokio::time::timeout(left, proc.wait_readers()).await;
+        }
+        let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
+        let (chunk, view, next) = match cursor {
+            Some(c) => {
+                let chunk = out.read(c, max_bytes);
+                let next = chunk.next_cursor;
+                (Some(chunk), None, next)
+            }
+            None => (None, Some(out.view()), out.total()),
+        };
+        drop(out);
+        let exit = proc.exit_state();
+        Ok(OutputRead {
+            chunk,
+            view,
+            next_cursor: next,
+            running: exit == ExitState::Running
+                || !proc.cleaned.load(Ordering::Relaxed) && proc.tree.alive(),
+            exit,
+            output_closed: done(&proc),
+        })
+    }
+
+    /// Terminates every tree this executor started (SIGTERM, grace, SIGKILL, all at once), waits for them, and
+    /// removes the executor's cgroups and log directory. New starts are refused from the first moment.
+    pub async fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        let procs = self.inner.registry.all();
+        let mut tasks = Vec::new();
+        for p in procs {
+            let this = self.clone();
+            tasks.push(tokio::spawn(async move {
+                if p.tree.alive() {
+                    this.terminate(&p).await;
+                }
+                p.wait_exit().await;
+                cleanup(&this.inner, &p);
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
+            self.inner.platform.shutdown();
+            self.inner.log_dir.remove();
+        }
+    }
+}

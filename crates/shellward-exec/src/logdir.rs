@@ -1,0 +1,243 @@
+//! The executor's private log directory: unpredictable name, owner-only, locked while the executor lives, and swept
+//! when an executor died without removing it.
+//!
+//! What commands print is often secret, so the directory is created with an unpredictable name (`shellward-` and
+//! 16 random letters and digits; creation fails rather than reuse anything already there), mode 0700, and holds a
+//! `lock` file locked (`flock`) for the executor's whole life. Log files are created `O_EXCL | O_NOFOLLOW`, mode
+//! 0600 (see [`crate::output`]).
+//!
+//! At start, the parent directory is swept: a `shellward-*` directory owned by this user whose `lock` can be locked
+//! belongs to an executor that no longer runs (the kernel drops a dead process's locks), and is removed. Directories
+//! of the old `shellward-<pid>-<n>` form (which had no lock) are removed when process `<pid>` is gone.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+const PREFIX: &str = "shellward-";
+const LOCK: &str = "lock";
+
+/// A live log directory; removed by [`LogDir::remove`].
+#[derive(Debug)]
+pub(crate) struct LogDir {
+    path: PathBuf,
+    /// Held (and locked) while the executor lives.
+    _lock: File,
+}
+
+impl LogDir {
+    /// Where a log directory goes when the configuration names no parent.
+    pub(crate) fn default_parent() -> PathBuf {
+        match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(d) if !d.is_empty() && Path::new(&d).is_dir() => PathBuf::from(d),
+            _ => std::env::temp_dir(),
+        }
+    }
+
+    /// Sweeps stale directories under `parent`, then creates a new private one there.
+    pub(crate) fn create(parent: &Path) -> io::Result<LogDir> {
+        let meta = fs::metadata(parent).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "the log directory's parent {} cannot be used ({e}); create it or configure another log_dir",
+                    parent.display()
+                ),
+            )
+        })?;
+        if !meta.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!(
+                    "the log directory's parent {} is not a directory; configure another log_dir",
+                    parent.display()
+                ),
+            ));
+        }
+        let removed = sweep_stale(parent);
+        if removed > 0 {
+            tracing::info!(parent = %parent.display(), removed, "removed log directories of executors that are gone");
+        }
+        let mut last = None;
+        for _ in 0..16 {
+            let path = parent.join(format!("{PREFIX}{}", random_name(16)?));
+            match fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot create the log directory {}: {e}", path.display()),
+                    ));
+                }
+            }
+            // The umask may have narrowed the mode, never widened it; make it exactly 0700.
+            fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+            let lock = File::options()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path.join(LOCK))?;
+            if !try_lock(&lock) {
+                return Err(io::Error::other(format!(
+                    "cannot lock {}",
+                    path.join(LOCK).display()
+                )));
+            }
+            return Ok(LogDir { path, _lock: lock });
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free log directory name")))
+    }
+
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the directory and everything in it.
+    pub(crate) fn remove(&self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// `len` random characters from `[a-z0-9]`, from the kernel's random source.
+fn random_name(len: usize) -> io::Result<String> {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = vec![0u8; len];
+    File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes
+        .iter()
+        .map(|b| CHARS[*b as usize % CHARS.len()] as char)
+        .collect())
+}
+
+/// Takes an exclusive `flock` without waiting; returns whether it was taken.
+fn try_lock(file: &File) -> bool {
+    // SAFETY: flock on a valid, open descriptor.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Removes the log directories under `parent` that belong to executors no longer running; returns how many.
+pub(crate) fn sweep_stale(parent: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        let path = entry.path();
+        // Never follow a symlink, never touch another user's directory.
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me {
+            continue;
+        }
+        if is_stale(&path, rest) {
+            // std's remove_dir_all does not follow symlinks inside the tree.
+            if fs::remove_dir_all(&path).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+fn is_stale(path: &Path, rest: &str) -> bool {
+    match File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path.join(LOCK))
+    {
+        // Lockable: its executor is gone (its lock died with it). The lock is released when `lock` is dropped.
+        Ok(lock) => try_lock(&lock),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => legacy_stale(rest),
+        Err(_) => false,
+    }
+}
+
+/// The old `shellward-<pid>-<n>` form: stale when process `<pid>` no longer exists.
+fn legacy_stale(rest: &str) -> bool {
+    let Some((pid, n)) = rest.split_once('-') else {
+        return false;
+    };
+    let (Ok(pid), true) = (
+        pid.parse::<i32>(),
+        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()),
+    ) else {
+        return false;
+    };
+    pid > 0 && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn directories_are_private_unpredictable_and_locked() {
+        let parent = tempfile::tempdir().unwrap();
+        let a = LogDir::create(parent.path()).unwrap();
+        let b = LogDir::create(parent.path()).unwrap();
+        assert_ne!(a.path(), b.path());
+        let mode = fs::metadata(a.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let name = a.path().file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(name.len(), PREFIX.len() + 16, "{name}");
+        // A live directory is not swept, by another executor or this one.
+        assert_eq!(sweep_stale(parent.path()), 0);
+        assert!(a.path().exists() && b.path().exists());
+        let a_path = a.path().to_path_buf();
+        drop(a); // the lock goes with it, as with a killed executor; the directory stays
+        assert!(a_path.exists());
+        assert_eq!(sweep_stale(parent.path()), 1);
+        assert!(!a_path.exists());
+        assert!(b.path().exists());
+        b.remove();
+        assert!(!b.path().exists());
+    }
+
+    #[test]
+    fn the_sweep_leaves_foreign_things_alone() {
+        let parent = tempfile::tempdir().unwrap();
+        let p = parent.path();
+        // Not ours by name, a symlink, a plain file, and a legacy directory of a living process.
+        fs::create_dir(p.join("other-dir")).unwrap();
+        let target = tempfile::tempdir().unwrap();
+        fs::write(target.path().join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(target.path(), p.join("shellward-link")).unwrap();
+        fs::write(p.join("shellward-file"), "x").unwrap();
+        let alive = p.join(format!("shellward-{}-0", std::process::id()));
+        fs::create_dir(&alive).unwrap();
+        // A legacy directory of a pid that cannot exist (above pid_max's hard limit) is stale.
+        let dead = p.join("shellward-99999999-3");
+        fs::create_dir(&dead).unwrap();
+        assert_eq!(sweep_stale(p), 1);
+        assert!(!dead.exists());
+        assert!(
+            alive.exists() && p.join("other-dir").exists() && p.join("shellward-file").exists()
+        );
+        assert!(
+            target.path().join("keep").exists(),
+            "a symlink is never followed"
+        );
+    }
+
+    #[test]
+    fn a_missing_parent_is_a_clear_error() {
+        let e = LogDir::create(Path::new("/nonexistent/shellward-parent")).unwrap_err();
+        assert!(e.to_string().contains("log_dir"), "{e}");
+    }
+}

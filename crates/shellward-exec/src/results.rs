@@ -1,0 +1,156 @@
+//! What the executor hands back: how a process ended, the result of a run, listings, output reads, signal outcomes.
+
+use crate::output::{OutputChunk, OutputView};
+use nix::sys::signal::Signal;
+use std::path::PathBuf;
+
+/// How a process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExitState {
+    /// Still running.
+    Running,
+    /// Exited with a code.
+    Code(i32),
+    /// Killed by a signal (its name, e.g. `SIGKILL`).
+    Signal(String),
+}
+
+impl ExitState {
+    /// The exit code, when it exited normally.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            ExitState::Code(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// The signal name, when a signal ended it.
+    pub fn signal(&self) -> Option<&str> {
+        match self {
+            ExitState::Signal(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A shell-style status: the code, or 128 + signal number.
+    pub fn shell_status(&self) -> Option<i32> {
+        match self {
+            ExitState::Running => None,
+            ExitState::Code(c) => Some(*c),
+            ExitState::Signal(name) => name.parse::<Signal>().ok().map(|s| 128 + s as i32),
+        }
+    }
+}
+
+/// The result of [`Executor::execute`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ExecResult {
+    /// The process id (`p1`, `p2`, ...). Valid for later calls while the process is tracked (background runs,
+    /// timeouts kept in the background, and trees that left processes behind).
+    pub id: String,
+    /// How the leader ended (`Running` when it lives on).
+    pub exit: ExitState,
+    /// The foreground timeout expired.
+    pub timed_out: bool,
+    /// The process still runs (background run, or timeout with [`TimeoutAction::Background`]).
+    pub running: bool,
+    /// Wall time from start until the result, in milliseconds.
+    pub wall_ms: u64,
+    /// Head/tail view of the output (stdout and stderr interleaved, unless separated).
+    pub output: OutputView,
+    /// Head/tail view of stderr when it is captured separately.
+    pub stderr: Option<OutputView>,
+    /// Output may be incomplete: a process kept the output pipe open past the drain bound.
+    pub output_incomplete: bool,
+    /// The full output log, once anything was written.
+    pub log_path: Option<PathBuf>,
+    /// Cursor to continue reading the output from.
+    pub cursor: u64,
+    /// Processes of the tree still alive after the leader exited (e.g. a daemon it started); they stay tracked
+    /// under `id` and can be signalled.
+    pub leftover_processes: usize,
+}
+
+/// One entry of [`Executor::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// Process id.
+    pub id: String,
+    /// The command.
+    pub command: String,
+    /// Working directory.
+    pub workdir: PathBuf,
+    /// Session.
+    pub session: Option<String>,
+    /// Whether it was started (or kept) in the background.
+    pub background: bool,
+    /// Whether anything of its tree is running.
+    pub running: bool,
+    /// How the leader ended.
+    pub exit: ExitState,
+    /// OS pid of the leader.
+    pub pid: i32,
+    /// Start time (seconds since the epoch).
+    pub started_at_unix: u64,
+    /// Exit time of the leader (seconds since the epoch).
+    pub exited_at_unix: Option<u64>,
+    /// Output bytes so far.
+    pub output_bytes: u64,
+    /// Output log path.
+    pub log_path: Option<PathBuf>,
+}
+
+/// The result of [`Executor::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessList {
+    /// Running first, then newest first.
+    pub processes: Vec<ProcessInfo>,
+    /// Entries not returned because of the limit.
+    pub omitted: usize,
+}
+
+/// The result of [`Executor::read_output`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OutputRead {
+    /// The bytes after the cursor (when a cursor was given).
+    pub chunk: Option<OutputChunk>,
+    /// The head/tail view (when no cursor was given).
+    pub view: Option<OutputView>,
+    /// Cursor for the next read.
+    pub next_cursor: u64,
+    /// Whether the process is still running.
+    pub running: bool,
+    /// How the leader ended.
+    pub exit: ExitState,
+    /// The leader has exited and its output pipes are closed: no more output will arrive (a process that inherited
+    /// the pipes and keeps them open holds this false until it exits or the drain bound passes).
+    pub output_closed: bool,
+}
+
+/// A signal request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignalKind {
+    /// SIGTERM to the whole tree, then SIGKILL after the grace period.
+    Terminate,
+    /// SIGKILL to the whole tree at once.
+    Kill,
+}
+
+/// What [`Executor::signal`](crate::Executor::signal) achieved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SignalOutcome {
+    /// Processes carrying the tree's marker that had left its containment (cgroup path: moved to another cgroup)
+    /// and were found and killed individually.
+    pub escaped_killed: usize,
+    /// Processes of the tree still alive when the call returned (a process that ignores SIGKILL cannot exist, so
+    /// this counts processes that escaped beyond what can be found: another cgroup *and* a cleared environment,
+    /// or processes in uninterruptible sleep). Zero means the whole tree is gone.
+    pub survivors: usize,
+}

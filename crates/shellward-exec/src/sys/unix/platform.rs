@@ -1,0 +1,401 @@
+//! The per-executor platform state: containment choice (cgroup v2 or process groups), the spawner thread every
+//! fork happens on, the watchdog, and spawning one command's leader with its pipes into a new [`Tree`].
+
+use super::cgroup::{self, CgroupRoot};
+use super::fast_spawn;
+use super::pipes::pipe;
+use super::procfs;
+use super::tree::{Children, Tree};
+use super::watchdog::Watchdog;
+use super::{ContainmentKind, TREE_VAR};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+/// Platform state shared by all trees of one executor.
+pub(crate) struct Platform {
+    root: Option<CgroupRoot>,
+    /// Identifies this executor's trees: every process of a tree inherits `SHELLWARD_TREE=<token>/<id>`, which
+    /// survives `setsid` and double forks.
+    token: String,
+    spawner: Mutex<mpsc::Sender<SpawnJob>>,
+    /// What the fast path keeps between spawns (resolved shell, `/dev/null`).
+    spawn_cache: Arc<fast_spawn::SpawnCache>,
+    /// Fallback mode: which of this process's children are accounted for.
+    children: Arc<Children>,
+    watchdog: Mutex<Option<Watchdog>>,
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// A spawned leader and its output pipes.
+pub(crate) struct Spawned {
+    pub(crate) leader: Leader,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: Option<OwnedFd>,
+    pub(crate) tree: Tree,
+}
+
+/// A spawned leader process.
+pub(crate) enum Leader {
+    /// Spawned by `std::process::Command` (portable path).
+    Std(Child),
+    /// Spawned by `clone3` (fast path), with its pidfd.
+    Raw {
+        /// Process id.
+        pid: i32,
+        /// A pidfd for it.
+        pidfd: OwnedFd,
+    },
+}
+
+impl Leader {
+    /// The process id.
+    pub(crate) fn pid(&self) -> i32 {
+        match self {
+            Leader::Std(c) => c.id() as i32,
+            Leader::Raw { pid, .. } => *pid,
+        }
+    }
+}
+
+/// What to spawn.
+pub(crate) struct SpawnSpec {
+    /// The program (looked up on the environment's `PATH`).
+    pub(crate) program: OsString,
+    /// Its arguments.
+    pub(crate) args: Vec<OsString>,
+    /// Working directory.
+    pub(crate) workdir: PathBuf,
+    /// The *complete* environment (nothing of the executor's own is added; later entries win).
+    pub(crate) env: Vec<(OsString, OsString)>,
+    /// Capture stderr on a pipe of its own.
+    pub(crate) separate_stderr: bool,
+    /// The tree's name (its process id, `p7`), for its cgroup and marker.
+    pub(crate) name: String,
+}
+
+impl Platform {
+    /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and `allow_cgroup`)
+    /// and the spawner thread.
+    pub(crate) fn new(allow_cgroup: bool) -> io::Result<Platform> {
+        let root = if allow_cgroup {
+            match cgroup::discover() {
+                Some(base) => match CgroupRoot::create(&base) {
+                    Ok(root) => Some(root),
+                    Err(e) => {
+                        tracing::info!(base = %base.display(), "cgroup containment unavailable ({e}); using process groups");
+                        None
+                    }
+                },
+                None => {
+                    tracing::info!("no cgroup v2 hierarchy found; using process groups");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if root.is_none() {
+            // SAFETY: prctl with constant arguments.
+            unsafe {
+                libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            }
+        }
+        // Every fork happens on this thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it must
+        // live as long as the executor.
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        let (tid_tx, tid_rx) = mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("shellward-spawner".into())
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                let _ = tid_tx.send(unsafe { libc::gettid() });
+                for job in rx {
+                    job();
+                }
+            })?;
+        let spawner_tid = tid_rx.recv().map_err(|_| stopped())?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let token = format!("{}-{nanos}", std::process::id());
+        let platform = Platform {
+            root,
+            token,
+            spawner: Mutex::new(tx),
+            spawn_cache: Arc::default(),
+            children: Arc::new(Children {
+                tids: [std::process::id() as i32, spawner_tid],
+                leaders: Mutex::new(HashMap::new()),
+                watchdog: AtomicI32::new(0),
+            }),
+            watchdog: Mutex::new(None),
+        };
+        let dog = Watchdog::start(
+            platform.root.as_ref().map(|r| r.dir().to_path_buf()),
+            &platform,
+        )?;
+        platform
+            .children
+            .watchdog
+            .store(dog.child.id() as i32, Ordering::Relaxed);
+        *platform.watchdog.lock().unwrap() = Some(dog);
+        Ok(platform)
+    }
+
+    /// The executor's parent cgroup, when cgroups are used.
+    pub(crate) fn cgroup_dir(&self) -> Option<&std::path::Path> {
+        self.root.as_ref().map(|r| r.dir())
+    }
+
+    /// The active containment.
+    pub(crate) fn kind(&self) -> ContainmentKind {
+        if self.root.is_some() {
+            ContainmentKind::Cgroup
+        } else {
+            ContainmentKind::ProcessGroup
+        }
+    }
+
+    /// Queues a job on the spawner thread.
+    fn submit(&self, job: SpawnJob) -> io::Result<()> {
+        self.spawner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(job)
+            .map_err(|_| stopped())
+    }
+
+    /// This executor's tree-marker token.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Runs `f` on the spawner thread and blocks until it is done (for set-up, outside async code paths).
+    pub(crate) fn on_spawner_sync<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.submit(Box::new(move || {
+            let _ = tx.send(f());
+        }))?;
+        rx.recv().map_err(|_| stopped())
+    }
+
+    /// Spawns `sh -c …` (or the configured shell) as the leader of a new process group, inside a new cgroup when
+    /// available, with stdin on /dev/null and stdout/stderr on pipes.
+    pub(crate) async fn spawn(&self, mut spec: SpawnSpec) -> io::Result<Spawned> {
+        let marker = format!("{}/{}", self.token, spec.name);
+        spec.env.push((TREE_VAR.into(), marker.clone().into()));
+        let cgroup = match &self.root {
+            Some(root) => Some(root.child(&spec.name)?),
+            None => None,
+        };
+        let procs = cgroup.as_ref().map(|c| c.procs_path().clone());
+        let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
+        let parent = std::process::id() as i32;
+        let cache = self.spawn_cache.clone();
+        let (tx, result) = tokio::sync::oneshot::channel();
+        let job = move || -> io::Result<(Unclaimed, OwnedFd, Option<OwnedFd>)> {
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = if spec.separate_stderr {
+                let (r, w) = pipe()?;
+                (Some(r), w)
+            } else {
+                (None, out_w.try_clone()?)
+            };
+            match fast_spawn::spawn_spec(
+                &spec,
+                out_w.as_raw_fd(),
+                err_w.as_raw_fd(),
+                cgroup_dir.as_deref(),
+                &cache,
+            ) {
+                Ok((pid, pidfd)) => {
+                    return Ok((Unclaimed(Some(Leader::Raw { pid, pidfd })), out_r, err_r));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+                Err(e) => return Err(e),
+            }
+            let mut cmd = Command::new(&spec.program);
+            cmd.args(&spec.args)
+                .current_dir(&spec.workdir)
+                .env_clear()
+                .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(out_w))
+                .stderr(Stdio::from(err_w))
+                .process_group(0);
+            // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close).
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // The executor may have died between fork and prctl.
+                    if libc::getppid() != parent {
+                        libc::_exit(127);
+                    }
+                    if let Some(procs) = &procs {
+                        cgroup::join_from_child(procs)?;
+                    }
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn()?;
+            // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
+            drop(cmd);
+            Ok((Unclaimed(Some(Leader::Std(child))), out_r, err_r))
+        };
+        self.submit(Box::new(move || {
+            // If the caller stopped waiting (its future was dropped, e.g. on Ctrl-C), the value is dropped here or
+            // in the channel, and `Unclaimed` kills the leader instead of letting it run on unseen.
+            let _ = tx.send(job());
+        }))?;
+        // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
+        let result = result.await.map_err(|_| stopped())?;
+        let (leader, stdout, stderr) = match result {
+            Ok((mut unclaimed, stdout, stderr)) => match unclaimed.0.take() {
+                Some(leader) => (leader, stdout, stderr),
+                None => return Err(stopped()),
+            },
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(e);
+            }
+        };
+        let pgid = leader.pid();
+        let marker = format!("{TREE_VAR}={marker}");
+        let tree = match cgroup {
+            Some(cg) => Tree::in_cgroup(cg, pgid, marker),
+            None => {
+                self.children
+                    .leaders
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(pgid, marker.clone());
+                Tree::in_group(
+                    pgid,
+                    marker,
+                    format!("{TREE_VAR}={}/", self.token),
+                    self.children.clone(),
+                )
+            }
+        };
+        self.watchdog_send(&format!("+ {pgid}\n"));
+        Ok(Spawned {
+            leader,
+            stdout,
+            stderr,
+            tree,
+        })
+    }
+
+    /// To be called when a leader has exited and before it is reaped (its pid cannot be reused until then).
+    pub(crate) fn leader_exited(&self, pid: i32) {
+        self.children
+            .leaders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pid);
+    }
+
+    /// Tells the watchdog about a process group (`+ pgid` / `- pgid`). With cgroups it needs no list: killing the
+    /// executor's cgroup covers every tree.
+    pub(crate) fn watchdog_send(&self, line: &str) {
+        if self.root.is_some() {
+            return;
+        }
+        if let Some(dog) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            let _ = dog.pipe.write_all(line.as_bytes());
+        }
+    }
+
+    /// Kills every tree and removes the executor's cgroups (synchronous, best effort), then releases the watchdog.
+    pub(crate) fn shutdown(&self) {
+        if let Some(root) = &self.root {
+            root.kill_all_and_remove();
+        }
+        if let Some(mut dog) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = dog.pipe.write_all(b"quit\n");
+            drop(dog.pipe);
+            let _ = dog.child.wait();
+        }
+    }
+
+    /// In fallback mode: reaps zombies of tree members that were re-parented to this process (subreaper). `known`
+    /// maps pids to start times: a zombie child is reaped only if it is that very process.
+    pub(crate) fn reap_orphans(&self, known: &HashMap<i32, u64>) {
+        if self.root.is_some() || known.is_empty() {
+            return;
+        }
+        let me = std::process::id() as i32;
+        for p in procfs::scan() {
+            if p.ppid == me && !p.alive() && known.get(&p.pid) == Some(&p.start) {
+                let _ = nix::sys::wait::waitpid(
+                    Pid::from_raw(p.pid),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                );
+            }
+        }
+    }
+}
+
+/// A spawned leader on its way to the caller; killed if dropped before the caller takes it.
+struct Unclaimed(Option<Leader>);
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(leader) = self.0.take() {
+            abandon(leader);
+        }
+    }
+}
+
+/// Kills and reaps a leader whose spawn nobody waits for any more (its process group too: the leader is not yet
+/// reaped, so the group id is still its own).
+fn abandon(leader: Leader) {
+    let pid = leader.pid();
+    let _ = nix::sys::signal::killpg(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    match leader {
+        Leader::Std(mut child) => {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        Leader::Raw { pidfd, .. } => {
+            let _ = super::pidfd::pidfd_send_signal(&pidfd, nix::sys::signal::Signal::SIGKILL);
+            let _ = super::pipes::waitpid_blocking(pid);
+        }
+    }
+    tracing::debug!(
+        pid,
+        "killed a leader whose caller stopped waiting for its start"
+    );
+}
+
+fn stopped() -> io::Error {
+    io::Error::other("the executor's spawner thread has stopped")
+}

@@ -1,0 +1,96 @@
+//! The watchdog: a helper process that outlives a killed executor just long enough to kill what it started.
+//!
+//! It is a shell script, not a thread, because it must survive the executor's death (SIGKILL included). Without
+//! pidfds it proves what it can before it signals: a process is killed only when its environment, read just before,
+//! carries this executor's tree marker, and a process group only when such a marked process is in it and the
+//! executor had announced the group. (The remaining window between that read and the kill is a few microseconds;
+//! the executor itself never signals a number it has not verified through a pidfd.)
+
+use super::WATCHDOG_VAR;
+use super::platform::Platform;
+use std::io;
+use std::os::fd::FromRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// The running watchdog.
+///
+/// It is `sh` reading commands from a pipe whose only write end is held by the executor (close-on-exec, so commands
+/// never inherit it). When the executor dies — even by SIGKILL — the pipe reaches EOF and the watchdog kills the
+/// executor's cgroup (which holds every tree, escapers included) and every process group it was told about.
+pub(crate) struct Watchdog {
+    pub(crate) child: Child,
+    pub(crate) pipe: std::fs::File,
+}
+
+const WATCHDOG_SCRIPT: &str = r#"
+cg="$1"; token="$2"; pgs=" "
+while read -r op pg; do
+  case "$op" in
+    +) pgs="$pgs$pg " ;;
+    -) new=" "; for p in $pgs; do [ "$p" = "$pg" ] || new="$new$p "; done; pgs="$new" ;;
+    quit) exit 0 ;;
+  esac
+done
+if [ -n "$cg" ]; then echo 1 > "$cg/cgroup.kill" 2>/dev/null; fi
+if [ -n "$token" ]; then
+  round=0
+  while [ $round -lt 50 ]; do
+    round=$((round+1))
+    found=$(grep -lzE "^SHELLWARD_TREE=$token/" /proc/[0-9]*/environ 2>/dev/null)
+    [ -z "$found" ] && break
+    for f in $found; do
+      p=${f#/proc/}; p=${p%/environ}
+      if read -r line < "/proc/$p/stat" 2>/dev/null; then
+        rest=${line##*) }; set -- $rest
+        case "$pgs" in *" $3 "*) kill -s KILL -- "-$3" 2>/dev/null ;; esac
+      fi
+      kill -s KILL "$p" 2>/dev/null
+    done
+  done
+fi
+if [ -n "$cg" ]; then
+  i=0
+  while [ $i -lt 50 ]; do
+    for d in "$cg"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+    rmdir "$cg" 2>/dev/null && exit 0
+    i=$((i+1)); sleep 0.1
+  done
+fi
+"#;
+
+impl Watchdog {
+    /// Starts the watchdog (on the spawner thread, so the death signal of its leaders' thread does not apply to it).
+    pub(crate) fn start(cgroup_dir: Option<PathBuf>, platform: &Platform) -> io::Result<Watchdog> {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+        let token = platform.token().to_string();
+        let cg = cgroup_dir.map(|d| d.into_os_string()).unwrap_or_default();
+        let child = platform.on_spawner_sync(move || {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-c")
+                .arg(WATCHDOG_SCRIPT)
+                .arg("shellward-watchdog")
+                .arg(cg)
+                .arg(token);
+            cmd.env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env(WATCHDOG_VAR, "1")
+                .stdin(Stdio::from(r))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            // Its own session: terminal signals aimed at the executor's group do not reach it.
+            // SAFETY: setsid is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+            cmd.spawn()
+        })??;
+        // SAFETY: `w` is an owned, open pipe write end.
+        let pipe = unsafe { std::fs::File::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(w)) };
+        Ok(Watchdog { child, pipe })
+    }
+}

@@ -1,0 +1,174 @@
+//! The tasks behind each process (a reader per output pipe, a waiter for the leader) and the executor's periodic
+//! reaper, plus releasing a finished tree's resources.
+
+use crate::executor::Inner;
+use crate::registry::Proc;
+use crate::results::ExitState;
+use crate::sys::Leader;
+use crate::sys::pidfd::pidfd_open;
+use crate::sys::pipes::waitpid_blocking;
+use nix::sys::signal::Signal;
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+use tokio::io::AsyncReadExt;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+/// Releases a finished tree's resources once (may wait briefly; for shutdown paths).
+pub(crate) fn cleanup(inner: &Inner, proc: &Proc) {
+    if !proc.cleaned.swap(true, Ordering::SeqCst) {
+        proc.tree.cleanup();
+        inner
+            .platform
+            .watchdog_send(&format!("- {}\n", proc.tree.pgid()));
+    }
+}
+
+/// Releases a finished tree's resources if that can be done at once; otherwise the reaper retries.
+pub(crate) fn try_cleanup(inner: &Inner, proc: &Proc) {
+    if !proc.cleaned.load(Ordering::SeqCst)
+        && proc.tree.try_cleanup()
+        && !proc.cleaned.swap(true, Ordering::SeqCst)
+    {
+        inner
+            .platform
+            .watchdog_send(&format!("- {}\n", proc.tree.pgid()));
+    }
+}
+
+pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
+    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd);
+    match receiver {
+        Ok(mut rx) => {
+            // Small while the process is quiet (1,000 idle processes must stay cheap), doubled up to 256 KiB while
+            // reads fill it (bulk output needs few, large reads).
+            let mut buf = vec![0u8; 8 * 1024];
+            loop {
+                match rx.read(&mut buf).await {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if n == buf.len() && buf.len() < 256 * 1024 {
+                            buf.resize(buf.len() * 2, 0);
+                        }
+                        let capture = if stderr {
+                            proc.err.as_ref().unwrap_or(&proc.out)
+                        } else {
+                            &proc.out
+                        };
+                        capture
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(&buf[..n]);
+                        proc.tick.send_modify(|t| *t += n as u64);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        tracing::warn!(id = %proc.id, "reading output failed: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => tracing::warn!(id = %proc.id, "cannot watch the output pipe: {e}"),
+    }
+    let capture = if stderr {
+        proc.err.as_ref().unwrap_or(&proc.out)
+    } else {
+        &proc.out
+    };
+    capture.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    if proc.readers_open.fetch_sub(1, Ordering::SeqCst) == 1 {
+        proc.readers_done.send_replace(true);
+        proc.tick.send_modify(|t| *t += 1);
+    }
+}
+
+pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
+    let pid = leader.pid();
+    let (pidfd, child) = match leader {
+        Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
+        Leader::Std(child) => (pidfd_open(pid), Some(child)),
+    };
+    // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
+    let registered = pidfd.and_then(|fd| {
+        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
+    });
+    let wait = move || match child {
+        Some(mut c) => c.wait(),
+        None => waitpid_blocking(pid),
+    };
+    let status = match registered {
+        Ok(fd) => {
+            let _ = fd.readable().await;
+            // Exited, not yet reaped: its pid is still its own.
+            if let Some(inner) = inner.upgrade() {
+                inner.platform.leader_exited(pid);
+            }
+            // The process has exited: this reaps it without blocking (and without a group signal in flight).
+            proc.tree.leader().reap(wait)
+        }
+        Err(e) => {
+            tracing::debug!(id = %proc.id, "pidfd unavailable ({e}); waiting on a blocking thread");
+            let waiter = proc.clone();
+            let status = tokio::task::spawn_blocking(move || waiter.tree.leader().reap(wait))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+            if let Some(inner) = inner.upgrade() {
+                inner.platform.leader_exited(pid);
+            }
+            status
+        }
+    };
+    let state = match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => ExitState::Code(c),
+            (None, Some(sig)) => ExitState::Signal(
+                Signal::try_from(sig)
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|_| format!("signal {sig}")),
+            ),
+            _ => ExitState::Code(-1),
+        },
+        Err(e) => {
+            tracing::warn!(id = %proc.id, "waiting for the process failed: {e}");
+            ExitState::Code(-1)
+        }
+    };
+    proc.exit.send_replace(Some((state, SystemTime::now())));
+    if let Some(inner) = inner.upgrade() {
+        inner.registry.release(&proc.session);
+    }
+    proc.tick.send_modify(|t| *t += 1);
+}
+
+/// Periodic upkeep: releases finished trees, enforces retention and the registry's limits, reaps orphans.
+pub(crate) async fn reaper(inner: Weak<Inner>) {
+    let mut interval = tokio::time::interval(Duration::from_millis(500));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.shut_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut known = HashMap::new();
+        for p in inner.registry.all() {
+            // Zombies of a tree that is otherwise gone still need reaping: every tree's members count.
+            known.extend(p.tree.known());
+            if p.leader_exited() && !p.cleaned.load(Ordering::Relaxed) && !p.tree.alive() {
+                try_cleanup(&inner, &p);
+            }
+        }
+        inner.registry.enforce(SystemTime::now());
+        // Leaders are reaped by their waiter task, which needs their exit status.
+        for p in inner.registry.all() {
+            known.remove(&p.pid);
+        }
+        inner.platform.reap_orphans(&known);
+    }
+}

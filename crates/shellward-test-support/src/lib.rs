@@ -1,0 +1,106 @@
+//! Helpers for shellward's own tests: which processes are alive, with which environment, so a test can prove that
+//! nothing it started survives (and that nothing it did not start was touched). Not part of any shipped crate.
+
+#![deny(missing_docs)]
+
+use std::collections::HashSet;
+use std::fs;
+use std::time::{Duration, Instant};
+
+/// One process as seen in `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proc {
+    /// Process id.
+    pub pid: i32,
+    /// Parent process id.
+    pub ppid: i32,
+    /// State letter (`R`, `S`, `Z`, ...).
+    pub state: char,
+}
+
+impl Proc {
+    /// Running or runnable (not a zombie).
+    pub fn alive(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Every process in `/proc` now.
+pub fn scan() -> Vec<Proc> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &line[line.rfind(')')? + 1..];
+            let mut f = rest.split_whitespace();
+            let state = f.next()?.chars().next()?;
+            let ppid = f.next()?.parse().ok()?;
+            Some(Proc { pid, ppid, state })
+        })
+        .collect()
+}
+
+/// Whether the environment of `pid` holds exactly `entry` (`NAME=value`).
+pub fn has_env(pid: i32, entry: &str) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|&b| b == 0).any(|kv| kv == entry.as_bytes()))
+        .unwrap_or(false)
+}
+
+/// Living processes whose environment holds exactly `entry` (`NAME=value`).
+pub fn with_env(entry: &str) -> HashSet<i32> {
+    scan()
+        .into_iter()
+        .filter(|p| p.alive() && has_env(p.pid, entry))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Waits up to `limit` for every living process carrying `entry` to be gone; returns the survivors.
+pub fn survivors_after(entry: &str, limit: Duration) -> HashSet<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = with_env(entry);
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILLs (by pid, after checking the entry once more) what carries `entry`, so a failing test leaks nothing.
+pub fn kill_with_env(entry: &str) {
+    for pid in with_env(entry) {
+        if has_env(pid, entry) {
+            // SAFETY: kill has no memory-safety preconditions; the pid was just checked to carry the test's marker.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Zombie children of this process.
+pub fn zombie_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    scan()
+        .into_iter()
+        .filter(|p| p.ppid == me && !p.alive())
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Entries of `dir` whose names start with `prefix` (for tests proving nothing was left behind).
+pub fn entries_with_prefix(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -48,3 +48,93 @@ fn a_stock_mcp_client_drives_every_tool() {
     // The client left a background process running and disconnected: the server stopped it.
     assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
 }
+
+/// Raw JSON-RPC over the server's stdio: each malformed message gets the error the JSON-RPC specification asks for
+/// (the client is never left waiting), the session goes on afterwards, and SIGTERM ends the server promptly even
+/// while the client keeps stdin open.
+#[test]
+fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::time::Duration;
+    let mark = new_mark("mcp-raw");
+    let mut child = Command::new(bin())
+        .arg("mcp")
+        .env(MARK, &mark)
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let reply = || -> serde_json::Value {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the server answers");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    let mut send = |bytes: &[u8]| {
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    assert!(reply()["result"].is_object());
+    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let cases: [(&[u8], i64); 4] = [
+        (b"{not json", -32700),
+        (b"\xff\xfe garbage", -32700),
+        (b"42", -32600),
+        (
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute","arguments":"ls"}}"#,
+            -32602,
+        ),
+    ];
+    for (line, code) in cases {
+        send(line);
+        let r = reply();
+        assert_eq!(
+            r["error"]["code"],
+            code,
+            "{}: {r}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    // A 17 MiB line is refused; the session goes on.
+    send(&vec![b'x'; 17 << 20]);
+    assert_eq!(reply()["error"]["code"], -32600);
+    send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
+    let r = reply();
+    assert_eq!(r["id"], 9);
+    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(4));
+    // A background process, then SIGTERM with stdin still open: the server exits and stops it.
+    send(
+        br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300","run_in_background":true}}}"#,
+    );
+    assert_eq!(reply()["id"], 10);
+    cli::signal(&child, cli::Signal::SIGTERM);
+    let started = std::time::Instant::now();
+    let status = cli::wait_exit(&mut child, Duration::from_secs(10));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "exit took {:?}",
+        started.elapsed()
+    );
+    drop(stdin);
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert!(status.success(), "{status}");
+    assert!(left.is_empty(), "survivors: {left:?}");
+}

@@ -19,8 +19,15 @@ struct Server {
 impl Server {
     fn start(extra: &[&str]) -> Server {
         let mark = new_mark("serve");
+        // A free loopback port unless the test names the listener.
+        let listen: &[&str] = if extra.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(bin())
             .arg("serve")
+            .args(listen)
             .args(extra)
             .env(MARK, &mark)
             .env_remove("SHELLWARD_CONFIG")
@@ -414,5 +421,307 @@ fn a_unix_socket_listener_serves_the_same_api() {
     s.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains("via-unix"), "{reply}");
+    server.stop();
+}
+
+/// A raw HTTP/1.1 request over TCP; returns the whole reply text (the connection is closed by the request).
+fn raw_http(base: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    reply
+}
+
+#[test]
+fn idle_and_slow_clients_cannot_exhaust_the_server() {
+    use std::io::{Read, Write};
+    let server = Server::start(&["--header-timeout", "1s", "--max-connections", "4"]);
+    let addr = server.base.strip_prefix("http://").unwrap().to_string();
+    // Four connections that never finish their headers hold every slot...
+    let mut idle: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            s.write_all(b"POST /v1/tools/execute HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    // ...until the header timeout closes them: the server hangs up on each.
+    for s in &mut idle {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = Vec::new();
+        let started = std::time::Instant::now();
+        let _ = s.read_to_end(&mut buf);
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "an idle connection was kept open"
+        );
+    }
+    // And an authenticated-looking real request is served.
+    let (status, r) = post(
+        &server.base,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "echo alive"}),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["output"], "alive\n");
+    server.stop();
+}
+
+#[test]
+fn an_oversized_body_is_a_json_413() {
+    let server = Server::start(&[]);
+    let big = format!("{{\"command\": \"{}\"}}", "x".repeat(3 << 20));
+    let (status, r) = send(
+        "POST",
+        &format!("{}/v1/tools/execute", server.base),
+        None,
+        None,
+        Some(&big),
+    );
+    assert_eq!(status, 413);
+    assert_eq!(r["error_kind"], "too_large", "{r}");
+    server.stop();
+}
+
+#[test]
+fn shutdown_is_bounded_and_a_second_signal_is_immediate() {
+    for (timeout, signals) in [("1s", 1), ("60s", 2)] {
+        let server = Server::start(&["--shutdown-timeout", timeout]);
+        let base = server.base.clone();
+        // A foreground command that would hold its request for a minute.
+        let inflight = std::thread::spawn(move || {
+            send(
+                "POST",
+                &format!("{base}/v1/tools/execute"),
+                None,
+                None,
+                Some(r#"{"command": "sleep 60", "timeout": "1h"}"#),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let Server {
+            mut child, mark, ..
+        } = server;
+        let started = std::time::Instant::now();
+        for _ in 0..signals {
+            cli::signal(&child, Signal::SIGTERM);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let status = wait_exit(&mut child, Duration::from_secs(30));
+        let took = started.elapsed();
+        let left = survivors(&mark);
+        kill_marked(&mark);
+        assert!(status.success(), "{status}");
+        assert!(
+            took < Duration::from_secs(8),
+            "{timeout}/{signals}: exit took {took:?}"
+        );
+        assert!(left.is_empty(), "survivors: {left:?}");
+        let _ = inflight.join();
+    }
+}
+
+#[test]
+fn a_unix_socket_is_private_and_never_replaces_other_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A regular file at the path is refused and left alone.
+    let file = dir.path().join("not-a-socket");
+    std::fs::write(&file, "keep me").unwrap();
+    let out = Command::new(bin())
+        .args(["serve", "--listen", &format!("unix:{}", file.display())])
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a socket"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    // A stale socket (nobody listening) is replaced; the new one is 0600 whatever the umask.
+    let sock = dir.path().join("sw.sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    let server = Server::start(&["--listen", &format!("unix:{}", sock.display())]);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // A second server on the same live socket is refused.
+    let out = Command::new(bin())
+        .args(["serve", "--listen", &format!("unix:{}", sock.display())])
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+    server.stop();
+}
+
+#[test]
+fn tokens_are_checked_strictly_and_sessions_must_be_well_formed() {
+    for bad in ["", "   ", " padded", "tab\tinside"] {
+        let out = Command::new(bin())
+            .args(["serve", "--token", bad])
+            .env_remove("SHELLWARD_CONFIG")
+            .env_remove("SHELLWARD_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad:?} was accepted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("token"),
+            "{bad:?}"
+        );
+    }
+    // A token works on loopback too, with the scheme in any case.
+    let server = Server::start(&["--token", "s3cret-Token"]);
+    let list = |auth: &str| {
+        raw_http(
+            &server.base,
+            &format!(
+                "GET /api/v0/processes/list HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+            ),
+        )
+    };
+    assert!(list("Bearer s3cret-Token").starts_with("HTTP/1.1 200"));
+    assert!(list("bearer s3cret-Token").starts_with("HTTP/1.1 200"));
+    assert!(list("BEARER  s3cret-Token").starts_with("HTTP/1.1 200"));
+    assert!(list("Bearer s3cret-token").starts_with("HTTP/1.1 401"));
+    assert!(list("Basic s3cret-Token").starts_with("HTTP/1.1 401"));
+    // The token never reaches a command, even when given through the environment.
+    let (_, r) = send(
+        "POST",
+        &format!("{}/v1/tools/execute", server.base),
+        None,
+        Some("s3cret-Token"),
+        Some(r#"{"command": "env"}"#),
+    );
+    assert!(!r["output"].as_str().unwrap().contains("s3cret"), "{r}");
+    // Session headers: visible ASCII, 1 to 128 characters, else 400 (never the anonymous session).
+    let with_session = |session: &str| {
+        raw_http(
+            &server.base,
+            &format!(
+                "GET /api/v0/processes/list HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-Token\r\n\
+                 X-Shellward-Session: {session}\r\nConnection: close\r\n\r\n"
+            ),
+        )
+    };
+    assert!(with_session("agent-1").starts_with("HTTP/1.1 200"));
+    for bad in ["two words", &"a".repeat(200), "caf\u{e9}"] {
+        let reply = with_session(bad);
+        assert!(reply.starts_with("HTTP/1.1 400"), "{bad:?}: {reply}");
+        assert!(reply.contains("visible ASCII"), "{reply}");
+    }
+    server.stop();
+}
+
+#[test]
+fn the_token_in_the_environment_does_not_reach_commands() {
+    let mark = new_mark("serve-env");
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env(MARK, &mark)
+        .env("SHELLWARD_TOKEN", "env-tok-77aa")
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("shellward: listening on ")
+        .unwrap()
+        .to_string();
+    let (status, r) = send(
+        "POST",
+        &format!("{base}/v1/tools/execute"),
+        None,
+        Some("env-tok-77aa"),
+        Some(r#"{"command": "env; echo done"}"#),
+    );
+    assert_eq!(status, 200, "{r}");
+    let out = r["output"].as_str().unwrap();
+    assert!(
+        out.contains("done") && !out.contains("env-tok-77aa"),
+        "{out}"
+    );
+    Server { child, base, mark }.stop();
+}
+
+#[test]
+fn tokens_bound_to_sessions_only_reach_their_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("auth.toml");
+    std::fs::write(
+        &config,
+        "[[auth]]\ntoken_env = \"SW_TEST_TOKEN_A\"\nsessions = [\"agent-a\"]\n\n\
+         [[auth]]\ntoken = \"tok-b-2\"\nsessions = [\"agent-b\", \"agent-b2\"]\n",
+    )
+    .unwrap();
+    let mark = new_mark("serve-auth");
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env(MARK, &mark)
+        .env("SW_TEST_TOKEN_A", "tok-a-1")
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("shellward: listening on ")
+        .unwrap()
+        .to_string();
+    let server = Server { child, base, mark };
+    let call = |token: Option<&str>, session: Option<&str>, tool: &str, body: &str| {
+        send(
+            "POST",
+            &format!("{}/v1/tools/{tool}", server.base),
+            session,
+            token,
+            Some(body),
+        )
+    };
+    // A starts a process without naming a session: it lands in A's first session.
+    let (status, r) = call(
+        Some("tok-a-1"),
+        None,
+        "execute",
+        r#"{"command": "sleep 30", "run_in_background": true}"#,
+    );
+    assert_eq!(status, 200, "{r}");
+    let id = r["process_id"].as_str().unwrap().to_string();
+    let (_, listed) = call(Some("tok-a-1"), Some("agent-a"), "process_list", "{}");
+    assert!(listed.to_string().contains(&id), "{listed}");
+    // B cannot name A's session, and sees nothing of A's in its own.
+    let (status, r) = call(Some("tok-b-2"), Some("agent-a"), "process_list", "{}");
+    assert_eq!(status, 403, "{r}");
+    assert_eq!(r["error_kind"], "forbidden");
+    let (status, listed) = call(Some("tok-b-2"), Some("agent-b2"), "process_list", "{}");
+    assert_eq!(status, 200);
+    assert!(!listed.to_string().contains(&id), "{listed}");
+    // No token, or an unknown one: 401.
+    assert_eq!(call(None, None, "process_list", "{}").0, 401);
+    assert_eq!(call(Some("tok-c"), None, "process_list", "{}").0, 401);
+    // The token's own variable never reaches a command.
+    let (_, r) = call(Some("tok-a-1"), None, "execute", r#"{"command": "env"}"#);
+    assert!(!r["output"].as_str().unwrap().contains("tok-a-1"), "{r}");
     server.stop();
 }

@@ -3,7 +3,9 @@
 //! This crate owns argument parsing, output formatting and exit codes; the work is done by the library crates.
 
 mod config_cmd;
+mod listen;
 mod mcp;
+mod mcp_io;
 mod policy_cmd;
 mod policy_kit;
 mod policy_new;

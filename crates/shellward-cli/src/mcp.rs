@@ -103,7 +103,7 @@ impl ServerHandler for Server {
 
 pub fn run(args: McpArgs) -> Result<ExitCode> {
     let rt = runtime()?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         let sw = args.service.build()?;
         let session = format!("mcp-{}", std::process::id());
         tracing::info!(%session, containment = %sw.executor().containment(), "MCP server on stdio");
@@ -114,7 +114,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
         };
         let outcome = async {
             let running = server
-                .serve(rmcp::transport::io::stdio())
+                .serve(crate::mcp_io::guarded_stdio())
                 .await
                 .context("the MCP client did not complete initialization")?;
             tokio::select! {
@@ -127,7 +127,10 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
         // The client closed the connection (or we were told to stop): stop every process this session started.
         sw.shutdown().await;
         outcome.map(|_| ExitCode::SUCCESS)
-    })
+    });
+    // The stdin reader blocks in a thread until the client writes or closes; after a signal, exit without it.
+    rt.shutdown_background();
+    result
 }
 
 /// Resolves on SIGTERM, SIGINT or SIGHUP.

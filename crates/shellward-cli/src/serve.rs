@@ -5,11 +5,19 @@
 //!   in, JSON result out).
 //! - `/api/v0/processes/…`: the process API agent hosts already use (start, list, output, signal).
 //!
-//! Sessions come from the `X-Shellward-Session` header (absent: the anonymous session); one session never sees
-//! another's processes. Loopback listeners need no token; any other address requires `--token` (or
-//! `SHELLWARD_TOKEN`), sent as `Authorization: Bearer TOKEN`.
+//! Sessions come from the `X-Shellward-Session` header (absent: the anonymous session; present, it must be 1–128
+//! visible ASCII characters, else 400); one session never sees another's processes. Sessions are labels, not
+//! credentials. `--token` (or `SHELLWARD_TOKEN`) is required on every request when set, sent as
+//! `Authorization: Bearer TOKEN` (scheme case-insensitive); it is required to listen off loopback, and recommended on
+//! loopback too, where without it every local user can run commands as the server's user.
+//!
+//! Connections are served by hyper's HTTP/1 server directly: a header-read timeout and a cap on open connections
+//! keep idle or slow clients from exhausting the server before authentication; a unix socket is created with mode
+//! 0600 (`--socket-mode`) and never replaces anything but a stale socket. Shutdown is bounded: on SIGTERM/SIGINT the
+//! server stops accepting, gives requests in flight `--shutdown-timeout` to finish, then stops every process tree
+//! and exits; a second signal skips the wait.
 
-use crate::mcp::terminate_signal;
+use crate::listen;
 use crate::service::{ServiceArgs, runtime};
 use anyhow::{Context, Result, bail};
 use axum::Router;
@@ -47,22 +55,101 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// Most connections open at once; further clients wait in the listen backlog until one closes.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (idle keep-alive connections are closed after it).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub header_timeout: String,
+    /// On SIGTERM/SIGINT: how long requests in flight may take to finish before every process tree is stopped.
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub shutdown_timeout: String,
+    /// Permissions of a unix socket (octal): 600 for the owner only, 660 to let the socket's group connect.
+    #[arg(long, value_name = "MODE", default_value = "600")]
+    pub socket_mode: String,
 }
+
+/// Longest accepted session id.
+const MAX_SESSION_BYTES: usize = 128;
+
+/// Largest accepted request body (the longest command is 128 KiB).
+const MAX_BODY_BYTES: usize = 2 << 20;
 
 struct AppState {
     sw: Shellward,
     token: Option<String>,
+    /// Tokens bound to sessions (`[[auth]]` in the config file).
+    auth: Vec<shellward::AuthEntry>,
+}
+
+impl AppState {
+    /// Whether any token is required.
+    fn needs_token(&self) -> bool {
+        self.token.is_some() || !self.auth.is_empty()
+    }
 }
 
 type Shared = Arc<AppState>;
 
+/// The session named by the request (validated by [`check_request`] before any handler runs).
 fn session(headers: &HeaderMap) -> Option<String> {
     headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
         .map(str::to_string)
+}
+
+/// Why a session header is refused, if it is.
+fn session_problem(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<_> = headers.get_all(SESSION_HEADER).iter().collect();
+    match values.as_slice() {
+        [] => None,
+        [one] => {
+            let b = one.as_bytes();
+            if b.is_empty()
+                || b.len() > MAX_SESSION_BYTES
+                || !b.iter().all(|c| c.is_ascii_graphic())
+            {
+                Some(format!(
+                    "the {SESSION_HEADER} header must be 1 to {MAX_SESSION_BYTES} visible ASCII characters (no \
+                     spaces or control characters); omit it for the anonymous session"
+                ))
+            } else {
+                None
+            }
+        }
+        _ => Some(format!("send the {SESSION_HEADER} header once")),
+    }
+}
+
+/// The bearer token of a request: `Authorization: <scheme> <token>` with the scheme `Bearer` in any case.
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Refuses a token that cannot be typed back reliably: empty, whitespace only, or with whitespace around it.
+pub fn check_token(token: &str) -> Result<()> {
+    if token.trim().is_empty() {
+        bail!(
+            "the token is empty or whitespace; give a secret token (e.g. from `openssl rand -hex 32`)"
+        );
+    }
+    if token.trim() != token {
+        bail!(
+            "the token starts or ends with whitespace; remove it (clients cannot send it reliably)"
+        );
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!("the token must be visible ASCII characters only (it is sent in an HTTP header)");
+    }
+    Ok(())
 }
 
 fn status_of(kind: ToolErrorKind) -> StatusCode {
@@ -103,29 +190,81 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn auth(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
-        let given = request
-            .headers()
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !given.is_some_and(|g| same(g.as_bytes(), token.as_bytes())) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
-                axum::Json(json!({
-                    "success": false,
-                    "error": "missing or wrong bearer token; send the header `Authorization: Bearer TOKEN` with the \
-                              token the server was started with",
-                    "error_kind": "unauthorized",
-                })),
-            )
-                .into_response();
+/// Authentication (when a token is set), then the session header's shape and the token's sessions; and a 413 in
+/// JSON like every other error.
+async fn check_request(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+    // `None`: not authenticated; `Some(None)`: every session; `Some(Some(list))`: only these sessions.
+    let allowed: Option<Option<Vec<String>>> = if !state.needs_token() {
+        Some(None)
+    } else {
+        let given = bearer(&request).map(str::as_bytes);
+        match given {
+            Some(g) if state.token.as_ref().is_some_and(|t| same(g, t.as_bytes())) => Some(None),
+            Some(g) => state
+                .auth
+                .iter()
+                .find(|a| same(g, a.token.as_bytes()))
+                .map(|a| Some(a.sessions.clone())),
+            None => None,
+        }
+    };
+    let Some(allowed) = allowed else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+            axum::Json(json!({
+                "success": false,
+                "error": "missing or wrong bearer token; send the header `Authorization: Bearer TOKEN` with the \
+                          token the server was started with",
+                "error_kind": "unauthorized",
+            })),
+        )
+            .into_response();
+    };
+    if let Some(problem) = session_problem(request.headers()) {
+        return bad_request(problem);
+    }
+    if let Some(sessions) = allowed {
+        match session(request.headers()) {
+            Some(s) if !sessions.contains(&s) => {
+                return (
+                    StatusCode::FORBIDDEN,
+                    axum::Json(json!({
+                        "success": false,
+                        "error": format!(
+                            "this token may not use session {s:?}; it may use {}",
+                            sessions.join(", ")
+                        ),
+                        "error_kind": "forbidden",
+                    })),
+                )
+                    .into_response();
+            }
+            Some(_) => {}
+            None => {
+                // The token's first session stands in for the anonymous one.
+                if let Ok(v) = axum::http::HeaderValue::from_str(&sessions[0]) {
+                    request.headers_mut().insert(SESSION_HEADER, v);
+                }
+            }
         }
     }
-    next.run(request).await
+    let response = next.run(request).await;
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            axum::Json(json!({
+                "success": false,
+                "error": format!(
+                    "the request body is over {} MiB; send a shorter one (a command is at most 128 KiB)",
+                    MAX_BODY_BYTES >> 20
+                ),
+                "error_kind": "too_large",
+            })),
+        )
+            .into_response();
+    }
+    response
 }
 
 async fn list_tools() -> Response {
@@ -352,8 +491,8 @@ async fn not_found() -> Response {
 }
 
 /// The router (exposed for tests and hosts that mount it elsewhere).
-pub fn router(sw: Shellward, token: Option<String>) -> Router {
-    let state = Arc::new(AppState { sw, token });
+pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEntry>) -> Router {
+    let state = Arc::new(AppState { sw, token, auth });
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}", post(call_tool))
@@ -362,7 +501,8 @@ pub fn router(sw: Shellward, token: Option<String>) -> Router {
         .route("/api/v0/processes/{id}/output", get(output))
         .route("/api/v0/processes/{id}/signal", post(signal_process))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), check_request))
         .with_state(state)
 }
 
@@ -370,22 +510,49 @@ fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
 
+fn duration(flag: &str, text: &str) -> Result<std::time::Duration> {
+    shellward_policy::duration::parse_millis(text)
+        .map(std::time::Duration::from_millis)
+        .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {e}"))
+}
+
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
-    if args.token.as_deref() == Some("") {
-        bail!("--token is empty; give a secret token or leave it out on a loopback address");
+    if let Some(token) = &args.token {
+        check_token(token).context("--token (or SHELLWARD_TOKEN)")?;
     }
+    if args.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    let header_timeout = duration("--header-timeout", &args.header_timeout)?;
+    let shutdown_timeout = duration("--shutdown-timeout", &args.shutdown_timeout)?;
+    let socket_mode = u32::from_str_radix(&args.socket_mode, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .with_context(|| {
+            format!(
+                "--socket-mode {:?} is not an octal mode such as 600 or 660",
+                args.socket_mode
+            )
+        })?;
+    let limits = listen::Limits {
+        max_connections: args.max_connections,
+        header_timeout,
+        shutdown_timeout,
+    };
     let rt = runtime()?;
-    rt.block_on(async move {
-        let sw = args.service.build()?;
-        let app = router(sw.clone(), args.token.clone());
+    let result = rt.block_on(async move {
+        let config = args.service.config()?;
+        let auth = config.auth.clone();
+        let sw = shellward::Shellward::builder()
+            .config(config)
+            .build()
+            .context("cannot start shellward")?;
+        let app = router(sw.clone(), args.token.clone(), auth.clone());
+        let has_token = args.token.is_some() || !auth.is_empty();
         let served = if let Some(path) = args.listen.strip_prefix("unix:") {
-            let _ = std::fs::remove_file(path);
-            let listener = tokio::net::UnixListener::bind(path)
-                .with_context(|| format!("cannot listen on unix socket {path}"))?;
+            let listener = listen::bind_unix(std::path::Path::new(path), socket_mode)?;
             announce(&format!("unix:{path}"));
-            axum::serve(listener, app)
-                .with_graceful_shutdown(terminate_signal())
-                .await
+            listen::serve(listen::Listener::Unix(listener), app, limits).await
         } else {
             let addr: SocketAddr = args.listen.parse().with_context(|| {
                 format!(
@@ -393,10 +560,16 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                     args.listen
                 )
             })?;
-            if !is_loopback(&addr) && args.token.is_none() {
+            if !is_loopback(&addr) && !has_token {
                 bail!(
                     "listening on {addr}, a non-loopback address, needs a bearer token: pass --token TOKEN or set \
                      SHELLWARD_TOKEN (or listen on 127.0.0.1)"
+                );
+            }
+            if !has_token {
+                tracing::warn!(
+                    "no --token: every local user can run commands as this user through {addr}; set --token to \
+                     require one"
                 );
             }
             let listener = tokio::net::TcpListener::bind(addr)
@@ -404,14 +577,18 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let local = listener.local_addr()?;
             announce(&format!("http://{local}"));
-            axum::serve(listener, app)
-                .with_graceful_shutdown(terminate_signal())
-                .await
+            listen::serve(listen::Listener::Tcp(listener), app, limits).await
         };
         sw.shutdown().await;
+        if let Some(path) = args.listen.strip_prefix("unix:") {
+            let _ = std::fs::remove_file(path);
+        }
         served.context("the HTTP server failed")?;
         Ok(ExitCode::SUCCESS)
-    })
+    });
+    // Do not wait for blocked threads (none should be left; never hang an exit on one).
+    rt.shutdown_background();
+    result
 }
 
 /// Prints where the server listens (first line on stdout, so scripts and tests can read the port).

@@ -302,20 +302,31 @@ impl Registry {
         }
     }
 
-    /// Drops the oldest finished processes of `session` beyond the per-session count (before a new start).
+    /// Drops the oldest finished processes of `session` when it has reached the per-session count (before a new
+    /// start). It drops down to nine tenths of the limit, so a session starting one command after another pays for
+    /// the scan once every few starts, not at each.
     pub(crate) fn enforce_session_count(&self, session: Option<&str>) {
         let max = self.limits.max_retained_per_session;
-        let mut finished: Vec<(SystemTime, u64)> = self
-            .procs()
+        let procs = self.procs();
+        let mine = procs
+            .values()
+            .filter(|p| p.session.as_deref() == session)
+            .count();
+        if mine < max {
+            return;
+        }
+        let mut finished: Vec<(SystemTime, u64)> = procs
             .values()
             .filter(|p| p.session.as_deref() == session && p.finished())
             .filter_map(|p| Some((p.exited_at()?, p.n)))
             .collect();
-        if finished.len() < max {
+        drop(procs);
+        let keep = (max - max / 10).saturating_sub(1);
+        if finished.len() <= keep {
             return;
         }
         finished.sort();
-        let excess = finished.len() + 1 - max.max(1);
+        let excess = finished.len() - keep;
         let why = format!("{max} exited processes kept per session");
         self.evict(
             finished

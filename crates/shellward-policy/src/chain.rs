@@ -22,6 +22,9 @@ pub struct Decision {
     pub denied_by: Option<String>,
     /// Policies that faulted and were skipped (fail-open) or caused the deny (fail-closed), with the error text.
     pub faults: Vec<(String, String)>,
+    /// The last policy that changed the working directory, if any did (a directory that turns out not to exist is
+    /// that policy's fault, not the caller's).
+    pub workdir_by: Option<String>,
 }
 
 /// The request the next policy sees after `plan`.
@@ -75,9 +78,13 @@ impl PolicyChain {
         let mut current = request.clone();
         let mut plan: Option<Plan> = None;
         let mut faults = Vec::new();
+        let mut workdir_by = None;
         for (policy, on_fault) in self.policies.iter().zip(&self.on_fault) {
             match policy.evaluate(&current) {
                 Ok(Outcome::Run(mut p)) => {
+                    if p.workdir != current.workdir {
+                        workdir_by = Some(policy.name().to_string());
+                    }
                     notes.append(&mut p.notes);
                     current = next_request(&p, &request.context);
                     plan = Some(p);
@@ -87,6 +94,7 @@ impl PolicyChain {
                         outcome: Outcome::Deny(reason),
                         denied_by: Some(policy.name().to_string()),
                         faults,
+                        workdir_by,
                     };
                 }
                 Err(e) => {
@@ -100,6 +108,7 @@ impl PolicyChain {
                             )),
                             denied_by: Some(policy.name().to_string()),
                             faults,
+                            workdir_by,
                         };
                     }
                 }
@@ -111,6 +120,7 @@ impl PolicyChain {
             outcome: Outcome::Run(plan),
             denied_by: None,
             faults,
+            workdir_by,
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct SandboxConfig {
     /// Use wasmtime's pooling allocator (faster instantiation). Falls back to on-demand allocation when the pool
     /// cannot be reserved.
     pub pooling: bool,
+    /// Bounds on what a policy may return (sizes of the command, notes, reason; a valid plan).
+    pub output_limits: crate::limits::OutputLimits,
 }
 
 impl Default for SandboxConfig {
@@ -64,6 +66,7 @@ impl Default for SandboxConfig {
             on_fault: FaultMode::Deny,
             cache_dir: crate::cache::default_dir(),
             pooling: true,
+            output_limits: crate::limits::OutputLimits::default(),
         }
     }
 }

@@ -13,6 +13,8 @@ pub enum FaultKind {
     Stack,
     /// It trapped (a panic, `unreachable`, an out-of-bounds access, a refused import call).
     Trap,
+    /// It returned an outcome the host refuses (over the size limits, or a plan no executor can run).
+    InvalidOutput,
 }
 
 /// An error from loading or running a policy.

@@ -23,6 +23,7 @@ pub mod embedded;
 mod engine;
 mod error;
 mod host;
+mod limits;
 mod outside_async;
 mod policy;
 
@@ -31,6 +32,7 @@ pub use chain::{Decision, PolicyChain};
 pub use compat::{PolicyInfo, WIT_PACKAGE, WIT_VERSION};
 pub use engine::{FaultMode, InstanceMode, PERFMAP_VAR, PolicyEngine, SandboxConfig};
 pub use error::{FaultKind, PolicyError};
+pub use limits::OutputLimits;
 pub use policy::Policy;
 pub use shellward_kit::duration;
 

@@ -17,14 +17,20 @@ struct Live {
     bindings: PolicyWorld,
 }
 
-/// A loaded and configured policy. Evaluations are serialized per policy in reuse mode; the type is `Send + Sync`.
+/// Most idle configured instances a policy keeps in reuse mode. Concurrent evaluations each take one (or configure a
+/// new one when none is idle), so one slow or looping caller never makes the others wait for it.
+const MAX_IDLE_INSTANCES: usize = 4;
+
+/// A loaded and configured policy; the type is `Send + Sync`. In reuse mode it keeps a small pool of configured
+/// instances: evaluations run concurrently, each on an instance of its own.
 pub struct Policy {
     name: Arc<str>,
     engine: PolicyEngine,
     pre: PolicyWorldPre<HostState>,
     settings: String,
     info: PolicyInfo,
-    live: Mutex<Option<Live>>,
+    /// Idle configured instances (reuse mode), most recently used last.
+    idle: Mutex<Vec<Live>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -63,12 +69,16 @@ impl Policy {
             pre,
             settings,
             info,
-            live: Mutex::new(None),
+            idle: Mutex::new(Vec::new()),
         };
         // Configure once now so bad settings fail at load, and keep the instance for reuse.
         let live = outside_async_runtime(|| policy.instantiate())?;
         if policy.engine.inner.config.instance_mode == InstanceMode::Reuse {
-            *policy.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
+            policy
+                .idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(live);
         }
         Ok(policy)
     }
@@ -131,15 +141,19 @@ impl Policy {
                 self.call(&mut live, request)
             }
             InstanceMode::Reuse => {
-                let mut slot = self.live.lock().unwrap_or_else(|p| p.into_inner());
-                let live = match slot.as_mut() {
+                // Take an idle instance (the lock is held only for the pop), or configure a new one.
+                let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let mut live = match taken {
                     Some(live) => live,
-                    None => slot.insert(self.instantiate()?),
+                    None => self.instantiate()?,
                 };
-                let result = self.call(live, request);
-                if result.is_err() {
-                    // A trapped instance must not be used again; the next evaluation starts afresh.
-                    *slot = None;
+                let result = self.call(&mut live, request);
+                // A trapped instance must not be used again (it is dropped); a healthy one goes back to the pool.
+                if result.is_ok() {
+                    let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+                    if idle.len() < MAX_IDLE_INSTANCES {
+                        idle.push(live);
+                    }
                 }
                 result
             }
@@ -148,10 +162,22 @@ impl Policy {
 
     fn call(&self, live: &mut Live, request: &Request) -> Result<Outcome, PolicyError> {
         live.store.set_epoch_deadline(self.inner().deadline_ticks());
-        live.bindings
+        let outcome = live
+            .bindings
             .shellward_policy_policy()
             .call_evaluate(&mut live.store, request)
-            .map_err(|e| self.fault(&live.store, e, "evaluating"))
+            .map_err(|e| self.fault(&live.store, e, "evaluating"))?;
+        self.inner()
+            .config
+            .output_limits
+            .check(&outcome)
+            .map_err(|detail| PolicyError::Fault {
+                name: self.name().to_string(),
+                kind: FaultKind::InvalidOutput,
+                during: "evaluating",
+                detail,
+            })?;
+        Ok(outcome)
     }
 
     fn fault(

@@ -298,3 +298,34 @@ fn policies_serve_concurrent_callers() {
         }
     });
 }
+
+/// Evaluations of one policy do not queue behind each other: while several callers loop until their deadline, a
+/// benign evaluation gets an instance of its own and finishes first.
+#[test]
+fn a_looping_caller_does_not_stall_the_others() {
+    let engine = engine_with(InstanceMode::Reuse);
+    let policy = std::sync::Arc::new(scripted(&engine, ""));
+    let done = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut loopers = Vec::new();
+    for i in 0..3 {
+        let (policy, done) = (policy.clone(), done.clone());
+        loopers.push(std::thread::spawn(move || {
+            let r = policy.evaluate(&Request::new("loop"));
+            assert!(r.is_err());
+            done.lock().unwrap().push(format!("loop{i}"));
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let benign = policy.evaluate(&Request::new("echo hi")).unwrap();
+    done.lock().unwrap().push("benign".into());
+    assert!(matches!(benign, Outcome::Run(_)));
+    for l in loopers {
+        l.join().unwrap();
+    }
+    let order = done.lock().unwrap().clone();
+    // Serialized evaluations would put it after at least the first looping call (each runs to its deadline).
+    assert_eq!(
+        order[0], "benign",
+        "the benign call waited for a looping one: {order:?}"
+    );
+}

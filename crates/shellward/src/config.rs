@@ -45,6 +45,10 @@
 //! [env.set]                       # set for every command (also: plain NAME = "value" keys under [env])
 //! CI = "1"
 //!
+//! [[auth]]                        # `serve`: a bearer token bound to the sessions it may use
+//! token_env = "AGENT_A_TOKEN"     # read from this variable (or token = "…")
+//! sessions = ["agent-a"]          # a request naming no session uses the first
+//!
 //! [tools]
 //! max_command_bytes = 131071
 //! default_wait = "10s"
@@ -129,6 +133,8 @@ pub struct Config {
     pub executor: ExecutorConfig,
     /// Tool limits.
     pub tools: ToolLimits,
+    /// Bearer tokens bound to sessions (`[[auth]]`), for HTTP hosts serving several tenants.
+    pub auth: Vec<AuthEntry>,
 }
 
 impl Default for Config {
@@ -138,8 +144,33 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             executor: ExecutorConfig::default(),
             tools: ToolLimits::default(),
+            auth: Vec::new(),
         }
     }
+}
+
+/// A bearer token and the sessions it may use (`[[auth]]`). A request with this token may name only these sessions;
+/// one that names none uses the first.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthEntry {
+    /// The token (from `token`, or read from the variable named by `token_env` when the file is loaded).
+    pub token: String,
+    /// The sessions it may use, at least one.
+    pub sessions: Vec<String>,
+}
+
+impl fmt::Debug for AuthEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthEntry")
+            .field("token", &"<redacted>")
+            .field("sessions", &self.sessions)
+            .finish()
+    }
+}
+
+/// Whether a session id is well formed: 1 to 128 visible ASCII characters.
+pub fn valid_session(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// One problem in a configuration, with the key it concerns.
@@ -433,8 +464,135 @@ impl Walker {
         if let Some(t) = self.table(&mut root, "tools", "") {
             self.tools(t, &mut config.tools);
         }
-        self.unknown_keys(root, "", &["policy", "sandbox", "executor", "env", "tools"]);
+        match root.remove("auth") {
+            None => {}
+            Some(toml::Value::Array(entries)) => {
+                config.auth = entries
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| self.auth(i, v))
+                    .collect();
+                for (i, a) in config.auth.iter().enumerate() {
+                    if config.auth[..i].iter().any(|b| b.token == a.token) {
+                        self.problem(
+                            format!("auth[{i}]"),
+                            "the same token is given twice; give each its own",
+                        );
+                    }
+                }
+            }
+            Some(other) => self.problem(
+                "auth",
+                format!(
+                    "expected an array of tables ([[auth]]), found {}",
+                    type_name(&other)
+                ),
+            ),
+        }
+        self.unknown_keys(
+            root,
+            "",
+            &["policy", "sandbox", "executor", "env", "tools", "auth"],
+        );
+        // A policy may not rewrite a command past what the agent may send.
+        config.sandbox.output_limits.max_command_bytes = config.tools.max_command_bytes;
         config
+    }
+
+    fn auth(&mut self, i: usize, value: toml::Value) -> Option<AuthEntry> {
+        let path = format!("auth[{i}]");
+        let mut t = match value {
+            toml::Value::Table(t) => t,
+            other => {
+                self.problem(
+                    path,
+                    format!("expected a table, found {}", type_name(&other)),
+                );
+                return None;
+            }
+        };
+        let inline = self.string(&mut t, "token", &path);
+        let from_env = self.string(&mut t, "token_env", &path);
+        let token = match (inline, from_env) {
+            (Some(_), Some(_)) => {
+                self.problem(&path, "give either token or token_env, not both");
+                None
+            }
+            (Some(tok), None) => Some(tok),
+            (None, Some(var)) => match std::env::var(&var) {
+                Ok(tok) => Some(tok),
+                Err(_) => {
+                    self.problem(
+                        format!("{path}.token_env"),
+                        format!("the environment variable {var} is not set; set it to the token"),
+                    );
+                    None
+                }
+            },
+            (None, None) => {
+                self.problem(
+                    &path,
+                    "needs token_env = \"VARIABLE\" (the token is read from it) or token = \"…\"",
+                );
+                None
+            }
+        };
+        if let Some(tok) = &token
+            && (tok.trim().is_empty()
+                || tok.trim() != tok
+                || !tok.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            self.problem(
+                format!("{path}.token"),
+                "must be visible ASCII characters, not empty, with no whitespace around it",
+            );
+        }
+        let sessions = match t.remove("sessions") {
+            Some(toml::Value::Array(items)) => {
+                let sessions: Vec<String> = items
+                    .into_iter()
+                    .filter_map(|v| match v {
+                        toml::Value::String(s) if valid_session(&s) => Some(s),
+                        other => {
+                            self.problem(
+                                format!("{path}.sessions"),
+                                format!(
+                                    "{} is not a session id (1 to 128 visible ASCII characters)",
+                                    other
+                                ),
+                            );
+                            None
+                        }
+                    })
+                    .collect();
+                if sessions.is_empty() {
+                    self.problem(format!("{path}.sessions"), "give at least one session");
+                }
+                sessions
+            }
+            Some(other) => {
+                self.problem(
+                    format!("{path}.sessions"),
+                    format!(
+                        "expected an array of session ids, found {}",
+                        type_name(&other)
+                    ),
+                );
+                Vec::new()
+            }
+            None => {
+                self.problem(
+                    &path,
+                    "needs sessions = [\"…\"], the sessions this token may use",
+                );
+                Vec::new()
+            }
+        };
+        self.unknown_keys(t, &path, &["token", "token_env", "sessions"]);
+        Some(AuthEntry {
+            token: token?,
+            sessions,
+        })
     }
 
     fn policy(&mut self, i: usize, value: toml::Value, base: &Path) -> Option<PolicyEntry> {
@@ -978,6 +1136,42 @@ mod tests {
             "env.exclude[2]",
             "env.NUMBER",
             "env.set.BAD=NAME",
+        ] {
+            assert!(p.iter().any(|m| m.contains(key)), "{key} not in {p:?}");
+        }
+    }
+
+    #[test]
+    fn auth_entries_are_parsed_and_checked() {
+        let c = Config::parse(
+            "[[auth]]\ntoken = \"tok-a\"\nsessions = [\"a\", \"a2\"]\n",
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(c.auth[0].token, "tok-a");
+        assert_eq!(c.auth[0].sessions, ["a", "a2"]);
+        assert!(
+            !format!("{:?}", c.auth[0]).contains("tok-a"),
+            "the token is not printed"
+        );
+        let p = problems(
+            r#"
+            [[auth]]
+            token = " padded"
+            sessions = ["ok", "two words"]
+            [[auth]]
+            token_env = "SHELLWARD_TEST_SURELY_UNSET_VAR"
+            sessions = []
+            [[auth]]
+            sessions = ["x"]
+            "#,
+        );
+        for key in [
+            "auth[0].token",
+            "auth[0].sessions",
+            "auth[1].token_env",
+            "auth[1].sessions",
+            "auth[2]",
         ] {
             assert!(p.iter().any(|m| m.contains(key)), "{key} not in {p:?}");
         }

@@ -22,7 +22,9 @@
 pub mod config;
 pub mod tools;
 
-pub use config::{Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits};
+pub use config::{
+    AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
+};
 pub use shellward_exec::{ExecPlan, Executor, ExecutorConfig};
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
@@ -30,7 +32,7 @@ use serde_json::Value;
 use shellward_exec::{ExecError, ExecResult, ExitState, SignalKind, TimeoutAction};
 use shellward_policy::duration::{ACCEPTED_FORMS, format_millis, parse_millis};
 use shellward_policy::{OnTimeout, Outcome, Request};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tools::{
@@ -368,9 +370,33 @@ impl Shellward {
             env: env.to_vec(),
             context,
         };
-        let decision = self.inner.chain.evaluate(&request);
+        let mut decision = self.inner.chain.evaluate(&request);
         for (policy, fault) in &decision.faults {
             tracing::warn!(policy = %policy, error = %fault, "policy fault");
+        }
+        // A working directory a policy chose must exist: if it does not, that is the policy's fault, reported as a
+        // deny naming it (the caller's own workdir is checked by the executor and reported as the caller's).
+        if let (Outcome::Run(p), Some(by)) = (&decision.outcome, &decision.workdir_by)
+            && let Some(w) = &p.workdir
+        {
+            let path = match &self.inner.default_workdir {
+                Some(base) if Path::new(w).is_relative() => base.join(w),
+                _ => PathBuf::from(w),
+            };
+            if !path.is_dir() {
+                let problem = if path.exists() {
+                    "is not a directory"
+                } else {
+                    "does not exist"
+                };
+                tracing::warn!(policy = %by, workdir = %path.display(), "policy chose a working directory that {problem}");
+                decision.outcome = Outcome::Deny(format!(
+                    "The command was not run: policy {by} set the working directory to {}, which {problem}. This is \
+                     the policy's fault, not the command's; tell the operator.",
+                    path.display()
+                ));
+                decision.denied_by = Some(by.clone());
+            }
         }
         let plan = match &decision.outcome {
             Outcome::Deny(_) => None,
@@ -433,11 +459,13 @@ impl Shellward {
                     Outcome::Deny(reason) => reason_text(reason),
                     Outcome::Run(_) => reason_text(String::new()),
                 };
+                let by = decided.decision.denied_by.as_deref().unwrap_or("a policy");
                 return Ok(ExecuteResult {
                     success: false,
                     denied: true,
-                    deny_reason: Some(reason.clone()),
-                    notes: vec![format!("Not run: {reason}")],
+                    deny_reason: Some(reason),
+                    // The reason is in deny_reason; the note only points there (a long reason is not sent twice).
+                    notes: vec![format!("Not run: denied by {by}; deny_reason says why.")],
                     ..Default::default()
                 });
             }

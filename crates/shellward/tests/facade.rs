@@ -469,3 +469,34 @@ fn every_tool_has_a_schema_generated_from_its_arguments() {
             .contains("run_in_background")
     );
 }
+
+/// A policy that returns what no host should accept (a 10 MiB note, deny reason or command, an invalid variable, a
+/// working directory that does not exist) is at fault: the command is denied with a short reason naming the policy
+/// and the field, nothing of the oversized text reaches the result, and the caller is not blamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_policy_output_is_the_policys_fault() {
+    let sw = Shellward::builder()
+        .policy_chain(scripted_chain())
+        .build()
+        .unwrap();
+    for (command, field) in [
+        ("huge-note", "note"),
+        ("huge-deny", "deny reason"),
+        ("huge-command", "command"),
+        ("bad-env", "A=B"),
+        ("workdir:/no/such/dir/shellward", "does not exist"),
+    ] {
+        let r = sw.execute(None, exec(command)).await.unwrap();
+        assert!(r.denied && !r.success, "{command}: {r:?}");
+        let reason = r.deny_reason.clone().unwrap();
+        assert!(reason.contains("scripted"), "{command}: {reason}");
+        assert!(reason.contains(field), "{command}: {reason}");
+        let size = serde_json::to_string(&r).unwrap().len();
+        assert!(size < 4096, "{command}: a {size}-byte result");
+        assert!(
+            !r.notes.iter().any(|n| n.contains(&reason)),
+            "the reason is not repeated in the notes"
+        );
+    }
+    sw.shutdown().await;
+}

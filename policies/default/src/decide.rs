@@ -247,6 +247,12 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
     let mut append_wait = false;
 
     match tokenize(&req.command) {
+        Err(e) if e.too_deep => {
+            return Outcome::Deny(format!(
+                "The command is {e}: shellward cannot check a command line whose $(…) and ${{…}} expansions nest \
+                 this deep. Split it into steps, or write it to a script file and run the file."
+            ));
+        }
         Err(e) => notes.push(format!(
             "shellward could not parse this command ({e}); it runs unchanged and the shell will probably report a \
              syntax error. Check the quoting."
@@ -644,6 +650,19 @@ mod tests {
             },
         );
         assert!(matches!(denied, Outcome::Deny(r) if r.contains("zero") && r.contains("30s")));
+        // Expansions nested past the tokenizer's limit are denied with the limit named, not followed.
+        let deep = format!("echo {}x{}", "$(".repeat(1000), ")".repeat(1000));
+        let denied = evaluate(
+            &Settings::default(),
+            &Request {
+                command: deep,
+                ..Default::default()
+            },
+        );
+        assert!(
+            matches!(&denied, Outcome::Deny(r) if r.contains("nested too deeply (limit 64)")),
+            "{denied:?}"
+        );
         // Background runs carry no timeout; a promoted run says the timeout was dropped.
         let p = run(Request {
             command: "npm run dev".into(),

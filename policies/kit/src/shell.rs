@@ -129,7 +129,14 @@ pub struct ParseError {
     pub offset: usize,
     /// What is wrong.
     pub message: String,
+    /// The line nests expansions (`$(…)`, `${…}`, quotes inside them) deeper than [`MAX_NESTING`]: it is refused
+    /// rather than followed, so a hostile line cannot exhaust the stack.
+    pub too_deep: bool,
 }
+
+/// How deep expansions may nest (`$(` inside `$(`, `${` inside `"…"` inside `${`, …) before tokenizing stops with a
+/// [`ParseError`] whose `too_deep` is set. Real command lines stay far below it.
+pub const MAX_NESTING: u32 = 64;
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -187,6 +194,7 @@ pub fn tokenize(src: &str) -> Result<Script<'_>, ParseError> {
         b: src.as_bytes(),
         i: 0,
         depth: 0,
+        nest: 0,
         // About one token per four bytes of a typical command line: one allocation instead of several regrowths.
         tokens: Vec::with_capacity(src.len() / 4 + 4),
         heredocs: Vec::new(),
@@ -204,6 +212,8 @@ struct Lexer<'a> {
     b: &'a [u8],
     i: usize,
     depth: u32,
+    /// Expansions open around the current position (bounded by [`MAX_NESTING`]).
+    nest: u32,
     tokens: Vec<Token<'a>>,
     heredocs: Vec<HereDoc>,
 }
@@ -234,6 +244,7 @@ impl<'a> Lexer<'a> {
         Err(ParseError {
             offset,
             message: message.to_string(),
+            too_deep: false,
         })
     }
 
@@ -542,6 +553,20 @@ impl<'a> Lexer<'a> {
 
     /// Skips an expansion starting at `$` or a backquote: `$(…)`, `$((…))`, `${…}`, `` `…` ``, or a plain `$`.
     fn expansion(&mut self) -> Result<(), ParseError> {
+        if self.nest >= MAX_NESTING {
+            return Err(ParseError {
+                offset: self.i,
+                message: format!("nested too deeply (limit {MAX_NESTING})"),
+                too_deep: true,
+            });
+        }
+        self.nest += 1;
+        let r = self.expansion_inner();
+        self.nest -= 1;
+        r
+    }
+
+    fn expansion_inner(&mut self) -> Result<(), ParseError> {
         let open = self.i;
         if self.peek(0) == Some(b'`') {
             self.i += 1;
@@ -579,6 +604,7 @@ impl<'a> Lexer<'a> {
                     b: self.b,
                     i: self.i + 2,
                     depth: 0,
+                    nest: self.nest,
                     tokens: Vec::new(),
                     heredocs: Vec::new(),
                 };
@@ -834,6 +860,25 @@ mod tests {
         ] {
             assert!(tokenize(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_followed() {
+        for (open, close) in [("$(echo ", ")"), ("\"${x:-", "}\""), ("`", "`")] {
+            let deep = format!("echo {}x{}", open.repeat(1000), close.repeat(1000));
+            match tokenize(&deep) {
+                Err(e) => assert!(e.too_deep || open == "`", "{open}: {e}"),
+                Ok(_) => assert_eq!(open, "`", "backquotes do not nest without escapes"),
+            }
+        }
+        let deep = format!("echo {}x{}", "$(echo ".repeat(1000), ")".repeat(1000));
+        let e = tokenize(&deep).unwrap_err();
+        assert!(
+            e.to_string().contains("nested too deeply (limit 64)"),
+            "{e}"
+        );
+        let ok = format!("echo {}x{}", "$(echo ".repeat(60), ")".repeat(60));
+        assert!(tokenize(&ok).is_ok());
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! (append TEXT to the command), `deny:REASON` (deny everything), `kill` (on-timeout kill), anything else (echo).
 //!
 //! Commands trigger faults: `loop` (infinite loop), `alloc` (allocate without bound), `trap` (panic), `stack`
-//! (unbounded recursion), `sleep` (blocking sleep through WASI), `log` (log a message through the host). Any other
-//! command is echoed back as the plan, with a note `calls=N` counting evaluations in this instance.
+//! (unbounded recursion), `sleep` (blocking sleep through WASI), `log` (log a message through the host). Commands
+//! that return output the host must refuse: `huge-note`, `huge-deny`, `huge-command` (10 MiB each), `bad-env` (a
+//! variable named `A=B`), `workdir:PATH` (runs `true` in PATH). Any other command is echoed back as the plan, with a
+//! note `calls=N` counting evaluations in this instance.
 
 #[cfg(target_arch = "wasm32")]
 mod component {
@@ -79,7 +81,37 @@ mod component {
                 }
                 "sleep" => std::thread::sleep(std::time::Duration::from_secs(3600)),
                 "log" => log(Level::Warn, "hello from the scripted policy"),
+                "huge-deny" => return Outcome::Deny("d".repeat(10 << 20)),
                 _ => {}
+            }
+            let huge = |text: &str| Plan {
+                command: text.to_string(),
+                workdir: None,
+                background: false,
+                timeout_ms: None,
+                on_timeout: OnTimeout::Kill,
+                env: Vec::new(),
+                notes: Vec::new(),
+            };
+            match request.command.as_str() {
+                "huge-note" => {
+                    let mut p = huge("true");
+                    p.notes = vec!["n".repeat(10 << 20)];
+                    return Outcome::Run(p);
+                }
+                "huge-command" => return Outcome::Run(huge(&"c".repeat(10 << 20))),
+                "bad-env" => {
+                    let mut p = huge("true");
+                    p.env = vec![("A=B".into(), "1".into())];
+                    return Outcome::Run(p);
+                }
+                other => {
+                    if let Some(dir) = other.strip_prefix("workdir:") {
+                        let mut p = huge("true");
+                        p.workdir = Some(dir.to_string());
+                        return Outcome::Run(p);
+                    }
+                }
             }
             let settings = SETTINGS.with(|s| s.borrow().clone());
             if let Some(reason) = settings.strip_prefix("deny:") {

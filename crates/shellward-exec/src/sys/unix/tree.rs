@@ -81,6 +81,16 @@ enum Kind {
     },
 }
 
+/// How a direct child of the executor bears on "is this tree gone?".
+enum Settled {
+    /// Not a living member of this tree.
+    Yes,
+    /// Exited (a zombie, or gone): not a member, but its children may have just been handed to the executor.
+    Exited,
+    /// Maybe a member: the caller must scan.
+    No,
+}
+
 /// Releases what [`Tree::prepare_end_check`] holds when dropped.
 pub(crate) struct EndCheck<'a>(&'a Tree);
 
@@ -227,8 +237,8 @@ impl Tree {
     /// answer is always "maybe": `cgroup.events` is already one small read.
     ///
     /// A child that exits while the list is judged hands its own children to the executor first (the kernel
-    /// re-parents before the exiting process becomes a zombie), so the list is read again after judging and must
-    /// hold nothing new: otherwise a daemon's grandchild, re-parented in between, would be missed.
+    /// re-parents before the exiting process becomes a zombie), so when a listed child has exited the list is read
+    /// again and must hold nothing new: otherwise a daemon's grandchild, re-parented in between, would be missed.
     pub(crate) fn certainly_gone(&self) -> bool {
         let Kind::Group {
             token_prefix,
@@ -246,11 +256,17 @@ impl Tree {
             return false;
         };
         for _ in 0..3 {
-            if !listed
-                .iter()
-                .all(|&child| self.settled_child(child, token_prefix, book))
-            {
-                return false;
+            let mut exited = false;
+            for &child in &listed {
+                match self.settled_child(child, token_prefix, book) {
+                    Settled::No => return false,
+                    Settled::Exited => exited = true,
+                    Settled::Yes => {}
+                }
+            }
+            // Only a child that exited can have handed children of its own to the executor meanwhile.
+            if !exited {
+                return true;
             }
             let Some(again) = procfs::children_of(&book.tids) else {
                 return false;
@@ -265,9 +281,10 @@ impl Tree {
     }
 
     /// Whether a direct child of the executor is certainly not a living member of this tree.
-    fn settled_child(&self, child: i32, token_prefix: &str, book: &Children) -> bool {
+    fn settled_child(&self, child: i32, token_prefix: &str, book: &Children) -> Settled {
+        let yes = |b: bool| if b { Settled::Yes } else { Settled::No };
         if child == book.watchdog.load(Ordering::Relaxed) {
-            return true;
+            return Settled::Yes;
         }
         if let Some(m) = book
             .leaders
@@ -276,23 +293,27 @@ impl Tree {
             .get(&child)
         {
             // The leader of a tree of this executor that has not been reaped: fine unless it is this tree's.
-            return *m != self.marker;
+            return yes(*m != self.marker);
         }
         if procfs::stat(child).is_some_and(|e| !e.alive()) {
-            return true;
+            return Settled::Exited;
         }
         let Some(env) = procfs::environ(child) else {
-            // Gone since the listing (fine) or unreadable (not fine): tell them apart.
-            return procfs::stat(child).is_none();
+            // Gone since the listing (fine, but it exited) or unreadable (not fine): tell them apart.
+            return if procfs::stat(child).is_none() {
+                Settled::Exited
+            } else {
+                Settled::No
+            };
         };
         let mine = self.marker.as_bytes();
         let prefix = token_prefix.as_bytes();
         match env.iter().find(|kv| kv.starts_with(prefix)) {
             // A member of another tree of this executor, or (with no marker of ours) some executor's watchdog.
-            Some(kv) => kv.as_slice() != mine,
-            None => env
+            Some(kv) => yes(kv.as_slice() != mine),
+            None => yes(env
                 .iter()
-                .any(|kv| kv.strip_prefix(WATCHDOG_VAR.as_bytes()) == Some(b"=1")),
+                .any(|kv| kv.strip_prefix(WATCHDOG_VAR.as_bytes()) == Some(b"=1"))),
         }
     }
 

@@ -1,0 +1,68 @@
+//! Property tests of the tokenizer on hostile input: it never panics, every span lies inside the source on
+//! character boundaries, and nesting is bounded (a deep line is an error, never a stack overflow). Case counts are
+//! bounded so the suite stays fast; raise `PROPTEST_CASES` locally to fuzz longer.
+
+use proptest::prelude::*;
+use shellward_kit::shell::tokenize;
+
+/// Strings biased towards shell syntax: quotes, expansions, operators, here-docs, and arbitrary characters.
+fn shellish() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just("'".to_string()),
+        Just("\"".to_string()),
+        Just("$(".to_string()),
+        Just(")".to_string()),
+        Just("(".to_string()),
+        Just("${".to_string()),
+        Just("}".to_string()),
+        Just("`".to_string()),
+        Just("\\".to_string()),
+        Just("&".to_string()),
+        Just(" & ".to_string()),
+        Just("&&".to_string()),
+        Just("|".to_string()),
+        Just(";".to_string()),
+        Just("\n".to_string()),
+        Just("<<EOF\n".to_string()),
+        Just("<<-'X'\n".to_string()),
+        Just("$((".to_string()),
+        Just("$'".to_string()),
+        Just(" ".to_string()),
+        Just("#".to_string()),
+        "[a-z]{1,6}",
+        any::<char>().prop_map(|c| c.to_string()),
+    ];
+    prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn tokenizing_never_panics_and_spans_stay_in_bounds(src in shellish()) {
+        if let Ok(script) = tokenize(&src) {
+            for t in &script.tokens {
+                prop_assert!(t.start <= t.end && t.end <= src.len(), "{t:?} in {src:?}");
+                prop_assert!(src.is_char_boundary(t.start) && src.is_char_boundary(t.end));
+            }
+            for c in script.simple_commands() {
+                let _ = c.word_texts(&script);
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(src in ".{0,200}") {
+        let _ = tokenize(&src);
+    }
+
+    #[test]
+    fn any_nesting_depth_is_an_answer_not_a_crash(depth in 0usize..3000, kind in 0usize..3) {
+        let (open, close) = [("$(", ")"), ("\"${x:-", "}\""), ("(", ")")][kind];
+        let src = format!("echo {}x{}", open.repeat(depth), close.repeat(depth));
+        match tokenize(&src) {
+            Ok(_) => prop_assert!(depth <= 64 || kind == 2, "depth {depth} accepted"),
+            Err(e) => prop_assert!(e.too_deep, "{e}"),
+        }
+    }
+}

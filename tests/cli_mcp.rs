@@ -1,8 +1,8 @@
 //! `shellward mcp` driven end to end by a stock MCP client: the official Python SDK (`mcp` from PyPI), run by
-//! `tests/support/mcp_client.py`.
+//! `tests/support/mcp_client.py`; and by raw JSON-RPC lines.
 //!
-//! The Python interpreter is `$SHELLWARD_TEST_PYTHON` (`.ci/run` creates a virtualenv with `mcp` installed and sets
-//! it), else `python3`. When that interpreter cannot import `mcp` the test fails and says how to install it.
+//! The interpreter comes from `shellward_test_support::python` (a pinned venv under the target directory, created on
+//! first use; `$SHELLWARD_TEST_PYTHON` overrides it).
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -11,22 +11,17 @@ use cli::{MARK, bin, kill_marked, new_mark, survivors};
 use std::path::Path;
 use std::process::Command;
 
-fn python() -> String {
-    std::env::var("SHELLWARD_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
 #[test]
 fn a_stock_mcp_client_drives_every_tool() {
-    let python = python();
+    let python = shellward_test_support::python::python().unwrap_or_else(|e| panic!("{e}"));
     let probe = Command::new(&python)
         .args(["-c", "import mcp"])
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {python}: {e}; set SHELLWARD_TEST_PYTHON"));
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
     assert!(
         probe.status.success(),
-        "{python} cannot import the MCP SDK. Install it with `python3 -m venv target/mcp-venv && \
-         target/mcp-venv/bin/pip install 'mcp>=1.9,<3'` and set SHELLWARD_TEST_PYTHON=target/mcp-venv/bin/python \
-         (.ci/run does this)"
+        "{} cannot import the MCP SDK; unset SHELLWARD_TEST_PYTHON to let the test provision it",
+        python.display()
     );
     let mark = new_mark("mcp");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_client.py");

@@ -1,9 +1,9 @@
 //! `shellward policy test | bench | inspect` end to end: every example policy passes its case file, a wrong case
 //! fails with a diff, the Python guard passes the Rust guard's cases, and inspect explains compatibility.
 //!
-//! The Python guard component is `$SHELLWARD_TEST_GUARD_PY` or `target/guests/guard-py.wasm`, built by
-//! `policies/guard-py/build.sh` (`.ci/run` installs componentize-py and runs it). When it is missing the test fails
-//! and says how to build it.
+//! The Python guard component comes from `shellward_test_support::python::guard_py`: built with componentize-py (from
+//! the tests' own pinned venv) by `policies/guard-py/build.sh` when missing or older than its sources;
+//! `$SHELLWARD_TEST_GUARD_PY` overrides it.
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -75,13 +75,10 @@ fn the_rust_guard_passes_its_case_file() {
 
 #[test]
 fn the_python_guard_passes_the_same_case_file() {
-    let wasm = std::env::var("SHELLWARD_TEST_GUARD_PY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("target/guests/guard-py.wasm"));
+    let wasm = shellward_test_support::python::guard_py().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         wasm.is_file(),
-        "{} is missing: build the Python guard with `pip install componentize-py` and \
-         `policies/guard-py/build.sh` (.ci/run does this), or set SHELLWARD_TEST_GUARD_PY",
+        "{} is missing (SHELLWARD_TEST_GUARD_PY names a file that does not exist)",
         wasm.display()
     );
     let wasm = wasm.to_str().unwrap();

@@ -1,8 +1,8 @@
 //! `shellward policy new`: a scaffolded policy builds with its language's own tooling and passes its own case file.
 //!
 //! The Rust scaffold is built with cargo for wasm32-wasip2 (target dir `target/scaffold-test`, reused across runs).
-//! The Python scaffold needs componentize-py: `$SHELLWARD_TEST_COMPONENTIZE_PY`, else `target/py-venv/bin/componentize-py`
-//! (`.ci/run` installs it); when neither exists the test fails and says how to install it.
+//! The Python scaffold needs componentize-py, provisioned by `shellward_test_support::python` (the tests' pinned venv;
+//! `$SHELLWARD_TEST_COMPONENTIZE_PY` overrides it).
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -84,13 +84,10 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
 
 #[test]
 fn a_python_scaffold_builds_and_passes_its_cases() {
-    let tool = std::env::var("SHELLWARD_TEST_COMPONENTIZE_PY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("target/py-venv/bin/componentize-py"));
+    let tool = shellward_test_support::python::componentize_py().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         tool.is_file(),
-        "componentize-py not found at {}: `python3 -m venv target/py-venv && target/py-venv/bin/pip install \
-         componentize-py==0.25.1` (.ci/run does this), or set SHELLWARD_TEST_COMPONENTIZE_PY",
+        "componentize-py not found at {} (SHELLWARD_TEST_COMPONENTIZE_PY names a file that does not exist)",
         tool.display()
     );
     let tmp = tempfile::tempdir().unwrap();

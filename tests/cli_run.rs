@@ -410,3 +410,38 @@ fn an_interrupted_run_leaves_no_daemon_behind_under_load() {
     drop(burners);
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+#[test]
+fn completions_and_the_manual_page_are_generated() {
+    for (shell, needle) in [
+        ("bash", "complete"),
+        ("zsh", "#compdef shellward"),
+        ("fish", "complete -c shellward"),
+    ] {
+        let out = Command::new(bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.contains(needle), "{shell}: {script}");
+        for sub in ["run", "mcp", "serve", "policy"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let man = Command::new(bin()).arg("man").output().unwrap();
+    assert!(man.status.success());
+    let page = text(&man.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH shellward"),
+        "{page}"
+    );
+    // Every policy subcommand is described in the top-level help.
+    let help = text(&Command::new(bin()).arg("--help").output().unwrap().stdout);
+    for word in ["check", "test", "bench", "inspect", "new"] {
+        assert!(
+            help.contains(word),
+            "--help does not mention policy {word}:\n{help}"
+        );
+    }
+}

@@ -18,6 +18,11 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
+        Server::start_with_env(extra, &[])
+    }
+
+    /// Starts `shellward serve` with extra arguments and variables in its environment.
+    fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mark = new_mark("serve");
         // A free loopback port unless the test names the listener.
         let listen: &[&str] = if extra.contains(&"--listen") {
@@ -32,6 +37,7 @@ impl Server {
             .env(MARK, &mark)
             .env_remove("SHELLWARD_CONFIG")
             .env_remove("SHELLWARD_TOKEN")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -621,26 +627,8 @@ fn tokens_are_checked_strictly_and_sessions_must_be_well_formed() {
 
 #[test]
 fn the_token_in_the_environment_does_not_reach_commands() {
-    let mark = new_mark("serve-env");
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env(MARK, &mark)
-        .env("SHELLWARD_TOKEN", "env-tok-77aa")
-        .env_remove("SHELLWARD_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("shellward: listening on ")
-        .unwrap()
-        .to_string();
+    let server = Server::start_with_env(&[], &[("SHELLWARD_TOKEN", "env-tok-77aa")]);
+    let base = server.base.clone();
     let (status, r) = send(
         "POST",
         &format!("{base}/v1/tools/execute"),
@@ -654,7 +642,7 @@ fn the_token_in_the_environment_does_not_reach_commands() {
         out.contains("done") && !out.contains("env-tok-77aa"),
         "{out}"
     );
-    Server { child, base, mark }.stop();
+    server.stop();
 }
 
 #[test]
@@ -667,29 +655,10 @@ fn tokens_bound_to_sessions_only_reach_their_sessions() {
          [[auth]]\ntoken = \"tok-b-2\"\nsessions = [\"agent-b\", \"agent-b2\"]\n",
     )
     .unwrap();
-    let mark = new_mark("serve-auth");
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env(MARK, &mark)
-        .env("SW_TEST_TOKEN_A", "tok-a-1")
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("SHELLWARD_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("shellward: listening on ")
-        .unwrap()
-        .to_string();
-    let server = Server { child, base, mark };
+    let server = Server::start_with_env(
+        &["--config", config.to_str().unwrap()],
+        &[("SW_TEST_TOKEN_A", "tok-a-1")],
+    );
     let call = |token: Option<&str>, session: Option<&str>, tool: &str, body: &str| {
         send(
             "POST",

@@ -38,7 +38,7 @@ Exit status: the command's exit code; 128+N when signal N ended it (130 after Ct
 process tree); 124 when the foreground timeout expired and the tree was killed; 126 when a policy denied the command;
 125 when shellward itself failed (configuration, policy load, start); 2 on a usage error.
 A background plan (asked for, promoted by the policy, or a timeout that keeps it running) is announced on stderr with
-its id and log path and is streamed until it ends; nothing outlives `run`.")]
+its id (and its log path once it has printed something) and is streamed until it ends; nothing outlives `run`.")]
     Run(run_cmd::RunArgs),
     /// Serve the four agent tools over MCP on stdin/stdout (one connection = one session).
     #[command(after_help = "\
@@ -64,12 +64,30 @@ Routes: GET /v1/tools, POST /v1/tools/{name}, POST /api/v0/processes/start, GET 
 GET /api/v0/processes/{id}/output?wait=true, POST /api/v0/processes/{id}/signal.
 Sessions: header X-Shellward-Session. Auth: header Authorization: Bearer TOKEN (required off loopback).")]
     Serve(serve::ServeArgs),
-    /// Work with policies: see what they decide, without running anything.
+    /// Work with policies: `check` what they decide (nothing runs), `test` them against case files, `bench` them,
+    /// `inspect` what a component declares, scaffold a `new` one.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
     /// Work with configuration files.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
+    /// Print a completion script for a shell.
+    #[command(after_help = "\
+Examples:
+  shellward completions bash > /etc/bash_completion.d/shellward
+  shellward completions zsh > \"${fpath[1]}/_shellward\"
+  shellward completions fish > ~/.config/fish/completions/shellward.fish")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff).
+    #[command(after_help = "\
+Examples:
+  shellward man > /usr/local/share/man/man1/shellward.1
+  shellward man | man -l -")]
+    Man,
 }
 
 /// Exit code for a usage or load error.
@@ -89,6 +107,18 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Policy(cmd) => policy_cmd::run(cmd),
         Command::Config(cmd) => config_cmd::run(cmd),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "shellward", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(code) => code,

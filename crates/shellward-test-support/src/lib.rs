@@ -1,7 +1,10 @@
 //! Helpers for shellward's own tests: which processes are alive, with which environment, so a test can prove that
-//! nothing it started survives (and that nothing it did not start was touched). Not part of any shipped crate.
+//! nothing it started survives (and that nothing it did not start was touched); and [`python`], which provisions
+//! the Python tools some tests need. Not part of any shipped crate.
 
 #![deny(missing_docs)]
+
+pub mod python;
 
 use std::collections::HashSet;
 use std::fs;

@@ -31,24 +31,12 @@ pub fn marked(mark: &str) -> HashSet<i32> {
 
 /// Waits up to `limit` for every marked process to be gone; returns the survivors.
 pub fn survivors_after(mark: &str, limit: Duration) -> HashSet<i32> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = marked(mark);
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    shellward_test_support::survivors_after(&format!("{MARK}={mark}"), limit)
 }
 
 /// Kills whatever survived (by pid, only marked processes) so a failing test does not leak.
 pub fn kill_marked(mark: &str) {
-    for pid in marked(mark) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    shellward_test_support::kill_with_env(&format!("{MARK}={mark}"));
 }
 
 /// A plan whose tree carries `mark`.

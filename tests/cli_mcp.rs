@@ -114,6 +114,21 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
     let r = reply();
     assert_eq!(r["id"], 9);
     assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(4));
+    // A finished command, then idle: the server sleeps (no deadline ticker, no reaper polling).
+    send(
+        br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo hi"}}}"#,
+    );
+    assert_eq!(reply()["id"], 11);
+    let wakeups = cli::idle_wakeups(
+        child.id(),
+        Duration::from_millis(1500),
+        Duration::from_secs(3),
+    );
+    println!("idle shellward mcp: {wakeups} context switches in 3 s");
+    assert!(
+        wakeups <= 6,
+        "an idle MCP server woke {wakeups} times in 3 s"
+    );
     // A background process, then SIGTERM with stdin still open: the server exits and stops it.
     send(
         br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300","run_in_background":true}}}"#,

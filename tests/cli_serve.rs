@@ -694,3 +694,23 @@ fn tokens_bound_to_sessions_only_reach_their_sessions() {
     assert!(!r["output"].as_str().unwrap().contains("tok-a-1"), "{r}");
     server.stop();
 }
+
+#[test]
+fn an_idle_server_sleeps() {
+    let server = Server::start(&[]);
+    let (status, _) = post(
+        &server.base,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "echo hi"}),
+    );
+    assert_eq!(status, 200);
+    let wakeups = cli::idle_wakeups(
+        server.child.id(),
+        Duration::from_millis(1500),
+        Duration::from_secs(3),
+    );
+    println!("idle shellward serve: {wakeups} context switches in 3 s");
+    assert!(wakeups <= 6, "an idle server woke {wakeups} times in 3 s");
+    server.stop();
+}

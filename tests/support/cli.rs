@@ -74,3 +74,29 @@ pub fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::proce
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Context switches of every thread of `pid` so far (voluntary and not), from `/proc/PID/task/*/status`.
+pub fn context_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// Wake-ups of an idle process: its context switches over `window`, after `settle`.
+pub fn idle_wakeups(pid: u32, settle: Duration, window: Duration) -> u64 {
+    std::thread::sleep(settle);
+    let before = context_switches(pid);
+    std::thread::sleep(window);
+    context_switches(pid) - before
+}

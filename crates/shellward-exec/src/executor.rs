@@ -27,6 +27,8 @@ pub(crate) struct Inner {
     /// What every command's environment starts from (see [`crate::env`]), read once at creation.
     base_env: Vec<(OsString, OsString)>,
     pub(crate) registry: Registry,
+    /// Wakes the reaper when a process starts (it sleeps while there is nothing to do).
+    reaper_wake: Arc<tokio::sync::Notify>,
     next_id: AtomicU64,
     closing: AtomicBool,
     pub(crate) shut_down: AtomicBool,
@@ -105,11 +107,12 @@ impl Executor {
             log_dir,
             base_env,
             registry,
+            reaper_wake: Arc::default(),
             next_id: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
         });
-        tokio::spawn(reaper(Arc::downgrade(&inner)));
+        tokio::spawn(reaper(Arc::downgrade(&inner), inner.reaper_wake.clone()));
         Ok(Executor { inner })
     }
 
@@ -311,6 +314,7 @@ impl Executor {
             cleaned: AtomicBool::new(false),
         });
         registry.insert(proc.clone());
+        self.inner.reaper_wake.notify_one();
         tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));
         if let Some(err) = spawned.stderr {
             tokio::spawn(read_pipe(proc.clone(), err, true));

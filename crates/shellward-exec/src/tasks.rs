@@ -146,12 +146,23 @@ pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Lea
     proc.tick.send_modify(|t| *t += 1);
 }
 
+/// How often the reaper looks while something is running or being released.
+const BUSY_PERIOD: Duration = Duration::from_millis(500);
+/// The longest the reaper sleeps with exited processes retained (their retention is checked at least this often).
+const RETAINED_PERIOD: Duration = Duration::from_secs(60);
+
 /// Periodic upkeep: releases finished trees, enforces retention and the registry's limits, reaps orphans.
-pub(crate) async fn reaper(inner: Weak<Inner>) {
-    let mut interval = tokio::time::interval(Duration::from_millis(500));
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+///
+/// It runs every 500 ms only while something needs it (a process running, a tree not yet released); with only
+/// exited processes retained it sleeps until the first retention expires (at most a minute), and with nothing at
+/// all until the next start wakes it (`wake`), so an idle executor costs no wake-ups.
+pub(crate) async fn reaper(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
+    let mut next = BUSY_PERIOD;
     loop {
-        interval.tick().await;
+        tokio::select! {
+            _ = tokio::time::sleep(next) => {}
+            _ = wake.notified() => {}
+        }
         let Some(inner) = inner.upgrade() else { return };
         if inner.shut_down.load(Ordering::SeqCst) {
             return;
@@ -164,11 +175,25 @@ pub(crate) async fn reaper(inner: Weak<Inner>) {
                 try_cleanup(&inner, &p);
             }
         }
-        inner.registry.enforce(SystemTime::now());
+        let now = SystemTime::now();
+        inner.registry.enforce(now);
         // Leaders are reaped by their waiter task, which needs their exit status.
-        for p in inner.registry.all() {
+        let procs = inner.registry.all();
+        for p in &procs {
             known.remove(&p.pid);
         }
         inner.platform.reap_orphans(&known);
+        next = if procs.iter().any(|p| !p.finished()) {
+            BUSY_PERIOD
+        } else {
+            let retention = inner.config.retention;
+            match procs.iter().filter_map(|p| p.exited_at()).min() {
+                Some(first) => (first + retention)
+                    .duration_since(now)
+                    .unwrap_or_default()
+                    .clamp(BUSY_PERIOD, RETAINED_PERIOD),
+                None => Duration::from_secs(24 * 3600),
+            }
+        };
     }
 }

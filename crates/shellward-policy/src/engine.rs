@@ -76,6 +76,67 @@ pub(crate) struct EngineInner {
     pub(crate) linker: Linker<HostState>,
     pub(crate) config: SandboxConfig,
     cache: Option<Cache>,
+    pub(crate) ticker: Arc<Ticker>,
+}
+
+impl Drop for EngineInner {
+    fn drop(&mut self) {
+        self.ticker.stop();
+    }
+}
+
+/// The epoch ticker's schedule: it advances the epoch only while a guest call is in flight, and sleeps (no wake-ups
+/// at all) while the host is idle.
+#[derive(Default)]
+pub(crate) struct Ticker {
+    state: std::sync::Mutex<TickerState>,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct TickerState {
+    in_flight: usize,
+    stopped: bool,
+    /// The thread waits for work (a call must wake it); while it ticks, a new call needs no wake-up syscall.
+    parked: bool,
+}
+
+/// Keeps the ticker running while a guest call is in flight; created by [`Ticker::enter`].
+pub(crate) struct InFlight<'a>(&'a Ticker);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.in_flight -= 1;
+    }
+}
+
+impl Ticker {
+    /// Marks a guest call in flight until the returned guard is dropped.
+    pub(crate) fn enter(&self) -> InFlight<'_> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.in_flight += 1;
+        if s.parked {
+            self.wake.notify_one();
+        }
+        InFlight(self)
+    }
+
+    fn stop(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).stopped = true;
+        self.wake.notify_one();
+    }
+
+    /// Blocks while nothing is in flight; returns false once stopped.
+    fn wait_for_work(&self) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.in_flight == 0 && !s.stopped {
+            s.parked = true;
+            s = self.wake.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.parked = false;
+        !s.stopped
+    }
 }
 
 impl EngineInner {
@@ -165,7 +226,8 @@ impl PolicyEngine {
         .map_err(|e| PolicyError::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
         host::add_to_linker(&mut linker).map_err(|e| PolicyError::Engine(e.to_string()))?;
-        spawn_epoch_ticker(&engine).map_err(|e| {
+        let ticker = Arc::new(Ticker::default());
+        spawn_epoch_ticker(&engine, ticker.clone()).map_err(|e| {
             PolicyError::Engine(format!(
                 "cannot start the policy deadline ticker thread: {e}"
             ))
@@ -177,6 +239,7 @@ impl PolicyEngine {
                 linker,
                 config,
                 cache,
+                ticker,
             }),
         })
     }
@@ -235,13 +298,14 @@ impl PolicyEngine {
     }
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
-fn spawn_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
+/// Advances the engine's epoch every [`EPOCH_TICK`] while a guest call is in flight, until the engine is dropped.
+/// An idle engine costs no wake-ups: the thread waits on a condition variable until a call starts.
+fn spawn_epoch_ticker(engine: &Engine, ticker: Arc<Ticker>) -> std::io::Result<()> {
     let weak = engine.weak();
     std::thread::Builder::new()
         .name("shellward-policy-epoch".into())
         .spawn(move || {
-            loop {
+            while ticker.wait_for_work() {
                 std::thread::sleep(EPOCH_TICK);
                 match weak.upgrade() {
                     Some(engine) => engine.increment_epoch(),

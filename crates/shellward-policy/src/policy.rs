@@ -105,6 +105,7 @@ impl Policy {
     /// Creates a new store and instance and calls `configure`.
     fn instantiate(&self) -> Result<Live, PolicyError> {
         let inner = self.inner();
+        let _ticking = inner.ticker.enter();
         let mut store = Store::new(
             &inner.engine,
             HostState::new(self.name.clone(), inner.config.memory_limit),
@@ -161,6 +162,7 @@ impl Policy {
     }
 
     fn call(&self, live: &mut Live, request: &Request) -> Result<Outcome, PolicyError> {
+        let _ticking = self.inner().ticker.enter();
         live.store.set_epoch_deadline(self.inner().deadline_ticks());
         let outcome = live
             .bindings

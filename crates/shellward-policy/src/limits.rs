@@ -36,6 +36,17 @@ impl Default for OutputLimits {
 }
 
 impl OutputLimits {
+    /// Most bytes the host copies out of a policy's memory for one outcome: the sum of every limit. It is enforced
+    /// while the outcome is read (wasmtime's hostcall fuel), so strings that alias one buffer cannot make the host
+    /// copy it again and again.
+    pub fn lift_budget(&self) -> usize {
+        self.max_command_bytes
+            + self.max_text_bytes * (self.max_notes + 1)
+            + self.max_env * self.max_env_bytes
+            + self.max_workdir_bytes
+            + 64 * 1024
+    }
+
     /// Checks an outcome; the error says which field is wrong and by how much.
     pub fn check(&self, outcome: &Outcome) -> Result<(), String> {
         let text = |what: &str, t: &str| -> Result<(), String> {

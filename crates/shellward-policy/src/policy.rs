@@ -111,6 +111,8 @@ impl Policy {
             HostState::new(self.name.clone(), inner.config.memory_limit),
         );
         store.limiter(|s| &mut s.limits);
+        // Bounds what the host copies out of the guest per call (before the field-by-field check).
+        store.set_hostcall_fuel(inner.config.output_limits.lift_budget());
         store.set_epoch_deadline(inner.deadline_ticks());
         let bindings = self
             .pre
@@ -189,7 +191,16 @@ impl Policy {
         during: &'static str,
     ) -> PolicyError {
         let config = &self.inner().config;
+        let root = error.root_cause().to_string();
         let (kind, mut detail) = match error.downcast_ref::<Trap>() {
+            _ if root.contains("fuel allocated for hostcalls has been exhausted") => (
+                FaultKind::InvalidOutput,
+                format!(
+                    "it returned more data than the host accepts ({} bytes in all for the command, notes, deny \
+                     reason and variables)",
+                    config.output_limits.lift_budget()
+                ),
+            ),
             Some(Trap::Interrupt) => (
                 FaultKind::Deadline,
                 format!(

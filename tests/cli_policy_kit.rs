@@ -95,6 +95,31 @@ fn the_python_guard_passes_the_same_case_file() {
     assert_eq!(all_pass(&o), 2);
     let inspect = shellward(&["policy", "inspect", wasm]);
     assert!(inspect.status.success(), "{}", text(&inspect));
+    // A first use of a large component says, in one line, that it compiles once and is cached; a second is quiet.
+    let cache = tempfile::tempdir().unwrap();
+    let cold = |args: &[&str]| {
+        Command::new(cli::bin())
+            .args(args)
+            .current_dir(root())
+            .env("SHELLWARD_CACHE_DIR", cache.path())
+            .env_remove("SHELLWARD_LOG")
+            .output()
+            .unwrap()
+    };
+    let first = cold(&["policy", "test", wasm, "--filter", "fork bomb"]);
+    let notice = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(
+        notice.lines().filter(|l| l.contains("compiling a")).count(),
+        1,
+        "{notice}"
+    );
+    assert!(notice.contains("cached in"), "{notice}");
+    let second = cold(&["policy", "test", wasm, "--filter", "fork bomb"]);
+    assert!(
+        !String::from_utf8_lossy(&second.stderr).contains("compiling a"),
+        "{}",
+        text(&second)
+    );
 }
 
 #[test]

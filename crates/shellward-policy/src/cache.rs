@@ -20,6 +20,8 @@ use wasmtime::component::Component;
 const MAGIC: &[u8; 8] = b"SWPCACH1";
 const HEADER_LEN: usize = MAGIC.len() + 32;
 
+/// Components at least this large (bytes) take long enough to compile that a first use says so.
+const NOTICE_BYTES: usize = 1 << 20;
 /// Where a component came from when it was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
@@ -100,6 +102,16 @@ impl Cache {
         }
         if outcome == CacheOutcome::Rebuilt {
             let _ = fs::remove_file(&path);
+        }
+        if bytes.len() >= NOTICE_BYTES {
+            // Seconds of work for a large component (a Python policy): say so once, on the notice target the CLI
+            // shows by default.
+            tracing::info!(
+                target: "shellward::notice",
+                "compiling a {:.1} MB policy for this machine (once: the result is cached in {})",
+                bytes.len() as f64 / 1e6,
+                self.dir.display()
+            );
         }
         let compiled = engine.precompile_component(bytes)?;
         if let Err(e) = self.store(&path, &compiled) {

@@ -159,3 +159,47 @@ fn a_chain_of_policy_files_runs_in_order() {
         stderr(&o)
     );
 }
+
+/// Without any configuration the chain is `default`, then `guard`: catastrophic commands are denied out of the box,
+/// naming the guard and saying what to do instead; ordinary development commands are not.
+#[test]
+fn catastrophic_commands_are_denied_out_of_the_box() {
+    let check = |command: &str| shellward(&["policy", "check", "--", command]);
+    for command in [
+        "rm -rf /",
+        "kill -9 -1",
+        "sudo reboot",
+        "pkill node",
+        ":(){ :|:& };:",
+    ] {
+        let out = check(command);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{command}: {text}");
+        assert!(text.contains("denied by:  guard"), "{command}: {text}");
+    }
+    assert!(String::from_utf8_lossy(&check("pkill node").stdout).contains("process_signal"));
+    for command in [
+        "rm -rf ./build target node_modules",
+        "kill %1",
+        "kill $PID",
+        "git clean -fdx",
+        "echo 'sudo is just text here'",
+        "cargo test",
+    ] {
+        let out = check(command);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // `run` refuses them too, with exit 126.
+    let run = Command::new(env!("CARGO_BIN_EXE_shellward"))
+        .args(["run", "--", "kill -9 -1"])
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(126));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("denied by guard"));
+}

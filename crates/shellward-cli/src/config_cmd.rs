@@ -59,6 +59,7 @@ fn check(file: &Path) -> Result<ExitCode> {
         .iter()
         .map(|p| match &p.source {
             PolicySource::Default => "default (embedded)".to_string(),
+            PolicySource::Guard => "guard (embedded)".to_string(),
             PolicySource::File(f) => f.display().to_string(),
         })
         .collect();

@@ -177,13 +177,28 @@ impl PolicyArgs {
             .map(|s| read_settings(s))
             .collect::<Result<_>>()?;
         let settings_for = |i: usize| settings.get(i).map(String::as_str).unwrap_or("");
+        // Without --policy: the built-in chain, `default` then `guard` (--settings applies to `default`).
         let policies = if self.policies.is_empty() {
-            vec![engine.load_default(settings_for(0))?]
+            vec![
+                engine.load_default(settings_for(0))?,
+                engine
+                    .load_builtin(shellward_policy::embedded::GUARD_POLICY_NAME, "")
+                    .expect("the guard is built in")?,
+            ]
         } else {
             self.policies
                 .iter()
                 .enumerate()
-                .map(|(i, p)| engine.load_file(p, settings_for(i)))
+                .map(|(i, p)| match p.to_str() {
+                    Some(name)
+                        if !p.exists() && shellward_policy::embedded::builtin(name).is_some() =>
+                    {
+                        engine
+                            .load_builtin(name, settings_for(i))
+                            .expect("checked above")
+                    }
+                    _ => engine.load_file(p, settings_for(i)),
+                })
                 .collect::<Result<_, _>>()?
         };
         Ok(PolicyChain::new(policies, engine.config().on_fault))

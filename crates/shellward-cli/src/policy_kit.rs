@@ -5,7 +5,6 @@ use clap::Args;
 use serde_json::json;
 use shellward_policy::cases::{CaseFile, CaseResult, PolicyUnderTest, discover, run_file};
 use shellward_policy::duration;
-use shellward_policy::embedded::{DEFAULT_POLICY_NAME, DEFAULT_POLICY_WASM};
 use shellward_policy::{
     FaultMode, InstanceMode, PolicyChain, PolicyEngine, Request, SandboxConfig, WIT_PACKAGE,
     WIT_VERSION,
@@ -55,17 +54,31 @@ impl SandboxArgs {
     }
 }
 
-/// Reads a policy argument: a component file, or `default` for the embedded default policy.
+/// Where case files are discovered for a policy argument: a built-in's source directory in a checkout
+/// (`policies/NAME/`), else the argument itself.
+fn builtin_source(arg: &Path) -> PathBuf {
+    match arg.to_str() {
+        Some(name) if !arg.exists() && shellward_policy::embedded::builtin(name).is_some() => {
+            PathBuf::from(format!("policies/{name}/{name}.wasm"))
+        }
+        _ => arg.to_path_buf(),
+    }
+}
+
+/// Reads a policy argument: a component file, or `default` / `guard` for a built-in policy.
 pub fn read_policy(arg: &Path) -> Result<PolicyUnderTest> {
-    if arg.as_os_str() == DEFAULT_POLICY_NAME && !arg.exists() {
+    if !arg.exists()
+        && let Some(name) = arg.to_str()
+        && let Some(bytes) = shellward_policy::embedded::builtin(name)
+    {
         return Ok(PolicyUnderTest {
-            name: DEFAULT_POLICY_NAME.into(),
-            bytes: DEFAULT_POLICY_WASM.to_vec(),
+            name: name.into(),
+            bytes: bytes.to_vec(),
         });
     }
     let bytes = std::fs::read(arg).with_context(|| {
         format!(
-            "cannot read policy {}; give a component file (.wasm) or `default`",
+            "cannot read policy {}; give a component file (.wasm), `default` or `guard`",
             arg.display()
         )
     })?;
@@ -125,11 +138,7 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
         .collect::<Result<_>>()?;
     let case_files = if paths.is_empty() {
         let first = &policy_paths[0];
-        let found = if first.as_os_str() == DEFAULT_POLICY_NAME && !first.exists() {
-            discover(Path::new("policies/default/default.wasm"))
-        } else {
-            discover(first)
-        };
+        let found = discover(&builtin_source(first));
         vec![found.with_context(|| {
             format!(
                 "no case file given and none found for {}: looked for cases.toml beside it and in its ancestors, \
@@ -335,13 +344,10 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         bail!("--iterations must be at least 1");
     }
     let policy = read_policy(&args.policy)?;
-    let cases_path = args.cases.clone().or_else(|| {
-        if args.policy.as_os_str() == DEFAULT_POLICY_NAME && !args.policy.exists() {
-            discover(Path::new("policies/default/default.wasm"))
-        } else {
-            discover(&args.policy)
-        }
-    });
+    let cases_path = args
+        .cases
+        .clone()
+        .or_else(|| discover(&builtin_source(&args.policy)));
     let requests: Vec<Request> = match &cases_path {
         Some(p) => CaseFile::load(p)?
             .cases

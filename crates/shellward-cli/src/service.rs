@@ -12,8 +12,8 @@ pub struct ServiceArgs {
     /// default policy. Check one with `shellward config check FILE`.
     #[arg(long, value_name = "FILE", env = "SHELLWARD_CONFIG")]
     pub config: Option<PathBuf>,
-    /// A policy component (.wasm) to run instead of the configured chain; repeat for a chain, run in the order
-    /// given, each with default settings.
+    /// A policy component (.wasm), or `default` / `guard` for a built-in, to run instead of the configured chain;
+    /// repeat for a chain, run in the order given, each with default settings.
     #[arg(long = "policy", value_name = "FILE")]
     pub policies: Vec<PathBuf>,
 }
@@ -30,8 +30,10 @@ impl ServiceArgs {
                 .policies
                 .iter()
                 .map(|p| PolicyEntry {
-                    source: if p.as_os_str() == "default" {
+                    source: if p.as_os_str() == "default" && !p.exists() {
                         PolicySource::Default
+                    } else if p.as_os_str() == "guard" && !p.exists() {
+                        PolicySource::Guard
                     } else {
                         PolicySource::File(p.clone())
                     },

@@ -296,6 +296,11 @@ impl PolicyEngine {
     pub fn load_default(&self, settings: &str) -> Result<Policy, PolicyError> {
         self.load_bytes(DEFAULT_POLICY_NAME, DEFAULT_POLICY_WASM, settings)
     }
+
+    /// Loads a built-in policy by name (`default`, `guard`); `None` for an unknown name.
+    pub fn load_builtin(&self, name: &str, settings: &str) -> Option<Result<Policy, PolicyError>> {
+        crate::embedded::builtin(name).map(|bytes| self.load_bytes(name, bytes, settings))
+    }
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] while a guest call is in flight, until the engine is dropped.

@@ -5,8 +5,8 @@
 //! with its key path (`executor.grace`, `policy[2].settings`), not just the first.
 //!
 //! ```toml
-//! [[policy]]                      # the chain, in order; no [[policy]] at all = the embedded default policy
-//! builtin = "default"             # or: path = "guard.wasm" (relative to this file)
+//! [[policy]]                      # the chain, in order; no [[policy]] at all = the built-in default, then guard
+//! builtin = "default"             # or "guard", or: path = "my-policy.wasm" (relative to this file)
 //! fail_open = false               # on a policy fault: deny (false, default) or skip this policy (true)
 //! [policy.settings]               # passed to the policy's configure() as JSON
 //! default_timeout = "30s"
@@ -69,6 +69,8 @@ use std::time::Duration;
 pub enum PolicySource {
     /// The default policy embedded in the binary.
     Default,
+    /// The guard policy embedded in the binary (catastrophic commands denied).
+    Guard,
     /// A component file.
     File(PathBuf),
 }
@@ -91,6 +93,14 @@ impl PolicyEntry {
             source: PolicySource::Default,
             settings: "{}".into(),
             fail_open: false,
+        }
+    }
+
+    /// The embedded guard policy with its default settings, fail closed.
+    pub fn guard_policy() -> PolicyEntry {
+        PolicyEntry {
+            source: PolicySource::Guard,
+            ..PolicyEntry::default_policy()
         }
     }
 }
@@ -140,7 +150,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            policies: vec![PolicyEntry::default_policy()],
+            policies: vec![PolicyEntry::default_policy(), PolicyEntry::guard_policy()],
             sandbox: SandboxConfig::default(),
             executor: ExecutorConfig::default(),
             tools: ToolLimits::default(),
@@ -270,6 +280,12 @@ impl Config {
         for (i, entry) in self.policies.iter().enumerate() {
             let loaded = match &entry.source {
                 PolicySource::Default => engine.load_default(&entry.settings),
+                PolicySource::Guard => engine
+                    .load_builtin(
+                        shellward_policy::embedded::GUARD_POLICY_NAME,
+                        &entry.settings,
+                    )
+                    .expect("the guard is built in"),
                 PolicySource::File(path) => engine.load_file(path, &entry.settings),
             };
             match loaded {
@@ -634,15 +650,21 @@ impl Walker {
                 Some(PolicySource::File(p))
             }
             (None, Some(b)) if b == "default" => Some(PolicySource::Default),
+            (None, Some(b)) if b == "guard" => Some(PolicySource::Guard),
             (None, Some(b)) => {
                 self.problem(
                     format!("{path}.builtin"),
-                    format!("unknown built-in policy {b:?}; the only one is \"default\""),
+                    format!(
+                        "unknown built-in policy {b:?}; the built-ins are \"default\" and \"guard\""
+                    ),
                 );
                 None
             }
             (None, None) => {
-                self.problem(&path, "needs path = \"FILE.wasm\" or builtin = \"default\"");
+                self.problem(
+                    &path,
+                    "needs path = \"FILE.wasm\" or builtin = \"default\" (or \"guard\")",
+                );
                 None
             }
         };
@@ -988,7 +1010,13 @@ mod tests {
     #[test]
     fn empty_file_is_the_defaults() {
         let c = Config::parse("", Path::new(".")).unwrap();
-        assert_eq!(c.policies, vec![PolicyEntry::default_policy()]);
+        // The built-in chain: default, then guard.
+        assert_eq!(
+            c.policies,
+            vec![PolicyEntry::default_policy(), PolicyEntry::guard_policy()]
+        );
+        let g = Config::parse("[[policy]]\nbuiltin = \"guard\"\n", Path::new(".")).unwrap();
+        assert_eq!(g.policies, vec![PolicyEntry::guard_policy()]);
         assert_eq!(c.tools, ToolLimits::default());
         assert_eq!(c.executor.shell, vec!["sh", "-c"]);
     }

@@ -445,3 +445,36 @@ fn completions_and_the_manual_page_are_generated() {
         );
     }
 }
+
+#[test]
+fn a_python_programs_output_arrives_while_it_runs() {
+    // Python buffers a pipe unless told not to: the line must be streamed before the program ends.
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            "--",
+            "python3 -c 'import time; print(\"banner\"); time.sleep(30)'",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("PYTHONUNBUFFERED")
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(10));
+    cli::signal(&child, Signal::SIGINT);
+    wait_exit(&mut child, Duration::from_secs(20));
+    assert_eq!(
+        line.as_deref(),
+        Ok("banner\n"),
+        "the banner did not arrive while the program ran"
+    );
+}

@@ -19,7 +19,8 @@
 
 use std::ffi::{OsStr, OsString};
 
-/// Environment defaults that keep tools from waiting for a person: no pager, no editor, no prompts, no colours.
+/// Environment defaults that keep tools from waiting for a person (no pager, no editor, no prompts, no colours) and
+/// output from sitting in a buffer (Python buffers a pipe: a server's banner would never reach the agent).
 pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
     ("TERM", "dumb"),
     ("NO_COLOR", "1"),
@@ -29,6 +30,9 @@ pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
     ("GIT_EDITOR", "true"),
     ("EDITOR", "true"),
     ("VISUAL", "true"),
+    ("PYTHONUNBUFFERED", "1"),
+    ("PIP_NO_INPUT", "1"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
 ];
 
 /// Names that look like secrets; not inherited unless allowed.
@@ -261,7 +265,14 @@ mod tests {
             "CARGO_HOME",
         ]));
         let got = names(&env);
-        for kept in ["PATH", "HOME", "CARGO_HOME", "TERM", "PAGER"] {
+        for kept in [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "TERM",
+            "PAGER",
+            "PYTHONUNBUFFERED",
+        ] {
             assert!(
                 got.contains(&kept.to_string()),
                 "{kept} missing from {got:?}"

@@ -137,6 +137,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         timeout: args.timeout.clone(),
         workdir: args.workdir.clone(),
         run_in_background: args.background.then_some(true),
+        ..Default::default()
     };
     if args.json {
         return json_run(sw, exec, env, interrupts).await;

@@ -324,6 +324,7 @@ async fn start(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> 
         timeout: body.timeout,
         workdir: body.workdir,
         run_in_background: body.background,
+        ..Default::default()
     };
     let env: Vec<(String, String)> = body.env.unwrap_or_default().into_iter().collect();
     let sess = session(&headers);

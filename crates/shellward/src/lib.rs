@@ -348,6 +348,15 @@ impl Shellward {
                 ));
             }
         }
+        // The call's own variables first, then the host's (e.g. the process API's `env`), which win.
+        let env: Vec<(String, String)> = args
+            .env
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(env.iter().cloned())
+            .collect();
+        let env = &env;
         for (k, v) in env {
             check_text("an environment variable", k)?;
             check_text("an environment variable", v)?;
@@ -366,7 +375,10 @@ impl Shellward {
             workdir: args.workdir.clone(),
             timeout_ms,
             background: args.run_in_background,
-            on_timeout: None,
+            on_timeout: args.on_timeout.map(|c| match c {
+                tools::OnTimeoutChoice::Kill => OnTimeout::Kill,
+                tools::OnTimeoutChoice::Background => OnTimeout::Background,
+            }),
             env: env.to_vec(),
             context,
         };

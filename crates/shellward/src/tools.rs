@@ -25,6 +25,25 @@ pub struct ExecuteArgs {
     /// servers, file watchers, `tail -f` and long builds; read their output later with `process_output`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_in_background: Option<bool>,
+    /// What happens when `timeout` expires: `"kill"` stops the command and everything it started (choose it for
+    /// tests and builds that must not linger), `"background"` keeps it running and returns its process id (choose
+    /// it for commands you want to check on later). Default set by policy (usually `"background"`); a policy may
+    /// override your choice and says so in `notes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<OnTimeoutChoice>,
+    /// Environment variables for this command only, e.g. `{"RUST_LOG": "debug"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// What `execute` does with a foreground command whose timeout expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTimeoutChoice {
+    /// Stop the whole process tree; nothing is left running.
+    Kill,
+    /// Keep it running as a tracked background process and return its id.
+    Background,
 }
 
 /// Arguments of `process_output`.

@@ -500,3 +500,60 @@ async fn invalid_policy_output_is_the_policys_fault() {
     }
     sw.shutdown().await;
 }
+
+/// The caller chooses what a timeout means, per call, and gives per-call variables; both are in the tool's schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_chooses_on_timeout_and_env_per_call() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "sleep 31 | cat; echo never".into(),
+                timeout: Some("1s".into()),
+                on_timeout: Some(shellward::tools::OnTimeoutChoice::Kill),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(r.timed_out && !r.running, "{r:?}");
+    assert!(survivors(&mark).is_empty(), "kill leaves nothing running");
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "sleep 30".into(),
+                timeout: Some("1s".into()),
+                on_timeout: Some(shellward::tools::OnTimeoutChoice::Background),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(r.running && r.background_process_id.is_some(), "{r:?}");
+    let r = sw
+        .call(
+            None,
+            "execute",
+            json!({"command": "echo \"$GREETING\"", "env": {"GREETING": "hi there"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["output"], "hi there\n", "{r}");
+    let bad = sw
+        .call(
+            None,
+            "execute",
+            json!({"command": "true", "on_timeout": "explode"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind, ToolErrorKind::InvalidArguments);
+    let schema = ToolName::Execute.input_schema();
+    assert!(schema["properties"]["on_timeout"].is_object(), "{schema}");
+    assert!(schema["properties"]["env"].is_object(), "{schema}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

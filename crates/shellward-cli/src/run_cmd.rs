@@ -172,6 +172,8 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     let timeout = plan.timeout.take();
     let on_timeout = plan.on_timeout;
     plan.background = true;
+    // `run` streams from the first byte: no start-up wait.
+    plan.startup_wait = None;
     if let Some(sig) = interrupts.pending().await {
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));

@@ -139,6 +139,21 @@ impl Executor {
     pub async fn execute(&self, plan: ExecPlan) -> Result<ExecResult, ExecError> {
         let proc = self.start(&plan).await?;
         if plan.background {
+            if let Some(window) = plan.startup_wait.filter(|w| !w.is_zero())
+                && tokio::time::timeout(window, proc.wait_exit()).await.is_ok()
+            {
+                // It ended during start-up: report it as a foreground run would (output, leftovers), and keep it
+                // listed so its output stays readable by id.
+                let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
+                    .await
+                    .is_ok();
+                let leftovers = if proc.tree.certainly_gone() {
+                    0
+                } else {
+                    proc.tree.members().len()
+                };
+                return Ok(self.result(&proc, false, !drained, leftovers));
+            }
             return Ok(self.result(&proc, false, false, 0));
         }
         let _end_check = proc.tree.prepare_end_check();

@@ -30,6 +30,10 @@ pub struct ExecPlan {
     pub on_timeout: TimeoutAction,
     /// The session (caller) the process belongs to; only that session can see or signal it.
     pub session: Option<String>,
+    /// Background plans: wait up to this long for the command to fail at start-up (a server whose port is taken
+    /// exits at once), and return its exit and output in the same call when it does; a command still running then
+    /// is returned as running. `None` returns at once.
+    pub startup_wait: Option<Duration>,
 }
 
 impl ExecPlan {

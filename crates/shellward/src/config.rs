@@ -118,6 +118,8 @@ pub struct ToolLimits {
     pub max_read_bytes: usize,
     /// Most entries `process_list` returns.
     pub list_limit: usize,
+    /// How long `execute` waits for a background command to fail at start-up before returning it as running.
+    pub startup_wait: Duration,
 }
 
 impl Default for ToolLimits {
@@ -128,6 +130,7 @@ impl Default for ToolLimits {
             max_wait: Duration::from_secs(600),
             max_read_bytes: 64 * 1024,
             list_limit: 100,
+            startup_wait: Duration::from_millis(300),
         }
     }
 }
@@ -971,6 +974,9 @@ impl Walker {
         if let Some(n) = self.integer(&mut t, "max_read_bytes", p, 1, 64 << 20) {
             l.max_read_bytes = n as usize;
         }
+        if let Some(d) = self.duration(&mut t, "startup_wait", p, true) {
+            l.startup_wait = d;
+        }
         if let Some(n) = self.integer(&mut t, "list_limit", p, 1, 100_000) {
             l.list_limit = n as usize;
         }
@@ -983,6 +989,7 @@ impl Walker {
                 "max_wait",
                 "max_read_bytes",
                 "list_limit",
+                "startup_wait",
             ],
         );
     }

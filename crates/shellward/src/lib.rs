@@ -435,6 +435,7 @@ impl Shellward {
                         OnTimeout::Background => TimeoutAction::Background,
                     },
                     session: session.map(str::to_string),
+                    startup_wait: p.background.then_some(limits.startup_wait),
                 })
             }
         };
@@ -484,8 +485,24 @@ impl Shellward {
         };
         let timeout = plan.timeout;
         let command = plan.command.clone();
+        let startup = plan.background.then_some(plan.startup_wait).flatten();
         let r = self.inner.executor.execute(plan).await?;
-        Ok(shape_execute(r, command, notes, timeout))
+        let mut result = shape_execute(r, command, notes, timeout);
+        if let Some(window) = startup
+            && !result.running
+        {
+            let how = match (&result.exit_code, &result.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "an unknown status".into(),
+            };
+            result.notes.push(format!(
+                "It exited during start-up (within {}) with {how}, so it is not running in the background; its \
+                 output is above.",
+                format_millis(window.as_millis() as u64)
+            ));
+        }
+        Ok(result)
     }
 
     /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.

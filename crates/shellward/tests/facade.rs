@@ -557,3 +557,39 @@ async fn the_caller_chooses_on_timeout_and_env_per_call() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A background start that fails at once (a server whose port is taken) is answered in the same call with its exit
+/// code and error text; one that keeps running is returned running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_start_that_fails_at_once_says_so() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let bg = |command: &str| ExecuteArgs {
+        command: command.into(),
+        run_in_background: Some(true),
+        ..Default::default()
+    };
+    let r = sw
+        .execute(
+            None,
+            bg("echo 'error: address 127.0.0.1:8080 already in use' >&2; exit 1"),
+        )
+        .await
+        .unwrap();
+    assert!(!r.running && !r.success, "{r:?}");
+    assert_eq!(r.exit_code, Some(1));
+    assert!(r.output.contains("already in use"), "{r:?}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("start-up")),
+        "{:?}",
+        r.notes
+    );
+    let r = sw
+        .execute(None, bg("echo serving; sleep 30"))
+        .await
+        .unwrap();
+    assert!(r.running && r.background_process_id.is_some(), "{r:?}");
+    assert!(r.wall_duration_ms < 5_000, "{r:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

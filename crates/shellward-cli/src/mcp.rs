@@ -80,11 +80,14 @@ impl ServerHandler for Server {
                 None,
             ));
         }
+        let tool = ToolName::parse(&request.name).expect("checked above");
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        // The text is written for the model (header lines, then the output as plain text); the typed result goes in
+        // structuredContent.
         let result = match self.sw.call(Some(&self.session), &request.name, args).await {
             Ok(value) => {
                 let ok = value["success"].as_bool().unwrap_or(true);
-                let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+                let text = shellward::tools::model_text(tool, &value);
                 let mut r = if ok {
                     CallToolResult::success(vec![ContentBlock::text(text)])
                 } else {
@@ -94,7 +97,7 @@ impl ServerHandler for Server {
                 r
             }
             Err(e) => CallToolResult::error(vec![ContentBlock::text(
-                serde_json::to_string_pretty(&e.to_json()).unwrap_or_else(|_| e.to_string()),
+                shellward::tools::model_text(tool, &e.to_json()),
             )]),
         };
         Ok(result.into())

@@ -593,3 +593,57 @@ async fn a_background_start_that_fails_at_once_says_so() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// What a model reads over MCP: header lines and the output as plain text (quotes and newlines as printed), not
+/// escaped JSON; and how much smaller it is than the pretty JSON it replaces, for typical results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_are_rendered_as_text_for_a_model() {
+    use shellward::tools::model_text;
+    let mark = new_mark();
+    let sw = instance(&mark);
+    for (label, command) in [
+        ("echo hello", "echo hello"),
+        (
+            "failing build",
+            "for i in $(seq 1 40); do echo \"   Compiling crate$i v0.1.0\"; done; \
+             echo 'error[E0425]: cannot find value `x` in this scope' >&2; \
+             echo '  --> src/main.rs:2:5' >&2; exit 101",
+        ),
+        ("15 MB seq", "seq 1 2000000"),
+    ] {
+        let value = sw
+            .call(
+                None,
+                "execute",
+                json!({"command": command, "timeout": "1m"}),
+            )
+            .await
+            .unwrap();
+        let text = model_text(ToolName::Execute, &value);
+        let json_text = serde_json::to_string_pretty(&value).unwrap();
+        println!(
+            "{label}: text {} bytes, pretty JSON {} bytes",
+            text.len(),
+            json_text.len()
+        );
+        assert!(text.len() < json_text.len(), "{label}");
+        let first = text.lines().next().unwrap();
+        assert!(first.starts_with("exit code "), "{label}: {text}");
+        if label == "failing build" {
+            assert!(first.starts_with("exit code 101"), "{text}");
+            assert!(
+                text.contains("error[E0425]: cannot find value `x` in this scope\n"),
+                "raw output, not escaped: {text}"
+            );
+        }
+        if label == "15 MB seq" {
+            assert!(text.contains("bytes of output left out"), "{text}");
+        }
+    }
+    let denied = sw
+        .call(None, "execute", json!({"command": "rm -rf /"}))
+        .await
+        .unwrap();
+    assert!(model_text(ToolName::Execute, &denied).starts_with("denied: guard[rm-root]"));
+    sw.shutdown().await;
+}

@@ -38,7 +38,7 @@ Exit status: the command's exit code; 128+N when signal N ended it (130 after Ct
 process tree); 124 when the foreground timeout expired and the tree was killed; 126 when a policy denied the command;
 125 when shellward itself failed (configuration, policy load, start); 2 on a usage error.
 A background plan (asked for, promoted by the policy, or a timeout that keeps it running) is announced on stderr with
-its id (and its log path once it has printed something) and is streamed until it ends; nothing outlives `run`.")]
+its id and log path and is streamed until it ends; nothing outlives `run`.")]
     Run(run_cmd::RunArgs),
     /// Serve the four agent tools over MCP on stdin/stdout (one connection = one session).
     #[command(after_help = "\

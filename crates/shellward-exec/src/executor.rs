@@ -328,6 +328,13 @@ impl Executor {
             readers_done: watch::Sender::new(false),
             cleaned: AtomicBool::new(false),
         });
+        if plan.background {
+            // A background run's log path is part of its start result (not only once it has printed something).
+            proc.out
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .create_log();
+        }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();
         tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));

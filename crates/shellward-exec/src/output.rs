@@ -218,6 +218,14 @@ impl Capture {
         self.tail_start = self.total - self.tail.len() as u64;
     }
 
+    /// Creates the (empty) log file now, so its path can be announced before the first output byte (background
+    /// runs). Harmless when it exists already.
+    pub(crate) fn create_log(&mut self) {
+        if !self.log.created && !self.log.failed && self.limits.log_cap > 0 {
+            self.write_log(&[]);
+        }
+    }
+
     fn write_log(&mut self, chunk: &[u8]) {
         let log = &mut self.log;
         if log.failed || log.written >= self.limits.log_cap {

@@ -584,11 +584,11 @@ async fn a_background_start_that_fails_at_once_says_so() {
         "{:?}",
         r.notes
     );
-    let r = sw
-        .execute(None, bg("echo serving; sleep 30"))
-        .await
-        .unwrap();
+    let r = sw.execute(None, bg("sleep 30")).await.unwrap();
     assert!(r.running && r.background_process_id.is_some(), "{r:?}");
+    // Its log path is announced at start, before it prints anything.
+    let log = r.log_path.as_deref().expect("a log path at start");
+    assert!(std::path::Path::new(log).is_file(), "{log}");
     assert!(r.wall_duration_ms < 5_000, "{r:?}");
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());

@@ -352,6 +352,7 @@ async fn json_run(
             process_id: id.clone(),
             cursor: None,
             wait: Some("10s".into()),
+            idle: None,
         };
         let fin = loop {
             let out = tokio::select! {

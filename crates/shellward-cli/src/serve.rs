@@ -411,6 +411,7 @@ async fn output(
         process_id: id,
         cursor: None,
         wait: Some(wait),
+        idle: None,
     };
     match state.sw.process_output(sess.as_deref(), args).await {
         Ok(o) => {

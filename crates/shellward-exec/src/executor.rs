@@ -456,6 +456,23 @@ impl Executor {
         wait: Duration,
         max_bytes: usize,
     ) -> Result<OutputRead, ExecError> {
+        self.read_output_until_quiet(id, session, cursor, wait, None, max_bytes)
+            .await
+    }
+
+    /// Like [`Executor::read_output`], but with `idle` it returns once the output has gone quiet: when the process
+    /// exits, when no new output has arrived for `idle` (counted from the call and from each new chunk), or at
+    /// `wait` — whichever comes first. A prompt, a server's banner or one burst of a build's output comes back as
+    /// soon as it is complete; a poll of a silent server costs `idle`, not `wait`.
+    pub async fn read_output_until_quiet(
+        &self,
+        id: &str,
+        session: Option<&str>,
+        cursor: Option<u64>,
+        wait: Duration,
+        idle: Option<Duration>,
+        max_bytes: usize,
+    ) -> Result<OutputRead, ExecError> {
         let proc = self.find(id, session)?;
         // Whether a read at `c` would return something: new bytes that make at least one whole character (the
         // first bytes of a character still arriving are not enough) or bytes skipped.
@@ -465,7 +482,21 @@ impl Executor {
             probe.next_cursor > c || probe.skipped_bytes > 0
         };
         let done = |p: &Proc| p.leader_exited() && *p.readers_done.borrow();
-        if !wait.is_zero() && !done(&proc) {
+        if let Some(idle) = idle
+            && !wait.is_zero()
+            && !done(&proc)
+        {
+            let mut tick = proc.tick.subscribe();
+            let deadline = tokio::time::Instant::now() + wait;
+            let mut quiet_at = tokio::time::Instant::now() + idle;
+            while !done(&proc) {
+                match tokio::time::timeout_at(quiet_at.min(deadline), tick.changed()).await {
+                    Ok(Ok(())) => quiet_at = tokio::time::Instant::now() + idle,
+                    // Quiet for `idle`, the wait is over, or the process is gone.
+                    Ok(Err(_)) | Err(_) => break,
+                }
+            }
+        } else if !wait.is_zero() && !done(&proc) {
             let mut tick = proc.tick.subscribe();
             let _ = tokio::time::timeout(wait, async {
                 loop {

@@ -120,6 +120,8 @@ pub struct ToolLimits {
     pub list_limit: usize,
     /// How long `execute` waits for a background command to fail at start-up before returning it as running.
     pub startup_wait: Duration,
+    /// `process_output` without `wait` or `idle` returns once output has been quiet this long.
+    pub default_idle: Duration,
 }
 
 impl Default for ToolLimits {
@@ -131,6 +133,7 @@ impl Default for ToolLimits {
             max_read_bytes: 64 * 1024,
             list_limit: 100,
             startup_wait: Duration::from_millis(300),
+            default_idle: Duration::from_secs(1),
         }
     }
 }
@@ -977,6 +980,9 @@ impl Walker {
         if let Some(d) = self.duration(&mut t, "startup_wait", p, true) {
             l.startup_wait = d;
         }
+        if let Some(d) = self.duration(&mut t, "default_idle", p, true) {
+            l.default_idle = d;
+        }
         if let Some(n) = self.integer(&mut t, "list_limit", p, 1, 100_000) {
             l.list_limit = n as usize;
         }
@@ -990,6 +996,7 @@ impl Walker {
                 "max_read_bytes",
                 "list_limit",
                 "startup_wait",
+                "default_idle",
             ],
         );
     }

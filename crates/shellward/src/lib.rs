@@ -525,11 +525,18 @@ impl Shellward {
             ));
             wait = limits.max_wait;
         }
+        // An explicit wait means "wait for it"; without one, a quiet process is answered after `default_idle`.
+        let idle = match (&args.idle, &args.wait) {
+            (Some(i), _) => Some(parse_duration("idle", i, true)?),
+            (None, None) => Some(limits.default_idle),
+            (None, Some(_)) => None,
+        }
+        .filter(|i| !i.is_zero());
         let id = args.process_id.trim();
         let read = self
             .inner
             .executor
-            .read_output(id, session, args.cursor, wait, limits.max_read_bytes)
+            .read_output_until_quiet(id, session, args.cursor, wait, idle, limits.max_read_bytes)
             .await?;
         let info = self.inner.executor.info(id, session)?;
         let (output, omitted, total) = match (&read.chunk, &read.view) {

@@ -57,10 +57,16 @@ pub struct ProcessOutputArgs {
     /// dropped bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<u64>,
-    /// How long to wait for new output (with `cursor`) or for the process to exit (without), as a duration string.
-    /// Default `10s`; `0s` returns a snapshot at once.
+    /// How long to wait at most, as a duration string: `0s` returns a snapshot at once. Without `wait` the call
+    /// returns when the process exits, when its output has been quiet for `idle` (default `1s`), or after `10s`:
+    /// use the default to check on a server or answer a prompt. Give a `wait` (e.g. `"5m"`) to wait for a build
+    /// or test run to finish: then it returns at exit, at new output (with `cursor`), or when `wait` is over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<String>,
+    /// Return once no new output has arrived for this long (`"300ms"` suits prompts); `"0s"` turns it off. Default
+    /// `1s` when `wait` is not given, off when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<String>,
 }
 
 /// Arguments of `process_list` (none).

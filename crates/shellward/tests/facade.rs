@@ -104,6 +104,7 @@ async fn trailing_ampersand_becomes_a_tracked_background_process() {
                     process_id: id.clone(),
                     cursor: Some(cursor),
                     wait: Some("2s".into()),
+                    idle: None,
                 },
             )
             .await
@@ -198,6 +199,7 @@ async fn foreground_timeout_keeps_the_process_and_returns_its_id() {
                 process_id: id,
                 cursor: None,
                 wait: Some("0s".into()),
+                idle: None,
             },
         )
         .await
@@ -646,4 +648,59 @@ async fn results_are_rendered_as_text_for_a_model() {
         .unwrap();
     assert!(model_text(ToolName::Execute, &denied).starts_with("denied: guard[rm-root]"));
     sw.shutdown().await;
+}
+
+/// Polling a quiet process returns once its output has gone quiet (default 1 s), not after the 10 s wait; an
+/// explicit `wait` still waits for the process (or new output).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_returns_when_output_goes_quiet() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "echo 'Listening on :3000'; sleep 30".into(),
+                run_in_background: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let id = r.background_process_id.unwrap();
+    let started = std::time::Instant::now();
+    let out = sw
+        .call(None, "process_output", json!({"process_id": id}))
+        .await
+        .unwrap();
+    let quick = started.elapsed();
+    assert_eq!(out["running"], true);
+    assert!(
+        out["output"]
+            .as_str()
+            .unwrap()
+            .contains("Listening on :3000"),
+        "{out}"
+    );
+    assert!(
+        quick < Duration::from_secs(5),
+        "a quiet poll took {quick:?}"
+    );
+    let started = std::time::Instant::now();
+    let out = sw
+        .call(
+            None,
+            "process_output",
+            json!({"process_id": id, "wait": "3s"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["running"], true);
+    assert!(
+        started.elapsed() >= Duration::from_millis(2500),
+        "an explicit wait is honoured: {:?}",
+        started.elapsed()
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
 }

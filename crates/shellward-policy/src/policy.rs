@@ -17,9 +17,10 @@ struct Live {
     bindings: PolicyWorld,
 }
 
-/// Most idle configured instances a policy keeps in reuse mode. Concurrent evaluations each take one (or configure a
-/// new one when none is idle), so one slow or looping caller never makes the others wait for it.
-const MAX_IDLE_INSTANCES: usize = 4;
+/// Most configured instances one policy has at once in reuse mode. Concurrent evaluations each take an idle one (or
+/// configure a new one while fewer exist), so one slow or looping caller never makes the others wait for it; past
+/// this many, a caller waits for one to come back (the engine's instance pool is finite).
+const MAX_INSTANCES: usize = 8;
 
 /// A loaded and configured policy; the type is `Send + Sync`. In reuse mode it keeps a small pool of configured
 /// instances: evaluations run concurrently, each on an instance of its own.
@@ -29,8 +30,16 @@ pub struct Policy {
     pre: PolicyWorldPre<HostState>,
     settings: String,
     info: PolicyInfo,
-    /// Idle configured instances (reuse mode), most recently used last.
-    idle: Mutex<Vec<Live>>,
+    /// The reuse-mode pool: idle configured instances (most recently used last) and how many exist.
+    pool: Mutex<Pool>,
+    /// Signalled when an instance comes back to the pool or one is dropped.
+    returned: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Live>,
+    live: usize,
 }
 
 impl std::fmt::Debug for Policy {
@@ -69,16 +78,15 @@ impl Policy {
             pre,
             settings,
             info,
-            idle: Mutex::new(Vec::new()),
+            pool: Mutex::new(Pool::default()),
+            returned: std::sync::Condvar::new(),
         };
         // Configure once now so bad settings fail at load, and keep the instance for reuse.
         let live = outside_async_runtime(|| policy.instantiate())?;
         if policy.engine.inner.config.instance_mode == InstanceMode::Reuse {
-            policy
-                .idle
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(live);
+            let mut pool = policy.pool.lock().unwrap_or_else(|p| p.into_inner());
+            pool.idle.push(live);
+            pool.live = 1;
         }
         Ok(policy)
     }
@@ -144,22 +152,39 @@ impl Policy {
                 self.call(&mut live, request)
             }
             InstanceMode::Reuse => {
-                // Take an idle instance (the lock is held only for the pop), or configure a new one.
-                let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let mut live = match taken {
-                    Some(live) => live,
-                    None => self.instantiate()?,
-                };
+                let mut live = self.take()?;
                 let result = self.call(&mut live, request);
                 // A trapped instance must not be used again (it is dropped); a healthy one goes back to the pool.
+                let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
                 if result.is_ok() {
-                    let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-                    if idle.len() < MAX_IDLE_INSTANCES {
-                        idle.push(live);
-                    }
+                    pool.idle.push(live);
+                } else {
+                    pool.live -= 1;
                 }
+                drop(pool);
+                self.returned.notify_one();
                 result
             }
+        }
+    }
+
+    /// An instance for one evaluation: an idle one, a new one while fewer than [`MAX_INSTANCES`] exist, else the next
+    /// one returned.
+    fn take(&self) -> Result<Live, PolicyError> {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(live) = pool.idle.pop() {
+                return Ok(live);
+            }
+            if pool.live < MAX_INSTANCES {
+                pool.live += 1;
+                drop(pool);
+                return self.instantiate().inspect_err(|_| {
+                    self.pool.lock().unwrap_or_else(|p| p.into_inner()).live -= 1;
+                    self.returned.notify_one();
+                });
+            }
+            pool = self.returned.wait(pool).unwrap_or_else(|p| p.into_inner());
         }
     }
 

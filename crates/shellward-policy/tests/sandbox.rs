@@ -334,3 +334,22 @@ fn a_looping_caller_does_not_stall_the_others() {
         "the benign call waited for a looping one: {order:?}"
     );
 }
+
+/// More concurrent callers than a policy keeps instances: every evaluation still succeeds (callers past the cap wait
+/// for an instance instead of exhausting the engine's pool).
+#[test]
+fn many_concurrent_callers_share_a_bounded_pool() {
+    let engine = engine_with(InstanceMode::Reuse);
+    let policy = engine.load_default("").unwrap();
+    std::thread::scope(|s| {
+        for t in 0..32 {
+            let policy = &policy;
+            s.spawn(move || {
+                for i in 0..20 {
+                    let r = policy.evaluate(&Request::new(format!("echo {t}-{i}").as_str()));
+                    assert!(matches!(r, Ok(Outcome::Run(_))), "{r:?}");
+                }
+            });
+        }
+    });
+}

@@ -144,14 +144,7 @@ impl Executor {
             {
                 // It ended during start-up: report it as a foreground run would (output, leftovers), and keep it
                 // listed so its output stays readable by id.
-                let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
-                    .await
-                    .is_ok();
-                let leftovers = if proc.tree.certainly_gone() {
-                    0
-                } else {
-                    proc.tree.members().len()
-                };
+                let (drained, leftovers) = self.settle(&proc).await;
                 return Ok(self.result(&proc, false, !drained, leftovers));
             }
             return Ok(self.result(&proc, false, false, 0));
@@ -176,14 +169,7 @@ impl Executor {
                 }
             }
         }
-        let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
-            .await
-            .is_ok();
-        let leftovers = if proc.tree.certainly_gone() {
-            0
-        } else {
-            proc.tree.members().len()
-        };
+        let (drained, leftovers) = self.settle(&proc).await;
         if leftovers > 0 {
             // Something the command started lives on: keep it tracked (and signallable) under the same id.
             proc.background.store(true, Ordering::Relaxed);
@@ -193,6 +179,20 @@ impl Executor {
             self.forget(&proc);
         }
         Ok(result)
+    }
+
+    /// After the leader exited: drains the output (bounded by the drain time) and counts what of the tree lives on.
+    /// Returns whether the output was drained, and the number of leftover processes.
+    async fn settle(&self, proc: &Proc) -> (bool, usize) {
+        let drained = tokio::time::timeout(self.inner.config.drain, proc.wait_readers())
+            .await
+            .is_ok();
+        let leftovers = if proc.tree.certainly_gone() {
+            0
+        } else {
+            proc.tree.members().len()
+        };
+        (drained, leftovers)
     }
 
     fn result(

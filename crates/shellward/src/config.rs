@@ -521,18 +521,23 @@ impl Walker {
         config
     }
 
-    fn auth(&mut self, i: usize, value: toml::Value) -> Option<AuthEntry> {
-        let path = format!("auth[{i}]");
-        let mut t = match value {
-            toml::Value::Table(t) => t,
+    /// One entry of an array of tables (`[[policy]]`, `[[auth]]`): the table, or a problem at `path`.
+    fn entry_table(&mut self, path: &str, value: toml::Value) -> Option<toml::Table> {
+        match value {
+            toml::Value::Table(t) => Some(t),
             other => {
                 self.problem(
                     path,
                     format!("expected a table, found {}", type_name(&other)),
                 );
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    fn auth(&mut self, i: usize, value: toml::Value) -> Option<AuthEntry> {
+        let path = format!("auth[{i}]");
+        let mut t = self.entry_table(&path, value)?;
         let inline = self.string(&mut t, "token", &path);
         let from_env = self.string(&mut t, "token_env", &path);
         let token = match (inline, from_env) {
@@ -619,16 +624,7 @@ impl Walker {
 
     fn policy(&mut self, i: usize, value: toml::Value, base: &Path) -> Option<PolicyEntry> {
         let path = format!("policy[{i}]");
-        let mut t = match value {
-            toml::Value::Table(t) => t,
-            other => {
-                self.problem(
-                    path,
-                    format!("expected a table, found {}", type_name(&other)),
-                );
-                return None;
-            }
-        };
+        let mut t = self.entry_table(&path, value)?;
         let file = self.string(&mut t, "path", &path);
         let builtin = self.string(&mut t, "builtin", &path);
         let source = match (file, builtin) {

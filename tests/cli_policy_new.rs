@@ -50,9 +50,14 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
         "wit/policy.wit",
         "cases.toml",
         "README.md",
+        "shellward-kit/Cargo.toml",
+        "shellward-kit/src/effective.rs",
     ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
+    // The scaffold reads commands with the kit, not word by word: the wrapper and nested-shell cases are its own.
+    let cases = std::fs::read_to_string(dir.join("cases.toml")).unwrap();
+    assert!(cases.contains("sudo -u deploy timeout 5 telnet"), "{cases}");
     let target = root().join("target/scaffold-test");
     let build = Command::new(env!("CARGO"))
         .args(["build", "--target", "wasm32-wasip2", "--release"])
@@ -76,7 +81,7 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("4 passed, 0 failed"),
+        String::from_utf8_lossy(&o.stdout).contains("9 passed, 0 failed"),
         "{}",
         text(&o)
     );

@@ -3,7 +3,8 @@
 It denies commands that would harm the agent host or the user's machine, with the same rules, settings and procedure
 as the Rust guard (see policies/guard/README.md), and passes the same case file. The shell lexer below implements the
 subset of shellward-kit's tokenizer the rules need: quotes, escapes, comments, operators, io numbers, here-documents,
-and `$(…)`, `${…}`, backquotes kept inside their word.
+and `$(…)`, `${…}`, backquotes kept inside their word; `effective_commands` is the twin of shellward-kit's `effective`
+module (wrappers stripped, nested shell strings read, run-time-only words marked).
 """
 
 import json
@@ -12,9 +13,12 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import host, types
 
-MAX_DEPTH = 8
+RULES = [
+    "fork-bomb", "kill-by-name", "kill-all", "rm-root", "privilege", "power", "block-device", "chmod-root",
+    "find-root",
+]
 
-RULES = ["fork-bomb", "kill-by-name", "kill-all", "rm-root", "privilege", "power", "block-device"]
+PRIVILEGE = ("sudo", "su", "doas", "pkexec", "runuser")
 
 SYSTEM_DIRS = {
     "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc", "/root", "/sbin",
@@ -25,10 +29,6 @@ BLOCK_DEVICES = [
     "/dev/sd*", "/dev/hd*", "/dev/vd*", "/dev/xvd*", "/dev/nvme*", "/dev/mmcblk*", "/dev/disk*", "/dev/dm-*",
     "/dev/mapper/*", "/dev/md*", "/dev/loop*",
 ]
-
-RESERVED = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"}
-
-SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash"}
 
 # Longest first, so `&&` wins over `&`.
 OPERATORS = [
@@ -48,6 +48,10 @@ REASONS = {
     "rm-root": "recursive removal of /, the home directory or a system directory would destroy the user's machine; "
     "remove the specific paths you mean",
     "privilege": "the agent must not escalate privileges (sudo, su, doas, pkexec, runuser); ask the user to run it",
+    "chmod-root": "recursively changing the permissions or owner of /, the home directory or a system directory breaks "
+    "the machine (sudo, ssh and services refuse such files); change the specific paths you mean",
+    "find-root": "find from /, the home directory or a system directory with -delete or -exec rm removes files all over "
+    "the machine; run find on your project's directories",
     "power": "shutting down or rebooting the machine is not allowed; ask the user",
     "block-device": "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, > /dev/sd…) destroys file systems; "
     "ask the user",
@@ -115,42 +119,13 @@ class Pattern:
         return all(any(glob(r, a) for a in rest) for r in self.required)
 
 
-def strip_wrappers(words):
-    """Drops env/nohup/exec/command/time/nice/stdbuf wrappers, as shellward-kit does."""
-
-    def skip_options(rest, with_value):
-        i = 0
-        while i < len(rest):
-            w = rest[i]
-            if w == "--":
-                return rest[i + 1:]
-            if not w.startswith("-") or w == "-":
-                break
-            i += 2 if (w in with_value and i + 1 < len(rest)) else 1
-        return rest[i:]
-
-    while words:
-        name = words[0].rsplit("/", 1)[-1]
-        rest = words[1:]
-        if name in ("nohup", "exec", "command", "time"):
-            words = skip_options(rest, ())
-        elif name == "nice":
-            words = skip_options(rest, ("-n",))
-        elif name == "stdbuf":
-            words = skip_options(rest, ("-i", "-o", "-e"))
-        elif name == "env":
-            r = skip_options(rest, ("-u", "-C", "-S"))
-            while r and "=" in r[0] and not r[0].startswith("="):
-                r = r[1:]
-            words = r
-        else:
-            return words
-    return words
-
-
 def tokenize(src):
-    """Tokens as (kind, text, raw): kind is "word", "io", "op" or "newline"; text has quotes removed."""
+    """Tokens as (kind, text, raw), and here-document bodies in the order of their `<<` operators.
+
+    kind is "word", "io", "op" or "newline"; text has quotes removed.
+    """
     tokens = []
+    bodies = []
     heredocs = []  # pending (delimiter, strip_tabs)
     i, n = 0, len(src)
     while i < n:
@@ -165,12 +140,15 @@ def tokenize(src):
             tokens.append(("newline", "\n", "\n"))
             i += 1
             for delim, strip_tabs in heredocs:
+                lines = []
                 while i < n:
                     end = src.find("\n", i)
                     line = src[i:] if end < 0 else src[i:end]
                     i = n if end < 0 else end + 1
                     if (line.lstrip("\t") if strip_tabs else line) == delim:
                         break
+                    lines.append(line)
+                bodies.append("\n".join(lines))
             heredocs = []
             continue
         if c == "#":
@@ -197,7 +175,7 @@ def tokenize(src):
         text, i = read_word(src, i)
         kind = "io" if text.isdigit() and i < n and src[i] in "<>" and src[start:i] == text else "word"
         tokens.append((kind, text, src[start:i]))
-    return tokens
+    return tokens, bodies
 
 
 def skip_expansion(src, i):
@@ -316,38 +294,39 @@ def is_assignment(raw):
     )
 
 
-def simple_commands(tokens):
-    """Splits tokens into simple commands: (words, write-redirect targets, raw word texts)."""
-    commands = []
-    current = None
-    pending_redirect = None
-    for kind, text, raw in tokens:
-        control = kind == "newline" or (kind == "op" and text not in REDIRECTS)
-        if control:
-            if current is not None:
-                commands.append(current)
-            current = None
-            pending_redirect = None
-            continue
-        if current is None:
-            current = {"words": [], "targets": [], "raws": []}
-        if kind == "op":
-            pending_redirect = text
-        elif kind == "io":
-            pass
-        elif pending_redirect is not None:
-            if pending_redirect in WRITE_REDIRECTS:
-                current["targets"].append(text)
-            current["raws"].append(raw)
-            pending_redirect = None
-        elif not current["words"] and is_assignment(raw):
-            current["raws"].append(raw)
-        else:
-            current["words"].append(text)
-            current["raws"].append(raw)
-    if current is not None:
-        commands.append(current)
-    return commands
+# ---- The effective commands of a line: the twin of shellward-kit's `effective` module ----
+
+MAX_SHELL_DEPTH = 8
+MAX_COMMANDS = 4096
+
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash"}
+
+RESERVED = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time"}
+
+
+def base_name(program):
+    return program.rsplit("/", 1)[-1]
+
+
+def is_dynamic(raw):
+    """Whether a raw word holds an expansion or substitution outside single quotes."""
+    single = double = False
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c == "\\" and not single:
+            i += 1
+        elif c == "'" and not double:
+            single = not single
+        elif c == '"' and not single:
+            double = not double
+        elif c == "`" and not single:
+            return True
+        elif c == "$" and not single and i + 1 < n and (raw[i + 1].isascii() and raw[i + 1].isalnum()
+                                                        or raw[i + 1] in "_{(@*#?$!-"):
+            return True
+        i += 1
+    return False
 
 
 def substitutions(raw):
@@ -363,13 +342,21 @@ def substitutions(raw):
         if c == "'":
             single = not single
         elif not single and c == "$" and raw[i + 1:i + 2] == "(" and raw[i + 2:i + 3] != "(":
-            depth = 0
             start = i + 2
+            depth = 0
             j = i + 1
+            quote = ""
             while j < n:
-                if raw[j] == "(":
+                ch = raw[j]
+                if ch == "\\" and quote != "'":
+                    j += 1
+                elif ch in "'\"" and not quote:
+                    quote = ch
+                elif quote and ch == quote:
+                    quote = ""
+                elif ch == "(" and not quote:
                     depth += 1
-                elif raw[j] == ")":
+                elif ch == ")" and not quote:
                     depth -= 1
                     if depth == 0:
                         break
@@ -387,6 +374,376 @@ def substitutions(raw):
             i = j
         i += 1
     return out
+
+
+def simple_commands(tokens, bodies):
+    """Simple commands as dicts: words [(text, dynamic, raw)], write targets, substitution lines, and the known
+    standard input: (text, how) from a here-string or here-document, "pipe" after a `|`, or None."""
+    commands = []
+    current = None
+    pending = None
+    piped = False
+    doc = 0
+    for kind, text, raw in tokens:
+        control = kind == "newline" or (kind == "op" and text not in REDIRECTS)
+        if control:
+            if current is not None:
+                commands.append(current)
+            current = None
+            pending = None
+            piped = text in ("|", "|&")
+            continue
+        if current is None:
+            current = {"words": [], "targets": [], "subs": [], "stdin": "pipe" if piped else None}
+        if kind == "op":
+            pending = text
+            if text in ("<<", "<<-"):
+                if doc < len(bodies):
+                    current["stdin"] = (bodies[doc], "<<")
+                doc += 1
+            elif text == "<":
+                current["stdin"] = None
+            continue
+        if kind == "io":
+            continue
+        current["subs"].extend(substitutions(raw))
+        if pending is not None:
+            if pending in WRITE_REDIRECTS:
+                current["targets"].append(text)
+            elif pending == "<<<":
+                current["stdin"] = (text, "<<<")
+            pending = None
+        elif not current["words"] and is_assignment(raw):
+            pass
+        else:
+            current["words"].append((text, is_dynamic(raw), raw))
+    if current is not None:
+        commands.append(current)
+    return commands
+
+
+def is_option(w):
+    return len(w) > 1 and w.startswith("-")
+
+
+def skip_options(words, with_value):
+    i = 0
+    while i < len(words):
+        w = words[i][0]
+        if w == "--":
+            return words[i + 1:]
+        if not is_option(w):
+            break
+        i += 2 if (w in with_value and i + 1 < len(words)) else 1
+    return words[i:]
+
+
+def cluster_has(w, letter):
+    return w.startswith("-") and not w.startswith("--") and letter in w[1:]
+
+
+def leading_options(words):
+    out = []
+    for w, _ in words:
+        if not is_option(w):
+            break
+        out.append(w)
+    return out
+
+
+def join(words):
+    return " ".join(w for w, _ in words)
+
+
+def prints(words, stdin):
+    """What a simple command prints when that is known statically (echo, printf, cat of its here-string)."""
+    if not words:
+        return None
+    name = base_name(words[0][0])
+    args = words[1:]
+    if name == "echo":
+        k = 0
+        while k < len(args) and args[k][0] in ("-n", "-e", "-E", "-ne", "-en"):
+            k += 1
+        return join(args[k:])
+    if name == "printf":
+        return join(args).replace("\\n", "\n")
+    if name == "cat" and all(w == "-" for w, _ in args):
+        return stdin
+    return None
+
+
+SUDO_VALUES = ("-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "-R", "--user", "--group", "--host",
+               "--prompt", "--close-from", "--chdir", "--role", "--type", "--other-user", "--command-timeout",
+               "--chroot")
+XARGS_VALUES = ("-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof", "--replace",
+                "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var")
+PARALLEL_VALUES = ("-j", "-S", "-I", "-n", "-N", "-L", "-d", "-E", "-a", "--jobs", "--sshlogin", "--colsep",
+                   "--delimiter", "--arg-file", "--joblog", "--results", "--timeout", "--retries", "--tmpdir",
+                   "--workdir", "--max-args", "--max-lines")
+
+
+class Effective:
+    """One command that would run: words [(text, dynamic)], wrappers it was reached through, write targets."""
+
+    def __init__(self, words, via, more_args, writes, written, depth):
+        self.words = [w for w, _ in words]
+        self.dynamic = [d for _, d in words]
+        self.via = list(via)
+        self.more_args = more_args
+        self.writes = list(writes)
+        self.written = list(written)
+        self.depth = depth
+
+    def program_known(self):
+        return not (self.dynamic and self.dynamic[0])
+
+
+class Reader:
+    def __init__(self):
+        self.commands = []
+        self.too_deep = False
+        self.truncated = False
+
+    def full(self):
+        if len(self.commands) >= MAX_COMMANDS:
+            self.truncated = True
+        return self.truncated
+
+    def line(self, line, ctx, via):
+        via_list, more_args, depth = ctx
+        if depth >= MAX_SHELL_DEPTH:
+            self.too_deep = True
+            return
+        try:
+            tokens, bodies = tokenize(line)
+        except ParseError:
+            return
+        self.script(tokens, bodies, (via_list + [via], more_args, depth + 1))
+
+    def script(self, tokens, bodies, ctx):
+        printed = None
+        for cmd in simple_commands(tokens, bodies):
+            if self.full():
+                return
+            stdin = cmd["stdin"]
+            if stdin == "pipe":
+                stdin = None if printed is None else (printed, "|")
+            for inner in cmd["subs"]:
+                self.line(inner, ctx, "$(…)")
+            words = cmd["words"]
+            lead = 0
+            while lead < len(words) and words[lead][2] in RESERVED:
+                lead += 1
+            words = [(text, dynamic) for text, dynamic, _ in words[lead:]]
+            printed = prints(words, stdin[0] if stdin else None)
+            found = ([w for w, _ in words], cmd["targets"], stdin)
+            self.unwrap(words, ctx, found)
+
+    def emit(self, words, ctx, found):
+        if not words or self.full():
+            return
+        via, more_args, depth = ctx
+        self.commands.append(Effective(words, via, more_args, found[1], found[0], depth))
+
+    def unwrap(self, words, ctx, found):
+        via, more_args, depth = ctx
+        via = list(via)
+        while True:
+            if self.full() or not words:
+                return
+            first, dynamic = words[0]
+            if dynamic:
+                return self.emit(words, (via, more_args, depth), found)
+            name = base_name(first)
+            rest = words[1:]
+            here = (via, more_args, depth)
+            opts = leading_options(rest)
+            if name in ("nohup", "builtin", "setsid"):
+                nxt = skip_options(rest, ())
+            elif name == "command":
+                if any(cluster_has(o, "v") or cluster_has(o, "V") for o in opts):
+                    return self.emit(words, here, found)
+                nxt = skip_options(rest, ())
+            elif name == "exec":
+                nxt = skip_options(rest, ("-a",))
+            elif name == "time":
+                nxt = skip_options(rest, ("-f", "-o", "--format", "--output"))
+            elif name == "nice":
+                nxt = skip_options(rest, ("-n", "--adjustment"))
+            elif name == "stdbuf":
+                nxt = skip_options(rest, ("-i", "-o", "-e", "--input", "--output", "--error"))
+            elif name == "timeout":
+                nxt = skip_options(rest, ("-s", "-k", "--signal", "--kill-after"))[1:]
+            elif name == "env":
+                r = rest
+                split = None
+                while r:
+                    t = r[0][0]
+                    if t == "--":
+                        r = r[1:]
+                        break
+                    if not is_option(t):
+                        break
+                    if t in ("-S", "--split-string"):
+                        split = r[1][0] if len(r) > 1 else None
+                        r = r[2:]
+                        break
+                    if t.startswith("--split-string="):
+                        split = t[len("--split-string="):]
+                        r = r[1:]
+                        break
+                    if t.startswith("-S"):
+                        split = t[2:]
+                        r = r[1:]
+                        break
+                    r = r[2:] if (t in ("-u", "-C", "--unset", "--chdir") and len(r) > 1) else r[1:]
+                while r and "=" in r[0][0] and not r[0][0].startswith("=") and not r[0][1]:
+                    r = r[1:]
+                if split is not None:
+                    line = " ".join([split] + [w for w, _ in r])
+                    return self.line(line, (via + ["env"], more_args, depth), "env -S")
+                nxt = r
+            elif name == "sudo":
+                nxt = skip_options(rest, SUDO_VALUES)
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name == "doas":
+                nxt = skip_options(rest, ("-u", "-C"))
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name == "pkexec":
+                nxt = skip_options(rest, ("--user",))
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name in ("su", "runuser"):
+                at = next((k for k, (w, _) in enumerate(rest)
+                           if w in ("-c", "--command") or w.startswith("--command=")), None)
+                if at is not None:
+                    w = rest[at][0]
+                    line = w[len("--command="):] if w.startswith("--command=") else (
+                        rest[at + 1][0] if at + 1 < len(rest) else None)
+                    if line is not None:
+                        self.line(line, (via + [name], more_args, depth), f"{name} -c")
+                    return self.emit(words, here, found)
+                dd = next((k for k, (w, _) in enumerate(rest) if w == "--"), None)
+                if name == "runuser" and dd is not None and dd + 1 < len(rest):
+                    nxt = rest[dd + 1:]
+                else:
+                    return self.emit(words, here, found)
+            elif name == "xargs":
+                nxt = skip_options(rest, XARGS_VALUES)
+                if not nxt:
+                    return self.emit(words, here, found)
+                more_args = True
+            elif name == "busybox":
+                if not rest or is_option(rest[0][0]):
+                    return self.emit(words, here, found)
+                nxt = rest
+            elif name == "ionice":
+                if any(o in ("-p", "-P", "-u", "--pid", "--pgid", "--uid") for o in opts):
+                    return self.emit(words, here, found)
+                nxt = skip_options(rest, ("-c", "-n", "--class", "--classdata"))
+            elif name in ("chrt", "taskset"):
+                if any(o == "--pid" or cluster_has(o, "p") for o in opts):
+                    return self.emit(words, here, found)
+                values = ("-T", "-P", "-D", "--sched-runtime", "--sched-period", "--sched-deadline") \
+                    if name == "chrt" else ()
+                nxt = skip_options(rest, values)[1:]
+            elif name == "flock":
+                r = skip_options(rest, ("-w", "-E", "--timeout", "--wait", "--conflict-exit-code"))[1:]
+                if r and r[0][0] in ("-c", "--command"):
+                    if len(r) > 1:
+                        self.line(r[1][0], (via + ["flock"], more_args, depth), "flock -c")
+                    return
+                if not r:
+                    return self.emit(words, here, found)
+                nxt = r
+            elif name == "watch":
+                exec_mode = any(o == "--exec" or cluster_has(o, "x") for o in opts)
+                r = skip_options(rest, ("-n", "-d", "--interval", "-q", "--equexit"))
+                if not r:
+                    return self.emit(words, here, found)
+                if not exec_mode:
+                    return self.line(join(r), here, "watch")
+                nxt = r
+            elif name == "parallel":
+                r = skip_options(rest, PARALLEL_VALUES)
+                end = next((k for k, (w, _) in enumerate(r) if w.startswith(":::")), len(r))
+                if end == 0:
+                    return self.emit(words, here, found)
+                return self.line(join(r[:end]), (via, True, depth), "parallel")
+            elif name == "eval":
+                return self.line(join(rest), here, "eval")
+            elif name == "find":
+                return self.find(words, here, found)
+            elif name in SHELLS:
+                return self.shell(words, here, found)
+            else:
+                return self.emit(words, here, found)
+            via = via + [name]
+            words = nxt
+
+    def shell(self, words, ctx, found):
+        name = base_name(words[0][0])
+        rest = words[1:]
+        with_c = reads_stdin = False
+        while rest:
+            t = rest[0][0]
+            if t in ("--", "-"):
+                rest = rest[1:]
+                break
+            if not (is_option(t) or (t.startswith("+") and len(t) > 1)):
+                break
+            rest = rest[1:]
+            if t.startswith("--"):
+                if t in ("--rcfile", "--init-file") and rest:
+                    rest = rest[1:]
+                continue
+            letters = t[1:]
+            if t.startswith("-") and "c" in letters:
+                with_c = True
+            if t.startswith("-") and "s" in letters:
+                reads_stdin = True
+            if (letters.endswith("o") or letters.endswith("O")) and rest:
+                rest = rest[1:]
+        if with_c:
+            if rest:
+                self.line(rest[0][0], ctx, f"{name} -c")
+            return
+        if not rest or reads_stdin:
+            stdin = found[2]
+            if stdin is not None:
+                text, how = stdin
+                self.line(text, ctx, f"| {name}" if how == "|" else f"{name} {how}")
+            if not rest:
+                return
+        self.emit(words, ctx, found)
+
+    def find(self, words, ctx, found):
+        self.emit(words, ctx, found)
+        via, _, depth = ctx
+        i = 1
+        while i < len(words):
+            if words[i][0] in ("-exec", "-execdir", "-ok", "-okdir"):
+                start = i + 1
+                end = start
+                while end < len(words) and words[end][0] not in (";", "+"):
+                    end += 1
+                self.unwrap(words[start:end], (via + ["find -exec"], True, depth), (found[0], [], None))
+                i = end
+            i += 1
+
+
+def effective_commands(line):
+    """The effective commands of a line (raises ParseError when the line itself does not tokenize)."""
+    tokens, bodies = tokenize(line)
+    reader = Reader()
+    reader.script(tokens, bodies, ([], False, 0))
+    return reader.commands
+
+
+# ---- The rules ----
 
 
 def is_block_device(path):
@@ -418,6 +775,14 @@ def kill_all(args):
     return "-1" in pids
 
 
+def dangerous_path(t):
+    """`/`, the home directory, or a system directory (with or without a trailing `/` or `/*`)."""
+    if t.endswith("/*"):
+        t = t[:-2]
+    t = t.rstrip("/")
+    return t in ("", "~", "$HOME", "${HOME}", "/.", "/*") or t in SYSTEM_DIRS
+
+
 def rm_root(args):
     recursive = False
     targets = []
@@ -434,14 +799,55 @@ def rm_root(args):
                 recursive = True
         else:
             targets.append(a)
+    return recursive and any(dangerous_path(t) for t in targets)
 
-    def dangerous(t):
-        if t.endswith("/*"):
-            t = t[:-2]
-        t = t.rstrip("/")
-        return t in ("", "~", "$HOME", "${HOME}", "/.") or t in SYSTEM_DIRS
 
-    return recursive and any(dangerous(t) for t in targets)
+def chmod_root(args):
+    recursive = any(a == "--recursive" or (a.startswith("-") and not a.startswith("--") and "R" in a[1:])
+                    for a in args)
+    return recursive and any(not a.startswith("-") and dangerous_path(a) for a in args)
+
+
+def find_root(args):
+    rest = list(args)
+    while rest:
+        a = rest[0]
+        if a in ("-H", "-L", "-P"):
+            rest = rest[1:]
+        elif a == "-D":
+            rest = rest[2:]
+        elif a.startswith("-O"):
+            rest = rest[1:]
+        else:
+            break
+    roots = 0
+    while roots < len(rest) and not rest[roots].startswith("-") and rest[roots] not in ("(", "!", ","):
+        roots += 1
+    if not any(dangerous_path(a) for a in rest[:roots]):
+        return False
+    expression = rest[roots:]
+    for i, a in enumerate(expression):
+        if a == "-delete":
+            return True
+        if a in ("-exec", "-execdir", "-ok", "-okdir") and i + 1 < len(expression) and \
+                base_name(expression[i + 1]) in ("rm", "shred", "unlink"):
+            return True
+    return False
+
+
+def unknown_program_rule(args):
+    """The rule a command whose program is unknown (`$k -9 -1`) breaks by its arguments alone."""
+    if kill_all(args):
+        return "kill-all"
+    if rm_root(args):
+        return "rm-root"
+    if chmod_root(args):
+        return "chmod-root"
+    if find_root(args):
+        return "find-root"
+    if any(a.startswith("of=") and is_block_device(a[3:]) for a in args):
+        return "block-device"
+    return None
 
 
 def builtin_rule(words):
@@ -455,8 +861,12 @@ def builtin_rule(words):
         return "kill-all"
     if name == "rm" and rm_root(args):
         return "rm-root"
-    if name in ("sudo", "su", "doas", "pkexec", "runuser"):
+    if name in PRIVILEGE:
         return "privilege"
+    if name in ("chmod", "chown", "chgrp") and chmod_root(args):
+        return "chmod-root"
+    if name == "find" and find_root(args):
+        return "find-root"
     if name in ("shutdown", "reboot", "halt", "poweroff"):
         return "power"
     if name == "init" and args and args[0] in ("0", "6"):
@@ -495,55 +905,43 @@ class Guard:
             return None
         return f"guard[{rule}]: {REASONS[rule]}"
 
-    def check(self, command, depth=0):
-        if depth > MAX_DEPTH:
-            return None
+    def check(self, command):
         if fork_bomb(command):
             d = self.denial("fork-bomb")
             if d:
                 return d
         try:
-            tokens = tokenize(command)
+            commands = effective_commands(command)
         except ParseError:
             return None
-        for cmd in simple_commands(tokens):
-            all_words = cmd["words"]
-            start = 0
-            while start < len(all_words) and all_words[start] in RESERVED:
-                start += 1
-            words = strip_wrappers(all_words[start:])
-            if any(p.matches(words) for p in self.allow):
-                continue
-            for p in self.deny:
-                if p.matches(words):
-                    return f"guard[deny-pattern]: the operator denies commands matching `{p.text}`; ask the user"
-            rule = builtin_rule(words)
-            if rule:
-                d = self.denial(rule)
-                if d:
-                    return d
-            if any(is_block_device(t) for t in cmd["targets"]):
-                d = self.denial("block-device")
-                if d:
-                    return d
-            if words:
-                name = words[0].rsplit("/", 1)[-1]
-                nested = None
-                if name in SHELLS and "-c" in words[1:]:
-                    at = words.index("-c", 1)
-                    if at + 1 < len(words):
-                        nested = words[at + 1]
-                elif name == "eval":
-                    nested = " ".join(words[1:])
-                if nested is not None:
-                    d = self.check(nested, depth + 1)
-                    if d:
-                        return d
-            for raw in cmd["raws"]:
-                for inner in substitutions(raw):
-                    d = self.check(inner, depth + 1)
-                    if d:
-                        return d
+        for c in commands:
+            d = self.check_command(c)
+            if d:
+                return d
+        return None
+
+    def check_command(self, c):
+        def sees(p):
+            return p.matches(c.words) or p.matches(c.written)
+
+        if any(sees(p) for p in self.allow):
+            return None
+        for p in self.deny:
+            if sees(p):
+                return f"guard[deny-pattern]: the operator denies commands matching `{p.text}`; ask the user"
+        if any(w in c.via for w in PRIVILEGE):
+            d = self.denial("privilege")
+            if d:
+                return d
+        rule = builtin_rule(c.words) if c.program_known() else unknown_program_rule(c.words[1:])
+        if rule:
+            d = self.denial(rule)
+            if d:
+                return d
+        if any(is_block_device(t) for t in c.writes):
+            d = self.denial("block-device")
+            if d:
+                return d
         return None
 
 

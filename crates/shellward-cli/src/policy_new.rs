@@ -8,6 +8,46 @@ use std::process::ExitCode;
 /// The WIT contract this host implements, copied into every scaffold so it builds on its own.
 const WIT: &str = include_str!("../../../wit/policy.wit");
 
+/// `shellward-kit`'s sources, copied into every Rust scaffold (`shellward-kit/`) so the scaffold reads commands the
+/// way the shipped policies do (wrappers and nested shells seen through) and builds offline, from this binary alone.
+const KIT_FILES: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        include_str!("../../../policies/kit/src/lib.rs"),
+    ),
+    (
+        "src/alloc.rs",
+        include_str!("../../../policies/kit/src/alloc.rs"),
+    ),
+    (
+        "src/duration.rs",
+        include_str!("../../../policies/kit/src/duration.rs"),
+    ),
+    (
+        "src/effective.rs",
+        include_str!("../../../policies/kit/src/effective.rs"),
+    ),
+    (
+        "src/pattern.rs",
+        include_str!("../../../policies/kit/src/pattern.rs"),
+    ),
+    (
+        "src/shell.rs",
+        include_str!("../../../policies/kit/src/shell.rs"),
+    ),
+];
+
+/// The manifest of the copied kit (the workspace's own manifest inherits from the workspace).
+const KIT_CARGO: &str = r#"[package]
+name = "shellward-kit"
+version = "{{version}}"
+edition = "2024"
+description = "Building blocks for shellward policies (copied by `shellward policy new`; update by scaffolding again)."
+publish = false
+
+[dependencies]
+"#;
+
 /// The language of a new policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Lang {
@@ -49,6 +89,8 @@ crate-type = ["cdylib"]
 [dependencies]
 wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
 serde_json = "1"
+# Reads command lines the way the shell does (copied here by `shellward policy new`).
+shellward-kit = { path = "shellward-kit" }
 
 # A policy is built on its own, not as part of an enclosing workspace.
 [workspace]
@@ -65,12 +107,16 @@ const RUST_LIB: &str = r#"//! {{name}}: a shellward policy.
 //!
 //! It denies commands whose program is in the `deny_programs` setting (default: `telnet`, `ftp`) and lets every
 //! other command run unchanged. Edit `decide` to make it yours; `cases.toml` says what it must do.
+//!
+//! Commands are read with `shellward_kit::effective`, never word by word: `FOO=1 telnet x`, `cd /tmp && telnet x`,
+//! `sudo telnet x`, `timeout 5 telnet x` and `bash -c 'telnet x'` all run telnet, and `echo telnet` does not.
 
 wit_bindgen::generate!({ path: "wit", world: "policy-world" });
 
 use exports::shellward::policy::policy::Guest;
 use shellward::policy::host::{Level, log};
 use shellward::policy::types::{OnTimeout, Outcome, Plan, Request};
+use shellward_kit::effective::effective_commands;
 use std::cell::RefCell;
 
 thread_local! {
@@ -98,12 +144,17 @@ fn parse_settings(text: &str) -> Result<Option<Vec<String>>, String> {
     Ok(deny)
 }
 
-/// The decision: deny a listed program, otherwise run the request unchanged.
+/// The decision: deny a listed program wherever it would run, otherwise run the request unchanged.
 fn decide(request: Request, deny: &[String]) -> Outcome {
-    let program = request.command.split_whitespace().next().unwrap_or("");
-    let program = program.rsplit('/').next().unwrap_or(program);
-    if deny.iter().any(|d| d == program) {
-        return Outcome::Deny(format!("{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)"));
+    // A line that does not tokenize runs unchanged: the shell refuses it too.
+    if let Ok(reading) = effective_commands(&request.command) {
+        for command in &reading.commands {
+            if let Some(program) = command.name().filter(|p| deny.iter().any(|d| d == p)) {
+                return Outcome::Deny(format!(
+                    "{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)"
+                ));
+            }
+        }
     }
     Outcome::Run(Plan {
         command: request.command,
@@ -193,6 +244,34 @@ class Policy(exports.Policy):
 
     def evaluate(self, request: types.Request) -> types.Outcome:
         return decide(request, DENY)
+"#;
+
+/// Cases only the Rust scaffold passes: it reads commands with `shellward-kit`.
+const RUST_CASES: &str = r#"
+[[case]]
+name = "after an assignment"
+command = "FOO=1 telnet example.com"
+expect = { decision = "deny", reason_contains = "telnet" }
+
+[[case]]
+name = "later in a list"
+command = "cd /tmp && telnet example.com"
+expect = { decision = "deny", reason_contains = "telnet" }
+
+[[case]]
+name = "behind a wrapper"
+command = "sudo -u deploy timeout 5 telnet example.com"
+expect = { decision = "deny", reason_contains = "telnet" }
+
+[[case]]
+name = "inside a shell string"
+command = "bash -lc 'telnet example.com'"
+expect = { decision = "deny", reason_contains = "telnet" }
+
+[[case]]
+name = "a quoted word is data"
+command = "echo 'telnet is old'"
+expect = { decision = "run" }
 "#;
 
 const PYTHON_BUILD: &str = r#"#!/usr/bin/env bash
@@ -322,13 +401,26 @@ pub fn new(args: NewArgs) -> Result<ExitCode> {
         ("lang", lang),
     ];
     write(&dir, "wit/policy.wit", WIT)?;
-    write(&dir, "cases.toml", &render(CASES, &vars))?;
+    let cases = match args.lang {
+        Lang::Rust => format!("{}{}", render(CASES, &vars), RUST_CASES),
+        Lang::Python => render(CASES, &vars),
+    };
+    write(&dir, "cases.toml", &cases)?;
     write(&dir, "README.md", &render(README, &vars))?;
     write(&dir, ".gitignore", "target/\n")?;
     match args.lang {
         Lang::Rust => {
             write(&dir, "Cargo.toml", &render(RUST_CARGO, &vars))?;
             write(&dir, "src/lib.rs", &render(RUST_LIB, &vars))?;
+            let version = [("version", env!("CARGO_PKG_VERSION"))];
+            write(
+                &dir,
+                "shellward-kit/Cargo.toml",
+                &render(KIT_CARGO, &version),
+            )?;
+            for (rel, text) in KIT_FILES {
+                write(&dir, &format!("shellward-kit/{rel}"), text)?;
+            }
         }
         Lang::Python => {
             write(&dir, "app.py", &render(PYTHON_APP, &vars))?;

@@ -94,8 +94,8 @@ pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Lea
         Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
         Leader::Std(child) => (pidfd_open(pid), Some(child)),
     };
-    // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
     let registered = pidfd.and_then(|fd| {
+        // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
         unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
     });
     let wait = move || match child {

@@ -2,7 +2,8 @@
 
 use crate::settings::{OnTimeout, Settings};
 use shellward_kit::duration::format_millis;
-use shellward_kit::pattern::{base_name, strip_wrappers};
+use shellward_kit::effective::effective_commands_of;
+use shellward_kit::pattern::base_name;
 use shellward_kit::shell::{Op, Script, SimpleCommand, TokenKind, tokenize};
 
 /// A request, mirroring `shellward:policy/types.request`.
@@ -184,39 +185,19 @@ fn ends_with_wait(script: &Script<'_>, cmds: &[SimpleCommand]) -> bool {
     })
 }
 
-/// The first promotion pattern matching any simple command (ignoring `cd`), with the command's text.
-fn promotion<'s>(
-    settings: &'s Settings,
-    script: &Script<'_>,
-    cmds: &[SimpleCommand],
-) -> Option<(&'s str, String)> {
-    // Most commands have a handful of words: gather them on the stack (this runs on every decision).
-    let mut buf: [&str; 16] = [""; 16];
-    let mut heap: Vec<&str>;
-    for c in cmds {
-        let words: &[&str] = if c.words.len() <= buf.len() {
-            for (slot, &i) in buf.iter_mut().zip(&c.words) {
-                *slot = &script.tokens[i].text;
-            }
-            &buf[..c.words.len()]
-        } else {
-            heap = c.word_texts(script);
-            &heap
-        };
-        let words = strip_wrappers(words);
-        let words: &[&str] = match words.first().map(|w| base_name(w)) {
-            Some("setsid") => {
-                let mut rest = &words[1..];
-                while rest.first().is_some_and(|w| w.starts_with('-')) {
-                    rest = &rest[1..];
-                }
-                rest
-            }
-            Some("cd") | None => continue,
-            _ => words,
-        };
-        if let Some(p) = settings.promote.find(words) {
-            return Some((p.as_str(), words.join(" ")));
+/// The first promotion pattern matching any effective command (wrappers such as `nohup`, `env`, `setsid` stripped,
+/// `bash -c '…'` read; `cd` and commands bounded by `timeout` ignored), with the command's text.
+fn promotion<'s>(settings: &'s Settings, script: &Script<'_>) -> Option<(&'s str, String)> {
+    if settings.promote.is_empty() {
+        return None;
+    }
+    let reading = effective_commands_of(script);
+    for c in &reading.commands {
+        if c.name() == Some("cd") || c.via("timeout") {
+            continue;
+        }
+        if let Some(p) = settings.promote.find(&c.words) {
+            return Some((p.as_str(), c.words.join(" ")));
         }
     }
     None
@@ -309,7 +290,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
             };
             let inner_amp = settings.ampersand_to_background && has_inner_ampersand(&rest);
             let waits = ends_with_wait(&rest, &cmds);
-            let promoted = promotion(settings, &rest, &cmds);
+            let promoted = promotion(settings, &rest);
             if inner_amp {
                 append_wait = !waits;
                 background = true;

@@ -5,11 +5,8 @@
 //! (`$(…)`, `` `…` ``) are checked recursively. Quoted text is data: `echo "rm -rf /"` is allowed. The exact
 //! procedure is in README.md; `policies/guard-py` implements the same procedure in Python and passes the same cases.
 
-use shellward_kit::pattern::{Pattern, glob, strip_wrappers};
-use shellward_kit::shell::{Op, Redirect, TokenKind, tokenize};
-
-/// How deep nested shells and substitutions are followed.
-const MAX_DEPTH: u32 = 8;
+use shellward_kit::effective::{EffectiveCommand, effective_commands};
+use shellward_kit::pattern::{Pattern, glob};
 
 /// The built-in rules, by id.
 pub const RULES: &[&str] = &[
@@ -20,7 +17,12 @@ pub const RULES: &[&str] = &[
     "privilege",
     "power",
     "block-device",
+    "chmod-root",
+    "find-root",
 ];
+
+/// Programs that run a command as another user.
+const PRIVILEGE: &[&str] = &["sudo", "su", "doas", "pkexec", "runuser"];
 
 /// Top-level system directories `rm -r` must not remove.
 const SYSTEM_DIRS: &[&str] = &[
@@ -42,14 +44,6 @@ const BLOCK_DEVICES: &[&str] = &[
     "/dev/md*",
     "/dev/loop*",
 ];
-
-/// Words that may start a simple command without being its program.
-const RESERVED: &[&str] = &[
-    "{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
-];
-
-/// Shells whose `-c` argument is a command line to check.
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "ash"];
 
 /// A refused command: the rule and the reason for the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +91,14 @@ fn reason(rule: &str) -> String {
         "privilege" => {
             "the agent must not escalate privileges (sudo, su, doas, pkexec, runuser); ask the user to run it"
         }
+        "chmod-root" => {
+            "recursively changing the permissions or owner of /, the home directory or a system directory breaks \
+             the machine (sudo, ssh and services refuse such files); change the specific paths you mean"
+        }
+        "find-root" => {
+            "find from /, the home directory or a system directory with -delete or -exec rm removes files all over \
+             the machine; run find on your project's directories"
+        }
         "power" => "shutting down or rebooting the machine is not allowed; ask the user",
         "block-device" => {
             "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, > /dev/sd…) destroys file systems; ask \
@@ -138,6 +140,13 @@ fn kill_all(args: &[&str]) -> bool {
     pids.contains(&"-1")
 }
 
+/// Whether a path names `/`, the home directory, or a system directory (with or without a trailing `/` or `/*`).
+fn dangerous_path(t: &str) -> bool {
+    let t = t.strip_suffix("/*").unwrap_or(t);
+    let t = t.trim_end_matches('/');
+    matches!(t, "" | "~" | "$HOME" | "${HOME}" | "/." | "/*") || SYSTEM_DIRS.contains(&t)
+}
+
 fn rm_root(args: &[&str]) -> bool {
     let mut recursive = false;
     let mut targets: Vec<&str> = Vec::new();
@@ -156,15 +165,68 @@ fn rm_root(args: &[&str]) -> bool {
             targets.push(a);
         }
     }
+    recursive && targets.iter().any(|t| dangerous_path(t))
+}
+
+/// `chmod`/`chown`/`chgrp` with `-R` (or `--recursive`) of a dangerous path.
+fn chmod_root(args: &[&str]) -> bool {
+    let recursive = args.iter().any(|a| {
+        *a == "--recursive" || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('R'))
+    });
     recursive
-        && targets.iter().any(|t| {
-            let mut t: &str = t;
-            if let Some(s) = t.strip_suffix("/*") {
-                t = s;
-            }
-            let t = t.trim_end_matches('/');
-            matches!(t, "" | "~" | "$HOME" | "${HOME}" | "/.") || SYSTEM_DIRS.contains(&t)
-        })
+        && args
+            .iter()
+            .any(|a| !a.starts_with('-') && dangerous_path(a))
+}
+
+/// `find` from a dangerous path with `-delete`, or with `-exec`/`-execdir`/`-ok` of `rm`, `shred` or `unlink`.
+fn find_root(args: &[&str]) -> bool {
+    let mut rest = args;
+    // Leading options: -H, -L, -P, -D DEBUGOPTS, -O LEVEL.
+    while let Some((a, tail)) = rest.split_first() {
+        match *a {
+            "-H" | "-L" | "-P" => rest = tail,
+            "-D" => rest = tail.get(1..).unwrap_or(&[]),
+            _ if a.starts_with("-O") => rest = tail,
+            _ => break,
+        }
+    }
+    let roots = rest
+        .iter()
+        .take_while(|a| !a.starts_with('-') && !matches!(**a, "(" | "!" | ","))
+        .count();
+    if !rest[..roots].iter().any(|a| dangerous_path(a)) {
+        return false;
+    }
+    let expression = &rest[roots..];
+    expression.iter().enumerate().any(|(i, a)| {
+        *a == "-delete"
+            || (matches!(*a, "-exec" | "-execdir" | "-ok" | "-okdir")
+                && expression
+                    .get(i + 1)
+                    .is_some_and(|p| matches!(basename(p), "rm" | "shred" | "unlink")))
+    })
+}
+
+/// The rule a command whose program is unknown (`$k -9 -1`) breaks by its arguments alone, if any: only rules that
+/// judge arguments, so `$CC main.c` passes.
+fn unknown_program_rule(args: &[&str]) -> Option<&'static str> {
+    if kill_all(args) {
+        Some("kill-all")
+    } else if rm_root(args) {
+        Some("rm-root")
+    } else if chmod_root(args) {
+        Some("chmod-root")
+    } else if find_root(args) {
+        Some("find-root")
+    } else if args
+        .iter()
+        .any(|a| a.strip_prefix("of=").is_some_and(is_block_device))
+    {
+        Some("block-device")
+    } else {
+        None
+    }
 }
 
 /// The built-in rule a simple command (program first, wrappers stripped) breaks, if any.
@@ -176,6 +238,8 @@ fn builtin_rule(words: &[&str]) -> Option<&'static str> {
         "kill" if kill_all(args) => Some("kill-all"),
         "rm" if rm_root(args) => Some("rm-root"),
         "sudo" | "su" | "doas" | "pkexec" | "runuser" => Some("privilege"),
+        "chmod" | "chown" | "chgrp" if chmod_root(args) => Some("chmod-root"),
+        "find" if find_root(args) => Some("find-root"),
         "shutdown" | "reboot" | "halt" | "poweroff" => Some("power"),
         "init" if args.first().is_some_and(|a| *a == "0" || *a == "6") => Some("power"),
         "dd" if args
@@ -211,60 +275,6 @@ fn fork_bomb(command: &str) -> bool {
     false
 }
 
-/// The command lines inside `$(…)` and backquotes of a word as written (single-quoted text excluded).
-fn substitutions(raw: &str) -> Vec<String> {
-    let chars: Vec<char> = raw.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut single = false;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\\' && !single {
-            i += 2;
-            continue;
-        }
-        if c == '\'' {
-            single = !single;
-        } else if !single
-            && c == '$'
-            && chars.get(i + 1) == Some(&'(')
-            && chars.get(i + 2) != Some(&'(')
-        {
-            let mut depth = 0;
-            let start = i + 2;
-            let mut j = i + 1;
-            while j < chars.len() {
-                match chars[j] {
-                    '(' => depth += 1,
-                    ')' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-            out.push(chars[start..j.min(chars.len())].iter().collect());
-            i = j;
-        } else if !single && c == '`' {
-            let start = i + 1;
-            let mut j = start;
-            while j < chars.len() && chars[j] != '`' {
-                if chars[j] == '\\' {
-                    j += 1;
-                }
-                j += 1;
-            }
-            out.push(chars[start..j.min(chars.len())].iter().collect());
-            i = j;
-        }
-        i += 1;
-    }
-    out
-}
-
 impl Guard {
     fn rule_on(&self, rule: &str) -> bool {
         !self.disabled.iter().any(|d| d == rule)
@@ -279,96 +289,52 @@ impl Guard {
 
     /// Checks a whole command line.
     pub fn check(&self, command: &str) -> Option<Denial> {
-        self.check_at(command, 0)
-    }
-
-    fn check_at(&self, command: &str, depth: u32) -> Option<Denial> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
         if fork_bomb(command)
             && let Some(d) = self.deny("fork-bomb")
         {
             return Some(d);
         }
         // A line that does not tokenize is run unchanged: the shell refuses it too.
-        let Ok(script) = tokenize(command) else {
+        let reading = effective_commands(command).ok()?;
+        reading.commands.iter().find_map(|c| self.check_command(c))
+    }
+
+    /// Checks one effective command (wrappers stripped, nested shell strings already read).
+    fn check_command(&self, c: &EffectiveCommand) -> Option<Denial> {
+        let patterns_see = |p: &Pattern| p.matches(&c.words) || p.matches(&c.written);
+        if self.allow.iter().any(patterns_see) {
             return None;
+        }
+        if let Some(p) = self.deny.iter().find(|p| patterns_see(p)) {
+            return Some(Denial {
+                rule: "deny-pattern".into(),
+                reason: format!(
+                    "guard[deny-pattern]: the operator denies commands matching `{p}`; ask the user"
+                ),
+            });
+        }
+        // The outermost escalation is named first: `sudo reboot` is a privilege denial.
+        if PRIVILEGE.iter().any(|w| c.via(w))
+            && let Some(d) = self.deny("privilege")
+        {
+            return Some(d);
+        }
+        let words: Vec<&str> = c.words.iter().map(String::as_str).collect();
+        let rule = if c.program_known() {
+            builtin_rule(&words)
+        } else {
+            // `$k -9 -1`: the program is unknown, so only its arguments can be judged.
+            unknown_program_rule(&words[1..])
         };
-        for cmd in script.simple_commands() {
-            let all: Vec<&str> = cmd.word_texts(&script);
-            let start = all
-                .iter()
-                .position(|w| !RESERVED.contains(w))
-                .unwrap_or(all.len());
-            let words = strip_wrappers(&all[start..]);
-            if self.allow.iter().any(|p| p.matches(words)) {
-                continue;
-            }
-            if let Some(p) = self.deny.iter().find(|p| p.matches(words)) {
-                return Some(Denial {
-                    rule: "deny-pattern".into(),
-                    reason: format!(
-                        "guard[deny-pattern]: the operator denies commands matching `{p}`; ask the user"
-                    ),
-                });
-            }
-            if let Some(rule) = builtin_rule(words)
-                && let Some(d) = self.deny(rule)
-            {
-                return Some(d);
-            }
-            // Output redirections to block devices.
-            for i in cmd.first_token..cmd.last_token {
-                let writes = matches!(
-                    script.tokens[i].kind,
-                    TokenKind::Op(Op::Redirect(
-                        Redirect::Out
-                            | Redirect::Append
-                            | Redirect::Clobber
-                            | Redirect::ReadWrite
-                            | Redirect::OutErr
-                            | Redirect::AppendOutErr
-                            | Redirect::DupOut
-                    ))
-                );
-                if writes
-                    && script.tokens[i + 1].kind == TokenKind::Word
-                    && is_block_device(&script.tokens[i + 1].text)
-                    && let Some(d) = self.deny("block-device")
-                {
-                    return Some(d);
-                }
-            }
-            // Nested command lines: sh -c '…', eval …
-            if let Some((program, args)) = words.split_first() {
-                let name = basename(program);
-                let nested = if SHELLS.contains(&name) {
-                    args.iter()
-                        .position(|a| *a == "-c")
-                        .and_then(|i| args.get(i + 1))
-                        .map(|s| s.to_string())
-                } else if name == "eval" {
-                    Some(args.join(" "))
-                } else {
-                    None
-                };
-                if let Some(line) = nested
-                    && let Some(d) = self.check_at(&line, depth + 1)
-                {
-                    return Some(d);
-                }
-            }
-            // Command substitutions inside its words.
-            for i in cmd.first_token..=cmd.last_token {
-                if script.tokens[i].kind == TokenKind::Word {
-                    for inner in substitutions(script.raw(i)) {
-                        if let Some(d) = self.check_at(&inner, depth + 1) {
-                            return Some(d);
-                        }
-                    }
-                }
-            }
+        if let Some(rule) = rule
+            && let Some(d) = self.deny(rule)
+        {
+            return Some(d);
+        }
+        if c.writes.iter().any(|t| is_block_device(t))
+            && let Some(d) = self.deny("block-device")
+        {
+            return Some(d);
         }
         None
     }
@@ -416,6 +382,36 @@ mod tests {
             ("echo `sudo id`", "privilege"),
             ("if true; then sudo id; fi", "privilege"),
             ("{ pkill x; }", "kill-by-name"),
+            // Wrappers and nested shells, seen through.
+            ("bash -lc 'kill -9 -1'", "kill-all"),
+            ("bash -ec 'kill -9 -1'", "kill-all"),
+            ("sh -xc 'kill -9 -1'", "kill-all"),
+            ("timeout 5 kill -9 -1", "kill-all"),
+            ("ps aux | xargs pkill", "kill-by-name"),
+            ("busybox kill -9 -1", "kill-all"),
+            ("ionice -c3 pkill node", "kill-by-name"),
+            ("setsid kill -9 -1", "kill-all"),
+            ("watch -n 1 pkill node", "kill-by-name"),
+            ("find / -delete", "find-root"),
+            ("find / -exec rm -rf {} +", "find-root"),
+            ("find . -exec pkill {} ;", "kill-by-name"),
+            ("echo 'kill -9 -1' | bash", "kill-all"),
+            ("bash <<< 'pkill node'", "kill-by-name"),
+            ("sh <<EOF\nkill -9 -1\nEOF", "kill-all"),
+            ("$k -9 -1", "kill-all"),
+            ("\"$RM\" -rf /", "rm-root"),
+            ("chmod -R 777 /", "chmod-root"),
+            ("chown -R nobody /usr", "chmod-root"),
+            ("sudo -u root -E id", "privilege"),
+            ("doas reboot", "privilege"),
+            ("env -i PATH=/bin kill -9 -1", "kill-all"),
+            (
+                "nohup stdbuf -oL chrt -f 1 taskset 1 flock /tmp/l pkill x",
+                "kill-by-name",
+            ),
+            ("parallel 'pkill {}' ::: node", "kill-by-name"),
+            ("mkfs.ext4 /dev/sdb", "block-device"),
+            ("bash -c 'echo x > /dev/sda'", "block-device"),
         ] {
             assert_eq!(rule(cmd).as_deref(), Some(want), "{cmd}");
         }
@@ -439,6 +435,26 @@ mod tests {
             "echo '$(pkill x)'",
             "ls -la && cargo build",
             "git commit -m 'fix: handle sudo in tests'",
+            // Look-alikes of the wrapper forms.
+            "rm -rf ./build target node_modules",
+            "kill %1",
+            "kill $PID",
+            "git clean -fdx",
+            "$CC main.c -o main",
+            "timeout 5 cargo test",
+            "bash -lc 'cargo build'",
+            "echo 'kill -9 -1' > notes.txt",
+            "find . -name '*.o' -delete",
+            "find /tmp/build -delete",
+            "find . -exec rm {} +",
+            "xargs -n1 echo",
+            "chmod -R 755 ./dist",
+            "chmod 755 /usr/local/bin/tool",
+            "chown -R $USER:$USER .",
+            "command -v pkill",
+            "watch -n 5 'ls -la'",
+            "bash ./scripts/kill-all.sh",
+            "cat script.sh | bash",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
         }

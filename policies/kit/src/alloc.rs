@@ -22,7 +22,9 @@
 //! static ALLOCATOR: shellward_kit::alloc::PolicyAllocator = shellward_kit::alloc::PolicyAllocator::new();
 //! ```
 //!
-//! It is for single-threaded programs only (components built for `wasm32-wasip2` are): it takes no locks.
+//! It is for single-threaded programs only (components built for `wasm32-wasip2` are): it takes no locks, and it is
+//! `Sync` (so usable as a `static` global allocator) only on `wasm32` without the `atomics` target feature, where a
+//! second thread cannot exist. Natively it can still be used as a local value (its unit tests do).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
@@ -49,7 +51,10 @@ pub struct PolicyAllocator {
     state: UnsafeCell<State>,
 }
 
-// SAFETY: the allocator is only for single-threaded programs (documented); it is never used from two threads.
+// SAFETY: `Sync` is declared only where no second thread can exist: `wasm32` built without the `atomics` feature
+// (components for `wasm32-wasip2` are), where the program has exactly one thread. On every other target the type is
+// not `Sync`, so it cannot be installed as a global allocator or shared between threads by mistake.
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 unsafe impl Sync for PolicyAllocator {}
 
 impl Default for PolicyAllocator {
@@ -89,7 +94,7 @@ impl PolicyAllocator {
     #[cold]
     unsafe fn carve(&self, class: usize) -> *mut u8 {
         let size = 1usize << (class as u32 + MIN_SHIFT);
-        // SAFETY: single-threaded (see the `Sync` impl); no other reference to the state is alive.
+        // SAFETY: single-threaded (the type is `Sync` only where no second thread exists); no other reference to the state is alive.
         let s = unsafe { &mut *self.state.get() };
         if (s.bump_end as usize) - (s.bump as usize) < size {
             // The tail of the old chunk is left unused: at most 4 KiB of 64 KiB.
@@ -190,6 +195,7 @@ mod tests {
     #[test]
     fn blocks_are_distinct_aligned_reused_and_keep_their_bytes() {
         let a = PolicyAllocator::new();
+        // SAFETY: one thread uses this local allocator; every block is used within its layout and freed once.
         unsafe {
             let mut live: Vec<(*mut u8, Layout, u8)> = Vec::new();
             for (i, size) in [1usize, 7, 16, 24, 100, 4096, 5000, 70_000, 3, 33]
@@ -235,6 +241,7 @@ mod tests {
     #[test]
     fn realloc_keeps_contents_across_classes_and_to_the_system_allocator() {
         let a = PolicyAllocator::new();
+        // SAFETY: one thread uses this local allocator; each block is read and written within its current layout.
         unsafe {
             let mut l = layout(10, 1);
             let mut p = a.alloc(l);

@@ -4,6 +4,8 @@
 //!
 //! - [`shell`]: a POSIX shell tokenizer (quotes, escapes, comments, operators, redirections, here-documents,
 //!   subshells, command substitution) and a view of a command line as simple commands joined by operators;
+//! - [`effective`]: the commands a line would actually run, wrappers (`timeout`, `sudo`, `xargs`, `find -exec`…) and
+//!   nested shell strings (`bash -c`, `eval`, `$(…)`, `echo … | sh`) seen through, with run-time-only words marked;
 //! - [`pattern`]: word patterns (`docker compose up !-d`) matched against tokenized simple commands;
 //! - [`duration`]: parsing and formatting of human durations (`500ms`, `30s`, `5m`, `1m30s`, `2h`);
 //! - [`alloc`]: a small-object allocator that makes a component's per-decision allocations cheap.
@@ -13,5 +15,6 @@
 
 pub mod alloc;
 pub mod duration;
+pub mod effective;
 pub mod pattern;
 pub mod shell;

@@ -258,53 +258,6 @@ impl PatternSet {
     }
 }
 
-/// Strips wrapper commands that run another command unchanged in the same process tree, so patterns see the real
-/// program: `env [-i] [-u NAME] [NAME=value]…`, `nohup`, `exec`, `command`, `time [-p]`, `nice [-n N]`,
-/// `stdbuf [-i/-o/-e MODE]…`. Returns the remaining words (possibly empty).
-pub fn strip_wrappers<'w, S: AsRef<str>>(mut words: &'w [S]) -> &'w [S] {
-    loop {
-        let Some((first, rest)) = words.split_first() else {
-            return words;
-        };
-        let name = base_name(first.as_ref());
-        let skip_options = |rest: &'w [S], with_value: &[&str]| -> &'w [S] {
-            let mut r = rest;
-            while let Some((w, tail)) = r.split_first() {
-                let w = w.as_ref();
-                if w == "--" {
-                    return tail;
-                }
-                if !w.starts_with('-') || w == "-" {
-                    break;
-                }
-                r = if with_value.contains(&w) && !tail.is_empty() {
-                    &tail[1..]
-                } else {
-                    tail
-                };
-            }
-            r
-        };
-        words = match name {
-            "nohup" | "exec" | "command" => skip_options(rest, &[]),
-            "time" => skip_options(rest, &[]),
-            "nice" => skip_options(rest, &["-n"]),
-            "stdbuf" => skip_options(rest, &["-i", "-o", "-e"]),
-            "env" => {
-                let mut r = skip_options(rest, &["-u", "-C", "-S"]);
-                while r
-                    .first()
-                    .is_some_and(|w| w.as_ref().contains('=') && !w.as_ref().starts_with('='))
-                {
-                    r = &r[1..];
-                }
-                r
-            }
-            _ => return words,
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,21 +365,5 @@ mod tests {
         assert!(!glob("a*b", "aXc"));
         assert!(glob("*.log", "x.y.log"));
         assert!(glob("ü*", "über"));
-    }
-
-    #[test]
-    fn wrappers_are_stripped() {
-        let s = |cmd: &str| -> Vec<String> {
-            let w: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-            strip_wrappers(&w).to_vec()
-        };
-        assert_eq!(
-            s("env -i FOO=1 BAR=2 nohup nice -n 5 npm start"),
-            ["npm", "start"]
-        );
-        assert_eq!(s("exec time -p ./server"), ["./server"]);
-        assert_eq!(s("stdbuf -o L tail -f x"), ["tail", "-f", "x"]);
-        assert_eq!(s("npm start"), ["npm", "start"]);
-        assert!(s("nohup").is_empty());
     }
 }

@@ -1,8 +1,9 @@
-//! Property tests of the tokenizer on hostile input: it never panics, every span lies inside the source on
+//! Property tests of the tokenizer and the effective-command reading on hostile input: they never panic, every span lies inside the source on
 //! character boundaries, and nesting is bounded (a deep line is an error, never a stack overflow). Case counts are
 //! bounded so the suite stays fast; raise `PROPTEST_CASES` locally to fuzz longer.
 
 use proptest::prelude::*;
+use shellward_kit::effective::{MAX_COMMANDS, MAX_SHELL_DEPTH, effective_commands};
 use shellward_kit::shell::tokenize;
 
 /// Strings biased towards shell syntax: quotes, expansions, operators, here-docs, and arbitrary characters.
@@ -30,6 +31,15 @@ fn shellish() -> impl Strategy<Value = String> {
         Just(" ".to_string()),
         Just("#".to_string()),
         "[a-z]{1,6}",
+        Just("bash -lc ".to_string()),
+        Just("eval ".to_string()),
+        Just("timeout 5 ".to_string()),
+        Just("sudo -u ".to_string()),
+        Just("xargs -n1 ".to_string()),
+        Just("find / -exec ".to_string()),
+        Just(" <<< ".to_string()),
+        Just("| sh".to_string()),
+        Just("$k ".to_string()),
         any::<char>().prop_map(|c| c.to_string()),
     ];
     prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
@@ -47,6 +57,18 @@ proptest! {
             }
             for c in script.simple_commands() {
                 let _ = c.word_texts(&script);
+            }
+        }
+    }
+
+    #[test]
+    fn effective_reading_never_panics_and_stays_bounded(src in shellish()) {
+        if let Ok(reading) = effective_commands(&src) {
+            prop_assert!(reading.commands.len() <= MAX_COMMANDS);
+            for c in &reading.commands {
+                prop_assert!(!c.words.is_empty());
+                prop_assert_eq!(c.words.len(), c.dynamic.len());
+                prop_assert!(c.depth <= MAX_SHELL_DEPTH);
             }
         }
     }

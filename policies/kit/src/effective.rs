@@ -1,0 +1,988 @@
+//! The *effective* simple commands of a command line: what actually runs, wrappers and nested shells seen through.
+//!
+//! A policy that judges `words[0]` of each simple command is fooled by ordinary indirection: `timeout 5 kill -9 -1`,
+//! `bash -lc 'pkill node'`, `echo 'kill -9 -1' | bash`, `find / -exec rm -rf {} +`, `xargs pkill`. [`effective_commands`]
+//! reads a command line the way the shell and those wrappers would and yields every command that would run:
+//!
+//! - **wrappers are stripped with their own options and operands**: `timeout [-s SIG] [-k D] DURATION`,
+//!   `nice [-n N | -N]`, `env [-i] [-u NAME] [-C DIR] [NAME=value]…` (and `env -S 'LINE'`), `sudo [-u USER] [-E]…`,
+//!   `doas`, `pkexec`, `runuser`, `su … -c LINE`, `xargs [options]`, `busybox APPLET`, `command`, `builtin`, `exec`,
+//!   `time`, `nohup`, `setsid`, `stdbuf -oL`, `ionice`, `chrt PRIORITY`, `taskset MASK`, `flock FILE` (and
+//!   `flock FILE -c LINE`), `watch`, `parallel … :::`, and the reserved words `!`, `if`, `then`, `do`, `{`…;
+//!   each stripped wrapper is recorded in [`EffectiveCommand::via`];
+//! - **`find` runs commands**: `find … -exec CMD … {} ;` / `+`, `-execdir`, `-ok`, `-okdir` yield `CMD …` (with
+//!   [`EffectiveCommand::more_args`] set), and the `find` itself is yielded too (its `-delete` matters);
+//! - **shell strings are read recursively**: `sh|bash|dash|zsh|ksh|ash -c LINE` with any option cluster holding `c`
+//!   (`-lc`, `-ec`, `-xc`, `-o pipefail -c`), `eval WORDS`, `$(…)` and backquotes in any word (assignments and
+//!   redirection targets included), `watch LINE`, `parallel LINE`, and a shell reading its standard input from a
+//!   here-string (`bash <<< LINE`), a here-document, or a pipe from `echo`/`printf`/`cat <<EOF`
+//!   (`echo LINE | sh`);
+//! - **words that cannot be known statically are marked**: [`EffectiveCommand::dynamic`] says which words hold a
+//!   parameter expansion or a substitution outside single quotes (`$k -9 -1`: the program is unknown).
+//!
+//! Reading stops [`MAX_SHELL_DEPTH`] shell strings deep (then [`Reading::too_deep`] is set) and after
+//! [`MAX_COMMANDS`] commands (then [`Reading::truncated`] is set), so a hostile line costs bounded work. A shell
+//! string that does not tokenize is skipped: the shell refuses it too.
+
+use crate::pattern::base_name;
+use crate::shell::{Op, Redirect, Script, TokenKind, tokenize};
+
+pub use crate::shell::ParseError;
+
+/// How many shell strings deep (`bash -c 'eval "$(…)"'` is three) the reading follows.
+pub const MAX_SHELL_DEPTH: u32 = 8;
+
+/// At most this many effective commands are read from one command line.
+pub const MAX_COMMANDS: usize = 4096;
+
+/// One command that would run, wrappers stripped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EffectiveCommand {
+    /// The program and its arguments after quote removal (expansions kept as written), wrappers stripped.
+    pub words: Vec<String>,
+    /// Per word of [`words`](Self::words): whether its value is only known at run time (it holds `$NAME`, `${…}`,
+    /// `$(…)` or a backquote outside single quotes).
+    pub dynamic: Vec<bool>,
+    /// How the command was reached, outermost first: stripped wrappers by name (`timeout`, `sudo`, `xargs`,
+    /// `find -exec`) and the shell strings it came from (`bash -c`, `eval`, `$(…)`, `bash <<<`, `| bash`).
+    pub via: Vec<String>,
+    /// The command gets further arguments only known at run time (`xargs`, `find -exec`, `parallel`).
+    pub more_args: bool,
+    /// Targets of the command's output redirections (`>`, `>>`, `&>`, `>|`, `<>`, `>&FILE`).
+    pub writes: Vec<String>,
+    /// The simple command as written (reserved words dropped, wrappers kept), for patterns that name a wrapper.
+    pub written: Vec<String>,
+    /// How many shell strings deep the command was found (0: in the command line itself).
+    pub depth: u32,
+}
+
+impl EffectiveCommand {
+    /// The program as written (may be a path), if any.
+    pub fn program(&self) -> Option<&str> {
+        self.words.first().map(String::as_str)
+    }
+
+    /// The program's base name (`/usr/bin/kill` → `kill`), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.program().map(base_name)
+    }
+
+    /// Whether the program is known statically (not `$k`, `$(which kill)`, `` `echo rm` ``).
+    pub fn program_known(&self) -> bool {
+        !self.dynamic.first().copied().unwrap_or(false)
+    }
+
+    /// The arguments (every word after the program).
+    pub fn args(&self) -> &[String] {
+        self.words.get(1..).unwrap_or(&[])
+    }
+
+    /// Whether a wrapper of this name was stripped on the way to the command.
+    pub fn via(&self, wrapper: &str) -> bool {
+        self.via.iter().any(|v| v == wrapper)
+    }
+}
+
+/// The effective commands of a command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Every command that would run, in source order (outer before inner).
+    pub commands: Vec<EffectiveCommand>,
+    /// Shell strings nested deeper than [`MAX_SHELL_DEPTH`] were not read.
+    pub too_deep: bool,
+    /// More than [`MAX_COMMANDS`] commands: the rest were not read.
+    pub truncated: bool,
+}
+
+impl Reading {
+    /// Whether the whole line was read (neither too deep nor truncated).
+    pub fn complete(&self) -> bool {
+        !self.too_deep && !self.truncated
+    }
+}
+
+/// Reads the effective commands of a command line. Fails only when the line itself does not tokenize (nested shell
+/// strings that do not tokenize are skipped).
+pub fn effective_commands(line: &str) -> Result<Reading, ParseError> {
+    let script = tokenize(line)?;
+    Ok(effective_commands_of(&script))
+}
+
+/// [`effective_commands`] of a line already tokenized.
+pub fn effective_commands_of(script: &Script<'_>) -> Reading {
+    let mut reader = Reader::default();
+    reader.script(script, &Context::default());
+    reader.out
+}
+
+/// A word of a simple command: its value and whether that is known statically.
+#[derive(Debug, Clone)]
+struct Word {
+    text: String,
+    dynamic: bool,
+}
+
+/// What the commands being read inherit from where they were found.
+#[derive(Debug, Clone, Default)]
+struct Context {
+    via: Vec<String>,
+    more_args: bool,
+    depth: u32,
+}
+
+impl Context {
+    fn with(&self, via: &str) -> Context {
+        let mut c = self.clone();
+        c.via.push(via.to_string());
+        c
+    }
+}
+
+#[derive(Default)]
+struct Reader {
+    out: Reading,
+}
+
+/// Shells whose `-c` operand (or standard input) is a command line.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash"];
+
+/// Words that may start a simple command without being its program.
+const RESERVED: &[&str] = &[
+    "{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time",
+];
+
+/// Whether a raw word holds an expansion or substitution outside single quotes.
+fn is_dynamic(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let mut single = false;
+    let mut double = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if !single => i += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'`' if !single => return true,
+            b'$' if !single => {
+                if let Some(&n) = b.get(i + 1)
+                    && (n.is_ascii_alphanumeric() || b"_{(@*#?$!-".contains(&n))
+                {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The command lines inside `$(…)` and backquotes of a raw word (single-quoted text excluded; `$((…))` is
+/// arithmetic, not a command).
+fn substitutions(raw: &str) -> Vec<&str> {
+    let b = raw.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut single = false;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\\' && !single {
+            i += 2;
+            continue;
+        }
+        if c == b'\'' {
+            single = !single;
+        } else if !single && c == b'$' && b.get(i + 1) == Some(&b'(') && b.get(i + 2) != Some(&b'(')
+        {
+            let start = i + 2;
+            let mut depth = 0usize;
+            let mut j = i + 1;
+            let mut quote = 0u8;
+            while j < b.len() {
+                match b[j] {
+                    b'\\' if quote != b'\'' => j += 1,
+                    q @ (b'\'' | b'"') if quote == 0 => quote = q,
+                    q if q == quote => quote = 0,
+                    b'(' if quote == 0 => depth += 1,
+                    b')' if quote == 0 => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            out.push(&raw[start..j.min(b.len())]);
+            i = j;
+        } else if !single && c == b'`' {
+            let start = i + 1;
+            let mut j = start;
+            while j < b.len() && b[j] != b'`' {
+                if b[j] == b'\\' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            out.push(&raw[start..j.min(b.len())]);
+            i = j;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The text of a here-document body, without its delimiter line.
+fn heredoc_text<'s>(script: &Script<'s>, index: usize) -> Option<&'s str> {
+    let doc = script.heredocs.get(index)?;
+    let body = script.src.get(doc.start..doc.end)?;
+    let trimmed = body.strip_suffix('\n').unwrap_or(body);
+    Some(match trimmed.rfind('\n') {
+        Some(nl) if trimmed[nl + 1..].trim_start_matches('\t') == doc.delimiter => &trimmed[..nl],
+        None if trimmed.trim_start_matches('\t') == doc.delimiter => "",
+        _ => trimmed,
+    })
+}
+
+/// Whether a word is an option (`-x`, `--long`), not `-` (standard input) or a negative number used as an operand.
+fn is_option(w: &str) -> bool {
+    w.len() > 1 && w.starts_with('-')
+}
+
+/// Skips a wrapper's options: `--` ends them; an option in `with_value` (exact, or a long one without `=`) takes the
+/// next word; a short option in `with_value` followed by more characters (`-n5`, `-oL`) carries its value.
+fn skip_options<'w>(mut words: &'w [Word], with_value: &[&str]) -> &'w [Word] {
+    while let Some((w, rest)) = words.split_first() {
+        let w = w.text.as_str();
+        if w == "--" {
+            return rest;
+        }
+        if !is_option(w) {
+            break;
+        }
+        words = if with_value.contains(&w) && !rest.is_empty() {
+            &rest[1..]
+        } else {
+            rest
+        };
+    }
+    words
+}
+
+/// Whether an option cluster (`-abc`) holds the letter `c`.
+fn cluster_has(w: &str, letter: char) -> bool {
+    w.starts_with('-') && !w.starts_with("--") && w[1..].contains(letter)
+}
+
+impl Reader {
+    fn full(&mut self) -> bool {
+        if self.out.commands.len() >= MAX_COMMANDS {
+            self.out.truncated = true;
+        }
+        self.out.truncated
+    }
+
+    /// Reads a nested command line (a shell string).
+    fn line(&mut self, line: &str, ctx: &Context, via: &str) {
+        if ctx.depth >= MAX_SHELL_DEPTH {
+            self.out.too_deep = true;
+            return;
+        }
+        let Ok(script) = tokenize(line) else {
+            return;
+        };
+        let mut inner = ctx.with(via);
+        inner.depth += 1;
+        self.script(&script, &inner);
+    }
+
+    fn script(&mut self, script: &Script<'_>, ctx: &Context) {
+        let commands = script.simple_commands();
+        // Here-document bodies belong to the `<<` operators in order.
+        let mut heredoc_of = vec![None; script.tokens.len()];
+        let mut next_doc = 0;
+        for (i, t) in script.tokens.iter().enumerate() {
+            if matches!(
+                t.kind,
+                TokenKind::Op(Op::Redirect(Redirect::HereDoc | Redirect::HereDocStripTabs))
+            ) {
+                heredoc_of[i] = Some(next_doc);
+                next_doc += 1;
+            }
+        }
+        // What the previous simple command prints, when it is known statically (for `echo LINE | bash`).
+        let mut printed: Option<String> = None;
+        for cmd in &commands {
+            if self.full() {
+                return;
+            }
+            let piped = matches!(cmd.preceded_by, Some(TokenKind::Op(Op::Pipe | Op::PipeAmp)));
+            let mut stdin: Option<(String, &str)> = if piped {
+                printed.take().map(|p| (p, "|"))
+            } else {
+                None
+            };
+            let mut writes = Vec::new();
+            let tokens = script.tokens.iter().enumerate();
+            for (i, t) in tokens.take(cmd.last_token + 1).skip(cmd.first_token) {
+                if t.kind == TokenKind::Word {
+                    for inner in substitutions(script.raw(i)) {
+                        self.line(inner, ctx, "$(…)");
+                    }
+                }
+                let TokenKind::Op(Op::Redirect(r)) = t.kind else {
+                    continue;
+                };
+                let target = script
+                    .tokens
+                    .get(i + 1)
+                    .filter(|n| n.kind == TokenKind::Word);
+                match r {
+                    Redirect::Out
+                    | Redirect::Append
+                    | Redirect::Clobber
+                    | Redirect::ReadWrite
+                    | Redirect::OutErr
+                    | Redirect::AppendOutErr
+                    | Redirect::DupOut => {
+                        if let Some(n) = target {
+                            writes.push(n.text.to_string());
+                        }
+                    }
+                    Redirect::HereString => {
+                        if let Some(n) = target {
+                            stdin = Some((n.text.to_string(), "<<<"));
+                        }
+                    }
+                    Redirect::HereDoc | Redirect::HereDocStripTabs => {
+                        if let Some(text) = heredoc_of[i].and_then(|k| heredoc_text(script, k)) {
+                            stdin = Some((text.to_string(), "<<"));
+                        }
+                    }
+                    Redirect::In => stdin = None,
+                    _ => {}
+                }
+            }
+            let mut words: Vec<Word> = cmd
+                .words
+                .iter()
+                .map(|&i| Word {
+                    text: script.tokens[i].text.to_string(),
+                    dynamic: is_dynamic(script.raw(i)),
+                })
+                .collect();
+            let lead = cmd
+                .words
+                .iter()
+                .position(|&i| {
+                    script.tokens[i].quoted || !RESERVED.contains(&&*script.tokens[i].text)
+                })
+                .unwrap_or(words.len());
+            words.drain(..lead);
+            let written: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+            printed = prints(&words, stdin.as_ref().map(|(s, _)| s.as_str()));
+            let found = Found {
+                written: &written,
+                writes: &writes,
+                stdin: stdin.as_ref().map(|(s, how)| (s.as_str(), *how)),
+            };
+            self.unwrap(&words, ctx.clone(), &found);
+        }
+    }
+
+    /// Strips wrappers from a simple command's words and records what remains.
+    fn unwrap(&mut self, mut words: &[Word], mut ctx: Context, found: &Found<'_>) {
+        loop {
+            if self.full() {
+                return;
+            }
+            let Some((first, rest)) = words.split_first() else {
+                return;
+            };
+            if first.dynamic {
+                return self.emit(words, &ctx, found);
+            }
+            let name = base_name(&first.text);
+            let next: &[Word] = match name {
+                "nohup" | "builtin" => skip_options(rest, &[]),
+                "command" => {
+                    // `command -v NAME` looks a program up; it does not run it.
+                    if rest
+                        .iter()
+                        .take_while(|w| is_option(&w.text))
+                        .any(|w| cluster_has(&w.text, 'v') || cluster_has(&w.text, 'V'))
+                    {
+                        return self.emit(words, &ctx, found);
+                    }
+                    skip_options(rest, &[])
+                }
+                "exec" => skip_options(rest, &["-a"]),
+                "time" => skip_options(rest, &["-f", "-o", "--format", "--output"]),
+                "nice" => skip_options(rest, &["-n", "--adjustment"]),
+                "setsid" => skip_options(rest, &[]),
+                "stdbuf" => {
+                    skip_options(rest, &["-i", "-o", "-e", "--input", "--output", "--error"])
+                }
+                "timeout" => {
+                    let r = skip_options(rest, &["-s", "-k", "--signal", "--kill-after"]);
+                    r.get(1..).unwrap_or(&[])
+                }
+                "env" => {
+                    let mut r = rest;
+                    let mut split: Option<&str> = None;
+                    while let Some((w, tail)) = r.split_first() {
+                        let t = w.text.as_str();
+                        if t == "--" {
+                            r = tail;
+                            break;
+                        }
+                        if !is_option(t) {
+                            break;
+                        }
+                        if t == "-S" || t == "--split-string" {
+                            split = tail.first().map(|s| s.text.as_str());
+                            r = tail.get(1..).unwrap_or(&[]);
+                            break;
+                        } else if let Some(s) = t.strip_prefix("--split-string=") {
+                            split = Some(s);
+                            r = tail;
+                            break;
+                        } else if let Some(s) = t.strip_prefix("-S") {
+                            split = Some(s);
+                            r = tail;
+                            break;
+                        }
+                        r = if ["-u", "-C", "--unset", "--chdir"].contains(&t) && !tail.is_empty() {
+                            &tail[1..]
+                        } else {
+                            tail
+                        };
+                    }
+                    while r.first().is_some_and(|w| {
+                        w.text.contains('=') && !w.text.starts_with('=') && !w.dynamic
+                    }) {
+                        r = &r[1..];
+                    }
+                    if let Some(s) = split {
+                        let mut line = s.to_string();
+                        for w in r {
+                            line.push(' ');
+                            line.push_str(&w.text);
+                        }
+                        return self.line(&line, &ctx.with("env"), "env -S");
+                    }
+                    r
+                }
+                "sudo" => {
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-u",
+                            "-g",
+                            "-h",
+                            "-p",
+                            "-C",
+                            "-D",
+                            "-r",
+                            "-t",
+                            "-U",
+                            "-T",
+                            "-R",
+                            "--user",
+                            "--group",
+                            "--host",
+                            "--prompt",
+                            "--close-from",
+                            "--chdir",
+                            "--role",
+                            "--type",
+                            "--other-user",
+                            "--command-timeout",
+                            "--chroot",
+                        ],
+                    );
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "doas" => {
+                    let r = skip_options(rest, &["-u", "-C"]);
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "pkexec" => {
+                    let r = skip_options(rest, &["--user"]);
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "su" | "runuser" => {
+                    // `su [options] [user] -c LINE`; `runuser -u USER -- CMD…`.
+                    if let Some(at) = rest.iter().position(|w| {
+                        w.text == "-c" || w.text == "--command" || w.text.starts_with("--command=")
+                    }) {
+                        let line = match rest[at].text.strip_prefix("--command=") {
+                            Some(l) => Some(l.to_string()),
+                            None => rest.get(at + 1).map(|w| w.text.clone()),
+                        };
+                        if let Some(line) = line {
+                            self.line(&line, &ctx.with(name), &format!("{name} -c"));
+                        }
+                        return self.emit(words, &ctx, found);
+                    }
+                    if name == "runuser"
+                        && let Some(at) = rest.iter().position(|w| w.text == "--")
+                        && at + 1 < rest.len()
+                    {
+                        &rest[at + 1..]
+                    } else {
+                        return self.emit(words, &ctx, found);
+                    }
+                }
+                "xargs" => {
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-a",
+                            "-d",
+                            "-E",
+                            "-I",
+                            "-L",
+                            "-n",
+                            "-P",
+                            "-s",
+                            "--arg-file",
+                            "--delimiter",
+                            "--eof",
+                            "--replace",
+                            "--max-lines",
+                            "--max-args",
+                            "--max-procs",
+                            "--max-chars",
+                            "--process-slot-var",
+                        ],
+                    );
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    ctx.more_args = true;
+                    r
+                }
+                "busybox" => {
+                    if rest.is_empty() || is_option(&rest[0].text) {
+                        return self.emit(words, &ctx, found);
+                    }
+                    rest
+                }
+                "ionice" => {
+                    if rest.iter().take_while(|w| is_option(&w.text)).any(|w| {
+                        ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text.as_str())
+                    }) {
+                        return self.emit(words, &ctx, found);
+                    }
+                    skip_options(rest, &["-c", "-n", "--class", "--classdata"])
+                }
+                "chrt" => {
+                    if rest
+                        .iter()
+                        .take_while(|w| is_option(&w.text))
+                        .any(|w| w.text == "--pid" || cluster_has(&w.text, 'p'))
+                    {
+                        return self.emit(words, &ctx, found);
+                    }
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-T",
+                            "-P",
+                            "-D",
+                            "--sched-runtime",
+                            "--sched-period",
+                            "--sched-deadline",
+                        ],
+                    );
+                    r.get(1..).unwrap_or(&[])
+                }
+                "taskset" => {
+                    if rest
+                        .iter()
+                        .take_while(|w| is_option(&w.text))
+                        .any(|w| w.text == "--pid" || cluster_has(&w.text, 'p'))
+                    {
+                        return self.emit(words, &ctx, found);
+                    }
+                    let r = skip_options(rest, &[]);
+                    r.get(1..).unwrap_or(&[])
+                }
+                "flock" => {
+                    let r = skip_options(
+                        rest,
+                        &["-w", "-E", "--timeout", "--wait", "--conflict-exit-code"],
+                    );
+                    let r = r.get(1..).unwrap_or(&[]);
+                    if let Some((c, tail)) = r.split_first()
+                        && (c.text == "-c" || c.text == "--command")
+                    {
+                        if let Some(line) = tail.first() {
+                            self.line(&line.text, &ctx.with("flock"), "flock -c");
+                        }
+                        return;
+                    }
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "watch" => {
+                    let exec = rest
+                        .iter()
+                        .take_while(|w| is_option(&w.text))
+                        .any(|w| w.text == "--exec" || cluster_has(&w.text, 'x'));
+                    let r = skip_options(rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    if !exec {
+                        return self.line(&join(r), &ctx, "watch");
+                    }
+                    r
+                }
+                "parallel" => {
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-j",
+                            "-S",
+                            "-I",
+                            "-n",
+                            "-N",
+                            "-L",
+                            "-d",
+                            "-E",
+                            "-a",
+                            "--jobs",
+                            "--sshlogin",
+                            "--colsep",
+                            "--delimiter",
+                            "--arg-file",
+                            "--joblog",
+                            "--results",
+                            "--timeout",
+                            "--retries",
+                            "--tmpdir",
+                            "--workdir",
+                            "--max-args",
+                            "--max-lines",
+                        ],
+                    );
+                    let end = r
+                        .iter()
+                        .position(|w| w.text.starts_with(":::"))
+                        .unwrap_or(r.len());
+                    if end == 0 {
+                        return self.emit(words, &ctx, found);
+                    }
+                    let mut inner = ctx.clone();
+                    inner.more_args = true;
+                    return self.line(&join(&r[..end]), &inner, "parallel");
+                }
+                "eval" => return self.line(&join(rest), &ctx, "eval"),
+                "find" => return self.find(words, &ctx, found),
+                _ if SHELLS.contains(&name) => return self.shell(words, &ctx, found),
+                _ => return self.emit(words, &ctx, found),
+            };
+            ctx.via.push(name.to_string());
+            words = next;
+        }
+    }
+
+    /// A shell: its `-c` string, its standard input when that is known, or the shell itself running a script file.
+    fn shell(&mut self, words: &[Word], ctx: &Context, found: &Found<'_>) {
+        let name = base_name(&words[0].text);
+        let mut rest = &words[1..];
+        let mut with_c = false;
+        let mut reads_stdin = false;
+        while let Some((w, tail)) = rest.split_first() {
+            let t = w.text.as_str();
+            if t == "--" || t == "-" {
+                rest = tail;
+                break;
+            }
+            if !(is_option(t) || (t.starts_with('+') && t.len() > 1)) {
+                break;
+            }
+            rest = tail;
+            if t.starts_with("--") {
+                if ["--rcfile", "--init-file"].contains(&t) && !rest.is_empty() {
+                    rest = &rest[1..];
+                }
+                continue;
+            }
+            let letters = &t[1..];
+            if t.starts_with('-') && letters.contains('c') {
+                with_c = true;
+            }
+            if t.starts_with('-') && letters.contains('s') {
+                reads_stdin = true;
+            }
+            // `-o NAME`, `+o NAME`, `-O NAME`: the option's name follows.
+            if (letters.ends_with('o') || letters.ends_with('O')) && !rest.is_empty() {
+                rest = &rest[1..];
+            }
+        }
+        if with_c {
+            if let Some(line) = rest.first() {
+                let via = format!("{name} -c");
+                self.line(&line.text, ctx, &via);
+            }
+            return;
+        }
+        if rest.is_empty() || reads_stdin {
+            if let Some((text, how)) = found.stdin {
+                let via = if how == "|" {
+                    format!("| {name}")
+                } else {
+                    format!("{name} {how}")
+                };
+                self.line(text, ctx, &via);
+            }
+            if rest.is_empty() {
+                return;
+            }
+        }
+        self.emit(words, ctx, found);
+    }
+
+    /// `find`: the find itself, and every command its `-exec`, `-execdir`, `-ok`, `-okdir` actions run.
+    fn find(&mut self, words: &[Word], ctx: &Context, found: &Found<'_>) {
+        self.emit(words, ctx, found);
+        let mut i = 1;
+        while i < words.len() {
+            if matches!(
+                words[i].text.as_str(),
+                "-exec" | "-execdir" | "-ok" | "-okdir"
+            ) {
+                let start = i + 1;
+                let mut end = start;
+                while end < words.len() && !matches!(words[end].text.as_str(), ";" | "+") {
+                    end += 1;
+                }
+                let mut inner = ctx.with("find -exec");
+                inner.more_args = true;
+                let none = Found {
+                    written: found.written,
+                    writes: &[],
+                    stdin: None,
+                };
+                self.unwrap(&words[start..end], inner, &none);
+                i = end;
+            }
+            i += 1;
+        }
+    }
+
+    fn emit(&mut self, words: &[Word], ctx: &Context, found: &Found<'_>) {
+        if words.is_empty() || self.full() {
+            return;
+        }
+        self.out.commands.push(EffectiveCommand {
+            words: words.iter().map(|w| w.text.clone()).collect(),
+            dynamic: words.iter().map(|w| w.dynamic).collect(),
+            via: ctx.via.clone(),
+            more_args: ctx.more_args,
+            writes: found.writes.to_vec(),
+            written: found.written.to_vec(),
+            depth: ctx.depth,
+        });
+    }
+}
+
+/// Where a simple command was found: its words as written, its output redirections and its known standard input.
+struct Found<'a> {
+    written: &'a [String],
+    writes: &'a [String],
+    /// The text on standard input and how it got there (`|`, `<<<`, `<<`).
+    stdin: Option<(&'a str, &'a str)>,
+}
+
+fn join(words: &[Word]) -> String {
+    let mut line = String::new();
+    for (k, w) in words.iter().enumerate() {
+        if k > 0 {
+            line.push(' ');
+        }
+        line.push_str(&w.text);
+    }
+    line
+}
+
+/// What a simple command prints when that is known statically: `echo WORDS`, `printf WORDS`, `cat` of a
+/// here-string or here-document.
+fn prints(words: &[Word], stdin: Option<&str>) -> Option<String> {
+    let (program, args) = words.split_first()?;
+    match base_name(&program.text) {
+        "echo" => {
+            let start = args
+                .iter()
+                .position(|w| !matches!(w.text.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en"))
+                .unwrap_or(args.len());
+            Some(join(&args[start..]))
+        }
+        "printf" => Some(join(args).replace("\\n", "\n")),
+        "cat" if args.is_empty() || args.iter().all(|w| w.text == "-") => stdin.map(str::to_string),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each effective command as `via… => words`.
+    fn read(line: &str) -> Vec<String> {
+        effective_commands(line)
+            .unwrap()
+            .commands
+            .iter()
+            .map(|c| {
+                if c.via.is_empty() {
+                    c.words.join(" ")
+                } else {
+                    format!("{} => {}", c.via.join(", "), c.words.join(" "))
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn wrappers_are_stripped_with_their_options() {
+        for (line, want) in [
+            ("timeout 5 kill -9 -1", "timeout => kill -9 -1"),
+            (
+                "timeout -s KILL -k 2 5s kill -9 -1",
+                "timeout => kill -9 -1",
+            ),
+            ("nice -n 10 pkill node", "nice => pkill node"),
+            ("nice -5 pkill node", "nice => pkill node"),
+            ("env -i FOO=1 PATH=/bin rm -rf /", "env => rm -rf /"),
+            ("env -u HOME -C /tmp kill -9 -1", "env => kill -9 -1"),
+            ("sudo -u root -E reboot", "sudo => reboot"),
+            ("doas -u root reboot", "doas => reboot"),
+            ("busybox kill -9 -1", "busybox => kill -9 -1"),
+            ("command kill -9 -1", "command => kill -9 -1"),
+            ("builtin kill -9 -1", "builtin => kill -9 -1"),
+            ("exec -a x kill -9 -1", "exec => kill -9 -1"),
+            ("time kill -9 -1", "kill -9 -1"),
+            ("/usr/bin/time -f %e kill -9 -1", "time => kill -9 -1"),
+            ("nohup setsid pkill node", "nohup, setsid => pkill node"),
+            ("stdbuf -oL -e 0 pkill node", "stdbuf => pkill node"),
+            ("ionice -c 3 -n 7 pkill node", "ionice => pkill node"),
+            ("chrt -f 10 pkill node", "chrt => pkill node"),
+            ("taskset -c 0,1 pkill node", "taskset => pkill node"),
+            ("taskset 0x3 pkill node", "taskset => pkill node"),
+            ("flock /tmp/l pkill node", "flock => pkill node"),
+            (
+                "flock -w 5 /tmp/l -c 'pkill node'",
+                "flock, flock -c => pkill node",
+            ),
+            ("watch -n 1 pkill node", "watch => pkill node"),
+            ("watch -x pkill node", "watch => pkill node"),
+            ("xargs -0 -n1 pkill", "xargs => pkill"),
+            ("! sudo id", "sudo => id"),
+        ] {
+            assert_eq!(read(line), [want], "{line}");
+        }
+    }
+
+    #[test]
+    fn shell_strings_are_read() {
+        for (line, want) in [
+            ("bash -lc 'kill -9 -1'", "bash -c => kill -9 -1"),
+            ("bash -ec 'kill -9 -1'", "bash -c => kill -9 -1"),
+            ("sh -o pipefail -xc 'pkill x'", "sh -c => pkill x"),
+            ("zsh -c \"sudo id\"", "zsh -c, sudo => id"),
+            ("eval 'kill -9 -1'", "eval => kill -9 -1"),
+            ("echo 'kill -9 -1' | bash", "| bash => kill -9 -1"),
+            ("printf 'pkill node' | sh -s", "| sh => pkill node"),
+            ("bash <<< 'pkill node'", "bash <<< => pkill node"),
+            ("bash <<EOF\npkill node\nEOF\n", "bash << => pkill node"),
+            ("cat <<'EOF' | sh\nkill -9 -1\nEOF", "| sh => kill -9 -1"),
+            ("su -c 'kill -9 -1'", "su, su -c => kill -9 -1"),
+            ("env -S 'kill -9 -1'", "env, env -S => kill -9 -1"),
+            (
+                "timeout 5 bash -c 'timeout 3 pkill x'",
+                "timeout, bash -c, timeout => pkill x",
+            ),
+        ] {
+            let got = read(line);
+            assert!(got.contains(&want.to_string()), "{line}: {got:?}");
+        }
+        assert_eq!(
+            read("echo $(pkill node)"),
+            ["$(…) => pkill node", "echo $(pkill node)"]
+        );
+        assert_eq!(read("X=`sudo id` true"), ["$(…), sudo => id", "true"]);
+        // A script file, not a string.
+        assert_eq!(read("bash ./deploy.sh"), ["bash ./deploy.sh"]);
+        assert_eq!(read("cat notes | bash"), ["cat notes"]);
+    }
+
+    #[test]
+    fn find_and_parallel_run_commands() {
+        assert_eq!(
+            read("find / -exec rm -rf {} +"),
+            ["find / -exec rm -rf {} +", "find -exec => rm -rf {}"]
+        );
+        let r = effective_commands("find . -name x -execdir pkill {} ;").unwrap();
+        assert!(r.commands[1].more_args);
+        assert_eq!(r.commands[1].words, ["pkill", "{}"]);
+        assert_eq!(
+            read("parallel -j4 'kill -9 {}' ::: 1 2"),
+            ["parallel => kill -9 {}"]
+        );
+    }
+
+    #[test]
+    fn dynamic_words_are_marked() {
+        let r = effective_commands("$k -9 -1; \"$CC\" main.c; '$x' y; $(which kill) -1").unwrap();
+        let known: Vec<bool> = r.commands.iter().map(|c| c.program_known()).collect();
+        assert_eq!(known, [false, false, true, true, false]);
+        assert!(r.commands[0].dynamic.iter().skip(1).all(|d| !d));
+    }
+
+    #[test]
+    fn look_alikes_are_not_commands() {
+        assert_eq!(read("echo 'kill -9 -1'"), ["echo kill -9 -1"]);
+        assert_eq!(read("command -v pkill"), ["command -v pkill"]);
+        assert_eq!(read("ionice -p 42"), ["ionice -p 42"]);
+        assert_eq!(read("grep -r 'bash -c' ."), ["grep -r bash -c ."]);
+        assert_eq!(read("timeout 5 cargo test"), ["timeout => cargo test"]);
+    }
+
+    #[test]
+    fn redirections_and_written_words_are_kept() {
+        let r = effective_commands("sudo tee /dev/sda > /dev/sdb").unwrap();
+        let c = &r.commands[0];
+        assert_eq!(c.words, ["tee", "/dev/sda"]);
+        assert_eq!(c.writes, ["/dev/sdb"]);
+        assert_eq!(c.written, ["sudo", "tee", "/dev/sda"]);
+        assert!(c.via("sudo"));
+    }
+
+    #[test]
+    fn hostile_lines_cost_bounded_work() {
+        let line = format!("{}pkill x", "eval ".repeat(20));
+        let r = effective_commands(&line).unwrap();
+        assert!(r.too_deep);
+        assert!(!r.complete());
+        let wide = "true;".repeat(MAX_COMMANDS + 10);
+        let r = effective_commands(&wide).unwrap();
+        assert!(r.truncated);
+        assert_eq!(r.commands.len(), MAX_COMMANDS);
+    }
+}

@@ -46,6 +46,31 @@ fn exit_codes_follow_the_command() {
 }
 
 #[test]
+fn the_binary_is_the_init_of_each_command_namespace_when_root() {
+    // The shell's own pid, the processes it can see, and the command line of pid 1 of its /proc.
+    let o = run(&[
+        "--",
+        "echo $$; ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    let pid: i32 = lines[0].parse().unwrap();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if root {
+        assert!(pid <= 3, "not in a PID namespace: {out}");
+        assert!(lines[1].parse::<usize>().unwrap() <= 6, "{out}");
+        assert!(lines[2].contains("__shellward-init"), "{out}");
+    } else {
+        // Without privilege, commands run unconfined (the binary says so in its info log).
+        assert!(pid > 3, "{out}");
+    }
+}
+
+#[test]
 fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
     let mark = new_mark("run-timeout");
     let dir = tempfile::tempdir().unwrap();

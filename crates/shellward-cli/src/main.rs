@@ -94,6 +94,8 @@ Examples:
 pub const EXIT_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
+    // First, before any thread: this binary is also the init of each command's PID namespace.
+    shellward_exec::init_main_if_requested();
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHELLWARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,shellward::notice=info"));
     tracing_subscriber::fmt()

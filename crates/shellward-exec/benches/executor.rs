@@ -3,6 +3,7 @@
 //! Run: `cargo bench -p shellward-exec --bench executor` (add a group name to run one, e.g. `-- spawn`).
 //!
 //! - `spawn/*`: execute `true` end to end vs a raw `tokio::process::Command` spawn + wait of `sh -c true`;
+//! - `namespace/*`: execute `true` in a PID namespace (under `shellward-init`) vs without;
 //! - `capture-1GiB/*`: capturing 1 GiB of output vs `sh -c 'head -c 1G /dev/zero | cat >/dev/null'`;
 //! - `kill-100-tree`: SIGKILL of a 100-process tree until no member is alive;
 //! - `list-1000`: list latency with 1,000 live background processes (RSS printed before and after starting them).
@@ -246,5 +247,55 @@ fn list_1000(c: &mut Criterion) {
     rt.block_on(ex.shutdown());
 }
 
-criterion_group!(benches, spawn, capture, kill_tree, list_1000);
+/// The cost of a PID namespace per command: `true` under this crate's init (new PID and mount namespace, private
+/// `/proc`, fork + exec of the command) against the same executor settings without one, interleaved.
+fn namespace(c: &mut Criterion) {
+    let rt = runtime();
+    let (plain, ns) = rt.block_on(async {
+        let mut config = ExecutorConfig::default();
+        config.pid_namespace = false;
+        let plain = Executor::new(config).unwrap();
+        let mut config = ExecutorConfig::default();
+        config.init_program = Some(env!("CARGO_BIN_EXE_shellward-init").into());
+        let ns = Executor::new(config).unwrap();
+        ns.execute(ExecPlan::new("true")).await.unwrap();
+        (plain, ns)
+    });
+    println!("pid namespaces active: {}", ns.pid_namespaces());
+    paired(
+        &rt,
+        "namespace: executor `true` in a PID namespace / without",
+        500,
+        || {
+            Box::pin(async {
+                let r = plain.execute(ExecPlan::new("true")).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            })
+        },
+        || {
+            Box::pin(async {
+                let r = ns.execute(ExecPlan::new("true")).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            })
+        },
+    );
+    let mut g = c.benchmark_group("namespace");
+    g.bench_function("executor-true-plain", |b| {
+        b.to_async(&rt).iter(|| async {
+            plain.execute(ExecPlan::new("true")).await.unwrap();
+        })
+    });
+    g.bench_function("executor-true-pid-namespace", |b| {
+        b.to_async(&rt).iter(|| async {
+            ns.execute(ExecPlan::new("true")).await.unwrap();
+        })
+    });
+    g.finish();
+    rt.block_on(async {
+        plain.shutdown().await;
+        ns.shutdown().await;
+    });
+}
+
+criterion_group!(benches, spawn, namespace, capture, kill_tree, list_1000);
 criterion_main!(benches);

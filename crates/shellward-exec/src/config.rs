@@ -55,6 +55,46 @@ pub struct ExecutorConfig {
     pub log_parent: Option<PathBuf>,
     /// Containment preference.
     pub containment: ContainmentPreference,
+    /// Run each command in its own PID namespace (and mount namespace with a private `/proc`) when the host allows
+    /// it, under a minimal init that forwards signals and reaps: `kill -9 -1` or `pkill` inside reach only the
+    /// command's tree. Needs privilege for `CLONE_NEWPID` (root here) and an init program (below); otherwise
+    /// commands run without one, the executor logs why, and [`Executor::pid_namespaces`] is false. Default true.
+    ///
+    /// [`Executor::pid_namespaces`]: crate::Executor::pid_namespaces
+    pub pid_namespace: bool,
+    /// The namespace init program: a binary whose `main` calls [`crate::init_main_if_requested`] first (the
+    /// `shellward` binary, or this crate's `shellward-init`). Default: this process's own executable when its `main`
+    /// called that function, else none (no namespaces).
+    pub init_program: Option<PathBuf>,
+    /// Per-command resource limits, inherited by every process of the tree.
+    pub limits: ResourceLimits,
+}
+
+/// Resource limits of one command's tree. `RLIMIT_CORE` is always 0 (a crashing command does not write a core file
+/// that may hold secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResourceLimits {
+    /// Most processes and threads the tree may have at once (cgroup `pids.max`), so a fork bomb in any language is
+    /// stopped. `None`: unlimited. Default 4096: builds and test suites stay far below it.
+    pub max_processes: Option<u64>,
+    /// `RLIMIT_AS` of every process (bytes of address space). Default: none.
+    pub address_space_bytes: Option<u64>,
+    /// `RLIMIT_FSIZE` of every process (largest file it may write, bytes). Default: none.
+    pub file_size_bytes: Option<u64>,
+    /// `RLIMIT_CPU` of every process (CPU seconds). Default: none.
+    pub cpu_seconds: Option<u64>,
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        ResourceLimits {
+            max_processes: Some(4096),
+            address_space_bytes: None,
+            file_size_bytes: None,
+            cpu_seconds: None,
+        }
+    }
 }
 
 impl Default for ExecutorConfig {
@@ -74,6 +114,9 @@ impl Default for ExecutorConfig {
             max_log_bytes: 512 * 1024 * 1024,
             log_parent: None,
             containment: ContainmentPreference::Auto,
+            pid_namespace: true,
+            init_program: None,
+            limits: ResourceLimits::default(),
         }
     }
 }

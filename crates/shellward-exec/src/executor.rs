@@ -90,9 +90,9 @@ impl Executor {
             .clone()
             .unwrap_or_else(LogDir::default_parent);
         let log_dir = LogDir::create(&parent).map_err(|e| ExecError::Setup(e.to_string()))?;
-        let platform = Platform::new(config.containment == ContainmentPreference::Auto)
+        let platform = Platform::new(config.containment == ContainmentPreference::Auto, &config)
             .map_err(|e| ExecError::Setup(e.to_string()))?;
-        tracing::info!(containment = %platform.kind(), log_dir = %log_dir.path().display(), "shellward executor ready");
+        tracing::info!(containment = %platform.kind(), pid_namespaces = platform.pid_namespaces(), max_processes = ?platform.process_limit(), log_dir = %log_dir.path().display(), "shellward executor ready");
         let base_env = config.env.base_env(std::env::vars_os());
         let registry = Registry::new(Limits {
             max_running: config.max_running,
@@ -119,6 +119,18 @@ impl Executor {
     /// The containment mechanism in use.
     pub fn containment(&self) -> ContainmentKind {
         self.inner.platform.kind()
+    }
+
+    /// Whether commands start in their own PID namespace (with a private `/proc`), so signals sent from inside reach
+    /// only the command's tree. False when turned off, without an init program, or when the host refused to create
+    /// one (then the first start found out, and logged it).
+    pub fn pid_namespaces(&self) -> bool {
+        self.inner.platform.pid_namespaces()
+    }
+
+    /// The most processes one command's tree may have at once, when that is enforced (a `pids` cgroup is writable).
+    pub fn process_limit(&self) -> Option<u64> {
+        self.inner.platform.process_limit()
     }
 
     /// The executor's parent cgroup directory, when cgroup containment is active (removed at shutdown).
@@ -190,7 +202,12 @@ impl Executor {
         let leftovers = if proc.tree.certainly_gone() {
             0
         } else {
-            proc.tree.members().len()
+            proc.tree
+                .members()
+                .iter()
+                // A namespace's init stays until the namespace is empty: it is no leftover of the command.
+                .filter(|m| !(proc.namespaced && m.pid == proc.pid))
+                .count()
         };
         (drained, leftovers)
     }
@@ -216,6 +233,7 @@ impl Executor {
             log_path,
             cursor,
             leftover_processes: leftovers,
+            process_limit_hit: proc.tree.process_limit_hit(),
         }
     }
 
@@ -327,6 +345,7 @@ impl Executor {
             readers_open: AtomicU64::new(1 + spawned.stderr.is_some() as u64),
             readers_done: watch::Sender::new(false),
             cleaned: AtomicBool::new(false),
+            namespaced: spawned.leader.namespaced(),
         });
         if plan.background {
             // A background run's log path is part of its start result (not only once it has printed something).

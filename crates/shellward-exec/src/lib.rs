@@ -41,7 +41,7 @@ mod results;
 mod sys;
 mod tasks;
 
-pub use config::{ContainmentPreference, ExecutorConfig};
+pub use config::{ContainmentPreference, ExecutorConfig, ResourceLimits};
 pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
@@ -52,3 +52,5 @@ pub use results::{
 };
 #[cfg(unix)]
 pub use sys::unix::ContainmentKind;
+#[cfg(unix)]
+pub use sys::unix::nsinit::init_main_if_requested;

@@ -33,6 +33,8 @@ pub(crate) struct Proc {
     pub(crate) readers_open: AtomicU64,
     pub(crate) readers_done: watch::Sender<bool>,
     pub(crate) cleaned: AtomicBool,
+    /// The leader is a PID-namespace init: the command is its child, and the init itself is no leftover.
+    pub(crate) namespaced: bool,
 }
 
 impl Proc {

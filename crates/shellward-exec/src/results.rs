@@ -71,6 +71,11 @@ pub struct ExecResult {
     /// Processes of the tree still alive after the leader exited (e.g. a daemon it started); they stay tracked
     /// under `id` and can be signalled.
     pub leftover_processes: usize,
+    /// The tree reached its process limit ([`ResourceLimits::max_processes`]) at least once: a fork was refused
+    /// (a fork bomb, or a build spawning more processes than allowed).
+    ///
+    /// [`ResourceLimits::max_processes`]: crate::ResourceLimits::max_processes
+    pub process_limit_hit: bool,
 }
 
 /// One entry of [`Executor::list`].

@@ -90,14 +90,43 @@ pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
 
 pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
     let pid = leader.pid();
-    let (pidfd, child) = match leader {
-        Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
-        Leader::Std(child) => (pidfd_open(pid), Some(child)),
+    let (pidfd, child, report) = match leader {
+        Leader::Raw { pidfd, report, .. } => (Ok(pidfd), None, report),
+        Leader::Std(child) => (pidfd_open(pid), Some(child), None),
     };
     let registered = pidfd.and_then(|fd| {
         // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
         unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
     });
+    // Under a namespace init, the command's end is the init's report, which may come long before the init exits
+    // (it stays while processes the command left behind live on).
+    if let (Some(report), Ok(pidfd)) = (report, &registered) {
+        // SAFETY: the report's `OwnedFd` moves into the `AsyncFd`, which keeps it open for its whole lifetime.
+        let watched = unsafe { AsyncFd::register_with_interest(report, Interest::READABLE) };
+        let reported = match watched {
+            Ok(report) => {
+                tokio::select! {
+                    _ = report.readable() => crate::sys::unix::nsinit::read_report(report.get_ref()),
+                    _ = pidfd.readable() => crate::sys::unix::nsinit::read_report(report.get_ref()),
+                }
+            }
+            Err(e) => {
+                tracing::debug!(id = %proc.id, "cannot watch the init's report ({e})");
+                None
+            }
+        };
+        if let Some(raw) = reported {
+            publish_exit(&inner, &proc, Ok(std::process::ExitStatus::from_raw(raw)));
+            let _ = pidfd.readable().await;
+            if let Some(inner) = inner.upgrade() {
+                inner.platform.leader_exited(pid);
+            }
+            let _ = proc.tree.leader().reap(move || waitpid_blocking(pid));
+            proc.tick.send_modify(|t| *t += 1);
+            return;
+        }
+        // No report: the init died before the command ended (killed); its own status stands.
+    }
     let wait = move || match child {
         Some(mut c) => c.wait(),
         None => waitpid_blocking(pid),
@@ -124,6 +153,15 @@ pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Lea
             status
         }
     };
+    publish_exit(&inner, &proc, status);
+}
+
+/// Records how the command ended, frees its running slot, and wakes its waiters.
+fn publish_exit(
+    inner: &Weak<Inner>,
+    proc: &Proc,
+    status: std::io::Result<std::process::ExitStatus>,
+) {
     let state = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => ExitState::Code(c),

@@ -35,6 +35,11 @@
 //! max_running_per_session = 64
 //! max_retained_per_session = 100
 //! max_log_bytes = 536870912
+//! pid_namespace = true            # each command in its own PID namespace when the host allows it
+//! max_processes = 4096            # processes per command tree (cgroup pids); 0 = unlimited
+//! max_address_space_bytes = 0     # RLIMIT_AS per process; 0 = unlimited (the default)
+//! max_file_size_bytes = 0         # RLIMIT_FSIZE; 0 = unlimited
+//! max_cpu_seconds = 0             # RLIMIT_CPU; 0 = unlimited
 //!
 //! [env]                           # what commands inherit from shellward's environment, and what is set
 //! inherit = "all"                 # or "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TMPDIR, TZ) or "none"
@@ -839,6 +844,22 @@ impl Walker {
         if let Some(dir) = self.string(&mut t, "log_dir", p) {
             e.log_parent = Some(PathBuf::from(dir));
         }
+        if let Some(b) = self.boolean(&mut t, "pid_namespace", p) {
+            e.pid_namespace = b;
+        }
+        let some = |n: u64| (n > 0).then_some(n);
+        if let Some(n) = self.integer(&mut t, "max_processes", p, 0, 4_194_304) {
+            e.limits.max_processes = some(n);
+        }
+        if let Some(n) = self.integer(&mut t, "max_address_space_bytes", p, 0, 1 << 50) {
+            e.limits.address_space_bytes = some(n);
+        }
+        if let Some(n) = self.integer(&mut t, "max_file_size_bytes", p, 0, 1 << 50) {
+            e.limits.file_size_bytes = some(n);
+        }
+        if let Some(n) = self.integer(&mut t, "max_cpu_seconds", p, 0, 1 << 32) {
+            e.limits.cpu_seconds = some(n);
+        }
         self.unknown_keys(
             t,
             p,
@@ -859,6 +880,11 @@ impl Walker {
                 "separate_stderr",
                 "containment",
                 "log_dir",
+                "pid_namespace",
+                "max_processes",
+                "max_address_space_bytes",
+                "max_file_size_bytes",
+                "max_cpu_seconds",
             ],
         );
     }
@@ -1104,6 +1130,9 @@ mod tests {
             output_head_bytes = 100
             containment = "process-group"
             max_running_per_session = 2
+            pid_namespace = false
+            max_processes = 0
+            max_file_size_bytes = 1073741824
             max_retained_per_session = 7
             max_log_bytes = 1048576
             [env]
@@ -1140,6 +1169,9 @@ mod tests {
         assert_eq!(c.executor.output.head, 100);
         assert_eq!(c.executor.containment, ContainmentPreference::ProcessGroup);
         assert_eq!(c.executor.max_running_per_session, 2);
+        assert!(!c.executor.pid_namespace);
+        assert_eq!(c.executor.limits.max_processes, None);
+        assert_eq!(c.executor.limits.file_size_bytes, Some(1 << 30));
         assert_eq!(c.executor.max_retained_per_session, 7);
         assert_eq!(c.executor.max_log_bytes, 1 << 20);
         assert_eq!(c.executor.env.inherit, shellward_exec::Inherit::Core);

@@ -70,10 +70,28 @@ pub fn configs() -> Vec<(&'static str, ExecutorConfig)> {
         c.drain = Duration::from_millis(300);
         c
     };
+    let mut namespaced = fast(ContainmentPreference::Auto);
+    namespaced.init_program = Some(INIT.into());
+    let mut group_namespaced = fast(ContainmentPreference::ProcessGroup);
+    group_namespaced.init_program = Some(INIT.into());
     vec![
         ("auto", fast(ContainmentPreference::Auto)),
         ("process-group", fast(ContainmentPreference::ProcessGroup)),
+        ("auto + pid namespace", namespaced),
+        ("process-group + pid namespace", group_namespaced),
     ]
+}
+
+/// This crate's namespace init binary.
+pub const INIT: &str = env!("CARGO_BIN_EXE_shellward-init");
+
+/// A config whose commands run in a PID namespace (when the host allows it).
+pub fn namespaced() -> ExecutorConfig {
+    let mut c = ExecutorConfig::default();
+    c.init_program = Some(INIT.into());
+    c.grace = Duration::from_millis(300);
+    c.drain = Duration::from_millis(300);
+    c
 }
 
 /// Waits until the output of `id` contains `needle` (or panics after 10 s).

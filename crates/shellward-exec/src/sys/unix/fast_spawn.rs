@@ -36,6 +36,10 @@ const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
 const CLONE_PIDFD: u64 = 0x1000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+const CLONE_NEWNS: u64 = 0x2_0000;
+const CLONE_NEWPID: u64 = 0x2000_0000;
+/// Most resource limits one spawn sets.
+pub(crate) const MAX_RLIMITS: usize = 6;
 const SYS_CLONE3: isize = 435;
 const CHILD_STACK: usize = 64 * 1024;
 
@@ -53,6 +57,14 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) fds: [RawFd; 3],
     /// The cgroup directory to start in, if any.
     pub(crate) cgroup_dir_fd: Option<RawFd>,
+    /// Start in a new PID and mount namespace (the program is then the namespace's init).
+    pub(crate) new_pid_namespace: bool,
+    /// A descriptor the child gets as fd 3 (the init's report pipe).
+    pub(crate) fd3: Option<RawFd>,
+    /// An open `cgroup.procs` the child joins (writes `0` to) before exec: a cgroup v1 `pids` group.
+    pub(crate) join_procs_fd: Option<RawFd>,
+    /// Resource limits set in the child before exec: `(RLIMIT_*, value)`.
+    pub(crate) rlimits: &'a [(u32, u64)],
 }
 
 #[repr(C)]
@@ -62,6 +74,13 @@ struct ChildArgs {
     envp: *const *const c_char,
     workdir: *const c_char,
     fds: [RawFd; 3],
+    /// Descriptor to put on fd 3, or -1.
+    fd3: RawFd,
+    /// `cgroup.procs` to write `0` to, or -1.
+    join_procs_fd: RawFd,
+    /// Resource limits: the first `rlimit_count` entries.
+    rlimits: [(u32, u64); MAX_RLIMITS],
+    rlimit_count: usize,
     /// Bit `n` set: reset signal `n` to its default disposition in the child.
     reset_signals: u64,
     /// errno of the failing step, written by the child (shared memory).
@@ -112,10 +131,27 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
             fail(a);
         }
+        // Join the process-count group before anything can fork: the whole tree is counted.
+        if a.join_procs_fd >= 0 && libc::write(a.join_procs_fd, c"0".as_ptr().cast(), 1) != 1 {
+            fail(a);
+        }
+        for &(resource, value) in &a.rlimits[..a.rlimit_count] {
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            if libc::setrlimit(resource as _, &limit) != 0 {
+                fail(a);
+            }
+        }
         for (target, &fd) in a.fds.iter().enumerate() {
             if fd != target as RawFd && libc::dup2(fd, target as RawFd) < 0 {
                 fail(a);
             }
+        }
+        // After 0-2, whose sources may have been fd 3; dup2 clears close-on-exec on the copy.
+        if a.fd3 >= 0 && libc::dup2(a.fd3, 3) < 0 {
+            fail(a);
         }
         if libc::chdir(a.workdir) != 0 {
             fail(a);
@@ -191,6 +227,16 @@ pub(crate) fn spawn(req: &FastSpawn<'_>) -> io::Result<(i32, OwnedFd)> {
             envp: req.envp.as_ptr(),
             workdir: req.workdir.as_ptr(),
             fds: req.fds,
+            fd3: req.fd3.unwrap_or(-1),
+            join_procs_fd: req.join_procs_fd.unwrap_or(-1),
+            rlimits: {
+                let mut r = [(0u32, 0u64); MAX_RLIMITS];
+                for (slot, l) in r.iter_mut().zip(req.rlimits) {
+                    *slot = *l;
+                }
+                r
+            },
+            rlimit_count: req.rlimits.len().min(MAX_RLIMITS),
             reset_signals: signals_to_reset(),
             errno: 0,
         };
@@ -206,6 +252,9 @@ pub(crate) fn spawn(req: &FastSpawn<'_>) -> io::Result<(i32, OwnedFd)> {
         if let Some(fd) = req.cgroup_dir_fd {
             args.flags |= CLONE_INTO_CGROUP;
             args.cgroup = fd as u64;
+        }
+        if req.new_pid_namespace {
+            args.flags |= CLONE_NEWPID | CLONE_NEWNS;
         }
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
@@ -315,6 +364,17 @@ impl SpawnCache {
     }
 }
 
+/// What a spawn adds around the command: a PID-namespace init, a process-count group, resource limits.
+#[derive(Default)]
+pub(crate) struct Confinement<'a> {
+    /// Start the command under this init program in a new PID namespace, with the init's report pipe (write end).
+    pub(crate) init: Option<(&'a std::path::Path, RawFd)>,
+    /// An open `cgroup.procs` of a v1 `pids` group to join before exec.
+    pub(crate) join_procs_fd: Option<RawFd>,
+    /// Resource limits.
+    pub(crate) rlimits: &'a [(u32, u64)],
+}
+
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
 pub(crate) fn spawn_spec(
     spec: &super::SpawnSpec,
@@ -322,6 +382,7 @@ pub(crate) fn spawn_spec(
     stderr: RawFd,
     cgroup_dir: Option<&std::path::Path>,
     cache: &SpawnCache,
+    confine: &Confinement<'_>,
 ) -> io::Result<(i32, OwnedFd)> {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
@@ -340,7 +401,24 @@ pub(crate) fn spawn_spec(
         )
     })?;
     let path = cstring(program.as_os_str().as_bytes())?;
-    let argv_c: Vec<std::ffi::CString> = std::iter::once(spec.program.as_os_str())
+    // Under an init: `INIT __shellward-init 3 PROGRAM -- ARGV0 ARGS…`.
+    let init_prefix: Vec<&std::ffi::OsStr> = match confine.init {
+        Some((init, _)) => vec![
+            init.as_os_str(),
+            std::ffi::OsStr::new(super::nsinit::INIT_ARG),
+            std::ffi::OsStr::new("3"),
+            program.as_os_str(),
+            std::ffi::OsStr::new("--"),
+        ],
+        None => Vec::new(),
+    };
+    let init_path = match confine.init {
+        Some((init, _)) => Some(cstring(init.as_os_str().as_bytes())?),
+        None => None,
+    };
+    let argv_c: Vec<std::ffi::CString> = init_prefix
+        .into_iter()
+        .chain(std::iter::once(spec.program.as_os_str()))
         .chain(spec.args.iter().map(|a| a.as_os_str()))
         .map(|a| cstring(a.as_bytes()))
         .collect::<io::Result<_>>()?;
@@ -378,14 +456,20 @@ pub(crate) fn spawn_spec(
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let mut request = FastSpawn {
-        path: &path,
+        path: init_path.as_deref().unwrap_or(&path),
         argv: &argv,
         envp: &envp,
         workdir: &workdir,
         fds: [devnull, stdout, stderr],
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
+        new_pid_namespace: confine.init.is_some(),
+        fd3: confine.init.map(|(_, fd)| fd),
+        join_procs_fd: confine.join_procs_fd,
+        rlimits: confine.rlimits,
     };
     match spawn(&request) {
+        // Under an init, the program path is an argument of the init: a moved program fails inside it.
+        Err(e) if confine.init.is_some() => Err(e),
         Err(e) if cached && e.raw_os_error().is_some() => {
             // The program may have moved since it was resolved: look it up afresh and try once more.
             cache.forget();
@@ -418,7 +502,14 @@ mod tests {
         // descriptor until it execs, and exec then fails with ETXTBSY for that moment.
         let mut attempts = 0;
         let (pid, _pidfd) = loop {
-            match spawn_spec(spec, null.as_raw_fd(), null.as_raw_fd(), None, cache) {
+            match spawn_spec(
+                spec,
+                null.as_raw_fd(),
+                null.as_raw_fd(),
+                None,
+                cache,
+                &Confinement::default(),
+            ) {
                 Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempts < 100 => {
                     attempts += 1;
                     std::thread::sleep(std::time::Duration::from_millis(10));

@@ -6,10 +6,14 @@
 //! - [`pidfd`]: pidfds and signals sent only to a process whose identity was just proven;
 //! - [`watchdog`]: the helper that kills what the executor started if the executor itself is killed;
 //! - [`pipes`]: output pipes and blocking waits for a child;
+//! - [`nsinit`]: the init of a command's PID namespace (forwards signals, reaps, reports the command's status);
+//! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table.
 
 pub(crate) mod cgroup;
 mod fast_spawn;
+pub(crate) mod limits;
+pub(crate) mod nsinit;
 pub(crate) mod pidfd;
 pub(crate) mod pipes;
 mod platform;

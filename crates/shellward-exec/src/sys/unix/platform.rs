@@ -3,6 +3,7 @@
 
 use super::cgroup::{self, CgroupRoot};
 use super::fast_spawn;
+use super::limits::{self, PidsRoot};
 use super::pipes::pipe;
 use super::procfs;
 use super::tree::{Children, Tree};
@@ -32,6 +33,14 @@ pub(crate) struct Platform {
     /// Fallback mode: which of this process's children are accounted for.
     children: Arc<Children>,
     watchdog: Mutex<Option<Watchdog>>,
+    /// The PID-namespace init program while namespaces work; `None` once they are known not to (or are off).
+    init: Arc<Mutex<Option<PathBuf>>>,
+    /// This executor's `pids` groups, when a `pids` hierarchy is writable and a process limit is set.
+    pids_root: Option<Arc<PidsRoot>>,
+    /// The process limit per tree.
+    max_processes: Option<u64>,
+    /// `RLIMIT_*` set in every leader.
+    rlimits: Arc<Vec<(u32, u64)>>,
 }
 
 type SpawnJob = Box<dyn FnOnce() + Send>;
@@ -54,6 +63,8 @@ pub(crate) enum Leader {
         pid: i32,
         /// A pidfd for it.
         pidfd: OwnedFd,
+        /// When the leader is a PID-namespace init: the read end of its report (the command's status, leftovers).
+        report: Option<OwnedFd>,
     },
 }
 
@@ -64,6 +75,17 @@ impl Leader {
             Leader::Std(c) => c.id() as i32,
             Leader::Raw { pid, .. } => *pid,
         }
+    }
+
+    /// Whether the leader is a PID-namespace init (reporting the command's status on its report pipe).
+    pub(crate) fn namespaced(&self) -> bool {
+        matches!(
+            self,
+            Leader::Raw {
+                report: Some(_),
+                ..
+            }
+        )
     }
 }
 
@@ -84,9 +106,9 @@ pub(crate) struct SpawnSpec {
 }
 
 impl Platform {
-    /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and `allow_cgroup`)
-    /// and the spawner thread.
-    pub(crate) fn new(allow_cgroup: bool) -> io::Result<Platform> {
+    /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and `allow_cgroup`),
+    /// PID namespaces and per-command limits as `config` asks and the host allows, and the spawner thread.
+    pub(crate) fn new(allow_cgroup: bool, config: &crate::ExecutorConfig) -> io::Result<Platform> {
         let root = if allow_cgroup {
             match cgroup::discover() {
                 Some(base) => match CgroupRoot::create(&base) {
@@ -129,6 +151,32 @@ impl Platform {
             .unwrap_or_default()
             .as_nanos();
         let token = format!("{}-{nanos}", std::process::id());
+        let init = if config.pid_namespace {
+            let program = config.init_program.clone().or_else(|| {
+                super::nsinit::hook_installed()
+                    .then(|| std::env::current_exe().ok())
+                    .flatten()
+            });
+            if program.is_none() {
+                tracing::info!(
+                    "commands run without a PID namespace: no init program (call \
+                     shellward_exec::init_main_if_requested() first in main, or set init_program)"
+                );
+            }
+            program
+        } else {
+            None
+        };
+        let pids_root = match config.limits.max_processes {
+            Some(_) => match PidsRoot::create(&token) {
+                Ok(root) => Some(Arc::new(root)),
+                Err(e) => {
+                    tracing::info!("the number of processes per command is not limited: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
         let platform = Platform {
             root,
             token,
@@ -140,6 +188,10 @@ impl Platform {
                 watchdog: AtomicI32::new(0),
             }),
             watchdog: Mutex::new(None),
+            init: Arc::new(Mutex::new(init)),
+            pids_root,
+            max_processes: config.limits.max_processes,
+            rlimits: Arc::new(limits::rlimits(&config.limits)),
         };
         let dog = Watchdog::start(
             platform.root.as_ref().map(|r| r.dir().to_path_buf()),
@@ -156,6 +208,19 @@ impl Platform {
     /// The executor's parent cgroup, when cgroups are used.
     pub(crate) fn cgroup_dir(&self) -> Option<&std::path::Path> {
         self.root.as_ref().map(|r| r.dir())
+    }
+
+    /// Whether commands are started in their own PID namespace (until a start shows the host does not allow it).
+    pub(crate) fn pid_namespaces(&self) -> bool {
+        self.init
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Whether the number of processes per command is limited.
+    pub(crate) fn process_limit(&self) -> Option<u64> {
+        self.pids_root.as_ref().and(self.max_processes)
     }
 
     /// The active containment.
@@ -206,6 +271,26 @@ impl Platform {
         let cgroup_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf());
         let parent = std::process::id() as i32;
         let cache = self.spawn_cache.clone();
+        let (pids, join_procs) = match (&self.pids_root, self.max_processes) {
+            (Some(root), Some(max)) => match root.group(&spec.name, max) {
+                Ok((group, procs)) => (Some(group), Some(procs)),
+                Err(e) => {
+                    if let Some(cg) = &cgroup {
+                        cg.remove();
+                    }
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot create the process-count group of {}: {e}",
+                            spec.name
+                        ),
+                    ));
+                }
+            },
+            _ => (None, None),
+        };
+        let init_slot = self.init.clone();
+        let rlimits = self.rlimits.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
         let job = move || -> io::Result<(Unclaimed, OwnedFd, Option<OwnedFd>)> {
             let (out_r, out_w) = pipe()?;
@@ -215,15 +300,64 @@ impl Platform {
             } else {
                 (None, out_w.try_clone()?)
             };
-            match fast_spawn::spawn_spec(
-                &spec,
-                out_w.as_raw_fd(),
-                err_w.as_raw_fd(),
-                cgroup_dir.as_deref(),
-                &cache,
-            ) {
-                Ok((pid, pidfd)) => {
-                    return Ok((Unclaimed(Some(Leader::Raw { pid, pidfd })), out_r, err_r));
+            // The job owns the descriptor (closed when it is done): valid even if the caller stopped waiting.
+            let join_procs_fd = join_procs.as_ref().map(|f| f.as_raw_fd());
+            let init = init_slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let attempt =
+                |init: Option<&std::path::Path>| -> io::Result<(i32, OwnedFd, Option<OwnedFd>)> {
+                    let report = match init {
+                        Some(_) => Some(pipe()?),
+                        None => None,
+                    };
+                    let confine = fast_spawn::Confinement {
+                        init: init.zip(report.as_ref().map(|(_, w)| w.as_raw_fd())),
+                        join_procs_fd,
+                        rlimits: &rlimits,
+                    };
+                    let (pid, pidfd) = fast_spawn::spawn_spec(
+                        &spec,
+                        out_w.as_raw_fd(),
+                        err_w.as_raw_fd(),
+                        cgroup_dir.as_deref(),
+                        &cache,
+                        &confine,
+                    )?;
+                    // The write end is the init's alone now: closing ours makes the report readable without blocking.
+                    Ok((pid, pidfd, report.map(|(r, _)| r)))
+                };
+            let spawned = match attempt(init.as_deref()) {
+                Err(e)
+                    if init.is_some()
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(
+                                libc::EPERM
+                                    | libc::EINVAL
+                                    | libc::ENOSPC
+                                    | libc::EUSERS
+                                    | libc::ENOENT
+                                    | libc::EACCES
+                                    | libc::ENOEXEC
+                            )
+                        ) =>
+                {
+                    tracing::info!(
+                        init = %init.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+                        "commands run without a PID namespace: the host refused to create one, or the init \
+                         program cannot run ({e})"
+                    );
+                    *init_slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    attempt(None)
+                }
+                other => other,
+            };
+            match spawned {
+                Ok((pid, pidfd, report)) => {
+                    return Ok((
+                        Unclaimed(Some(Leader::Raw { pid, pidfd, report })),
+                        out_r,
+                        err_r,
+                    ));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
                 Err(e) => return Err(e),
@@ -237,7 +371,9 @@ impl Platform {
                 .stdout(Stdio::from(out_w))
                 .stderr(Stdio::from(err_w))
                 .process_group(0);
-            // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close).
+            let rlimits = rlimits.clone();
+            // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close,
+            // setrlimit) on memory allocated before the fork.
             unsafe {
                 cmd.pre_exec(move || {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -249,6 +385,20 @@ impl Platform {
                     }
                     if let Some(procs) = &procs {
                         cgroup::join_from_child(procs)?;
+                    }
+                    if let Some(fd) = join_procs_fd
+                        && libc::write(fd, c"0".as_ptr().cast(), 1) != 1
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    for &(resource, value) in rlimits.iter() {
+                        let limit = libc::rlimit {
+                            rlim_cur: value,
+                            rlim_max: value,
+                        };
+                        if libc::setrlimit(resource as _, &limit) != 0 {
+                            return Err(io::Error::last_os_error());
+                        }
                     }
                     Ok(())
                 });
@@ -280,7 +430,7 @@ impl Platform {
         let pgid = leader.pid();
         let marker = format!("{TREE_VAR}={marker}");
         let tree = match cgroup {
-            Some(cg) => Tree::in_cgroup(cg, pgid, marker),
+            Some(cg) => Tree::in_cgroup(cg, pgid, marker, pids),
             None => {
                 self.children
                     .leaders
@@ -292,6 +442,7 @@ impl Platform {
                     marker,
                     format!("{TREE_VAR}={}/", self.token),
                     self.children.clone(),
+                    pids,
                 )
             }
         };
@@ -333,6 +484,9 @@ impl Platform {
     pub(crate) fn shutdown(&self) {
         if let Some(root) = &self.root {
             root.kill_all_and_remove();
+        }
+        if let Some(pids) = &self.pids_root {
+            pids.remove_all();
         }
         if let Some(mut dog) = self
             .watchdog

@@ -234,12 +234,22 @@ mod tests {
                 k.id()
             );
         }
+        let starts: Vec<(i32, u64)> = kids
+            .iter()
+            .map(|k| (k.id() as i32, stat(k.id() as i32).unwrap().start))
+            .collect();
         for k in &mut kids {
             k.kill().unwrap();
             k.wait().unwrap();
         }
+        // A listed pid may be reused meanwhile by a child another test started: only the same process counts.
         let listed = own_children().unwrap();
-        assert!(kids.iter().all(|k| !listed.contains(&(k.id() as i32))));
+        for (pid, start) in starts {
+            assert!(
+                !listed.contains(&pid) || stat(pid).is_none_or(|e| e.start != start),
+                "{pid} is still listed after it was reaped"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! cannot be handed to another process.
 
 use super::cgroup::Cgroup;
+use super::limits::PidsGroup;
 use super::pidfd::{Identity, signal_verified};
 use super::{WATCHDOG_VAR, procfs};
 use nix::sys::signal::{Signal, killpg};
@@ -63,6 +64,8 @@ pub(crate) struct Tree {
     /// Whether the leader has been reaped.
     leader: Arc<LeaderReap>,
     kind: Kind,
+    /// The tree's process-count group, when processes are limited.
+    pids: Option<PidsGroup>,
 }
 
 #[derive(Debug)]
@@ -118,12 +121,18 @@ pub(crate) struct Children {
 
 impl Tree {
     /// A tree in its own cgroup.
-    pub(crate) fn in_cgroup(cgroup: Cgroup, pgid: i32, marker: String) -> Tree {
+    pub(crate) fn in_cgroup(
+        cgroup: Cgroup,
+        pgid: i32,
+        marker: String,
+        pids: Option<PidsGroup>,
+    ) -> Tree {
         Tree {
             pgid,
             marker,
             leader: Arc::default(),
             kind: Kind::Cgroup(cgroup),
+            pids,
         }
     }
 
@@ -133,6 +142,7 @@ impl Tree {
         marker: String,
         token_prefix: String,
         children: Arc<Children>,
+        pids: Option<PidsGroup>,
     ) -> Tree {
         Tree {
             pgid,
@@ -143,7 +153,13 @@ impl Tree {
                 known: Mutex::new(HashMap::new()),
                 children,
             },
+            pids,
         }
+    }
+
+    /// Whether the tree hit its process limit (a fork was refused).
+    pub(crate) fn process_limit_hit(&self) -> bool {
+        self.pids.as_ref().is_some_and(|p| p.limit_hit())
     }
 
     /// The process group id (the leader's pid).
@@ -398,13 +414,22 @@ impl Tree {
         if let Kind::Cgroup(cgroup) = &self.kind {
             cgroup.remove();
         }
+        if let Some(pids) = &self.pids {
+            for _ in 0..50 {
+                if pids.try_remove() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
     }
 
     /// Tries once to release the tree's resources without blocking; returns whether they are released.
     pub(crate) fn try_cleanup(&self) -> bool {
-        match &self.kind {
+        let groups = match &self.kind {
             Kind::Cgroup(cgroup) => cgroup.try_remove(),
             Kind::Group { .. } => true,
-        }
+        };
+        groups && self.pids.as_ref().is_none_or(|p| p.try_remove())
     }
 }

@@ -1,0 +1,234 @@
+//! What the host confines beyond syntax: each command in its own PID namespace (under this crate's init), a process
+//! limit per tree, and resource limits. Commands that would harm the machine outside a namespace (`os.kill(-1, 9)`, a
+//! fork bomb) run only after the test has proven the confinement is active.
+
+mod common;
+
+use common::*;
+use shellward_exec::{ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind, TimeoutAction};
+use std::time::{Duration, Instant};
+
+/// Starts an executor whose commands run in PID namespaces, and proves it: a command sees itself as a low pid in a
+/// `/proc` of its own. Panics when the host does not allow namespaces (this project's CI machine does).
+async fn confined(config: ExecutorConfig) -> Executor {
+    let ex = Executor::new(config).unwrap();
+    let r = ex
+        .execute(ExecPlan::new(
+            "echo $$; ls /proc | grep -c '^[0-9]'; readlink /proc/self/ns/pid",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        ex.pid_namespaces(),
+        "PID namespaces are not active here (run the tests as root); refusing to run commands that need them"
+    );
+    let lines: Vec<&str> = r.output.text.lines().collect();
+    assert_eq!(lines.len(), 3, "{r:?}");
+    let pid: i32 = lines[0].parse().unwrap();
+    assert!(
+        pid <= 3,
+        "the shell is pid {pid}: not in a namespace of its own"
+    );
+    let visible: usize = lines[1].parse().unwrap();
+    assert!(
+        visible <= 6,
+        "{visible} processes visible in /proc: it is not the namespace's own"
+    );
+    let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    assert_ne!(
+        lines[2],
+        ours.to_str().unwrap(),
+        "same PID namespace as the test"
+    );
+    ex
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_one_inside_reaches_only_the_tree() {
+    let ex = confined(namespaced()).await;
+    // A process outside the tree, started by this test: it must survive.
+    let mut sentinel = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let mark = new_mark();
+    let mut plan = marked_plan(
+        "sleep 30 & python3 -c 'import os, time; time.sleep(0.2); os.kill(-1, 9)'; echo after",
+        &mark,
+    );
+    plan.timeout = Some(Duration::from_secs(20));
+    let r = ex.execute(plan).await.unwrap();
+    let alive = sentinel.try_wait().unwrap().is_none();
+    let _ = sentinel.kill();
+    let _ = sentinel.wait();
+    assert!(
+        alive,
+        "kill(-1, 9) inside the tree killed a process outside it"
+    );
+    // Everything of the namespace got the signal: the shell (its own kill) and the sleep.
+    assert_eq!(r.exit, ExitState::Signal("SIGKILL".into()), "{r:?}");
+    assert!(!r.output.text.contains("after"), "{r:?}");
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_status_passes_through_the_init() {
+    let ex = confined(namespaced()).await;
+    for (command, want) in [
+        ("exit 3", ExitState::Code(3)),
+        ("true", ExitState::Code(0)),
+        ("kill -KILL $$", ExitState::Signal("SIGKILL".into())),
+        ("kill -TERM $$", ExitState::Signal("SIGTERM".into())),
+    ] {
+        let r = ex.execute(ExecPlan::new(command)).await.unwrap();
+        assert_eq!(r.exit, want, "{command}: {r:?}");
+        assert_eq!(r.leftover_processes, 0, "{command}: {r:?}");
+    }
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_still_means_term_then_grace_then_kill() {
+    let ex = confined(namespaced()).await;
+    // A command that handles TERM: the init forwards it, the handler runs, its exit code is the result.
+    let mut plan =
+        ExecPlan::new("trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done");
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    wait_for_output(&ex, &r.id, "ready").await;
+    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    let info = ex.info(&r.id, None).unwrap();
+    assert_eq!(info.exit, ExitState::Code(7), "{info:?}");
+    wait_for_output(&ex, &r.id, "got-term").await;
+    // A command that ignores TERM is killed after the grace period.
+    let mark = new_mark();
+    let mut plan = marked_plan(
+        "trap '' TERM; echo ready; while :; do sleep 0.1; done",
+        &mark,
+    );
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    wait_for_output(&ex, &r.id, "ready").await;
+    let started = Instant::now();
+    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "no grace period"
+    );
+    assert_eq!(
+        ex.info(&r.id, None).unwrap().exit,
+        ExitState::Signal("SIGKILL".into())
+    );
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_left_behind_are_reported_and_stoppable_under_the_init() {
+    let ex = confined(namespaced()).await;
+    let mark = new_mark();
+    let r = ex
+        .execute(marked_plan("sleep 30 & sleep 31 & echo started", &mark))
+        .await
+        .unwrap();
+    assert_eq!(r.exit, ExitState::Code(0), "{r:?}");
+    assert_eq!(
+        r.leftover_processes, 2,
+        "the init itself is no leftover: {r:?}"
+    );
+    assert!(ex.info(&r.id, None).unwrap().running);
+    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_in_python_is_contained() {
+    let mut config = namespaced();
+    config.limits.max_processes = Some(64);
+    let ex = confined(config).await;
+    assert_eq!(
+        ex.process_limit(),
+        Some(64),
+        "no pids cgroup here: refusing to run a fork bomb unconfined"
+    );
+    let mark = new_mark();
+    let mut plan = marked_plan(
+        "python3 -c '\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n'",
+        &mark,
+    );
+    plan.timeout = Some(Duration::from_secs(3));
+    plan.on_timeout = TimeoutAction::Kill;
+    let bomb = {
+        let ex = ex.clone();
+        tokio::spawn(async move { ex.execute(plan).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The tree never exceeds its limit, and the host stays responsive.
+    let count = marked(&mark).len();
+    assert!(count <= 64, "{count} processes in a tree limited to 64");
+    let started = Instant::now();
+    let other = Executor::new(ExecutorConfig::default()).unwrap();
+    let r = other
+        .execute(ExecPlan::new("echo responsive"))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "responsive\n");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    other.shutdown().await;
+    let r = bomb.await.unwrap();
+    assert!(r.timed_out, "{r:?}");
+    assert!(r.process_limit_hit, "{r:?}");
+    let left = survivors_after(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "{left:?}");
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_limits_reach_every_command() {
+    let mut config = ExecutorConfig::default();
+    config.limits.file_size_bytes = Some(1 << 20);
+    config.limits.cpu_seconds = Some(600);
+    config.limits.address_space_bytes = Some(8 << 30);
+    let ex = Executor::new(config).unwrap();
+    let r = ex
+        .execute(ExecPlan::new(
+            "python3 -c 'import resource as r; print(*[r.getrlimit(x)[0] for x in \
+             (r.RLIMIT_CORE, r.RLIMIT_FSIZE, r.RLIMIT_CPU, r.RLIMIT_AS)])'",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.output.text.trim(),
+        format!("0 {} 600 {}", 1 << 20, 8u64 << 30),
+        "{r:?}"
+    );
+    // Writing past the file-size limit fails.
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = ExecPlan::new("head -c 2000000 /dev/zero > big; wc -c < big");
+    plan.workdir = Some(dir.path().to_path_buf());
+    let r = ex.execute(plan).await.unwrap();
+    let size = std::fs::metadata(dir.path().join("big")).unwrap().len();
+    assert!(size <= 1 << 20, "{size} bytes written: {r:?}");
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_init_commands_run_unconfined_and_say_so() {
+    let mut config = ExecutorConfig::default();
+    config.init_program = Some("/nonexistent/shellward-init".into());
+    let ex = Executor::new(config).unwrap();
+    let r = ex.execute(ExecPlan::new("echo fine")).await.unwrap();
+    assert_eq!(r.output.text, "fine\n");
+    assert!(!ex.pid_namespaces());
+    ex.shutdown().await;
+    let mut config = namespaced();
+    config.pid_namespace = false;
+    let ex = Executor::new(config).unwrap();
+    assert!(!ex.pid_namespaces());
+    let r = ex.execute(ExecPlan::new("echo $$")).await.unwrap();
+    assert!(r.output.text.trim().parse::<i32>().unwrap() > 3);
+    ex.shutdown().await;
+}

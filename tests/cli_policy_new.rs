@@ -85,6 +85,40 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
         "{}",
         text(&o)
     );
+
+    // The authoring guide's component glue (a pass-through policy) builds as written and runs requests unchanged.
+    let guide = std::fs::read_to_string(root().join("policies/README.md")).unwrap();
+    let glue = guide
+        .split("```rust,ignore\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the guide's ```rust,ignore glue block");
+    assert!(glue.contains("export!(Policy);"), "{glue}");
+    std::fs::write(dir.join("src/lib.rs"), glue).unwrap();
+    std::fs::write(
+        dir.join("pass.toml"),
+        "[[case]]\nname = \"runs unchanged\"\ncommand = \"telnet x\"\nexpect = { decision = \"run\", command = \"telnet x\", no_notes = true }\n",
+    )
+    .unwrap();
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "--target", "wasm32-wasip2", "--release"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "the guide's glue does not build:\n{}",
+        text(&build)
+    );
+    let o = Command::new(cli::bin())
+        .args(["policy", "test", wasm.to_str().unwrap(), "pass.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 #[test]

@@ -1,6 +1,12 @@
 //! Builds the guest policies for `wasm32-wasip2` with a nested cargo invocation (into its own target directory, so
-//! the outer build is not blocked), copies the embedded default policy into `OUT_DIR`, and generates constants naming
-//! every guest so that each is exercised by a test.
+//! the outer build is not blocked), copies them into `OUT_DIR`, and generates constants naming every guest so that
+//! each is exercised by a test.
+//!
+//! In a workspace checkout the built-in policies (`default`, `guard`) are always built from `policies/`. A packaged
+//! crate (`cargo package`, crates.io) has no guest sources: it embeds the components committed in `components/`,
+//! which the test `committed_components_are_a_build_of_the_sources` proves byte-identical to a build of the
+//! sources (the guest build is reproducible: paths are workspace-relative, the cargo home is remapped). After
+//! changing a policy, refresh them with `SHELLWARD_UPDATE_COMPONENTS=1 cargo build -p shellward-policy`.
 
 use std::env;
 use std::fs;
@@ -15,6 +21,9 @@ const GUESTS: &[(&str, &str)] = &[
     ("shellward-test-policy-future", "FUTURE_POLICY"),
 ];
 
+/// The built-in policies, also committed in `components/` for packaged builds.
+const BUILTIN: &[&str] = &["shellward-default-policy", "shellward-guard-policy"];
+
 const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "guest";
 
@@ -25,6 +34,23 @@ fn main() {
         .canonicalize()
         .expect("workspace root");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap());
+    let committed = manifest_dir.join("components");
+    println!("cargo:rerun-if-env-changed=SHELLWARD_UPDATE_COMPONENTS");
+    if !root.join("policies/default/Cargo.toml").exists() {
+        // A packaged crate: embed the committed components.
+        println!("cargo:rerun-if-changed={}", committed.display());
+        for package in BUILTIN {
+            let file = format!("{}.wasm", package.replace('-', "_"));
+            fs::copy(committed.join(&file), out_dir.join(&file)).unwrap_or_else(|e| {
+                panic!(
+                    "the packaged component {} is missing ({e}); the crate was packaged without its components/",
+                    committed.join(&file).display()
+                )
+            });
+        }
+        fs::write(out_dir.join("guests.rs"), "").expect("write guests.rs");
+        return;
+    }
     for dir in [
         "wit",
         "policies/kit",
@@ -62,9 +88,18 @@ fn main() {
     for (package, _) in GUESTS {
         cmd.args(["-p", package]);
     }
+    // Reproducible: the only absolute paths a guest would hold are the cargo home's (registry sources).
+    let cargo_home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    if let Some(home) = cargo_home {
+        cmd.env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            format!("--remap-path-prefix={}=/cargo-home", home.display()),
+        );
+    }
     // The outer build's flags and wrappers (clippy, coverage, host RUSTFLAGS) are not meant for the guests.
     for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
         "RUSTFLAGS",
         "RUSTC_WORKSPACE_WRAPPER",
         "CARGO_TARGET_DIR",
@@ -101,6 +136,10 @@ fn main() {
                 built.display()
             )
         });
+        if BUILTIN.contains(package) && env::var_os("SHELLWARD_UPDATE_COMPONENTS").is_some() {
+            fs::create_dir_all(&committed).expect("create components/");
+            fs::copy(&built, committed.join(&file)).expect("update components/");
+        }
         constants.push_str(&format!(
             "/// Path of the `{package}` component built for {TARGET}.\npub const {constant}: &str = {:?};\n",
             path_str(&copy)

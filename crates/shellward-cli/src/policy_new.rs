@@ -6,36 +6,21 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The WIT contract this host implements, copied into every scaffold so it builds on its own.
-const WIT: &str = include_str!("../../../wit/policy.wit");
+const WIT: &str = include_str!("../wit/policy.wit");
 
 /// `shellward-kit`'s sources, copied into every Rust scaffold (`shellward-kit/`) so the scaffold reads commands the
 /// way the shipped policies do (wrappers and nested shells seen through) and builds offline, from this binary alone.
 const KIT_FILES: &[(&str, &str)] = &[
-    (
-        "src/lib.rs",
-        include_str!("../../../policies/kit/src/lib.rs"),
-    ),
-    (
-        "src/alloc.rs",
-        include_str!("../../../policies/kit/src/alloc.rs"),
-    ),
-    (
-        "src/duration.rs",
-        include_str!("../../../policies/kit/src/duration.rs"),
-    ),
-    (
-        "src/effective.rs",
-        include_str!("../../../policies/kit/src/effective.rs"),
-    ),
-    (
-        "src/pattern.rs",
-        include_str!("../../../policies/kit/src/pattern.rs"),
-    ),
-    (
-        "src/shell.rs",
-        include_str!("../../../policies/kit/src/shell.rs"),
-    ),
+    ("src/lib.rs", include_str!("../kit-src/lib.rs")),
+    ("src/alloc.rs", include_str!("../kit-src/alloc.rs")),
+    ("src/duration.rs", include_str!("../kit-src/duration.rs")),
+    ("src/effective.rs", include_str!("../kit-src/effective.rs")),
+    ("src/pattern.rs", include_str!("../kit-src/pattern.rs")),
+    ("src/shell.rs", include_str!("../kit-src/shell.rs")),
 ];
+
+/// Where the kit's `lib.rs` starts its doc-test hook (cut from the copy).
+const KIT_DOCTEST_HOOK: &str = "/// The Rust examples of the policy authoring guide";
 
 /// The manifest of the copied kit (the workspace's own manifest inherits from the workspace).
 const KIT_CARGO: &str = r#"[package]
@@ -419,6 +404,11 @@ pub fn new(args: NewArgs) -> Result<ExitCode> {
                 &render(KIT_CARGO, &version),
             )?;
             for (rel, text) in KIT_FILES {
+                // The kit's doc-test hook includes the authoring guide, which a scaffold does not have.
+                let text = match text.find(KIT_DOCTEST_HOOK) {
+                    Some(at) => &text[..at],
+                    None => text,
+                };
                 write(&dir, &format!("shellward-kit/{rel}"), text)?;
             }
         }

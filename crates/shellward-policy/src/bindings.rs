@@ -1,7 +1,7 @@
 //! Host bindings generated from `wit/` by `wasmtime::component::bindgen!`.
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "wit",
     world: "policy-world",
     additional_derives: [PartialEq, Eq],
 });

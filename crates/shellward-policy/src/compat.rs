@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn wit_version_matches_the_wit_file() {
-        let wit = include_str!("../../../wit/policy.wit");
+        let wit = include_str!("../wit/policy.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
     }
 

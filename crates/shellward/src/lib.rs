@@ -25,7 +25,12 @@ pub mod tools;
 pub use config::{
     AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
 };
-pub use shellward_exec::{ExecPlan, Executor, ExecutorConfig};
+pub use shellward_exec::{ExecPlan, Executor, ExecutorConfig, init_main_if_requested};
+
+/// The Rust examples of the project's README, compiled as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExamples;
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
 use serde_json::Value;

@@ -1,0 +1,178 @@
+//! The README's shell examples, run as written (with this build's binary for `./target/release/shellward` and a
+//! free port for `localhost:7878`), their output compared with what the README shows. The Rust examples are
+//! compiled by the doc tests of `crates/shellward` (README) and `policies/kit` (authoring guide).
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::{MARK, Signal, bin, kill_marked, new_mark, survivors, wait_exit};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap()
+}
+
+/// The code blocks of a kind (`sh`, `text`), in order.
+fn blocks(text: &str, kind: &str) -> Vec<String> {
+    let fence = format!("```{kind}\n");
+    text.split(fence.as_str())
+        .skip(1)
+        .map(|rest| rest.split("\n```").next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Replaces the random part of private log directories so runs compare equal.
+fn normalize(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("shellward-") {
+        let (head, tail) = rest.split_at(at + "shellward-".len());
+        out.push_str(head);
+        let n = tail
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(tail.len());
+        out.push('X');
+        rest = &tail[n..];
+    }
+    out.push_str(rest);
+    out.replace(std::env::temp_dir().to_str().unwrap(), "/tmp")
+}
+
+fn sh(line: &str) -> std::process::Output {
+    let line = line.replace("./target/release/shellward", &format!("'{}'", bin()));
+    Command::new("sh")
+        .args(["-c", &line])
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("SHELLWARD_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_run_it_examples_print_what_the_readme_shows() {
+    let text = readme();
+    let run_it = &blocks(&text, "sh")[0];
+    let lines: Vec<&str> = run_it.lines().collect();
+    assert_eq!(lines[0], "cargo build --release", "{run_it}");
+    // The sample printed after "The first command above shows".
+    let sample = text
+        .split("The first command above shows")
+        .nth(1)
+        .map(|after| blocks(after, "text")[0].clone())
+        .expect("the README's sample output");
+
+    let first = sh(lines[1]);
+    assert_eq!(first.status.code(), Some(0));
+    let got = format!(
+        "{}{}",
+        String::from_utf8_lossy(&first.stderr),
+        String::from_utf8_lossy(&first.stdout)
+    );
+    assert_eq!(
+        normalize(got.trim_end()),
+        normalize(sample.trim_end()),
+        "the README's sample differs from what `{}` prints",
+        lines[1]
+    );
+
+    let second = sh(lines[2]);
+    assert_eq!(second.status.code(), Some(0), "{second:?}");
+    let out = String::from_utf8_lossy(&second.stdout);
+    for field in [
+        "decision:   run",
+        "command:    npm run dev",
+        "mode:       background",
+    ] {
+        assert!(out.contains(field), "{field:?} missing from:\n{out}");
+    }
+}
+
+#[test]
+fn the_http_examples_work_against_serve() {
+    let text = readme();
+    let examples = blocks(&text, "sh")
+        .into_iter()
+        .find(|b| b.starts_with("curl"))
+        .expect("the README's curl examples");
+    let mark = new_mark("readme");
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env(MARK, &mark)
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("shellward: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .trim_start_matches("http://")
+        .to_string();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut answers = Vec::new();
+    for example in examples.lines() {
+        // `curl -s URL [-d 'JSON']   # comment`, URL possibly quoted.
+        let example = example.split("   #").next().unwrap().trim();
+        let rest = example.strip_prefix("curl -s ").expect(example);
+        let (url, body) = match rest.split_once(" -d ") {
+            Some((u, b)) => (u, Some(b.trim().trim_matches('\''))),
+            None => (rest, None),
+        };
+        let url = format!(
+            "http://{}",
+            url.trim()
+                .trim_matches('\'')
+                .replace("localhost:7878", &base)
+        );
+        let mut response = match body {
+            Some(b) => agent
+                .post(&url)
+                .header("Content-Type", "application/json")
+                .send(b),
+            None => agent.get(&url).call(),
+        }
+        .unwrap();
+        let status = response.status().as_u16();
+        let json: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap())
+            .unwrap_or_else(|e| panic!("{example}: not JSON ({e})"));
+        // The last example stops p1, which may have ended already (409 says so).
+        assert!(
+            status == 200 || (status == 409 && example.contains("/signal")),
+            "{example}: {status} {json}"
+        );
+        answers.push(json);
+    }
+    assert_eq!(answers.len(), 6);
+    let tools = answers[0].to_string();
+    for tool in [
+        "execute",
+        "process_output",
+        "process_list",
+        "process_signal",
+    ] {
+        assert!(tools.contains(tool), "{tools}");
+    }
+    cli::signal(&child, Signal::SIGTERM);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert!(status.success());
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -714,3 +714,150 @@ fn an_idle_server_sleeps() {
     assert!(wakeups <= 6, "an idle server woke {wakeups} times in 3 s");
     server.stop();
 }
+
+/// Starts `serve` with its stderr in a file (to read the reload log lines).
+fn start_logging(args: &[&str], log: &std::path::Path) -> Server {
+    let mark = new_mark("serve");
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env(MARK, &mark)
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .env_remove("SHELLWARD_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("start shellward serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("shellward: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    Server { child, base, mark }
+}
+
+/// Polls `check` every 100 ms for up to `limit`; returns whether it became true.
+fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let drop_in = dir.path().join("policies.d");
+    std::fs::create_dir(&drop_in).unwrap();
+    let config = dir.path().join("shellward.toml");
+    std::fs::write(&config, "[policies]\ndir = \"policies.d\"\n").unwrap();
+    let log = dir.path().join("serve.log");
+    let server = start_logging(&["--config", config.to_str().unwrap()], &log);
+    let b = server.base.clone();
+    let echo = || post(&b, "/v1/tools/execute", None, json!({"command": "echo hi"}));
+
+    let (status, r) = echo();
+    assert_eq!((status, &r["output"]), (200, &json!("hi\n")), "{r}");
+    let (_, p) = get(&b, "/v1/policies", None);
+    let names: Vec<&str> = p["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "guard"], "{p}");
+
+    // Drop in a guard that denies `echo`: settings beside it, then the component.
+    std::fs::write(
+        drop_in.join("50-no-echo.toml"),
+        "[settings]\ndeny = [\"echo\"]\n",
+    )
+    .unwrap();
+    let guard = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shellward-policy/components/shellward_guard_policy.wasm");
+    std::fs::copy(&guard, drop_in.join("50-no-echo.wasm")).unwrap();
+    let denied = within(Duration::from_secs(2), || {
+        let (_, r) = echo();
+        r.to_string().contains("deny-pattern")
+    });
+    assert!(
+        denied,
+        "the dropped-in policy did not take effect within 2 s: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    let (_, p) = get(&b, "/v1/policies", None);
+    let policies = p["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 3, "{p}");
+    assert!(
+        policies[2]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("50-no-echo.wasm")
+    );
+    assert!(
+        policies[2]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(policies[2]["wit_version"], "0.1.0");
+
+    // A broken file keeps the chain in force, and the log names it.
+    std::fs::write(drop_in.join("60-broken.wasm"), b"not a component").unwrap();
+    let logged = within(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("60-broken.wasm"))
+    });
+    assert!(logged, "{:?}", std::fs::read_to_string(&log));
+    let (_, r) = echo();
+    assert!(
+        r.to_string().contains("deny-pattern"),
+        "the old chain must stay: {r}"
+    );
+    assert_eq!(
+        get(&b, "/v1/policies", None).1["policies"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Fixed: removing the broken file and the deny policy brings the plain chain back.
+    std::fs::remove_file(drop_in.join("60-broken.wasm")).unwrap();
+    std::fs::remove_file(drop_in.join("50-no-echo.wasm")).unwrap();
+    let back = within(Duration::from_secs(3), || echo().1["output"] == "hi\n");
+    assert!(back, "{:?}", std::fs::read_to_string(&log));
+    server.stop();
+}
+
+#[test]
+fn sighup_reloads_the_policies_and_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let server = start_logging(&["--policy", "default", "--policy", "guard"], &log);
+    cli::signal(&server.child, Signal::SIGHUP);
+    let reloaded = within(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("SIGHUP: reloaded the policy chain (2 policies)"))
+    });
+    assert!(reloaded, "{:?}", std::fs::read_to_string(&log));
+    let (status, r) = post(
+        &server.base,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "echo still"}),
+    );
+    assert_eq!((status, &r["output"]), (200, &json!("still\n")), "{r}");
+    server.stop();
+}

@@ -38,7 +38,7 @@ pub enum Listener {
 /// Largest request head (request line and headers) a client may send.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-/// Serves `app` until SIGTERM/SIGINT/SIGHUP; then stops accepting, lets requests in flight finish for at most
+/// Serves `app` until SIGTERM/SIGINT; then stops accepting, lets requests in flight finish for at most
 /// `limits.shutdown_timeout` (a second signal ends the wait at once), and returns.
 pub async fn serve(listener: Listener, app: Router, limits: Limits) -> std::io::Result<()> {
     let mut signals = Signals::new()?;
@@ -114,11 +114,10 @@ fn io_bounds<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>() {}
 const _: fn() = io_bounds::<tokio::net::TcpStream>;
 const _: fn() = io_bounds::<tokio::net::UnixStream>;
 
-/// The stop signals (SIGTERM, SIGINT, SIGHUP), watched from before the first connection.
+/// The stop signals (SIGTERM, SIGINT), watched from before the first connection. SIGHUP reloads the policies.
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -127,7 +126,6 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
         })
     }
 
@@ -135,7 +133,6 @@ impl Signals {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
-            _ = self.hup.recv() => {}
         }
     }
 }

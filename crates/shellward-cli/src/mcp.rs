@@ -108,6 +108,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
     let rt = runtime()?;
     let result = rt.block_on(async move {
         let sw = args.service.build()?;
+        let _watcher = crate::service::watch_and_reload(&sw);
         let session = format!("mcp-{}", std::process::id());
         tracing::info!(%session, containment = %sw.executor().containment(), "MCP server on stdio");
         let server = Server {
@@ -136,19 +137,17 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
     result
 }
 
-/// Resolves on SIGTERM, SIGINT or SIGHUP.
+/// Resolves on SIGTERM or SIGINT (SIGHUP reloads the policies instead).
 pub async fn terminate_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+    let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
     ) else {
         return std::future::pending().await;
     };
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
-        _ = hup.recv() => {}
     }
 }

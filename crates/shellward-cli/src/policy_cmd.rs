@@ -57,6 +57,48 @@ Examples:
   shellward policy new no-telnet
   shellward policy new no-telnet --lang python --dir policies/no-telnet")]
     New(crate::policy_new::NewArgs),
+    /// List the policy chain a configuration loads: name, source, digests, WIT version (a running server answers
+    /// the same on GET /v1/policies).
+    #[command(after_help = "\
+Examples:
+  shellward policy list                               # the built-in chain
+  shellward policy list --config /etc/shellward.toml  # [[policy]] entries and the [policies] dir
+  shellward policy list --config shellward.toml --json
+
+Exit status: 0 when every policy loaded, 2 when one did not (each problem is printed with its file).")]
+    List(ListArgs),
+}
+
+/// Options of `policy list`.
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    service: crate::service::ServiceArgs,
+    /// Print JSON (the same shape as GET /v1/policies).
+    #[arg(long)]
+    json: bool,
+}
+
+fn list(args: ListArgs) -> Result<ExitCode> {
+    let config = args.service.config()?;
+    let policies = shellward::load_policy_summaries(&config)?;
+    if args.json {
+        println!("{}", serde_json::json!({ "policies": policies }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (i, p) in policies.iter().enumerate() {
+        println!(
+            "{}. {}  {}\n   wit {}  component {}  settings {}{}",
+            i + 1,
+            p.name,
+            p.source,
+            p.wit_version.as_deref().unwrap_or("?"),
+            p.digest,
+            p.settings_digest,
+            if p.fail_open { "  fail_open" } else { "" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Options shared by every command that loads policies.
@@ -123,6 +165,7 @@ pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
         PolicyCommand::Bench(args) => crate::policy_kit::bench(args),
         PolicyCommand::Inspect(args) => crate::policy_kit::inspect(args),
         PolicyCommand::New(args) => crate::policy_new::new(args),
+        PolicyCommand::List(args) => list(args),
     }
 }
 

@@ -271,6 +271,11 @@ async fn list_tools() -> Response {
     axum::Json(json!({ "tools": tool_specs() })).into_response()
 }
 
+/// The active policy chain (name, source, digests, WIT version, load time per policy).
+async fn list_policies(State(state): State<Shared>) -> Response {
+    axum::Json(json!({ "policies": *state.sw.policies() })).into_response()
+}
+
 async fn call_tool(
     State(state): State<Shared>,
     Path(name): Path<String>,
@@ -485,7 +490,7 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         axum::Json(json!({
             "success": false,
-            "error": "no such route; see GET /v1/tools, POST /v1/tools/{name}, and /api/v0/processes/{start,list,{id}/output,{id}/signal}",
+            "error": "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, and /api/v0/processes/{start,list,{id}/output,{id}/signal}",
             "error_kind": "not_found",
         })),
     )
@@ -498,6 +503,7 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}", post(call_tool))
+        .route("/v1/policies", get(list_policies))
         .route("/api/v0/processes/start", post(start))
         .route("/api/v0/processes/list", get(list_processes))
         .route("/api/v0/processes/{id}/output", get(output))
@@ -549,6 +555,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             .config(config)
             .build()
             .context("cannot start shellward")?;
+        let _watcher = crate::service::watch_and_reload(&sw);
         let app = router(sw.clone(), args.token.clone(), auth.clone());
         let has_token = args.token.is_some() || !auth.is_empty();
         let served = if let Some(path) = args.listen.strip_prefix("unix:") {

@@ -40,6 +40,8 @@ impl ServiceArgs {
                     ..PolicyEntry::default_policy()
                 })
                 .collect();
+            // The chain given on the command line stays on reload (only the drop-in directory is read again).
+            config.source_file = None;
         }
         Ok(config)
     }
@@ -52,6 +54,36 @@ impl ServiceArgs {
             .build()
             .context("cannot start shellward")
     }
+}
+
+/// For the long-running commands (`serve`, `mcp`): reloads the policy chain when the drop-in directory or the
+/// configuration file changes (debounced) and on SIGHUP, each time logging one line. Keep the returned watcher alive.
+/// Needs a Tokio runtime.
+pub fn watch_and_reload(sw: &Shellward) -> Option<shellward::PolicyWatcher> {
+    let watcher = match sw.watch_policies() {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!("{e}; policies reload on SIGHUP only");
+            None
+        }
+    };
+    // Installed now, before the caller announces itself: a SIGHUP must never find the default action (exit).
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot watch SIGHUP ({e}); policies reload on file changes only");
+            return watcher;
+        }
+    };
+    let sw = sw.clone();
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let sw = sw.clone();
+            let _ = tokio::task::spawn_blocking(move || sw.reload_policies_logged("SIGHUP")).await;
+        }
+    });
+    watcher
 }
 
 /// A multi-threaded Tokio runtime for the serving commands.

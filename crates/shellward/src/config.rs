@@ -17,6 +17,9 @@
 //! instance_mode = "reuse"         # or "fresh"
 //! cache_dir = "/var/cache/shellward"   # or cache = false
 //!
+//! [policies]
+//! dir = "policies.d"              # drop-in components (*.wasm, with optional NAME.toml: fail_open, [settings])
+//!
 //! [executor]
 //! shell = ["sh", "-c"]
 //! workdir = "/srv/project"
@@ -156,6 +159,12 @@ pub struct Config {
     pub tools: ToolLimits,
     /// Bearer tokens bound to sessions (`[[auth]]`), for HTTP hosts serving several tenants.
     pub auth: Vec<AuthEntry>,
+    /// A drop-in directory of policies (`[policies] dir`): every `*.wasm` in it joins the chain after the
+    /// `[[policy]]` entries (or after the built-in chain when there are none), in file-name order, each with an
+    /// optional `NAME.toml` beside it (`fail_open`, `[settings]`). Read each time the chain is loaded or reloaded.
+    pub policy_dir: Option<PathBuf>,
+    /// The file this configuration was loaded from, re-read by [`crate::Shellward::reload_policies`].
+    pub source_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -166,6 +175,8 @@ impl Default for Config {
             executor: ExecutorConfig::default(),
             tools: ToolLimits::default(),
             auth: Vec::new(),
+            policy_dir: None,
+            source_file: None,
         }
     }
 }
@@ -222,6 +233,19 @@ pub struct ConfigError {
     pub problems: Vec<Problem>,
 }
 
+impl ConfigError {
+    /// An error with one problem that belongs to no key.
+    pub fn plain(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: None,
+            problems: vec![Problem {
+                key: String::new(),
+                message: message.into(),
+            }],
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.file {
@@ -237,8 +261,52 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// Reads a drop-in policy's `NAME.toml`: `fail_open = BOOL` and a `[settings]` table (the keys of a `[[policy]]`
+/// entry other than its source). Returns the settings as JSON and the fault mode.
+fn drop_in_settings(path: &Path) -> Result<(String, bool), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("is not valid TOML: {e}"))?;
+    let fail_open = match table.remove("fail_open") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => b,
+        Some(other) => {
+            return Err(format!(
+                "fail_open must be true or false, found {}",
+                type_name(&other)
+            ));
+        }
+    };
+    let settings = match table.remove("settings") {
+        None => "{}".to_string(),
+        Some(v @ toml::Value::Table(_)) => serde_json::to_string(&v)
+            .map_err(|e| format!("settings cannot be passed as JSON: {e}"))?,
+        Some(other) => {
+            return Err(format!(
+                "settings must be a table ([settings]), found {}",
+                type_name(&other)
+            ));
+        }
+    };
+    if let Some(key) = table.keys().next() {
+        return Err(format!(
+            "unknown key `{key}`; a drop-in policy's file takes fail_open and [settings] (its source is the .wasm \
+             beside it)"
+        ));
+    }
+    Ok((settings, fail_open))
+}
+
 impl Config {
     /// Reads and validates a configuration file. Relative policy paths are resolved against the file's directory.
+    ///
+    /// ```
+    /// let err = shellward::Config::load(std::path::Path::new("/nonexistent/shellward.toml")).unwrap_err();
+    /// let text = err.to_string();
+    /// assert!(text.contains("/nonexistent/shellward.toml") && text.contains("existing, readable"), "{text}");
+    /// assert!(!text.contains("--config"), "the library knows nothing of the CLI's flags: {text}");
+    /// ```
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let fail = |message: String| ConfigError {
             file: Some(path.to_path_buf()),
@@ -249,17 +317,19 @@ impl Config {
         };
         let text = std::fs::read_to_string(path).map_err(|e| {
             fail(format!(
-                "cannot read the file: {e}; check the path given to --config"
+                "cannot read the file: {e}; check that the path names an existing, readable configuration file"
             ))
         })?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        Config::parse(&text, base).map_err(|mut e| {
+        let mut config = Config::parse(&text, base).map_err(|mut e| {
             e.file = Some(path.to_path_buf());
             e
-        })
+        })?;
+        config.source_file = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// Parses configuration text; relative policy paths are resolved against `base`.
@@ -283,12 +353,90 @@ impl Config {
         }
     }
 
+    /// Every policy of the chain, in order, each with the key path its problems are reported under: the `[[policy]]`
+    /// entries (`policy[N]`), then the drop-in directory's components in file-name order (`policies.dir/NAME.wasm`,
+    /// settings from `NAME.toml` beside it). Problems of the directory (unreadable, a bad `NAME.toml`) are all
+    /// reported.
+    pub fn policy_entries(&self) -> Result<Vec<(String, PolicyEntry)>, ConfigError> {
+        let mut out: Vec<(String, PolicyEntry)> = self
+            .policies
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (format!("policy[{i}]"), e.clone()))
+            .collect();
+        let Some(dir) = &self.policy_dir else {
+            return Ok(out);
+        };
+        let mut problems = Vec::new();
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+                .collect(),
+            Err(e) => {
+                return Err(ConfigError {
+                    file: self.source_file.clone(),
+                    problems: vec![Problem {
+                        key: "policies.dir".into(),
+                        message: format!(
+                            "cannot read {}: {e}; give an existing directory of policy components",
+                            dir.display()
+                        ),
+                    }],
+                });
+            }
+        };
+        files.sort();
+        for file in files {
+            let name = file
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            let key = format!("policies.dir/{name}");
+            let sidecar = file.with_extension("toml");
+            let mut entry = PolicyEntry {
+                source: PolicySource::File(file.clone()),
+                settings: "{}".into(),
+                fail_open: false,
+            };
+            if sidecar.is_file() {
+                match drop_in_settings(&sidecar) {
+                    Ok((settings, fail_open)) => {
+                        entry.settings = settings;
+                        entry.fail_open = fail_open;
+                    }
+                    Err(message) => {
+                        problems.push(Problem {
+                            key: format!(
+                                "policies.dir/{}",
+                                sidecar.file_name().unwrap_or_default().to_string_lossy()
+                            ),
+                            message,
+                        });
+                        continue;
+                    }
+                }
+            }
+            out.push((key, entry));
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(ConfigError {
+                file: self.source_file.clone(),
+                problems,
+            })
+        }
+    }
+
     /// Loads the policy chain this configuration describes (compiling, checking and configuring every policy).
-    /// Problems are reported per entry (`policy[N]`), all of them.
+    /// Problems are reported per entry (`policy[N]`, `policies.dir/NAME.wasm`), all of them.
     pub fn load_chain(&self, engine: &PolicyEngine) -> Result<PolicyChain, ConfigError> {
         let mut entries = Vec::new();
         let mut problems = Vec::new();
-        for (i, entry) in self.policies.iter().enumerate() {
+        for (key, entry) in self.policy_entries()? {
             let loaded = match &entry.source {
                 PolicySource::Default => engine.load_default(&entry.settings),
                 PolicySource::Guard => engine
@@ -309,7 +457,7 @@ impl Config {
                     },
                 )),
                 Err(e) => problems.push(Problem {
-                    key: format!("policy[{i}]"),
+                    key,
                     message: e.to_string(),
                 }),
             }
@@ -479,6 +627,28 @@ impl Walker {
                 ),
             ),
         }
+        if let Some(mut t) = self.table(&mut root, "policies", "") {
+            if let Some(dir) = self.string(&mut t, "dir", "policies") {
+                let dir = PathBuf::from(dir);
+                let dir = if dir.is_relative() {
+                    base.join(dir)
+                } else {
+                    dir
+                };
+                if !dir.is_dir() {
+                    self.problem(
+                        "policies.dir",
+                        format!(
+                            "{} is not an existing directory; create it or give the directory of your drop-in \
+                             policies (relative to the config file)",
+                            dir.display()
+                        ),
+                    );
+                }
+                config.policy_dir = Some(dir);
+            }
+            self.unknown_keys(t, "policies", &["dir"]);
+        }
         if let Some(t) = self.table(&mut root, "sandbox", "") {
             self.sandbox(t, &mut config.sandbox, base);
         }
@@ -519,7 +689,9 @@ impl Walker {
         self.unknown_keys(
             root,
             "",
-            &["policy", "sandbox", "executor", "env", "tools", "auth"],
+            &[
+                "policy", "policies", "sandbox", "executor", "env", "tools", "auth",
+            ],
         );
         // A policy may not rewrite a command past what the agent may send.
         config.sandbox.output_limits.max_command_bytes = config.tools.max_command_bytes;
@@ -1258,5 +1430,43 @@ mod tests {
         let p = problems("[executor\n");
         assert_eq!(p.len(), 1);
         assert!(p[0].contains("not valid TOML"), "{p:?}");
+    }
+
+    #[test]
+    fn drop_in_policies_follow_the_entries_in_file_name_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("policies.d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("50-b.wasm"), b"").unwrap();
+        std::fs::write(d.join("10-a.wasm"), b"").unwrap();
+        std::fs::write(d.join("notes.txt"), b"").unwrap();
+        std::fs::write(
+            d.join("10-a.toml"),
+            "fail_open = true\n[settings]\ndeny = [\"x\"]\n",
+        )
+        .unwrap();
+        let c = Config::parse("[policies]\ndir = \"policies.d\"\n", dir.path()).unwrap();
+        let entries = c.policy_entries().unwrap();
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "policy[0]",
+                "policy[1]",
+                "policies.dir/10-a.wasm",
+                "policies.dir/50-b.wasm"
+            ]
+        );
+        assert!(entries[2].1.fail_open);
+        assert_eq!(entries[2].1.settings, r#"{"deny":["x"]}"#);
+        assert!(!entries[3].1.fail_open);
+        // A bad NAME.toml is reported with its file.
+        std::fs::write(d.join("50-b.toml"), "path = \"elsewhere.wasm\"\n").unwrap();
+        let e = c.policy_entries().unwrap_err();
+        assert_eq!(e.problems[0].key, "policies.dir/50-b.toml");
+        assert!(e.problems[0].message.contains("unknown key `path`"), "{e}");
+        // A missing directory is a problem when the file is read.
+        let e = Config::parse("[policies]\ndir = \"nope\"\n", dir.path()).unwrap_err();
+        assert_eq!(e.problems[0].key, "policies.dir");
     }
 }

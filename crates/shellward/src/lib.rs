@@ -19,8 +19,18 @@
 //! Every method takes the caller's session id (or `None`); a process is visible only to the session that started
 //! it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
 
+mod active;
 pub mod config;
 pub mod tools;
+
+pub use active::{PolicySummary, PolicyWatcher};
+
+/// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
+/// returns what it is made of, as `shellward policy list` shows it.
+pub fn load_policy_summaries(config: &Config) -> Result<Vec<PolicySummary>, BuildError> {
+    let engine = PolicyEngine::new(config.sandbox.clone())?;
+    Ok(active::load(config, &engine)?.summaries.to_vec())
+}
 
 pub use config::{
     AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
@@ -179,17 +189,39 @@ impl ShellwardBuilder {
 
     /// Loads the policies and starts the executor. Needs a Tokio runtime (the executor spawns its reaper task).
     pub fn build(self) -> Result<Shellward, BuildError> {
-        let chain = match self.chain {
-            Some(c) => c,
+        let active = match self.chain {
+            Some(chain) => {
+                let summaries = chain
+                    .policies()
+                    .iter()
+                    .map(|p| PolicySummary {
+                        name: p.name().to_string(),
+                        source: "host".into(),
+                        digest: String::new(),
+                        wit_version: p.info().wit_version.clone(),
+                        settings_digest: String::new(),
+                        fail_open: false,
+                        loaded_at: 0,
+                    })
+                    .collect();
+                active::Active::new(
+                    active::Loaded {
+                        chain: Arc::new(chain),
+                        summaries: Arc::new(summaries),
+                    },
+                    None,
+                )
+            }
             None => {
                 let engine = PolicyEngine::new(self.config.sandbox.clone())?;
-                self.config.load_chain(&engine)?
+                let loaded = active::load(&self.config, &engine)?;
+                active::Active::new(loaded, Some((self.config.clone(), engine)))
             }
         };
         let executor = Executor::new(self.config.executor.clone())?;
         Ok(Shellward {
             inner: Arc::new(Inner {
-                chain,
+                active,
                 executor,
                 limits: self.config.tools.clone(),
                 default_workdir: self.config.executor.default_workdir.clone(),
@@ -199,7 +231,7 @@ impl ShellwardBuilder {
 }
 
 struct Inner {
-    chain: PolicyChain,
+    active: active::Active,
     executor: Executor,
     limits: ToolLimits,
     default_workdir: Option<PathBuf>,
@@ -254,9 +286,35 @@ impl Shellward {
         &self.inner.executor
     }
 
-    /// The policy chain.
-    pub fn chain(&self) -> &PolicyChain {
-        &self.inner.chain
+    /// The policy chain in force now (a reload replaces it; a holder of this `Arc` keeps the one it has).
+    pub fn chain(&self) -> Arc<PolicyChain> {
+        self.inner.active.chain()
+    }
+
+    /// What the active chain is made of: name, source, digests, WIT version, load time per policy.
+    pub fn policies(&self) -> Arc<Vec<PolicySummary>> {
+        self.inner.active.summaries()
+    }
+
+    /// Loads the chain again — the configuration file's `[[policy]]` entries (when built from a file) and the
+    /// drop-in directory — and swaps it in atomically once every policy loaded and configured. On failure the chain
+    /// in force stays and the error names the file and why. Calls in flight finish on the chain they started with.
+    /// Returns the number of policies in the new chain.
+    pub fn reload_policies(&self) -> Result<usize, ConfigError> {
+        self.inner.active.reload()
+    }
+
+    /// [`Self::reload_policies`], logging the outcome as one line (`info` on success, `error` naming the file on
+    /// failure); returns whether the new chain is in force. For signal handlers (`SIGHUP`).
+    pub fn reload_policies_logged(&self, why: &str) -> bool {
+        active::log_reload(&self.inner.active, why)
+    }
+
+    /// Watches the drop-in directory and the configuration file, reloading (debounced) on every change until the
+    /// returned watcher is dropped. `None` when there is nothing to watch.
+    pub fn watch_policies(&self) -> Result<Option<PolicyWatcher>, ConfigError> {
+        active::watch(Arc::downgrade(&self.inner), self.inner.active.watched())
+            .map_err(|e| ConfigError::plain(format!("cannot watch the policy files: {e}")))
     }
 
     /// The tool limits in force.
@@ -387,7 +445,7 @@ impl Shellward {
             env: env.to_vec(),
             context,
         };
-        let mut decision = self.inner.chain.evaluate(&request);
+        let mut decision = self.inner.active.chain().evaluate(&request);
         for (policy, fault) in &decision.faults {
             tracing::warn!(policy = %policy, error = %fault, "policy fault");
         }

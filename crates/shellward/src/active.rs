@@ -1,0 +1,241 @@
+//! The active policy chain: what is loaded (with a summary per policy for `GET /v1/policies` and `policy list`),
+//! atomic replacement on reload, and watching the drop-in directory and the configuration file.
+//!
+//! A reload loads and configures the whole new chain first; only when every policy loaded does it replace the old
+//! one, in one swap of an `Arc`. A call in flight keeps the chain it started with (it holds its own `Arc`). When
+//! anything fails the old chain stays, and the error names the file and why.
+
+use crate::config::{Config, ConfigError, PolicySource};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use shellward_policy::{PolicyChain, PolicyEngine};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+/// One policy of the active chain, as `GET /v1/policies` and `shellward policy list` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicySummary {
+    /// The policy's name (in deny reasons, notes and logs).
+    pub name: String,
+    /// Where it came from: `builtin:default`, `builtin:guard`, or the component's path.
+    pub source: String,
+    /// `sha256:` digest of the component's bytes.
+    pub digest: String,
+    /// The WIT contract version the component targets.
+    pub wit_version: Option<String>,
+    /// `sha256:` digest of the settings JSON it was configured with.
+    pub settings_digest: String,
+    /// Skips the policy on a fault instead of denying.
+    pub fail_open: bool,
+    /// When this chain was loaded (seconds since the Unix epoch).
+    pub loaded_at: u64,
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// A loaded chain and what it is made of.
+pub(crate) struct Loaded {
+    pub(crate) chain: Arc<PolicyChain>,
+    pub(crate) summaries: Arc<Vec<PolicySummary>>,
+}
+
+/// Loads the chain a configuration describes, with its summaries.
+pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, ConfigError> {
+    let chain = config.load_chain(engine)?;
+    let loaded_at = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let entries = config.policy_entries()?;
+    let summaries = chain
+        .policies()
+        .iter()
+        .zip(entries)
+        .map(|(policy, (_, entry))| {
+            let (source, bytes) = match &entry.source {
+                PolicySource::Default => (
+                    "builtin:default".to_string(),
+                    shellward_policy::embedded::DEFAULT_POLICY_WASM.to_vec(),
+                ),
+                PolicySource::Guard => (
+                    "builtin:guard".to_string(),
+                    shellward_policy::embedded::GUARD_POLICY_WASM.to_vec(),
+                ),
+                PolicySource::File(p) => (
+                    p.display().to_string(),
+                    std::fs::read(p).unwrap_or_default(),
+                ),
+            };
+            PolicySummary {
+                name: policy.name().to_string(),
+                source,
+                digest: sha256(&bytes),
+                wit_version: policy.info().wit_version.clone(),
+                settings_digest: sha256(policy.settings().as_bytes()),
+                fail_open: entry.fail_open,
+                loaded_at,
+            }
+        })
+        .collect();
+    Ok(Loaded {
+        chain: Arc::new(chain),
+        summaries: Arc::new(summaries),
+    })
+}
+
+/// The chain in force and how to load it again.
+pub(crate) struct Active {
+    current: RwLock<(Arc<PolicyChain>, Arc<Vec<PolicySummary>>)>,
+    /// The configuration and engine to reload from; `None` when the host handed in a chain of its own.
+    source: Option<(Mutex<Config>, PolicyEngine)>,
+}
+
+impl Active {
+    pub(crate) fn new(loaded: Loaded, source: Option<(Config, PolicyEngine)>) -> Active {
+        Active {
+            current: RwLock::new((loaded.chain, loaded.summaries)),
+            source: source.map(|(c, e)| (Mutex::new(c), e)),
+        }
+    }
+
+    pub(crate) fn chain(&self) -> Arc<PolicyChain> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    pub(crate) fn summaries(&self) -> Arc<Vec<PolicySummary>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone()
+    }
+
+    /// Where a reload looks: the drop-in directory and the configuration file, when there are any.
+    pub(crate) fn watched(&self) -> Vec<PathBuf> {
+        let Some((config, _)) = &self.source else {
+            return Vec::new();
+        };
+        let config = config.lock().unwrap_or_else(|p| p.into_inner());
+        config
+            .policy_dir
+            .iter()
+            .chain(config.source_file.iter())
+            .cloned()
+            .collect()
+    }
+
+    /// Re-reads the configuration file's policy part (when there is a file) and the drop-in directory, loads the
+    /// new chain, and swaps it in. On any failure the old chain stays.
+    pub(crate) fn reload(&self) -> Result<usize, ConfigError> {
+        let Some((config, engine)) = &self.source else {
+            return Err(ConfigError::plain(
+                "this instance was built with a policy chain of the host's own; reload it by building a new one",
+            ));
+        };
+        let mut config = config.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = match &config.source_file {
+            Some(file) => {
+                let mut fresh = Config::load(file)?;
+                // Only the policies change while running; the rest of the file applies at the next start.
+                let mut kept = config.clone();
+                kept.policies = std::mem::take(&mut fresh.policies);
+                kept.policy_dir = fresh.policy_dir.take();
+                kept
+            }
+            None => config.clone(),
+        };
+        let loaded = load(&fresh, engine)?;
+        let n = loaded.chain.policies().len();
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = (loaded.chain, loaded.summaries);
+        *config = fresh;
+        Ok(n)
+    }
+}
+
+/// Watches the drop-in directory and the configuration file; dropping it stops watching.
+pub struct PolicyWatcher {
+    _watcher: notify::RecommendedWatcher,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for PolicyWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PolicyWatcher")
+    }
+}
+
+/// How long changes must settle before a reload (an editor or `cp` writes a file in several steps).
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// Starts watching what `active` reloads from; every settled change reloads (and logs the outcome).
+pub(crate) fn watch(
+    active: std::sync::Weak<crate::Inner>,
+    paths: Vec<PathBuf>,
+) -> Result<Option<PolicyWatcher>, notify::Error> {
+    use notify::{RecursiveMode, Watcher};
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| !e.kind.is_access()) {
+            let _ = tx.send(());
+        }
+    })?;
+    for path in &paths {
+        // A file is watched through its directory: editors replace files by renaming over them.
+        let target = if path.is_dir() {
+            path.clone()
+        } else {
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."))
+        };
+        watcher.watch(&target, RecursiveMode::NonRecursive)?;
+    }
+    let thread = std::thread::Builder::new()
+        .name("shellward-policy-watch".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                // Settle: wait until no change arrived for the debounce window.
+                while rx.recv_timeout(DEBOUNCE).is_ok() {}
+                let Some(inner) = active.upgrade() else {
+                    return;
+                };
+                log_reload(&inner.active, "a policy file changed");
+            }
+        })
+        .map_err(|e| notify::Error::generic(&e.to_string()))?;
+    Ok(Some(PolicyWatcher {
+        _watcher: watcher,
+        _thread: thread,
+    }))
+}
+
+/// Reloads and logs the outcome (one line either way).
+pub(crate) fn log_reload(active: &Active, why: &str) -> bool {
+    match active.reload() {
+        Ok(n) => {
+            tracing::info!(target: "shellward::notice", "{why}: reloaded the policy chain ({n} policies)");
+            true
+        }
+        Err(e) => {
+            tracing::error!(target: "shellward::notice", "{why}: keeping the previous policy chain: {e}");
+            false
+        }
+    }
+}

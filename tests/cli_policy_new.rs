@@ -32,6 +32,18 @@ fn new_policy(parent: &Path, name: &str, lang: &str) -> PathBuf {
     parent.join(name)
 }
 
+/// `cargo build --target wasm32-wasip2 --release` of a scaffold, into a shared target directory.
+fn cargo_build_wasm(dir: &Path, target: &Path) -> Output {
+    Command::new(env!("CARGO"))
+        .args(["build", "--target", "wasm32-wasip2", "--release"])
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 fn policy_test(dir: &Path, wasm: &str) -> Output {
     Command::new(cli::bin())
         .args(["policy", "test", wasm])
@@ -59,14 +71,7 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
     let cases = std::fs::read_to_string(dir.join("cases.toml")).unwrap();
     assert!(cases.contains("sudo -u deploy timeout 5 telnet"), "{cases}");
     let target = root().join("target/scaffold-test");
-    let build = Command::new(env!("CARGO"))
-        .args(["build", "--target", "wasm32-wasip2", "--release"])
-        .env("CARGO_TARGET_DIR", &target)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let build = cargo_build_wasm(&dir, &target);
     assert!(
         build.status.success(),
         "cargo build failed:\n{}",
@@ -100,14 +105,7 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
         "[[case]]\nname = \"runs unchanged\"\ncommand = \"telnet x\"\nexpect = { decision = \"run\", command = \"telnet x\", no_notes = true }\n",
     )
     .unwrap();
-    let build = Command::new(env!("CARGO"))
-        .args(["build", "--target", "wasm32-wasip2", "--release"])
-        .env("CARGO_TARGET_DIR", &target)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let build = cargo_build_wasm(&dir, &target);
     assert!(
         build.status.success(),
         "the guide's glue does not build:\n{}",

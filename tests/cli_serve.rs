@@ -4,9 +4,8 @@
 #[path = "support/cli.rs"]
 mod cli;
 
-use cli::{MARK, Signal, bin, kill_marked, new_mark, survivors, wait_exit};
+use cli::{Signal, bin, kill_marked, new_mark, start_serve, survivors, wait_exit};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -30,28 +29,7 @@ impl Server {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = Command::new(bin())
-            .arg("serve")
-            .args(listen)
-            .args(extra)
-            .env(MARK, &mark)
-            .env_remove("SHELLWARD_CONFIG")
-            .env_remove("SHELLWARD_TOKEN")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start shellward serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("shellward: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        let (child, base) = start_serve(&[listen, extra].concat(), env, &mark, Stdio::inherit());
         Server { child, base, mark }
     }
 
@@ -718,27 +696,12 @@ fn an_idle_server_sleeps() {
 /// Starts `serve` with its stderr in a file (to read the reload log lines).
 fn start_logging(args: &[&str], log: &std::path::Path) -> Server {
     let mark = new_mark("serve");
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .env(MARK, &mark)
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("SHELLWARD_TOKEN")
-        .env_remove("SHELLWARD_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .expect("start shellward serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("shellward: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (child, base) = start_serve(
+        &[&["--listen", "127.0.0.1:0"], args].concat(),
+        &[],
+        &mark,
+        Stdio::from(std::fs::File::create(log).unwrap()),
+    );
     Server { child, base, mark }
 }
 

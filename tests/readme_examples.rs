@@ -5,9 +5,8 @@
 #[path = "support/cli.rs"]
 mod cli;
 
-use cli::{MARK, Signal, bin, kill_marked, new_mark, survivors, wait_exit};
+use cli::{Signal, bin, kill_marked, new_mark, start_serve, survivors, wait_exit};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -101,26 +100,8 @@ fn the_http_examples_work_against_serve() {
         .find(|b| b.starts_with("curl"))
         .expect("the README's curl examples");
     let mark = new_mark("readme");
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env(MARK, &mark)
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("SHELLWARD_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("shellward: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .trim_start_matches("http://")
-        .to_string();
+    let (mut child, base) = start_serve(&["--listen", "127.0.0.1:0"], &[], &mark, Stdio::null());
+    let base = base.trim_start_matches("http://").to_string();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))

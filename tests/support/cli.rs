@@ -16,6 +16,41 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_shellward")
 }
 
+/// Starts `shellward serve ARGS` with the tree marker `mark`, extra variables and the given stderr, and returns it
+/// with the base URL it announces on its first line of stdout (`http://127.0.0.1:PORT` or `unix:PATH`).
+/// `SHELLWARD_CONFIG`, `SHELLWARD_TOKEN` and `SHELLWARD_LOG` of the test's environment are not passed.
+pub fn start_serve(
+    args: &[&str],
+    env: &[(&str, &str)],
+    mark: &str,
+    stderr: std::process::Stdio,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(bin())
+        .arg("serve")
+        .args(args)
+        .env(MARK, mark)
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .env_remove("SHELLWARD_LOG")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start shellward serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("shellward: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, base)
+}
+
 /// A marker unique to this call.
 pub fn new_mark(tag: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -608,6 +608,23 @@ impl Walker {
         }
     }
 
+    /// A directory named in the file (relative to it); a problem at `key` when it does not exist (`hint` is appended).
+    fn directory(&mut self, dir: String, base: &Path, key: &str, hint: &str) -> PathBuf {
+        let dir = PathBuf::from(dir);
+        let dir = if dir.is_relative() {
+            base.join(dir)
+        } else {
+            dir
+        };
+        if !dir.is_dir() {
+            self.problem(
+                key,
+                format!("{} is not an existing directory{hint}", dir.display()),
+            );
+        }
+        dir
+    }
+
     fn config(&mut self, mut root: toml::Table, base: &Path) -> Config {
         let mut config = Config::default();
         match root.remove("policy") {
@@ -629,23 +646,12 @@ impl Walker {
         }
         if let Some(mut t) = self.table(&mut root, "policies", "") {
             if let Some(dir) = self.string(&mut t, "dir", "policies") {
-                let dir = PathBuf::from(dir);
-                let dir = if dir.is_relative() {
-                    base.join(dir)
-                } else {
-                    dir
-                };
-                if !dir.is_dir() {
-                    self.problem(
-                        "policies.dir",
-                        format!(
-                            "{} is not an existing directory; create it or give the directory of your drop-in \
-                             policies (relative to the config file)",
-                            dir.display()
-                        ),
-                    );
-                }
-                config.policy_dir = Some(dir);
+                config.policy_dir = Some(self.directory(
+                    dir,
+                    base,
+                    "policies.dir",
+                    "; create it or give the directory of your drop-in policies (relative to the config file)",
+                ));
             }
             self.unknown_keys(t, "policies", &["dir"]);
         }
@@ -952,19 +958,7 @@ impl Walker {
             ),
         }
         if let Some(dir) = self.string(&mut t, "workdir", p) {
-            let dir = PathBuf::from(dir);
-            let dir = if dir.is_relative() {
-                base.join(dir)
-            } else {
-                dir
-            };
-            if !dir.is_dir() {
-                self.problem(
-                    "executor.workdir",
-                    format!("{} is not an existing directory", dir.display()),
-                );
-            }
-            e.default_workdir = Some(dir);
+            e.default_workdir = Some(self.directory(dir, base, "executor.workdir", ""));
         }
         if let Some(d) = self.duration(&mut t, "grace", p, true) {
             e.grace = d;

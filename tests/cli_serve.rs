@@ -824,3 +824,87 @@ fn sighup_reloads_the_policies_and_keeps_serving() {
     assert_eq!((status, &r["output"]), (200, &json!("still\n")), "{r}");
     server.stop();
 }
+
+#[test]
+fn the_audit_log_records_decisions_and_ends_without_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellward.toml");
+    std::fs::write(&config, "[audit]\npath = \"audit.jsonl\"\n").unwrap();
+    let log = dir.path().join("serve.log");
+    let server = start_logging(&["--config", config.to_str().unwrap()], &log);
+    let b = server.base.clone();
+    let (_, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("s1"),
+        json!({"command": "printf 'sec%s' ret-output"}),
+    );
+    assert_eq!(r["output"], "secret-output", "{r}");
+    let (_, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("s1"),
+        json!({"command": "rm -rf /"}),
+    );
+    assert_eq!(r["denied"], true, "{r}");
+    let (_, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("s1"),
+        json!({"command": "sleep 0.3; exit 4", "run_in_background": true}),
+    );
+    let bg = r["process_id"].as_str().unwrap().to_string();
+    let (_, r) = post(
+        &b,
+        "/v1/tools/process_output",
+        Some("s1"),
+        json!({"process_id": bg, "wait": "10s"}),
+    );
+    assert_eq!(r["running"], false, "{r}");
+    server.stop();
+
+    let text = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(
+        !text.contains("secret-output"),
+        "output is not logged by default: {text}"
+    );
+    let of = |kind: &str| -> Vec<&Value> { records.iter().filter(|r| r["type"] == kind).collect() };
+    let decisions = of("decision");
+    assert_eq!(decisions.len(), 3, "{text}");
+    assert_eq!(decisions[0]["command"], "printf 'sec%s' ret-output");
+    assert_eq!(decisions[0]["outcome"], "run");
+    assert_eq!(decisions[0]["surface"], "serve");
+    assert_eq!(decisions[0]["session"], "s1");
+    assert_eq!(decisions[0]["plan"]["mode"], "foreground");
+    assert_eq!(decisions[0]["policies"].as_array().unwrap().len(), 2);
+    assert!(decisions[0]["time"].as_f64().unwrap() > 1.0e9);
+    assert_eq!(decisions[1]["outcome"], "deny");
+    assert_eq!(decisions[1]["denied_by"], "guard");
+    assert!(decisions[1]["reason"].as_str().unwrap().contains("rm-root"));
+    assert_eq!(decisions[2]["plan"]["mode"], "background");
+    let ends = of("end");
+    assert_eq!(ends.len(), 2, "{text}");
+    let first = ends
+        .iter()
+        .find(|e| e["process_id"] == decisions[0]["process_id"])
+        .unwrap();
+    assert_eq!(first["exit_code"], 0);
+    assert_eq!(first["output_bytes"], 13);
+    let last = ends
+        .iter()
+        .find(|e| e["process_id"] == bg.as_str())
+        .unwrap();
+    assert_eq!(last["exit_code"], 4, "{text}");
+    assert!(last["duration_ms"].as_u64().unwrap() >= 250, "{text}");
+    // The file is private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("audit.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

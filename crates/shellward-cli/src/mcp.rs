@@ -107,7 +107,7 @@ impl ServerHandler for Server {
 pub fn run(args: McpArgs) -> Result<ExitCode> {
     let rt = runtime()?;
     let result = rt.block_on(async move {
-        let sw = args.service.build()?;
+        let sw = args.service.build("mcp")?;
         let _watcher = crate::service::watch_and_reload(&sw);
         let session = format!("mcp-{}", std::process::id());
         tracing::info!(%session, containment = %sw.executor().containment(), "MCP server on stdio");

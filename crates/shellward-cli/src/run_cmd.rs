@@ -104,7 +104,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             Ok(i) => i,
             Err(e) => return fail(format!("{e:#}")),
         };
-        let sw = match args.service.build() {
+        let sw = match args.service.build("run") {
             Ok(sw) => sw,
             Err(e) => return fail(format!("{e:#}")),
         };

@@ -553,6 +553,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         let auth = config.auth.clone();
         let sw = shellward::Shellward::builder()
             .config(config)
+            .surface("serve")
             .build()
             .context("cannot start shellward")?;
         let _watcher = crate::service::watch_and_reload(&sw);

@@ -46,11 +46,23 @@ impl ServiceArgs {
         Ok(config)
     }
 
-    /// Builds the service (loads policies, starts the executor). Needs a Tokio runtime.
-    pub fn build(&self) -> Result<Shellward> {
+    /// Builds the service for a surface (`run`, `mcp`; named in audit records): loads policies, opens the audit log,
+    /// starts the executor. Needs a Tokio runtime.
+    pub fn build(&self, surface: &str) -> Result<Shellward> {
         let config = self.config()?;
+        if surface == "mcp"
+            && config
+                .audit
+                .as_ref()
+                .is_some_and(|a| a.path.as_os_str() == "-")
+        {
+            anyhow::bail!(
+                "[audit] path = \"-\" writes to standard output, which carries the MCP protocol; give a file instead"
+            );
+        }
         Shellward::builder()
             .config(config)
+            .surface(surface)
             .build()
             .context("cannot start shellward")
     }

@@ -390,7 +390,7 @@ impl Executor {
         session: Option<&str>,
     ) -> Result<SignalOutcome, ExecError> {
         let proc = self.find(id, session)?;
-        if !proc.tree.alive() && proc.tree.escapees().is_empty() {
+        if !proc.command_alive() && proc.tree.escapees().is_empty() {
             return Err(ExecError::NotAlive(id.to_string()));
         }
         match kind {
@@ -462,6 +462,20 @@ impl Executor {
     /// One process's details.
     pub fn info(&self, id: &str, session: Option<&str>) -> Result<ProcessInfo, ExecError> {
         Ok(self.find(id, session)?.info())
+    }
+
+    /// Waits until the process's command has ended (however long that takes) and returns its details then. For
+    /// hosts that record how background runs end (an audit log); the wait holds no slot and no lock.
+    pub async fn wait_exit(
+        &self,
+        id: &str,
+        session: Option<&str>,
+    ) -> Result<ProcessInfo, ExecError> {
+        let proc = self.find(id, session)?;
+        let mut exit = proc.exit.subscribe();
+        // The sender lives in `proc`, which this holds: the wait ends only when an exit is recorded.
+        let _ = exit.wait_for(|e| e.is_some()).await;
+        Ok(proc.info())
     }
 
     /// Reads output. With a cursor: the bytes after it (at most `max_bytes`), waiting up to `wait` for new output or
@@ -540,7 +554,7 @@ impl Executor {
                 .config
                 .drain
                 .checked_sub(SystemTime::now().duration_since(at).unwrap_or_default())
-            && (proc.cleaned.load(Ordering::Relaxed) || !proc.tree.alive())
+            && (proc.cleaned.load(Ordering::Relaxed) || !proc.command_alive())
         {
             let _ = tokio::time::timeout(left, proc.wait_readers()).await;
         }
@@ -560,7 +574,7 @@ impl Executor {
             view,
             next_cursor: next,
             running: exit == ExitState::Running
-                || !proc.cleaned.load(Ordering::Relaxed) && proc.tree.alive(),
+                || !proc.cleaned.load(Ordering::Relaxed) && proc.command_alive(),
             exit,
             output_closed: done(&proc),
         })

@@ -50,6 +50,15 @@ impl Proc {
         self.exit.borrow().is_some()
     }
 
+    /// Whether anything the command started is alive: the tree, not counting a namespace's init (which stays a
+    /// moment after the command's last process, and is no process of the command's). For what callers are told.
+    pub(crate) fn command_alive(&self) -> bool {
+        if !self.namespaced {
+            return self.tree.alive();
+        }
+        self.tree.members().iter().any(|m| m.pid != self.pid)
+    }
+
     pub(crate) fn info(&self) -> ProcessInfo {
         let exit = self.exit.borrow().clone();
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
@@ -59,7 +68,8 @@ impl Proc {
             workdir: self.workdir.clone(),
             session: self.session.clone(),
             background: self.background.load(Ordering::Relaxed),
-            running: exit.is_none() || !self.cleaned.load(Ordering::Relaxed) && self.tree.alive(),
+            running: exit.is_none()
+                || !self.cleaned.load(Ordering::Relaxed) && self.command_alive(),
             exit: exit
                 .as_ref()
                 .map(|(s, _)| s.clone())

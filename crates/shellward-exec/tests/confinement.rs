@@ -84,7 +84,18 @@ async fn the_command_status_passes_through_the_init() {
         let r = ex.execute(ExecPlan::new(command)).await.unwrap();
         assert_eq!(r.exit, want, "{command}: {r:?}");
         assert_eq!(r.leftover_processes, 0, "{command}: {r:?}");
+        // The init outlives the command by a moment; the process is not reported running for it.
+        assert!(!ex.info(&r.id, None).unwrap().running, "{command}");
     }
+    let mut plan = ExecPlan::new("sleep 0.2; exit 4");
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    let read = ex
+        .read_output(&r.id, None, None, Duration::from_secs(10), 1024)
+        .await
+        .unwrap();
+    assert_eq!(read.exit, ExitState::Code(4));
+    assert!(!read.running, "{read:?}");
     ex.shutdown().await;
 }
 

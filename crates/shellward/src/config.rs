@@ -20,6 +20,12 @@
 //! [policies]
 //! dir = "policies.d"              # drop-in components (*.wasm, with optional NAME.toml: fail_open, [settings])
 //!
+//! [audit]                         # one JSON line per decision and per process end
+//! path = "/var/log/shellward/audit.jsonl"   # or "-" for standard output (serve only)
+//! max_bytes = 104857600           # rotate past this size (0: never); PATH.1 … PATH.keep
+//! keep = 5
+//! include_output = false          # output is never logged unless true (byte counts always are)
+//!
 //! [executor]
 //! shell = ["sh", "-c"]
 //! workdir = "/srv/project"
@@ -165,6 +171,8 @@ pub struct Config {
     pub policy_dir: Option<PathBuf>,
     /// The file this configuration was loaded from, re-read by [`crate::Shellward::reload_policies`].
     pub source_file: Option<PathBuf>,
+    /// The audit log (`[audit]`): one JSON line per decision and per process end. `None`: no audit log.
+    pub audit: Option<crate::AuditConfig>,
 }
 
 impl Default for Config {
@@ -177,6 +185,7 @@ impl Default for Config {
             auth: Vec::new(),
             policy_dir: None,
             source_file: None,
+            audit: None,
         }
     }
 }
@@ -654,6 +663,31 @@ impl Walker {
                 ));
             }
             self.unknown_keys(t, "policies", &["dir"]);
+        }
+        if let Some(mut t) = self.table(&mut root, "audit", "") {
+            let mut audit = crate::AuditConfig::default();
+            match self.string(&mut t, "path", "audit") {
+                Some(p) if p == "-" => audit.path = PathBuf::from("-"),
+                Some(p) if !p.is_empty() => {
+                    let p = PathBuf::from(p);
+                    audit.path = if p.is_relative() { base.join(p) } else { p };
+                }
+                _ => self.problem(
+                    "audit.path",
+                    "is required: give the log file (JSON lines; relative to this file) or \"-\" for standard output",
+                ),
+            }
+            if let Some(n) = self.integer(&mut t, "max_bytes", "audit", 0, 1 << 50) {
+                audit.max_bytes = n;
+            }
+            if let Some(n) = self.integer(&mut t, "keep", "audit", 0, 1000) {
+                audit.keep = n as u32;
+            }
+            if let Some(b) = self.boolean(&mut t, "include_output", "audit") {
+                audit.include_output = b;
+            }
+            self.unknown_keys(t, "audit", &["path", "max_bytes", "keep", "include_output"]);
+            config.audit = Some(audit);
         }
         if let Some(t) = self.table(&mut root, "sandbox", "") {
             self.sandbox(t, &mut config.sandbox, base);

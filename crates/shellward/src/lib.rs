@@ -20,10 +20,12 @@
 //! it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
 
 mod active;
+mod audit;
 pub mod config;
 pub mod tools;
 
 pub use active::{PolicySummary, PolicyWatcher};
+pub use audit::AuditConfig;
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
 /// returns what it is made of, as `shellward policy list` shows it.
@@ -153,6 +155,9 @@ pub enum BuildError {
     /// The executor could not be created.
     #[error(transparent)]
     Executor(#[from] ExecError),
+    /// The audit log could not be opened.
+    #[error("{0}")]
+    Audit(std::io::Error),
 }
 
 /// Builds a [`Shellward`]: start from a [`Config`] (or the defaults) and override parts.
@@ -160,6 +165,7 @@ pub enum BuildError {
 pub struct ShellwardBuilder {
     config: Config,
     chain: Option<PolicyChain>,
+    surface: Option<String>,
 }
 
 impl ShellwardBuilder {
@@ -172,6 +178,12 @@ impl ShellwardBuilder {
     /// Uses an already loaded policy chain instead of the one the configuration names.
     pub fn policy_chain(mut self, chain: PolicyChain) -> Self {
         self.chain = Some(chain);
+        self
+    }
+
+    /// Names the surface this instance serves (`serve`, `mcp`, `run`; default `library`), for the audit log.
+    pub fn surface(mut self, surface: impl Into<String>) -> Self {
+        self.surface = Some(surface.into());
         self
     }
 
@@ -218,10 +230,16 @@ impl ShellwardBuilder {
                 active::Active::new(loaded, Some((self.config.clone(), engine)))
             }
         };
+        let audit = match &self.config.audit {
+            Some(a) => Some(audit::AuditLog::open(a).map_err(BuildError::Audit)?),
+            None => None,
+        };
         let executor = Executor::new(self.config.executor.clone())?;
         Ok(Shellward {
             inner: Arc::new(Inner {
                 active,
+                audit,
+                surface: self.surface.unwrap_or_else(|| "library".into()),
                 executor,
                 limits: self.config.tools.clone(),
                 default_workdir: self.config.executor.default_workdir.clone(),
@@ -232,6 +250,8 @@ impl ShellwardBuilder {
 
 struct Inner {
     active: active::Active,
+    audit: Option<audit::AuditLog>,
+    surface: String,
     executor: Executor,
     limits: ToolLimits,
     default_workdir: Option<PathBuf>,
@@ -246,6 +266,10 @@ pub struct Shellward {
 /// What the policy chain decided for an `execute` call, and the plan the executor would run.
 #[derive(Debug, Clone)]
 pub struct Decided {
+    /// The command as the caller asked for it (before any policy rewrote it).
+    pub asked: String,
+    /// The caller's session.
+    pub session: Option<String>,
     /// The chain's decision (outcome, who denied, faults).
     pub decision: Decision,
     /// The plan for the executor, when the outcome is run.
@@ -502,7 +526,12 @@ impl Shellward {
                 })
             }
         };
-        Ok(Decided { decision, plan })
+        Ok(Decided {
+            asked: args.command.clone(),
+            session: session.map(str::to_string),
+            decision,
+            plan,
+        })
     }
 
     /// `execute`: runs the policy chain, then the executor.
@@ -528,6 +557,12 @@ impl Shellward {
     /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
     /// goes to the executor.
     pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
+        let record = self
+            .inner
+            .audit
+            .as_ref()
+            .map(|_| self.decision_record(&decided));
+        let session = decided.session.clone();
         let (plan, notes) = match (decided.plan, decided.decision.outcome) {
             (Some(plan), Outcome::Run(p)) => (plan, p.notes),
             (_, outcome) => {
@@ -536,6 +571,9 @@ impl Shellward {
                     Outcome::Run(_) => reason_text(String::new()),
                 };
                 let by = decided.decision.denied_by.as_deref().unwrap_or("a policy");
+                if let (Some(audit), Some(record)) = (&self.inner.audit, record) {
+                    audit.record(record);
+                }
                 return Ok(ExecuteResult {
                     success: false,
                     denied: true,
@@ -549,7 +587,16 @@ impl Shellward {
         let timeout = plan.timeout;
         let command = plan.command.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
-        let r = self.inner.executor.execute(plan).await?;
+        let r = self.inner.executor.execute(plan).await;
+        if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
+            match &r {
+                Ok(r) => record["process_id"] = serde_json::json!(r.id),
+                Err(e) => record["error"] = serde_json::json!(e.to_string()),
+            }
+            audit.record(record);
+        }
+        let r = r?;
+        self.audit_end(&r, session);
         let mut result = shape_execute(r, command, notes, timeout);
         if let Some(window) = startup
             && !result.running
@@ -566,6 +613,114 @@ impl Shellward {
             ));
         }
         Ok(result)
+    }
+
+    /// The audit record of a decision (the process id is added once it started).
+    fn decision_record(&self, decided: &Decided) -> Value {
+        let policies: Vec<Value> = self
+            .policies()
+            .iter()
+            .map(|p| serde_json::json!({"name": p.name, "digest": p.digest}))
+            .collect();
+        let faults: Vec<Value> = decided
+            .decision
+            .faults
+            .iter()
+            .map(|(policy, error)| serde_json::json!({"policy": policy, "error": error}))
+            .collect();
+        let mut record = serde_json::json!({
+            "type": "decision",
+            "surface": self.inner.surface,
+            "session": decided.session,
+            "tool": "execute",
+            "command": decided.asked,
+            "policies": policies,
+            "faults": faults,
+        });
+        match (&decided.decision.outcome, &decided.plan) {
+            (Outcome::Run(p), Some(plan)) => {
+                record["outcome"] = "run".into();
+                record["plan"] = serde_json::json!({
+                    "command": plan.command,
+                    "workdir": plan.workdir,
+                    "mode": if plan.background { "background" } else { "foreground" },
+                    "timeout_ms": plan.timeout.map(|t| t.as_millis() as u64),
+                    "on_timeout": match plan.on_timeout {
+                        TimeoutAction::Kill => "kill",
+                        _ => "background",
+                    },
+                });
+                record["notes"] = serde_json::json!(p.notes);
+            }
+            (Outcome::Deny(reason), _) => {
+                record["outcome"] = "deny".into();
+                record["reason"] = serde_json::json!(reason);
+                record["denied_by"] = serde_json::json!(decided.decision.denied_by);
+            }
+            (Outcome::Run(_), None) => record["outcome"] = "deny".into(),
+        }
+        record
+    }
+
+    /// Records how a started process ended: now when it already has, otherwise when it does (on a task of its own).
+    fn audit_end(&self, r: &ExecResult, session: Option<String>) {
+        let Some(audit) = &self.inner.audit else {
+            return;
+        };
+        let include_output = audit.include_output;
+        if !r.running {
+            let (code, signal) = exit_fields(&r.exit);
+            let mut record = serde_json::json!({
+                "type": "end",
+                "surface": self.inner.surface,
+                "session": session,
+                "process_id": r.id,
+                "exit_code": code,
+                "signal": signal,
+                "timed_out": r.timed_out,
+                "duration_ms": r.wall_ms,
+                "output_bytes": r.output.total_bytes,
+                "leftover_processes": r.leftover_processes,
+            });
+            if include_output {
+                record["output"] = serde_json::json!(r.output.text);
+            }
+            audit.record(record);
+            return;
+        }
+        let this = self.clone();
+        let id = r.id.clone();
+        let (started, before) = (std::time::Instant::now(), r.wall_ms);
+        tokio::spawn(async move {
+            let Ok(info) = this.inner.executor.wait_exit(&id, session.as_deref()).await else {
+                return;
+            };
+            let (code, signal) = exit_fields(&info.exit);
+            let mut record = serde_json::json!({
+                "type": "end",
+                "surface": this.inner.surface,
+                "session": session,
+                "process_id": id,
+                "exit_code": code,
+                "signal": signal,
+                "timed_out": false,
+                "duration_ms": before + started.elapsed().as_millis() as u64,
+                "output_bytes": info.output_bytes,
+            });
+            if include_output
+                && let Ok(read) = this
+                    .inner
+                    .executor
+                    .read_output(&id, session.as_deref(), None, Duration::ZERO, 64 * 1024)
+                    .await
+                && let Some(view) = read.view
+            {
+                record["output"] = serde_json::json!(view.text);
+            }
+            if let Some(audit) = &this.inner.audit {
+                audit.record(record);
+            }
+        });
     }
 
     /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.
@@ -726,6 +881,11 @@ impl Shellward {
     /// Terminates every process tree this instance started and waits for them; removes its logs and cgroups.
     pub async fn shutdown(&self) {
         self.inner.executor.shutdown().await;
+        // Ends of processes stopped by the shutdown are recorded by their waiters; give them a moment, then flush.
+        if let Some(audit) = &self.inner.audit {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            audit.close();
+        }
     }
 }
 

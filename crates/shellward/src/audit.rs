@@ -1,0 +1,250 @@
+//! The audit log: one JSON line per decision and per process end, written off the request path.
+//!
+//! Records go over a channel to a writer thread that buffers them and flushes when the channel goes quiet (and at
+//! shutdown, so a clean shutdown loses nothing). A file is rotated by size: `audit.jsonl` → `audit.jsonl.1` → … up to
+//! `keep` old files. What commands print is never recorded, only byte counts, unless `include_output` is set.
+
+use serde_json::{Value, json};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+/// Where audit records go (`[audit]` in the configuration file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// The log file (JSON lines, created 0600 when missing), or `-` for standard output.
+    pub path: PathBuf,
+    /// Rotate when the file would grow past this many bytes (0: never).
+    pub max_bytes: u64,
+    /// Rotated files kept (`PATH.1` is the newest).
+    pub keep: u32,
+    /// Record the head/tail view of each process's output in its end record (off: only byte counts).
+    pub include_output: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            path: PathBuf::new(),
+            max_bytes: 100 * 1024 * 1024,
+            keep: 5,
+            include_output: false,
+        }
+    }
+}
+
+/// Seconds since the Unix epoch with milliseconds, for the `time` field.
+pub(crate) fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as f64 / 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// Records waiting to be written, at most; a burst past it makes callers wait (no record is dropped).
+const QUEUE: usize = 4096;
+/// Flush after this long without a new record.
+const QUIET: Duration = Duration::from_millis(200);
+
+/// The running audit log.
+pub(crate) struct AuditLog {
+    tx: Mutex<Option<SyncSender<Value>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) include_output: bool,
+}
+
+enum Sink {
+    Stdout(BufWriter<io::Stdout>),
+    File {
+        out: BufWriter<File>,
+        path: PathBuf,
+        written: u64,
+        max_bytes: u64,
+        keep: u32,
+    },
+}
+
+/// Opens the log for appending, 0600 when created, never through a symbolic link planted at its path.
+fn open_file(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+impl Sink {
+    fn write(&mut self, line: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.write_all(line),
+            Sink::File {
+                out,
+                path,
+                written,
+                max_bytes,
+                keep,
+            } => {
+                if *max_bytes > 0 && *written > 0 && *written + line.len() as u64 > *max_bytes {
+                    out.flush()?;
+                    for k in (1..*keep).rev() {
+                        let _ = std::fs::rename(rotated(path, k), rotated(path, k + 1));
+                    }
+                    if *keep > 0 {
+                        std::fs::rename(&*path, rotated(path, 1))?;
+                    } else {
+                        std::fs::remove_file(&*path)?;
+                    }
+                    *out = BufWriter::new(open_file(path)?);
+                    *written = 0;
+                }
+                out.write_all(line)?;
+                *written += line.len() as u64;
+                Ok(())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.flush(),
+            Sink::File { out, .. } => out.flush(),
+        }
+    }
+}
+
+fn rotated(path: &Path, k: u32) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(format!(".{k}"));
+    PathBuf::from(p)
+}
+
+impl AuditLog {
+    /// Opens the log (creating the file 0600) and starts its writer thread.
+    pub(crate) fn open(config: &AuditConfig) -> io::Result<AuditLog> {
+        let mut sink = if config.path.as_os_str() == "-" {
+            Sink::Stdout(BufWriter::new(io::stdout()))
+        } else {
+            let file = open_file(&config.path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot open the audit log {}: {e}; check that its directory exists and is writable",
+                        config.path.display()
+                    ),
+                )
+            })?;
+            let written = file.metadata()?.len();
+            Sink::File {
+                out: BufWriter::new(file),
+                path: config.path.clone(),
+                written,
+                max_bytes: config.max_bytes,
+                keep: config.keep,
+            }
+        };
+        let (tx, rx) = mpsc::sync_channel::<Value>(QUEUE);
+        let writer = std::thread::Builder::new()
+            .name("shellward-audit".into())
+            .spawn(move || {
+                let mut failed = false;
+                loop {
+                    let record = match rx.recv_timeout(QUIET) {
+                        Ok(r) => r,
+                        Err(RecvTimeoutError::Timeout) => {
+                            let _ = sink.flush();
+                            match rx.recv() {
+                                Ok(r) => r,
+                                Err(_) => break,
+                            }
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    };
+                    let mut line = record.to_string().into_bytes();
+                    line.push(b'\n');
+                    if let Err(e) = sink.write(&line)
+                        && !failed
+                    {
+                        failed = true;
+                        tracing::error!(target: "shellward::notice", "the audit log cannot be written: {e}");
+                    }
+                }
+                let _ = sink.flush();
+            })?;
+        Ok(AuditLog {
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            include_output: config.include_output,
+        })
+    }
+
+    /// Queues a record (waits only if the writer is thousands of records behind).
+    pub(crate) fn record(&self, mut record: Value) {
+        if let Some(map) = record.as_object_mut() {
+            map.insert("time".into(), json!(now()));
+        }
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(tx) = tx {
+            let _ = tx.send(record);
+        }
+    }
+
+    /// Writes everything queued and stops the writer (at shutdown).
+    pub(crate) fn close(&self) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_json_lines_rotated_by_size_and_flushed_on_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&AuditConfig {
+            path: path.clone(),
+            max_bytes: 300,
+            keep: 2,
+            include_output: false,
+        })
+        .unwrap();
+        for i in 0..20 {
+            log.record(json!({"type": "decision", "n": i, "pad": "x".repeat(40)}));
+        }
+        log.close();
+        let mut lines = Vec::new();
+        for p in [rotated(&path, 2), rotated(&path, 1), path.clone()] {
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert!(text.len() <= 300, "{} is {} bytes", p.display(), text.len());
+            lines.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
+        }
+        assert!(
+            !rotated(&path, 3).exists(),
+            "only `keep` rotated files stay"
+        );
+        // The newest records, in order, none lost within what is kept.
+        let ns: Vec<i64> = lines.iter().map(|l| l["n"].as_i64().unwrap()).collect();
+        assert!(ns.windows(2).all(|w| w[1] == w[0] + 1), "{ns:?}");
+        assert_eq!(*ns.last().unwrap(), 19);
+        assert!(lines.iter().all(|l| l["time"].as_f64().is_some()));
+    }
+}

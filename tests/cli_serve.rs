@@ -908,3 +908,59 @@ fn the_audit_log_records_decisions_and_ends_without_output() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[test]
+fn metrics_count_real_traffic() {
+    let server = Server::start(&[]);
+    let b = server.base.clone();
+    let run = |body: Value| post(&b, "/v1/tools/execute", None, body).1;
+    assert_eq!(run(json!({"command": "echo hi"}))["exit_code"], 0);
+    assert_eq!(run(json!({"command": "rm -rf /"}))["denied"], true);
+    let r = run(json!({"command": "sleep 5", "timeout": "500ms", "on_timeout": "kill"}));
+    assert_eq!(r["timed_out"], true, "{r}");
+    let r = run(json!({"command": "sleep 30", "run_in_background": true}));
+    let id = r["process_id"].as_str().unwrap().to_string();
+    let (status, _) = post(
+        &b,
+        "/v1/tools/process_signal",
+        None,
+        json!({"process_id": id, "signal": "kill"}),
+    );
+    assert_eq!(status, 200);
+
+    let mut response = agent().get(&format!("{b}/metrics")).call().unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let text = response.body_mut().read_to_string().unwrap();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("{series} missing from:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        value(r#"shellward_decisions_total{outcome="run",policy=""}"#),
+        3.0
+    );
+    assert_eq!(
+        value(r#"shellward_decisions_total{outcome="deny",policy="guard"}"#),
+        1.0
+    );
+    assert_eq!(value(r#"shellward_executes_total{mode="foreground"}"#), 2.0);
+    assert_eq!(value(r#"shellward_executes_total{mode="background"}"#), 1.0);
+    assert_eq!(value("shellward_timeouts_total"), 1.0);
+    assert_eq!(value(r#"shellward_signals_total{signal="kill"}"#), 1.0);
+    assert_eq!(value("shellward_running_processes"), 0.0);
+    assert_eq!(value("shellward_spawn_seconds_count"), 3.0);
+    assert_eq!(value("shellward_policy_chain_seconds_count"), 4.0);
+    assert!(value("shellward_policy_chain_seconds_sum") > 0.0);
+    server.stop();
+}

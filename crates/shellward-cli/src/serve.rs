@@ -271,6 +271,18 @@ async fn list_tools() -> Response {
     axum::Json(json!({ "tools": tool_specs() })).into_response()
 }
 
+/// Prometheus metrics (text exposition format 0.0.4).
+async fn metrics(State(state): State<Shared>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.sw.metrics_text(),
+    )
+        .into_response()
+}
+
 /// The active policy chain (name, source, digests, WIT version, load time per policy).
 async fn list_policies(State(state): State<Shared>) -> Response {
     axum::Json(json!({ "policies": *state.sw.policies() })).into_response()
@@ -490,7 +502,7 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         axum::Json(json!({
             "success": false,
-            "error": "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, and /api/v0/processes/{start,list,{id}/output,{id}/signal}",
+            "error": "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /metrics, and /api/v0/processes/{start,list,{id}/output,{id}/signal}",
             "error_kind": "not_found",
         })),
     )
@@ -504,6 +516,7 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/policies", get(list_policies))
+        .route("/metrics", get(metrics))
         .route("/api/v0/processes/start", post(start))
         .route("/api/v0/processes/list", get(list_processes))
         .route("/api/v0/processes/{id}/output", get(output))

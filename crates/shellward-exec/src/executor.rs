@@ -234,6 +234,7 @@ impl Executor {
             cursor,
             leftover_processes: leftovers,
             process_limit_hit: proc.tree.process_limit_hit(),
+            spawn_micros: proc.spawn_micros,
         }
     }
 
@@ -309,6 +310,7 @@ impl Executor {
         env.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
         args.push(plan.command.clone().into());
+        let spawn_started = Instant::now();
         let spawned = self
             .inner
             .platform
@@ -322,6 +324,7 @@ impl Executor {
             })
             .await
             .map_err(ExecError::Spawn)?;
+        let spawn_micros = spawn_started.elapsed().as_micros() as u64;
         slot.keep();
         let log = |suffix: &str| self.inner.log_dir.path().join(format!("{id}{suffix}.log"));
         let proc = Arc::new(Proc {
@@ -346,6 +349,7 @@ impl Executor {
             readers_done: watch::Sender::new(false),
             cleaned: AtomicBool::new(false),
             namespaced: spawned.leader.namespaced(),
+            spawn_micros,
         });
         if plan.background {
             // A background run's log path is part of its start result (not only once it has printed something).
@@ -457,6 +461,11 @@ impl Executor {
     /// The pids of the process's tree that are alive now (leader and descendants, escapers included).
     pub fn tree_members(&self, id: &str, session: Option<&str>) -> Result<Vec<i32>, ExecError> {
         Ok(self.find(id, session)?.tree.member_pids())
+    }
+
+    /// How many commands are running now, over every session (for metrics).
+    pub fn running_count(&self) -> usize {
+        self.inner.registry.running_total()
     }
 
     /// One process's details.

@@ -35,6 +35,8 @@ pub(crate) struct Proc {
     pub(crate) cleaned: AtomicBool,
     /// The leader is a PID-namespace init: the command is its child, and the init itself is no leftover.
     pub(crate) namespaced: bool,
+    /// How long starting the leader took (clone to exec), in microseconds.
+    pub(crate) spawn_micros: u64,
 }
 
 impl Proc {
@@ -251,6 +253,11 @@ impl Registry {
             }),
             None => Err(unknown()),
         }
+    }
+
+    /// Commands running now (over every session; reserved slots included).
+    pub(crate) fn running_total(&self) -> usize {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).total
     }
 
     /// Reserves a running slot for `session`, within the global and the per-session limit.

@@ -76,6 +76,8 @@ pub struct ExecResult {
     ///
     /// [`ResourceLimits::max_processes`]: crate::ResourceLimits::max_processes
     pub process_limit_hit: bool,
+    /// How long starting the command took (creating its tree and leader, until it runs), in microseconds.
+    pub spawn_micros: u64,
 }
 
 /// One entry of [`Executor::list`].

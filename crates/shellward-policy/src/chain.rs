@@ -22,6 +22,9 @@ pub struct Decision {
     pub denied_by: Option<String>,
     /// Policies that faulted and were skipped (fail-open) or caused the deny (fail-closed), with the error text.
     pub faults: Vec<(String, String)>,
+    /// The kind of each fault, in the order of `faults`: `deadline`, `memory`, `stack`, `trap`, `invalid_output`,
+    /// or `error` for a failure that is not a fault of the running policy (e.g. an instance could not be created).
+    pub fault_kinds: Vec<&'static str>,
     /// The last policy that changed the working directory, if any did (a directory that turns out not to exist is
     /// that policy's fault, not the caller's).
     pub workdir_by: Option<String>,
@@ -78,6 +81,7 @@ impl PolicyChain {
         let mut current = request.clone();
         let mut plan: Option<Plan> = None;
         let mut faults = Vec::new();
+        let mut fault_kinds = Vec::new();
         let mut workdir_by = None;
         for (policy, on_fault) in self.policies.iter().zip(&self.on_fault) {
             match policy.evaluate(&current) {
@@ -94,12 +98,17 @@ impl PolicyChain {
                         outcome: Outcome::Deny(reason),
                         denied_by: Some(policy.name().to_string()),
                         faults,
+                        fault_kinds,
                         workdir_by,
                     };
                 }
                 Err(e) => {
                     let text = e.to_string();
                     faults.push((policy.name().to_string(), text.clone()));
+                    fault_kinds.push(match &e {
+                        PolicyError::Fault { kind, .. } => kind.as_str(),
+                        _ => "error",
+                    });
                     if *on_fault == FaultMode::Deny || !matches!(e, PolicyError::Fault { .. }) {
                         return Decision {
                             outcome: Outcome::Deny(format!(
@@ -108,6 +117,7 @@ impl PolicyChain {
                             )),
                             denied_by: Some(policy.name().to_string()),
                             faults,
+                            fault_kinds,
                             workdir_by,
                         };
                     }
@@ -120,6 +130,7 @@ impl PolicyChain {
             outcome: Outcome::Run(plan),
             denied_by: None,
             faults,
+            fault_kinds,
             workdir_by,
         }
     }

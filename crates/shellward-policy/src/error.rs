@@ -17,6 +17,19 @@ pub enum FaultKind {
     InvalidOutput,
 }
 
+impl FaultKind {
+    /// A short stable name (`deadline`, `memory`, `stack`, `trap`, `invalid_output`), for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Deadline => "deadline",
+            FaultKind::Memory => "memory",
+            FaultKind::Stack => "stack",
+            FaultKind::Trap => "trap",
+            FaultKind::InvalidOutput => "invalid_output",
+        }
+    }
+}
+
 /// An error from loading or running a policy.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {

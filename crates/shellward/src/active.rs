@@ -216,7 +216,7 @@ pub(crate) fn watch(
                 let Some(inner) = active.upgrade() else {
                     return;
                 };
-                log_reload(&inner.active, "a policy file changed");
+                inner.reload_logged("a policy file changed");
             }
         })
         .map_err(|e| notify::Error::generic(&e.to_string()))?;
@@ -224,18 +224,4 @@ pub(crate) fn watch(
         _watcher: watcher,
         _thread: thread,
     }))
-}
-
-/// Reloads and logs the outcome (one line either way).
-pub(crate) fn log_reload(active: &Active, why: &str) -> bool {
-    match active.reload() {
-        Ok(n) => {
-            tracing::info!(target: "shellward::notice", "{why}: reloaded the policy chain ({n} policies)");
-            true
-        }
-        Err(e) => {
-            tracing::error!(target: "shellward::notice", "{why}: keeping the previous policy chain: {e}");
-            false
-        }
-    }
 }

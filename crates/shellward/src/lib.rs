@@ -22,6 +22,7 @@
 mod active;
 mod audit;
 pub mod config;
+mod metrics;
 pub mod tools;
 
 pub use active::{PolicySummary, PolicyWatcher};
@@ -238,6 +239,7 @@ impl ShellwardBuilder {
         Ok(Shellward {
             inner: Arc::new(Inner {
                 active,
+                metrics: metrics::Metrics::new(),
                 audit,
                 surface: self.surface.unwrap_or_else(|| "library".into()),
                 executor,
@@ -250,11 +252,35 @@ impl ShellwardBuilder {
 
 struct Inner {
     active: active::Active,
+    metrics: metrics::Metrics,
     audit: Option<audit::AuditLog>,
     surface: String,
     executor: Executor,
     limits: ToolLimits,
     default_workdir: Option<PathBuf>,
+}
+
+impl Inner {
+    /// Reloads the policy chain, counting the result.
+    fn reload(&self) -> Result<usize, ConfigError> {
+        let r = self.active.reload();
+        self.metrics.reload(r.is_ok());
+        r
+    }
+
+    /// [`Inner::reload`], logging the outcome as one line; returns whether the new chain is in force.
+    fn reload_logged(&self, why: &str) -> bool {
+        match self.reload() {
+            Ok(n) => {
+                tracing::info!(target: "shellward::notice", "{why}: reloaded the policy chain ({n} policies)");
+                true
+            }
+            Err(e) => {
+                tracing::error!(target: "shellward::notice", "{why}: keeping the previous policy chain: {e}");
+                false
+            }
+        }
+    }
 }
 
 /// A policy chain and an executor behind the four agent tools. Cheap to clone (shared).
@@ -325,13 +351,20 @@ impl Shellward {
     /// in force stays and the error names the file and why. Calls in flight finish on the chain they started with.
     /// Returns the number of policies in the new chain.
     pub fn reload_policies(&self) -> Result<usize, ConfigError> {
-        self.inner.active.reload()
+        self.inner.reload()
+    }
+
+    /// The metrics in the Prometheus text format (what `GET /metrics` serves); the series are listed in the README.
+    pub fn metrics_text(&self) -> String {
+        self.inner
+            .metrics
+            .encode(self.inner.executor.running_count())
     }
 
     /// [`Self::reload_policies`], logging the outcome as one line (`info` on success, `error` naming the file on
     /// failure); returns whether the new chain is in force. For signal handlers (`SIGHUP`).
     pub fn reload_policies_logged(&self, why: &str) -> bool {
-        active::log_reload(&self.inner.active, why)
+        self.inner.reload_logged(why)
     }
 
     /// Watches the drop-in directory and the configuration file, reloading (debounced) on every change until the
@@ -469,7 +502,12 @@ impl Shellward {
             env: env.to_vec(),
             context,
         };
+        let chain_started = std::time::Instant::now();
         let mut decision = self.inner.active.chain().evaluate(&request);
+        let chain_seconds = chain_started.elapsed().as_secs_f64();
+        for ((policy, _), kind) in decision.faults.iter().zip(&decision.fault_kinds) {
+            self.inner.metrics.fault(policy, kind);
+        }
         for (policy, fault) in &decision.faults {
             tracing::warn!(policy = %policy, error = %fault, "policy fault");
         }
@@ -526,6 +564,9 @@ impl Shellward {
                 })
             }
         };
+        self.inner
+            .metrics
+            .decision(decision.denied_by.as_deref(), chain_seconds);
         Ok(Decided {
             asked: args.command.clone(),
             session: session.map(str::to_string),
@@ -587,6 +628,7 @@ impl Shellward {
         let timeout = plan.timeout;
         let command = plan.command.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
+        let background = plan.background;
         let r = self.inner.executor.execute(plan).await;
         if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
             match &r {
@@ -596,6 +638,9 @@ impl Shellward {
             audit.record(record);
         }
         let r = r?;
+        self.inner
+            .metrics
+            .execute(background, r.spawn_micros, r.timed_out);
         self.audit_end(&r, session);
         let mut result = shape_execute(r, command, notes, timeout);
         if let Some(window) = startup
@@ -844,6 +889,10 @@ impl Shellward {
             SignalName::Kill => SignalKind::Kill,
         };
         let outcome = self.inner.executor.signal(id, kind, session).await?;
+        self.inner.metrics.signal(match kind {
+            SignalKind::Kill => "kill",
+            _ => "terminate",
+        });
         let info = self.inner.executor.info(id, session)?;
         let (exit_code, signal) = exit_fields(&info.exit);
         let mut notes = vec![match args.signal {

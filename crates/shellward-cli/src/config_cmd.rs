@@ -61,6 +61,7 @@ fn check(file: &Path) -> Result<ExitCode> {
             PolicySource::Default => "default (embedded)".to_string(),
             PolicySource::Guard => "guard (embedded)".to_string(),
             PolicySource::File(f) => f.display().to_string(),
+            PolicySource::Oci(r) => format!("oci:{r}"),
         })
         .collect();
     println!(

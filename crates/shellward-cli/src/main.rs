@@ -65,7 +65,7 @@ GET /api/v0/processes/{id}/output?wait=true, POST /api/v0/processes/{id}/signal.
 Sessions: header X-Shellward-Session. Auth: header Authorization: Bearer TOKEN (required off loopback).")]
     Serve(serve::ServeArgs),
     /// Work with policies: `check` what they decide (nothing runs), `test` them against case files, `bench` them,
-    /// `inspect` what a component declares, scaffold a `new` one, `list` the chain a configuration loads.
+    /// `inspect` what a component declares, scaffold a `new` one, `list` the chain a configuration loads, `pull`/`push` components from/to an OCI registry.
     #[command(subcommand)]
     Policy(policy_cmd::PolicyCommand),
     /// Work with configuration files.

@@ -67,6 +67,72 @@ Examples:
 
 Exit status: 0 when every policy loaded, 2 when one did not (each problem is printed with its file).")]
     List(ListArgs),
+    /// Fetch a policy component from an OCI registry into the local cache, verified against its digests.
+    #[command(after_help = "\
+Examples:
+  shellward policy pull ghcr.io/acme/no-telnet:1.0
+  shellward policy pull ghcr.io/acme/no-telnet@sha256:4f0c…   # pinned: served from the cache once pulled
+
+Prints the cached file and the pinned reference to use in a config: [[policy]] oci = \"REF@sha256:…\".
+Exit status: 0 pulled, 1 refused or unreachable (the reason is printed).")]
+    Pull(PullArgs),
+    /// Publish a policy component to an OCI registry as a Wasm OCI artifact.
+    #[command(after_help = "\
+Examples:
+  shellward policy push target/wasm32-wasip2/release/no_telnet.wasm ghcr.io/acme/no-telnet:1.0
+
+Prints the pinned reference (REPOSITORY@sha256:…). Registries on loopback are reached over HTTP, others over HTTPS;
+access is anonymous.")]
+    Push(PushArgs),
+}
+
+/// Options of `policy pull`.
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// `REGISTRY/REPOSITORY:TAG` or `REGISTRY/REPOSITORY@sha256:DIGEST`.
+    reference: String,
+    /// The cache (default: $SHELLWARD_CACHE_DIR/oci, else the user cache dir's shellward/oci).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+/// Options of `policy push`.
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// The component (.wasm).
+    file: PathBuf,
+    /// `REGISTRY/REPOSITORY:TAG`.
+    reference: String,
+}
+
+fn pull(args: PullArgs) -> Result<ExitCode> {
+    let Some(dir) = args.cache_dir.or_else(shellward::oci::default_cache_dir) else {
+        anyhow::bail!("no cache directory: pass --cache-dir DIR or set SHELLWARD_CACHE_DIR");
+    };
+    match shellward::oci::pull(&args.reference, &dir) {
+        Ok(p) => {
+            println!("{}", p.path.display());
+            println!("{}", p.pinned);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("shellward: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn push(args: PushArgs) -> Result<ExitCode> {
+    match shellward::oci::push(&args.file, &args.reference) {
+        Ok(pinned) => {
+            println!("{pinned}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("shellward: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// Options of `policy list`.
@@ -166,6 +232,8 @@ pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
         PolicyCommand::Inspect(args) => crate::policy_kit::inspect(args),
         PolicyCommand::New(args) => crate::policy_new::new(args),
         PolicyCommand::List(args) => list(args),
+        PolicyCommand::Pull(args) => pull(args),
+        PolicyCommand::Push(args) => push(args),
     }
 }
 

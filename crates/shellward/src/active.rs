@@ -74,6 +74,15 @@ pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, Con
                     p.display().to_string(),
                     std::fs::read(p).unwrap_or_default(),
                 ),
+                PolicySource::Oci(reference) => (
+                    format!("oci:{reference}"),
+                    // A pinned reference is in the cache now (no network); a tag's digest is not recorded.
+                    crate::oci::default_cache_dir()
+                        .filter(|_| reference.contains("@sha256:"))
+                        .and_then(|dir| crate::oci::pull(reference, &dir).ok())
+                        .and_then(|p| std::fs::read(p.path).ok())
+                        .unwrap_or_default(),
+                ),
             };
             PolicySummary {
                 name: policy.name().to_string(),

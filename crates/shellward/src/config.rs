@@ -87,6 +87,9 @@ pub enum PolicySource {
     Guard,
     /// A component file.
     File(PathBuf),
+    /// A component in an OCI registry (`REGISTRY/REPOSITORY:TAG` or `…@sha256:DIGEST`), pulled, verified and cached
+    /// when the chain is loaded (a pinned reference already cached needs no network).
+    Oci(String),
 }
 
 /// One entry of the policy chain.
@@ -455,6 +458,25 @@ impl Config {
                     )
                     .expect("the guard is built in"),
                 PolicySource::File(path) => engine.load_file(path, &entry.settings),
+                PolicySource::Oci(reference) => {
+                    let pulled = crate::oci::default_cache_dir()
+                        .ok_or_else(|| {
+                            crate::oci::OciError::new(
+                                "no cache directory for pulled policies: set SHELLWARD_CACHE_DIR",
+                            )
+                        })
+                        .and_then(|dir| crate::oci::pull(reference, &dir));
+                    match pulled {
+                        Ok(p) => engine.load_file(&p.path, &entry.settings),
+                        Err(e) => {
+                            problems.push(Problem {
+                                key,
+                                message: e.to_string(),
+                            });
+                            continue;
+                        }
+                    }
+                }
             };
             match loaded {
                 Ok(policy) => entries.push((
@@ -844,7 +866,22 @@ impl Walker {
         let mut t = self.entry_table(&path, value)?;
         let file = self.string(&mut t, "path", &path);
         let builtin = self.string(&mut t, "builtin", &path);
+        let oci = self.string(&mut t, "oci", &path);
         let source = match (file, builtin) {
+            (Some(_), _) | (_, Some(_)) if oci.is_some() => {
+                self.problem(&path, "give one of path, builtin or oci, not several");
+                None
+            }
+            (None, None) if oci.is_some() => {
+                let reference = oci.unwrap_or_default();
+                if reference.trim().is_empty() || reference.contains(char::is_whitespace) {
+                    self.problem(
+                        format!("{path}.oci"),
+                        "give a reference such as \"ghcr.io/org/policy@sha256:…\" (pin it by digest)",
+                    );
+                }
+                Some(PolicySource::Oci(reference))
+            }
             (Some(_), Some(_)) => {
                 self.problem(&path, "give either path or builtin, not both");
                 None
@@ -882,7 +919,7 @@ impl Walker {
             (None, None) => {
                 self.problem(
                     &path,
-                    "needs path = \"FILE.wasm\" or builtin = \"default\" (or \"guard\")",
+                    "needs path = \"FILE.wasm\", builtin = \"default\" (or \"guard\"), or oci = \"REF\"",
                 );
                 None
             }
@@ -911,7 +948,11 @@ impl Walker {
                 "{}".to_string()
             }
         };
-        self.unknown_keys(t, &path, &["path", "builtin", "fail_open", "settings"]);
+        self.unknown_keys(
+            t,
+            &path,
+            &["path", "builtin", "oci", "fail_open", "settings"],
+        );
         Some(PolicyEntry {
             source: source?,
             settings,

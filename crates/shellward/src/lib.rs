@@ -23,6 +23,7 @@ mod active;
 mod audit;
 pub mod config;
 mod metrics;
+pub mod oci;
 pub mod tools;
 
 pub use active::{PolicySummary, PolicyWatcher};

@@ -720,7 +720,7 @@ fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 #[test]
-fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_one_is_refused() {
+fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replacement_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let drop_in = dir.path().join("policies.d");
     std::fs::create_dir(&drop_in).unwrap();
@@ -776,11 +776,27 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_one_is_
             .starts_with("sha256:")
     );
     assert_eq!(policies[2]["wit_version"], "0.1.0");
+    // `policy list --server` asks the running server.
+    let listed = Command::new(bin())
+        .args(["policy", "list", "--server", &b])
+        .env_remove("SHELLWARD_TOKEN")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(
+        out.contains("3. ") && out.contains("50-no-echo.wasm"),
+        "{out}"
+    );
 
-    // A broken file keeps the chain in force, and the log names it.
-    std::fs::write(drop_in.join("60-broken.wasm"), b"not a component").unwrap();
+    // Replacing the policy with a broken file keeps the chain in force, and the log names the file.
+    std::fs::write(drop_in.join("50-no-echo.wasm"), b"not a component").unwrap();
     let logged = within(Duration::from_secs(5), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("60-broken.wasm"))
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("50-no-echo.wasm"))
     });
     assert!(logged, "{:?}", std::fs::read_to_string(&log));
     let (_, r) = echo();
@@ -796,8 +812,7 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_one_is_
         3
     );
 
-    // Fixed: removing the broken file and the deny policy brings the plain chain back.
-    std::fs::remove_file(drop_in.join("60-broken.wasm")).unwrap();
+    // Fixed: removing the broken file brings the plain chain back.
     std::fs::remove_file(drop_in.join("50-no-echo.wasm")).unwrap();
     let back = within(Duration::from_secs(3), || echo().1["output"] == "hi\n");
     assert!(back, "{:?}", std::fs::read_to_string(&log));

@@ -64,6 +64,7 @@ Examples:
   shellward policy list                               # the built-in chain
   shellward policy list --config /etc/shellward.toml  # [[policy]] entries and the [policies] dir
   shellward policy list --config shellward.toml --json
+  shellward policy list --server http://127.0.0.1:7878   # the chain a running server uses now
 
 Exit status: 0 when every policy loaded, 2 when one did not (each problem is printed with its file).")]
     List(ListArgs),
@@ -140,14 +141,72 @@ fn push(args: PushArgs) -> Result<ExitCode> {
 pub struct ListArgs {
     #[command(flatten)]
     service: crate::service::ServiceArgs,
+    /// Ask a running `shellward serve` (its HTTP address, e.g. http://127.0.0.1:7878) instead of loading a
+    /// configuration.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["config", "policies"])]
+    server: Option<String>,
+    /// The server's bearer token (default: $SHELLWARD_TOKEN).
+    #[arg(
+        long,
+        env = "SHELLWARD_TOKEN",
+        hide_env_values = true,
+        requires = "server"
+    )]
+    token: Option<String>,
     /// Print JSON (the same shape as GET /v1/policies).
     #[arg(long)]
     json: bool,
 }
 
+/// The active chain of a running server (`GET /v1/policies`).
+fn server_policies(url: &str, token: Option<&str>) -> Result<Vec<shellward::PolicySummary>> {
+    let url = format!("{}/v1/policies", url.trim_end_matches('/'));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut request = agent.get(&url);
+    if let Some(t) = token {
+        request = request.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut response = request
+        .call()
+        .with_context(|| format!("cannot reach {url}; is `shellward serve` listening there?"))?;
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    if status != 200 {
+        anyhow::bail!("{url} answered {status}: {body} (a 401 wants --token or SHELLWARD_TOKEN)");
+    }
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        policies: Vec<serde_json::Value>,
+    }
+    let listed: Listed = serde_json::from_str(&body)
+        .with_context(|| format!("{url} did not answer with a policy list"))?;
+    Ok(listed
+        .policies
+        .into_iter()
+        .map(|p| shellward::PolicySummary {
+            name: p["name"].as_str().unwrap_or_default().to_string(),
+            source: p["source"].as_str().unwrap_or_default().to_string(),
+            digest: p["digest"].as_str().unwrap_or_default().to_string(),
+            wit_version: p["wit_version"].as_str().map(str::to_string),
+            settings_digest: p["settings_digest"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            fail_open: p["fail_open"].as_bool().unwrap_or(false),
+            loaded_at: p["loaded_at"].as_u64().unwrap_or(0),
+        })
+        .collect())
+}
+
 fn list(args: ListArgs) -> Result<ExitCode> {
-    let config = args.service.config()?;
-    let policies = shellward::load_policy_summaries(&config)?;
+    let policies = match &args.server {
+        Some(url) => server_policies(url, args.token.as_deref())?,
+        None => shellward::load_policy_summaries(&args.service.config()?)?,
+    };
     if args.json {
         println!("{}", serde_json::json!({ "policies": policies }));
         return Ok(ExitCode::SUCCESS);

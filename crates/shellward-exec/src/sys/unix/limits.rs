@@ -79,8 +79,9 @@ impl PidsRoot {
                 "no cgroup v1 `pids` hierarchy is mounted",
             )
         })?;
-        sweep(&base);
-        let dir = base.join(format!("shellward-{token}"));
+        let ns = pid_namespace_id();
+        sweep(&base, &ns);
+        let dir = base.join(format!("shellward-{ns}-{token}"));
         std::fs::create_dir(&dir)?;
         Ok(PidsRoot { dir })
     }
@@ -93,6 +94,8 @@ impl PidsRoot {
     /// A group for one command, limited to `max` processes, and its `cgroup.procs` opened for the leader to join
     /// (close-on-exec; the leader writes `0` to it before exec).
     pub(crate) fn group(&self, name: &str, max: u64) -> io::Result<(PidsGroup, File)> {
+        // Recreated if something removed it while it was empty (it holds no state of its own).
+        std::fs::create_dir_all(&self.dir)?;
         let dir = self.dir.join(name);
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
@@ -129,22 +132,41 @@ fn remove_tree(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Removes what executors that died left in the hierarchy: `shellward-PID-…` directories whose process is gone.
-/// A directory of a live executor (or a reused pid) is left alone; a group still holding a process cannot be removed.
-fn sweep(base: &Path) {
+/// This process's PID namespace (the inode of `/proc/self/ns/pid`): a pid means something only within it.
+fn pid_namespace_id() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().into_owned();
+            l.strip_prefix("pid:[")
+                .and_then(|r| r.strip_suffix(']'))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "0".into())
+}
+
+/// Removes what executors that died left in the hierarchy: `shellward-NS-PID-…` directories of this PID namespace
+/// whose process is gone. Directories of other namespaces (whose pids mean nothing here), of live executors, or of a
+/// pid reused meanwhile are left alone; a group still holding a process cannot be removed anyway.
+fn sweep(base: &Path, ns: &str) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("shellward-"))
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("shellward-")) else {
             continue;
         };
+        let mut parts = rest.split('-');
+        let (Some(dir_ns), Some(pid)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<i32>() else {
+            continue;
+        };
+        if dir_ns != ns {
+            continue;
+        }
         // SAFETY: signal 0 only checks whether the process exists.
         let gone = unsafe { libc::kill(pid, 0) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
@@ -153,7 +175,6 @@ fn sweep(base: &Path) {
         }
     }
 }
-
 /// One command's `pids` group.
 #[derive(Debug)]
 pub(crate) struct PidsGroup {
@@ -179,5 +200,33 @@ impl PidsGroup {
             Ok(()) => true,
             Err(e) => e.kind() == io::ErrorKind::NotFound,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_removes_only_dead_executors_of_this_pid_namespace() {
+        let base = tempfile::tempdir().unwrap();
+        let ns = pid_namespace_id();
+        // A pid above any pid_max: no such process.
+        let dead = i32::MAX - 1;
+        let ours = std::process::id();
+        let names = [
+            format!("shellward-{ns}-{dead}-1"),
+            format!("shellward-{ns}-{ours}-2"),
+            // Another namespace's pid means nothing here, dead-looking or not.
+            format!("shellward-4026531999-{dead}-3"),
+            // The old format carries no namespace: left alone.
+            format!("shellward-{dead}-4"),
+        ];
+        for n in &names {
+            std::fs::create_dir_all(base.path().join(n).join("p1")).unwrap();
+        }
+        sweep(base.path(), &ns);
+        let left: Vec<bool> = names.iter().map(|n| base.path().join(n).exists()).collect();
+        assert_eq!(left, [false, true, true, true]);
     }
 }

@@ -503,3 +503,46 @@ fn a_python_programs_output_arrives_while_it_runs() {
         "the banner did not arrive while the program ran"
     );
 }
+
+#[test]
+fn run_goes_through_the_facade_and_is_audited_like_every_surface() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellward.toml");
+    std::fs::write(
+        &config,
+        "[audit]\npath = \"audit.jsonl\"\n[executor]\ndrain = \"300ms\"\n",
+    )
+    .unwrap();
+    let cfg = config.to_str().unwrap();
+    let ok = run(&["--config", cfg, "--", "echo hi"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert_eq!(text(&ok.stdout), "hi\n");
+    let denied = run(&["--config", cfg, "--", "rm -rf /"]);
+    assert_eq!(denied.status.code(), Some(126));
+    assert!(
+        text(&denied.stderr).contains("denied by guard"),
+        "{}",
+        text(&denied.stderr)
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["type"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [("decision", "run"), ("end", ""), ("decision", "deny")],
+        "{audit}"
+    );
+    assert!(records.iter().all(|r| r["surface"] == "run"), "{audit}");
+    assert_eq!(records[1]["exit_code"], 0, "{audit}");
+}

@@ -7,7 +7,6 @@ use clap::Args;
 use shellward::tools::{ExecuteArgs, ProcessOutputArgs};
 use shellward::{Shellward, ToolError};
 use shellward_exec::{ExitState, SignalKind, TimeoutAction};
-use shellward_policy::Outcome;
 use shellward_policy::duration::format_millis;
 use std::io::Write;
 use std::process::ExitCode;
@@ -150,14 +149,11 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         eprint!("{}", decision_text(&decided.decision));
         eprintln!("---");
     }
-    let (mut plan, notes) = match (decided.plan, &decided.decision.outcome) {
-        (Some(plan), Outcome::Run(p)) => (plan, p.notes.clone()),
-        (_, outcome) => {
-            let reason = match outcome {
-                Outcome::Deny(r) => r.clone(),
-                Outcome::Run(_) => String::new(),
-            };
-            let by = decided.decision.denied_by.as_deref().unwrap_or("policy");
+    let (plan, notes) = match decided.verdict() {
+        shellward::Verdict::Run { plan, notes } => (plan, notes),
+        shellward::Verdict::Deny { reason, by } => {
+            // Recorded (audit, metrics) like any other surface's deny.
+            let _ = sw.start_tracked(decided).await;
             eprintln!("shellward: denied by {by}: {reason}");
             return Ok(ExitCode::from(EXIT_DENIED));
         }
@@ -167,18 +163,19 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
             eprintln!("shellward: note: {n}");
         }
     }
-    // The executor starts the process tracked and returns at once; this loop streams it and enforces the timeout.
+    // The facade starts the process tracked and returns at once (from the first byte: no start-up wait); this loop
+    // streams it and enforces the timeout.
     let background = plan.background;
-    let timeout = plan.timeout.take();
+    let timeout = plan.timeout;
     let on_timeout = plan.on_timeout;
-    plan.background = true;
-    // `run` streams from the first byte: no start-up wait.
-    plan.startup_wait = None;
     if let Some(sig) = interrupts.pending().await {
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));
     }
-    let started = sw.executor().execute(plan).await?;
+    let started = match sw.start_tracked(decided).await {
+        Ok(r) => r,
+        Err(e) => return Ok(fail(e)),
+    };
     let id = started.id.clone();
     let log_hint = |sw: &Shellward| {
         sw.executor()
@@ -195,7 +192,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         );
     }
     let mut deadline = timeout.map(|t| Instant::now() + t);
-    let drain = Duration::from_secs(2);
+    let drain = sw.drain();
     let mut cursor = 0u64;
     let mut exited_at: Option<Instant> = None;
     let mut stdout = std::io::stdout();

@@ -239,6 +239,7 @@ impl ShellwardBuilder {
         let executor = Executor::new(self.config.executor.clone())?;
         Ok(Shellward {
             inner: Arc::new(Inner {
+                drain: self.config.executor.drain,
                 active,
                 metrics: metrics::Metrics::new(),
                 audit,
@@ -252,6 +253,7 @@ impl ShellwardBuilder {
 }
 
 struct Inner {
+    drain: Duration,
     active: active::Active,
     metrics: metrics::Metrics,
     audit: Option<audit::AuditLog>,
@@ -301,6 +303,49 @@ pub struct Decided {
     pub decision: Decision,
     /// The plan for the executor, when the outcome is run.
     pub plan: Option<ExecPlan>,
+}
+
+/// A decision as the caller acts on it: run this plan (with the policies' notes), or refuse (with the reason and the
+/// policy that refused). Every surface reads decisions through this one type.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Run the plan.
+    Run {
+        /// What the executor runs.
+        plan: ExecPlan,
+        /// The policies' notes for the agent, in chain order.
+        notes: Vec<String>,
+    },
+    /// Do not run it.
+    Deny {
+        /// Why, for the agent (never empty).
+        reason: String,
+        /// The policy that denied (`a policy` when unknown).
+        by: String,
+    },
+}
+
+impl Decided {
+    /// The decision as a [`Verdict`].
+    pub fn verdict(&self) -> Verdict {
+        match (&self.plan, &self.decision.outcome) {
+            (Some(plan), Outcome::Run(p)) => Verdict::Run {
+                plan: plan.clone(),
+                notes: p.notes.clone(),
+            },
+            (_, outcome) => Verdict::Deny {
+                reason: reason_text(match outcome {
+                    Outcome::Deny(r) => r.clone(),
+                    Outcome::Run(_) => String::new(),
+                }),
+                by: self
+                    .decision
+                    .denied_by
+                    .clone()
+                    .unwrap_or_else(|| "a policy".into()),
+            },
+        }
+    }
 }
 
 fn check_text(what: &str, text: &str) -> Result<(), ToolError> {
@@ -605,14 +650,9 @@ impl Shellward {
             .as_ref()
             .map(|_| self.decision_record(&decided));
         let session = decided.session.clone();
-        let (plan, notes) = match (decided.plan, decided.decision.outcome) {
-            (Some(plan), Outcome::Run(p)) => (plan, p.notes),
-            (_, outcome) => {
-                let reason = match outcome {
-                    Outcome::Deny(reason) => reason_text(reason),
-                    Outcome::Run(_) => reason_text(String::new()),
-                };
-                let by = decided.decision.denied_by.as_deref().unwrap_or("a policy");
+        let (plan, notes) = match decided.verdict() {
+            Verdict::Run { plan, notes } => (plan, notes),
+            Verdict::Deny { reason, by } => {
                 if let (Some(audit), Some(record)) = (&self.inner.audit, record) {
                     audit.record(record);
                 }
@@ -659,6 +699,50 @@ impl Shellward {
             ));
         }
         Ok(result)
+    }
+
+    /// Starts a decided run tracked in the background and returns at once, for a host that streams the output and
+    /// enforces the timeout itself (as `shellward run` does): no start-up wait, no foreground timeout, the decision and
+    /// the end recorded (audit log, metrics) as for `execute`. A deny is an error naming the policy and the reason.
+    pub async fn start_tracked(&self, decided: Decided) -> Result<ExecResult, ToolError> {
+        let mut record = self
+            .inner
+            .audit
+            .as_ref()
+            .map(|_| self.decision_record(&decided));
+        let session = decided.session.clone();
+        let mut plan = match decided.verdict() {
+            Verdict::Run { plan, .. } => plan,
+            Verdict::Deny { reason, by } => {
+                if let (Some(audit), Some(record)) = (&self.inner.audit, record.take()) {
+                    audit.record(record);
+                }
+                return Err(ToolError::invalid(format!("denied by {by}: {reason}")));
+            }
+        };
+        let background = plan.background;
+        plan.background = true;
+        plan.timeout = None;
+        plan.startup_wait = None;
+        let r = self.inner.executor.execute(plan).await;
+        if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
+            match &r {
+                Ok(r) => record["process_id"] = serde_json::json!(r.id),
+                Err(e) => record["error"] = serde_json::json!(e.to_string()),
+            }
+            audit.record(record);
+        }
+        let r = r?;
+        self.inner
+            .metrics
+            .execute(background, r.spawn_micros, false);
+        self.audit_end(&r, session);
+        Ok(r)
+    }
+
+    /// How long output is drained after a command's leader exits (`[executor] drain`).
+    pub fn drain(&self) -> Duration {
+        self.inner.drain
     }
 
     /// The audit record of a decision (the process id is added once it started).

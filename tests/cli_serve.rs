@@ -44,6 +44,17 @@ impl Server {
     }
 }
 
+/// A test that fails before `stop` must not leave its server (or what it started) running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            kill_marked(&self.mark);
+        }
+    }
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -489,18 +500,16 @@ fn shutdown_is_bounded_and_a_second_signal_is_immediate() {
             )
         });
         std::thread::sleep(Duration::from_millis(500));
-        let Server {
-            mut child, mark, ..
-        } = server;
+        let mut server = server;
         let started = std::time::Instant::now();
         for _ in 0..signals {
-            cli::signal(&child, Signal::SIGTERM);
+            cli::signal(&server.child, Signal::SIGTERM);
             std::thread::sleep(Duration::from_millis(200));
         }
-        let status = wait_exit(&mut child, Duration::from_secs(30));
+        let status = wait_exit(&mut server.child, Duration::from_secs(30));
         let took = started.elapsed();
-        let left = survivors(&mark);
-        kill_marked(&mark);
+        let left = survivors(&server.mark);
+        kill_marked(&server.mark);
         assert!(status.success(), "{status}");
         assert!(
             took < Duration::from_secs(8),

@@ -42,52 +42,97 @@ fn sha256(bytes: &[u8]) -> String {
     out
 }
 
+/// What a loaded chain is made of. The digests of the built-in components (immutable, embedded; hashing them is
+/// about half a megabyte of SHA-256) are computed on first use, not at every start; a file's digest is taken at load,
+/// so it describes the bytes that were loaded even if the file changes later.
+pub(crate) struct Summaries {
+    /// The summaries, built-ins' `digest` still empty.
+    partial: Vec<PolicySummary>,
+    /// Per policy: the embedded component whose digest is still to compute.
+    builtin: Vec<Option<&'static [u8]>>,
+    done: std::sync::OnceLock<Arc<Vec<PolicySummary>>>,
+}
+
+impl Summaries {
+    /// Summaries given by the host (no sources to digest).
+    pub(crate) fn given(summaries: Vec<PolicySummary>) -> Summaries {
+        Summaries {
+            builtin: vec![None; summaries.len()],
+            partial: summaries,
+            done: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The summaries, digests complete (computed once).
+    pub(crate) fn get(&self) -> Arc<Vec<PolicySummary>> {
+        self.done
+            .get_or_init(|| {
+                let mut all = self.partial.clone();
+                for (summary, bytes) in all.iter_mut().zip(&self.builtin) {
+                    if let Some(bytes) = bytes {
+                        summary.digest = sha256(bytes);
+                    }
+                }
+                Arc::new(all)
+            })
+            .clone()
+    }
+}
+
 /// A loaded chain and what it is made of.
 pub(crate) struct Loaded {
     pub(crate) chain: Arc<PolicyChain>,
-    pub(crate) summaries: Arc<Vec<PolicySummary>>,
+    pub(crate) summaries: Arc<Summaries>,
 }
 
 /// Loads the chain a configuration describes, with its summaries.
 pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, ConfigError> {
-    let chain = config.load_chain(engine)?;
+    // Read once: the summaries describe exactly the entries the chain was loaded from.
+    let entries = config.policy_entries()?;
+    let chain = Config::load_entries(&entries, engine)?;
     let loaded_at = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let entries = config.policy_entries()?;
-    let summaries = chain
+    let mut builtin = Vec::new();
+    let partial = chain
         .policies()
         .iter()
         .zip(entries)
         .map(|(policy, (_, entry))| {
-            let (source, bytes) = match &entry.source {
+            let (source, embedded, digest) = match &entry.source {
                 PolicySource::Default => (
                     "builtin:default".to_string(),
-                    shellward_policy::embedded::DEFAULT_POLICY_WASM.to_vec(),
+                    Some(shellward_policy::embedded::DEFAULT_POLICY_WASM),
+                    String::new(),
                 ),
                 PolicySource::Guard => (
                     "builtin:guard".to_string(),
-                    shellward_policy::embedded::GUARD_POLICY_WASM.to_vec(),
+                    Some(shellward_policy::embedded::GUARD_POLICY_WASM),
+                    String::new(),
                 ),
                 PolicySource::File(p) => (
                     p.display().to_string(),
-                    std::fs::read(p).unwrap_or_default(),
+                    None,
+                    sha256(&std::fs::read(p).unwrap_or_default()),
                 ),
                 PolicySource::Oci(reference) => (
                     format!("oci:{reference}"),
+                    None,
                     // A pinned reference is in the cache now (no network); a tag's digest is not recorded.
                     crate::oci::default_cache_dir()
                         .filter(|_| reference.contains("@sha256:"))
                         .and_then(|dir| crate::oci::pull(reference, &dir).ok())
                         .and_then(|p| std::fs::read(p.path).ok())
-                        .unwrap_or_default(),
+                        .map(|bytes| sha256(&bytes))
+                        .unwrap_or_else(|| sha256(&[])),
                 ),
             };
+            builtin.push(embedded);
             PolicySummary {
                 name: policy.name().to_string(),
                 source,
-                digest: sha256(&bytes),
+                digest,
                 wit_version: policy.info().wit_version.clone(),
                 settings_digest: sha256(policy.settings().as_bytes()),
                 fail_open: entry.fail_open,
@@ -97,13 +142,17 @@ pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, Con
         .collect();
     Ok(Loaded {
         chain: Arc::new(chain),
-        summaries: Arc::new(summaries),
+        summaries: Arc::new(Summaries {
+            partial,
+            builtin,
+            done: std::sync::OnceLock::new(),
+        }),
     })
 }
 
 /// The chain in force and how to load it again.
 pub(crate) struct Active {
-    current: RwLock<(Arc<PolicyChain>, Arc<Vec<PolicySummary>>)>,
+    current: RwLock<(Arc<PolicyChain>, Arc<Summaries>)>,
     /// The configuration and engine to reload from; `None` when the host handed in a chain of its own.
     source: Option<(Mutex<Config>, PolicyEngine)>,
 }
@@ -125,11 +174,13 @@ impl Active {
     }
 
     pub(crate) fn summaries(&self) -> Arc<Vec<PolicySummary>> {
-        self.current
+        let summaries = self
+            .current
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .1
-            .clone()
+            .clone();
+        summaries.get()
     }
 
     /// Where a reload looks: the drop-in directory and the configuration file, when there are any.

@@ -446,9 +446,19 @@ impl Config {
     /// Loads the policy chain this configuration describes (compiling, checking and configuring every policy).
     /// Problems are reported per entry (`policy[N]`, `policies.dir/NAME.wasm`), all of them.
     pub fn load_chain(&self, engine: &PolicyEngine) -> Result<PolicyChain, ConfigError> {
-        let mut entries = Vec::new();
+        Self::load_entries(&self.policy_entries()?, engine)
+    }
+
+    /// Loads a chain from entries already read with [`Config::policy_entries`] (so a caller that also describes
+    /// them reads the drop-in directory once, and describes exactly what was loaded).
+    pub fn load_entries(
+        entries: &[(String, PolicyEntry)],
+        engine: &PolicyEngine,
+    ) -> Result<PolicyChain, ConfigError> {
+        let mut loaded_policies = Vec::new();
         let mut problems = Vec::new();
-        for (key, entry) in self.policy_entries()? {
+        for (key, entry) in entries {
+            let key = key.clone();
             let loaded = match &entry.source {
                 PolicySource::Default => engine.load_default(&entry.settings),
                 PolicySource::Guard => engine
@@ -479,7 +489,7 @@ impl Config {
                 }
             };
             match loaded {
-                Ok(policy) => entries.push((
+                Ok(policy) => loaded_policies.push((
                     policy,
                     if entry.fail_open {
                         FaultMode::Skip
@@ -494,7 +504,7 @@ impl Config {
             }
         }
         if problems.is_empty() {
-            Ok(PolicyChain::with_fault_modes(entries))
+            Ok(PolicyChain::with_fault_modes(loaded_policies))
         } else {
             Err(ConfigError {
                 file: None,

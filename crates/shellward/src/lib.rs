@@ -33,7 +33,7 @@ pub use audit::AuditConfig;
 /// returns what it is made of, as `shellward policy list` shows it.
 pub fn load_policy_summaries(config: &Config) -> Result<Vec<PolicySummary>, BuildError> {
     let engine = PolicyEngine::new(config.sandbox.clone())?;
-    Ok(active::load(config, &engine)?.summaries.to_vec())
+    Ok(active::load(config, &engine)?.summaries.get().to_vec())
 }
 
 pub use config::{
@@ -221,7 +221,7 @@ impl ShellwardBuilder {
                 active::Active::new(
                     active::Loaded {
                         chain: Arc::new(chain),
-                        summaries: Arc::new(summaries),
+                        summaries: Arc::new(active::Summaries::given(summaries)),
                     },
                     None,
                 )
@@ -670,19 +670,9 @@ impl Shellward {
         let command = plan.command.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         let background = plan.background;
-        let r = self.inner.executor.execute(plan).await;
-        if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
-            match &r {
-                Ok(r) => record["process_id"] = serde_json::json!(r.id),
-                Err(e) => record["error"] = serde_json::json!(e.to_string()),
-            }
-            audit.record(record);
-        }
-        let r = r?;
-        self.inner
-            .metrics
-            .execute(background, r.spawn_micros, r.timed_out);
-        self.audit_end(&r, session);
+        let r = self
+            .start_recorded(plan, background, record, session)
+            .await?;
         let mut result = shape_execute(r, command, notes, timeout);
         if let Some(window) = startup
             && !result.running
@@ -724,6 +714,20 @@ impl Shellward {
         plan.background = true;
         plan.timeout = None;
         plan.startup_wait = None;
+        Ok(self
+            .start_recorded(plan, background, record, session)
+            .await?)
+    }
+
+    /// Runs a plan on the executor and records it: the decision's audit record (with the process id, or the start
+    /// error), the execute metrics (`background` is the mode the policies decided), and how the process ends.
+    async fn start_recorded(
+        &self,
+        plan: ExecPlan,
+        background: bool,
+        record: Option<Value>,
+        session: Option<String>,
+    ) -> Result<ExecResult, ExecError> {
         let r = self.inner.executor.execute(plan).await;
         if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
             match &r {
@@ -735,7 +739,7 @@ impl Shellward {
         let r = r?;
         self.inner
             .metrics
-            .execute(background, r.spawn_micros, false);
+            .execute(background, r.spawn_micros, r.timed_out);
         self.audit_end(&r, session);
         Ok(r)
     }

@@ -103,6 +103,18 @@ fn block_on<T: Send + 'static>(
     .unwrap_or_else(|_| Err(OciError("the registry client panicked".into())))
 }
 
+/// The raw manifest `reference` names (an OCI image manifest).
+async fn manifest(client: &Client, reference: &Reference) -> oci_client::errors::Result<Vec<u8>> {
+    client
+        .pull_manifest_raw(
+            reference,
+            &RegistryAuth::Anonymous,
+            &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+        )
+        .await
+        .map(|(raw, _)| raw.to_vec())
+}
+
 /// A pulled component: where it is cached and the manifest digest it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pulled {
@@ -132,12 +144,7 @@ pub fn pull(reference: &str, cache_dir: &Path) -> Result<Pulled, OciError> {
     let name = reference.to_string();
     let (manifest_digest, component) = block_on(async move {
         let client = client(&parsed);
-        let (raw, digest) = client
-            .pull_manifest_raw(
-                &parsed,
-                &RegistryAuth::Anonymous,
-                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
-            )
+        let raw = manifest(&client, &parsed)
             .await
             .map_err(|e| fail(&name, format!("cannot fetch the manifest: {e}")))?;
         let actual = sha256(&raw);
@@ -152,7 +159,6 @@ pub fn pull(reference: &str, cache_dir: &Path) -> Result<Pulled, OciError> {
                 ),
             ));
         }
-        let _ = digest;
         let manifest: OciImageManifest = serde_json::from_slice(&raw).map_err(|e| {
             fail(
                 &name,
@@ -223,9 +229,10 @@ pub fn push(file: &Path, reference: &str) -> Result<String, OciError> {
         ));
     }
     let parsed = parse(reference)?;
+    let repository = format!("{}/{}", parsed.registry(), parsed.repository());
     let name = reference.to_string();
     let layer_digest = sha256(&data);
-    let manifest_url = block_on(async move {
+    let digest = block_on(async move {
         let layer = ImageLayer::new(data, WASM_LAYER.to_string(), None);
         let config = Config::new(
             serde_json::to_vec(&serde_json::json!({
@@ -237,7 +244,7 @@ pub fn push(file: &Path, reference: &str) -> Result<String, OciError> {
             WASM_CONFIG.to_string(),
             None,
         );
-        let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+        let built = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
         let client = client(&parsed);
         client
             .push(
@@ -245,24 +252,12 @@ pub fn push(file: &Path, reference: &str) -> Result<String, OciError> {
                 &[layer],
                 config,
                 &RegistryAuth::Anonymous,
-                Some(manifest),
+                Some(built),
             )
             .await
-            .map(|r| r.manifest_url)
-            .map_err(|e| fail(&name, format!("cannot push: {e}")))
-    })?;
-    let _ = manifest_url;
-    // The digest of what was pushed, as the registry stored it.
-    let parsed = parse(reference)?;
-    let repository = format!("{}/{}", parsed.registry(), parsed.repository());
-    let name = reference.to_string();
-    let digest = block_on(async move {
-        let (raw, _) = client(&parsed)
-            .pull_manifest_raw(
-                &parsed,
-                &RegistryAuth::Anonymous,
-                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
-            )
+            .map_err(|e| fail(&name, format!("cannot push: {e}")))?;
+        // The digest of what was pushed, as the registry stored it.
+        let raw = manifest(&client, &parsed)
             .await
             .map_err(|e| fail(&name, format!("pushed, but cannot read it back: {e}")))?;
         Ok(sha256(&raw))

@@ -168,7 +168,7 @@ fn explain_prints_the_decision_and_background_plans_are_streamed_to_the_end() {
     let err = text(&out.stderr);
     assert!(err.contains("decision:   run"), "{err}");
     assert!(err.contains("mode:       background"), "{err}");
-    assert!(err.contains("running in the background as p1"), "{err}");
+    assert!(err.contains("running in the background as p1-"), "{err}");
     assert_eq!(text(&out.stdout), "one\ntwo\n");
 }
 

@@ -38,7 +38,43 @@ fn normalize(text: &str) -> String {
         rest = &tail[n..];
     }
     out.push_str(rest);
-    out.replace(std::env::temp_dir().to_str().unwrap(), "/tmp")
+    mask_instance(&out.replace(std::env::temp_dir().to_str().unwrap(), "/tmp"))
+}
+
+/// Process ids carry a random per-server tag (`p1-k3x9q2mz`): replaced by `X` so samples compare.
+fn mask_instance(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(tag) = instance_tag(rest) {
+        let at = rest.find(&format!("-{tag}")).unwrap();
+        out.push_str(&rest[..at]);
+        out.push_str("-X");
+        rest = &rest[at + 1 + tag.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The tag of the first process id (`p<digits>-<8 of [a-z0-9]>`) in `text`.
+fn instance_tag(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    for (i, _) in text.match_indices('p') {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let dash = i + 1 + digits;
+        if digits == 0 || b.get(dash) != Some(&b'-') {
+            continue;
+        }
+        let tag = &b[dash + 1..];
+        if tag.len() >= 8
+            && tag[..8]
+                .iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && tag.get(8).is_none_or(|c| !c.is_ascii_alphanumeric())
+        {
+            return Some(String::from_utf8_lossy(&tag[..8]).into_owned());
+        }
+    }
+    None
 }
 
 fn sh(line: &str) -> std::process::Output {
@@ -107,7 +143,9 @@ fn the_http_examples_work_against_serve() {
         .timeout_global(Some(Duration::from_secs(60)))
         .build()
         .into();
-    let mut answers = Vec::new();
+    let mut answers: Vec<Value> = Vec::new();
+    // The README's ids carry a sample tag; this server's ids carry its own.
+    let mut tag = None;
     for example in examples.lines() {
         // `curl -s URL [-d 'JSON']   # comment`, URL possibly quoted.
         let example = example.split("   #").next().unwrap().trim();
@@ -116,12 +154,15 @@ fn the_http_examples_work_against_serve() {
             Some((u, b)) => (u, Some(b.trim().trim_matches('\''))),
             None => (rest, None),
         };
-        let url = format!(
+        let mut url = format!(
             "http://{}",
             url.trim()
                 .trim_matches('\'')
                 .replace("localhost:7878", &base)
         );
+        if let Some(t) = &tag {
+            url = url.replace("-k3x9q2mz", &format!("-{t}"));
+        }
         let mut response = match body {
             Some(b) => agent
                 .post(&url)
@@ -138,6 +179,11 @@ fn the_http_examples_work_against_serve() {
             status == 200 || (status == 409 && example.contains("/signal")),
             "{example}: {status} {json}"
         );
+        // A started process's id (the tool list's examples carry the README's sample tag).
+        let started = ["id", "process_id", "background_process_id"]
+            .iter()
+            .find_map(|k| json.get(*k).and_then(Value::as_str).and_then(instance_tag));
+        tag = tag.or(started);
         answers.push(json);
     }
     assert_eq!(answers.len(), 6);

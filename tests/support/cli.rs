@@ -135,3 +135,60 @@ pub fn idle_wakeups(pid: u32, settle: Duration, window: Duration) -> u64 {
     std::thread::sleep(window);
     context_switches(pid) - before
 }
+
+/// A `shellward serve` started by a test, on a free loopback port unless the test names the listener; stopped by
+/// [`Server::stop`] (which proves nothing it started survives), or killed with what it started when dropped.
+pub struct Server {
+    /// The server process.
+    pub child: std::process::Child,
+    /// Its base URL (`http://127.0.0.1:PORT`, or `unix:/path`).
+    pub base: String,
+    /// The marker every process it starts carries.
+    pub mark: String,
+}
+
+impl Server {
+    /// Starts `shellward serve` with extra arguments.
+    pub fn start(extra: &[&str]) -> Server {
+        Server::start_with_env(extra, &[])
+    }
+
+    /// Starts `shellward serve` with extra arguments and variables in its environment.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mark = new_mark("serve");
+        // A free loopback port unless the test names the listener.
+        let listen: &[&str] = if extra.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
+        let (child, base) = start_serve(
+            &[listen, extra].concat(),
+            env,
+            &mark,
+            std::process::Stdio::inherit(),
+        );
+        Server { child, base, mark }
+    }
+
+    /// Stops the server with SIGTERM and proves nothing it started survives.
+    pub fn stop(mut self) {
+        signal(&self.child, Signal::SIGTERM);
+        let status = wait_exit(&mut self.child, Duration::from_secs(30));
+        let left = survivors(&self.mark);
+        kill_marked(&self.mark);
+        assert!(status.success(), "serve exited with {status}");
+        assert!(left.is_empty(), "survivors after shutdown: {left:?}");
+    }
+}
+
+/// A test that fails before `stop` must not leave its server (or what it started) running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            kill_marked(&self.mark);
+        }
+    }
+}

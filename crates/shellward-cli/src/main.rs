@@ -2,6 +2,7 @@
 //!
 //! This crate owns argument parsing, output formatting and exit codes; the work is done by the library crates.
 
+mod coder;
 mod config_cmd;
 mod listen;
 mod mcp;

@@ -3,7 +3,8 @@
 //! Routes:
 //! - `GET /v1/tools`: the tools with descriptions and schemas; `POST /v1/tools/{name}`: a tool call (JSON arguments
 //!   in, JSON result out).
-//! - `/api/v0/processes/…`: the process API agent hosts already use (start, list, output, signal).
+//! - `/api/v0/processes/…`: the process API of Coder's workspace agent (start, list, output, signal), wire-compatible
+//!   with Coder's Go client; see [`crate::coder`].
 //!
 //! Sessions come from the `X-Shellward-Session` header (absent: the anonymous session; present, it must be 1–128
 //! visible ASCII characters, else 400); one session never sees another's processes. Sessions are labels, not
@@ -17,20 +18,19 @@
 //! server stops accepting, gives requests in flight `--shutdown-timeout` to finish, then stops every process tree
 //! and exits; a second signal skips the wait.
 
-use crate::listen;
 use crate::service::{ServiceArgs, runtime};
+use crate::{coder, listen};
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
-use serde::Deserialize;
 use serde_json::{Value, json};
-use shellward::tools::{ExecuteArgs, ProcessOutputArgs, ProcessSignalArgs, SignalName, tool_specs};
+use shellward::tools::tool_specs;
 use shellward::{Shellward, ToolError, ToolErrorKind};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -75,8 +75,8 @@ const MAX_SESSION_BYTES: usize = 128;
 /// Largest accepted request body (the longest command is 128 KiB).
 const MAX_BODY_BYTES: usize = 2 << 20;
 
-struct AppState {
-    sw: Shellward,
+pub(crate) struct AppState {
+    pub(crate) sw: Shellward,
     token: Option<String>,
     /// Tokens bound to sessions (`[[auth]]` in the config file).
     auth: Vec<shellward::AuthEntry>,
@@ -92,7 +92,7 @@ impl AppState {
 type Shared = Arc<AppState>;
 
 /// The session named by the request (validated by [`check_request`] before any handler runs).
-fn session(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn session(headers: &HeaderMap) -> Option<String> {
     headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -164,7 +164,24 @@ fn status_of(kind: ToolErrorKind) -> StatusCode {
 }
 
 fn error_response(e: &ToolError) -> Response {
-    (status_of(e.kind), axum::Json(e.to_json())).into_response()
+    let mut body = e.to_json();
+    // Coder's clients read `message` (codersdk.Response); shellward's read `error`.
+    body["message"] = json!(e.message);
+    (status_of(e.kind), axum::Json(body)).into_response()
+}
+
+/// A JSON error body of the server itself: `error` and `error_kind` (shellward) and `message` (Coder's clients).
+fn plain_error(status: StatusCode, kind: &str, message: String) -> Response {
+    (
+        status,
+        axum::Json(json!({
+            "success": false,
+            "error": message,
+            "message": message,
+            "error_kind": kind,
+        })),
+    )
+        .into_response()
 }
 
 fn bad_request(message: impl Into<String>) -> Response {
@@ -209,17 +226,18 @@ async fn check_request(State(state): State<Shared>, mut request: Request, next: 
         }
     };
     let Some(allowed) = allowed else {
-        return (
+        let mut response = plain_error(
             StatusCode::UNAUTHORIZED,
-            [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
-            axum::Json(json!({
-                "success": false,
-                "error": "missing or wrong bearer token; send the header `Authorization: Bearer TOKEN` with the \
-                          token the server was started with",
-                "error_kind": "unauthorized",
-            })),
-        )
-            .into_response();
+            "unauthorized",
+            "missing or wrong bearer token; send the header `Authorization: Bearer TOKEN` with the token the server \
+             was started with"
+                .into(),
+        );
+        response.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer"),
+        );
+        return response;
     };
     if let Some(problem) = session_problem(request.headers()) {
         return bad_request(problem);
@@ -227,18 +245,14 @@ async fn check_request(State(state): State<Shared>, mut request: Request, next: 
     if let Some(sessions) = allowed {
         match session(request.headers()) {
             Some(s) if !sessions.contains(&s) => {
-                return (
+                return plain_error(
                     StatusCode::FORBIDDEN,
-                    axum::Json(json!({
-                        "success": false,
-                        "error": format!(
-                            "this token may not use session {s:?}; it may use {}",
-                            sessions.join(", ")
-                        ),
-                        "error_kind": "forbidden",
-                    })),
-                )
-                    .into_response();
+                    "forbidden",
+                    format!(
+                        "this token may not use session {s:?}; it may use {}",
+                        sessions.join(", ")
+                    ),
+                );
             }
             Some(_) => {}
             None => {
@@ -251,18 +265,14 @@ async fn check_request(State(state): State<Shared>, mut request: Request, next: 
     }
     let response = next.run(request).await;
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return (
+        return plain_error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            axum::Json(json!({
-                "success": false,
-                "error": format!(
-                    "the request body is over {} MiB; send a shorter one (a command is at most 128 KiB)",
-                    MAX_BODY_BYTES >> 20
-                ),
-                "error_kind": "too_large",
-            })),
-        )
-            .into_response();
+            "too_large",
+            format!(
+                "the request body is over {} MiB; send a shorter one (a command is at most 128 KiB)",
+                MAX_BODY_BYTES >> 20
+            ),
+        );
     }
     response
 }
@@ -308,205 +318,14 @@ async fn call_tool(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartBody {
-    command: String,
-    #[serde(default)]
-    workdir: Option<String>,
-    #[serde(default)]
-    env: Option<std::collections::BTreeMap<String, String>>,
-    #[serde(default)]
-    background: Option<bool>,
-    #[serde(default)]
-    timeout: Option<String>,
-}
-
-async fn start(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let value = match parse_json(&body) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    let body: StartBody = match serde_json::from_value(value) {
-        Ok(b) => b,
-        Err(e) => {
-            return bad_request(format!(
-                "invalid start request: {e}; expected {{\"command\": \"...\", \"workdir\"?: \"dir\", \"env\"?: \
-                 {{\"NAME\": \"value\"}}, \"background\"?: true}}"
-            ));
-        }
-    };
-    let args = ExecuteArgs {
-        command: body.command,
-        timeout: body.timeout,
-        workdir: body.workdir,
-        run_in_background: body.background,
-        ..Default::default()
-    };
-    let env: Vec<(String, String)> = body.env.unwrap_or_default().into_iter().collect();
-    let sess = session(&headers);
-    match state.sw.execute_with_env(sess.as_deref(), args, env).await {
-        Ok(r) if r.denied => (
-            StatusCode::FORBIDDEN,
-            axum::Json(json!({
-                "started": false,
-                "error": r.deny_reason,
-                "error_kind": "denied",
-            })),
-        )
-            .into_response(),
-        Ok(r) => {
-            let mut out = json!({
-                "id": r.process_id,
-                "started": true,
-                "running": r.running,
-                "command": r.command,
-            });
-            if !r.running {
-                out["exit_code"] = json!(r.exit_code);
-                out["signal"] = json!(r.signal);
-                out["output"] = json!(r.output);
-                out["timed_out"] = json!(r.timed_out);
-            }
-            if !r.notes.is_empty() {
-                out["notes"] = json!(r.notes);
-            }
-            axum::Json(out).into_response()
-        }
-        Err(e) => error_response(&e),
-    }
-}
-
-async fn list_processes(State(state): State<Shared>, headers: HeaderMap) -> Response {
-    let sess = session(&headers);
-    let list =
-        state
-            .sw
-            .executor()
-            .list_filtered(sess.as_deref(), state.sw.limits().list_limit, true);
-    let processes: Vec<Value> = list
-        .processes
-        .iter()
-        .map(|p| {
-            json!({
-                "id": p.id,
-                "command": p.command,
-                "workdir": p.workdir,
-                "background": p.background,
-                "running": p.running,
-                "exit_code": p.exit.code(),
-                "signal": p.exit.signal(),
-                "started_at_unix": p.started_at_unix,
-                "exited_at_unix": p.exited_at_unix,
-            })
-        })
-        .collect();
-    axum::Json(json!({ "processes": processes, "omitted": list.omitted })).into_response()
-}
-
-#[derive(Deserialize)]
-struct OutputQuery {
-    #[serde(default)]
-    wait: Option<String>,
-}
-
-async fn output(
-    State(state): State<Shared>,
-    Path(id): Path<String>,
-    Query(q): Query<OutputQuery>,
-    headers: HeaderMap,
-) -> Response {
-    let wait = match q.wait.as_deref() {
-        None | Some("false") | Some("0") => "0s".to_string(),
-        Some("true") | Some("1") => {
-            shellward_policy::duration::format_millis(state.sw.limits().max_wait.as_millis() as u64)
-        }
-        Some(other) => other.to_string(),
-    };
-    let sess = session(&headers);
-    let args = ProcessOutputArgs {
-        process_id: id,
-        cursor: None,
-        wait: Some(wait),
-        idle: None,
-    };
-    match state.sw.process_output(sess.as_deref(), args).await {
-        Ok(o) => {
-            let mut out = json!({
-                "output": o.output,
-                "running": o.running,
-                "truncated": o.output_omitted_bytes > 0,
-                "omitted_bytes": o.output_omitted_bytes,
-                "total_bytes": o.output_total_bytes,
-            });
-            if let Some(c) = o.exit_code {
-                out["exit_code"] = json!(c);
-            }
-            if let Some(s) = &o.signal {
-                out["signal"] = json!(s);
-            }
-            if let Some(l) = &o.log_path {
-                out["log_path"] = json!(l);
-            }
-            axum::Json(out).into_response()
-        }
-        Err(e) => error_response(&e),
-    }
-}
-
-async fn signal_process(
-    State(state): State<Shared>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let value = match parse_json(&body) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    let signal = match value.get("signal").and_then(Value::as_str) {
-        Some("kill") => SignalName::Kill,
-        Some("terminate") => SignalName::Terminate,
-        Some(other) => {
-            return bad_request(format!(
-                "unknown signal {other:?}; use \"terminate\" (SIGTERM, then SIGKILL after a grace period) or \
-                 \"kill\" (SIGKILL)"
-            ));
-        }
-        None => {
-            return bad_request(
-                "missing signal; send {\"signal\": \"terminate\"} or {\"signal\": \"kill\"}",
-            );
-        }
-    };
-    let sess = session(&headers);
-    let args = ProcessSignalArgs {
-        process_id: id.clone(),
-        signal,
-    };
-    match state.sw.process_signal(sess.as_deref(), args).await {
-        Ok(r) => axum::Json(json!({
-            "id": id,
-            "signalled": true,
-            "running": r.running,
-            "exit_code": r.exit_code,
-            "signal": r.signal,
-        }))
-        .into_response(),
-        Err(e) => error_response(&e),
-    }
-}
-
 async fn not_found() -> Response {
-    (
+    plain_error(
         StatusCode::NOT_FOUND,
-        axum::Json(json!({
-            "success": false,
-            "error": "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /metrics, and /api/v0/processes/{start,list,{id}/output,{id}/signal}",
-            "error_kind": "not_found",
-        })),
+        "not_found",
+        "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /metrics, and \
+         /api/v0/processes/{start,list,{id}/output,{id}/signal}"
+            .into(),
     )
-        .into_response()
 }
 
 /// The router (exposed for tests and hosts that mount it elsewhere).
@@ -517,10 +336,10 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/policies", get(list_policies))
         .route("/metrics", get(metrics))
-        .route("/api/v0/processes/start", post(start))
-        .route("/api/v0/processes/list", get(list_processes))
-        .route("/api/v0/processes/{id}/output", get(output))
-        .route("/api/v0/processes/{id}/signal", post(signal_process))
+        .route("/api/v0/processes/start", post(coder::start))
+        .route("/api/v0/processes/list", get(coder::list))
+        .route("/api/v0/processes/{id}/output", get(coder::output))
+        .route("/api/v0/processes/{id}/signal", post(coder::signal))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), check_request))

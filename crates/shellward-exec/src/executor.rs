@@ -94,13 +94,21 @@ impl Executor {
             .map_err(|e| ExecError::Setup(e.to_string()))?;
         tracing::info!(containment = %platform.kind(), pid_namespaces = platform.pid_namespaces(), max_processes = ?platform.process_limit(), log_dir = %log_dir.path().display(), "shellward executor ready");
         let base_env = config.env.base_env(std::env::vars_os());
-        let registry = Registry::new(Limits {
-            max_running: config.max_running,
-            max_running_per_session: config.max_running_per_session,
-            max_retained_per_session: config.max_retained_per_session,
-            max_log_bytes: config.max_log_bytes,
-            retention: config.retention,
-        });
+        let instance = crate::logdir::random_name(8).map_err(|e| {
+            ExecError::Setup(format!(
+                "cannot read /dev/urandom for the instance tag: {e}"
+            ))
+        })?;
+        let registry = Registry::new(
+            Limits {
+                max_running: config.max_running,
+                max_running_per_session: config.max_running_per_session,
+                max_retained_per_session: config.max_retained_per_session,
+                max_log_bytes: config.max_log_bytes,
+                retention: config.retention,
+            },
+            instance,
+        );
         let inner = Arc::new(Inner {
             config,
             platform,
@@ -304,7 +312,7 @@ impl Executor {
         let slot = registry.reserve(plan.session.as_deref())?;
         registry.enforce_session_count(plan.session.as_deref());
         let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let id = format!("p{n}");
+        let id = registry.id_of(n);
         let config = &self.inner.config;
         let mut env = self.inner.base_env.clone();
         env.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
@@ -333,6 +341,7 @@ impl Executor {
             session: plan.session.clone(),
             command: plan.command.clone(),
             workdir,
+            labels: plan.labels.clone(),
             pid: spawned.leader.pid(),
             background: AtomicBool::new(plan.background),
             started: SystemTime::now(),
@@ -369,6 +378,19 @@ impl Executor {
             proc.clone(),
             spawned.leader,
         ));
+        if let Some(limit) = plan.deadline.filter(|_| plan.background) {
+            // Weak: a pending deadline does not keep a dropped executor alive.
+            let inner = Arc::downgrade(&self.inner);
+            let p = proc.clone();
+            tokio::spawn(async move {
+                if tokio::time::timeout(limit, p.wait_exit()).await.is_err()
+                    && let Some(inner) = inner.upgrade()
+                {
+                    tracing::info!(id = %p.id, limit_ms = limit.as_millis() as u64, "deadline reached: terminating");
+                    Executor { inner }.terminate(&p).await;
+                }
+            });
+        }
         Ok(proc)
     }
 
@@ -394,7 +416,9 @@ impl Executor {
         session: Option<&str>,
     ) -> Result<SignalOutcome, ExecError> {
         let proc = self.find(id, session)?;
-        if !proc.command_alive() && proc.tree.escapees().is_empty() {
+        // While the leader lives there is something to signal — in a PID namespace the init may not have forked the
+        // command yet, so "no command process" right after the start does not mean "ended".
+        if proc.leader_exited() && !proc.command_alive() && proc.tree.escapees().is_empty() {
             return Err(ExecError::NotAlive(id.to_string()));
         }
         match kind {

@@ -107,7 +107,7 @@ impl LogDir {
 }
 
 /// `len` random characters from `[a-z0-9]`, from the kernel's random source.
-fn random_name(len: usize) -> io::Result<String> {
+pub(crate) fn random_name(len: usize) -> io::Result<String> {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut bytes = vec![0u8; len];
     File::open("/dev/urandom")?.read_exact(&mut bytes)?;

@@ -34,6 +34,13 @@ pub struct ExecPlan {
     /// exits at once), and return its exit and output in the same call when it does; a command still running then
     /// is returned as running. `None` returns at once.
     pub startup_wait: Option<Duration>,
+    /// Background plans: terminate the whole tree (SIGTERM, grace, SIGKILL) if it still runs this long after the
+    /// start — a hard limit for a host that returns at once but must still enforce a policy's kill timeout. `None`:
+    /// no limit.
+    pub deadline: Option<Duration>,
+    /// The host's own labels for the process (e.g. which conversation started it), returned in
+    /// [`crate::ProcessInfo::labels`]; the executor does not read them.
+    pub labels: Vec<(String, String)>,
 }
 
 impl ExecPlan {

@@ -20,6 +20,8 @@ pub(crate) struct Proc {
     pub(crate) session: Option<String>,
     pub(crate) command: String,
     pub(crate) workdir: PathBuf,
+    /// The host's labels ([`crate::ExecPlan::labels`]).
+    pub(crate) labels: Vec<(String, String)>,
     pub(crate) pid: i32,
     pub(crate) background: AtomicBool,
     pub(crate) started: SystemTime,
@@ -68,6 +70,7 @@ impl Proc {
             id: self.id.clone(),
             command: self.command.clone(),
             workdir: self.workdir.clone(),
+            labels: self.labels.clone(),
             session: self.session.clone(),
             background: self.background.load(Ordering::Relaxed),
             running: exit.is_none()
@@ -167,9 +170,12 @@ pub(crate) struct Limits {
     pub(crate) retention: Duration,
 }
 
-/// Every process of one executor, by number (`p7` is 7).
+/// Every process of one executor, by number (`p7-k3x9q2mz` is 7 of the instance `k3x9q2mz`).
 pub(crate) struct Registry {
     limits: Limits,
+    /// This executor's random tag, part of every id: an id of an earlier run (or of another server) is unknown here
+    /// rather than naming whatever got the same number.
+    instance: String,
     procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
     /// Recently evicted: (number, session, which limit).
     evicted: Mutex<VecDeque<(u64, Option<String>, String)>>,
@@ -206,13 +212,28 @@ impl Drop for Slot<'_> {
 }
 
 impl Registry {
-    pub(crate) fn new(limits: Limits) -> Registry {
+    pub(crate) fn new(limits: Limits, instance: String) -> Registry {
         Registry {
             limits,
+            instance,
             procs: Mutex::new(BTreeMap::new()),
             evicted: Mutex::new(VecDeque::new()),
             running: Mutex::new(Running::default()),
         }
+    }
+
+    /// The id of process number `n`: `p{n}-{instance}`.
+    pub(crate) fn id_of(&self, n: u64) -> String {
+        format!("p{n}-{}", self.instance)
+    }
+
+    /// The number in an id of this instance (`None` for anything else, including ids of earlier runs).
+    fn number_of(&self, id: &str) -> Option<u64> {
+        let (n, instance) = id.strip_prefix('p')?.split_once('-')?;
+        if instance != self.instance || n.starts_with('+') {
+            return None;
+        }
+        n.parse::<u64>().ok()
     }
 
     /// The map, locked.
@@ -233,10 +254,7 @@ impl Registry {
     /// The entry for `id` if it belongs to `session`; an evicted one is reported as such.
     pub(crate) fn find(&self, id: &str, session: Option<&str>) -> Result<Arc<Proc>, ExecError> {
         let unknown = || ExecError::UnknownProcess(id.to_string());
-        let n = id
-            .strip_prefix('p')
-            .and_then(|n| n.parse::<u64>().ok())
-            .ok_or_else(unknown)?;
+        let n = self.number_of(id).ok_or_else(unknown)?;
         if let Some(p) = self.procs().get(&n)
             && p.session.as_deref() == session
         {

@@ -47,7 +47,8 @@ impl ExitState {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ExecResult {
-    /// The process id (`p1`, `p2`, ...). Valid for later calls while the process is tracked (background runs,
+    /// The process id (`p1-k3x9q2mz`, `p2-k3x9q2mz`, ...: a number and the executor's random instance tag, so an id
+    /// is never reused by a later run or another server). Valid for later calls while the process is tracked (background runs,
     /// timeouts kept in the background, and trees that left processes behind).
     pub id: String,
     /// How the leader ended (`Running` when it lives on).
@@ -90,6 +91,8 @@ pub struct ProcessInfo {
     pub command: String,
     /// Working directory.
     pub workdir: PathBuf,
+    /// The labels the host gave the plan ([`crate::ExecPlan::labels`]).
+    pub labels: Vec<(String, String)>,
     /// Session.
     pub session: Option<String>,
     /// Whether it was started (or kept) in the background.

@@ -154,6 +154,54 @@ async fn processes_left_behind_are_reported_and_stoppable_under_the_init() {
     ex.shutdown().await;
 }
 
+/// A signal sent the moment a background start returns reaches the command, even when the namespace's init has not
+/// forked it yet (it used to be refused as "nothing alive", leaving the command running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_right_after_the_start_is_never_refused() {
+    let ex = confined(namespaced()).await;
+    for kind in [SignalKind::Kill, SignalKind::Terminate] {
+        for _ in 0..10 {
+            let mark = new_mark();
+            let mut plan = marked_plan("sleep 60", &mark);
+            plan.background = true;
+            let r = ex.execute(plan).await.unwrap();
+            ex.signal(&r.id, kind, None)
+                .await
+                .unwrap_or_else(|e| panic!("{kind:?} right after the start: {e}"));
+            assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+            assert!(!ex.info(&r.id, None).unwrap().running);
+        }
+    }
+    ex.shutdown().await;
+}
+
+/// A background plan's deadline stops the whole tree when it is reached; one that ends first is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_deadline_stops_the_tree() {
+    let ex = Executor::new(ExecutorConfig::default()).unwrap();
+    let mark = new_mark();
+    let mut plan = marked_plan("sleep 60 & sleep 61; echo never", &mark);
+    plan.background = true;
+    plan.deadline = Some(Duration::from_millis(300));
+    let r = ex.execute(plan).await.unwrap();
+    assert!(r.running);
+    let info = tokio::time::timeout(Duration::from_secs(20), ex.wait_exit(&r.id, None))
+        .await
+        .expect("the deadline stopped it")
+        .unwrap();
+    assert_eq!(info.exit, ExitState::Signal("SIGTERM".into()), "{info:?}");
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    let mut quick = ExecPlan::new("echo done");
+    quick.background = true;
+    quick.deadline = Some(Duration::from_secs(30));
+    quick.labels = vec![("chat".into(), "a".into())];
+    let r = ex.execute(quick).await.unwrap();
+    let info = ex.wait_exit(&r.id, None).await.unwrap();
+    assert_eq!(info.exit, ExitState::Code(0));
+    assert_eq!(info.labels, vec![("chat".to_string(), "a".to_string())]);
+    ex.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_in_python_is_contained() {
     let mut config = namespaced();

@@ -607,6 +607,8 @@ impl Shellward {
                     },
                     session: session.map(str::to_string),
                     startup_wait: p.background.then_some(limits.startup_wait),
+                    deadline: None,
+                    labels: Vec::new(),
                 })
             }
         };

@@ -50,7 +50,7 @@ pub enum OnTimeoutChoice {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessOutputArgs {
-    /// The process id returned by `execute` (`background_process_id` or `process_id`), e.g. `p3`.
+    /// The process id returned by `execute` (`background_process_id` or `process_id`), e.g. `p3-k3x9q2mz`.
     pub process_id: String,
     /// Byte cursor to read from: pass the `cursor` of the previous result to get only new output. Omit it to get the
     /// head and tail of the whole output. `0` reads from the start (from the full log when the head/tail view
@@ -88,7 +88,7 @@ pub enum SignalName {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessSignalArgs {
-    /// The process id, e.g. `p3`.
+    /// The process id, e.g. `p3-k3x9q2mz`.
     pub process_id: String,
     /// `terminate` (graceful: SIGTERM, then SIGKILL after a grace period) or `kill` (SIGKILL at once). Both reach
     /// every process the command started.
@@ -316,9 +316,13 @@ impl ToolName {
             ToolName::Execute => {
                 r#"{"command": "...", "timeout"?: "30s", "workdir"?: "dir", "run_in_background"?: true}"#
             }
-            ToolName::ProcessOutput => r#"{"process_id": "p1", "cursor"?: 0, "wait"?: "10s"}"#,
+            ToolName::ProcessOutput => {
+                r#"{"process_id": "p1-k3x9q2mz", "cursor"?: 0, "wait"?: "10s"}"#
+            }
             ToolName::ProcessList => "{}",
-            ToolName::ProcessSignal => r#"{"process_id": "p1", "signal": "terminate" | "kill"}"#,
+            ToolName::ProcessSignal => {
+                r#"{"process_id": "p1-k3x9q2mz", "signal": "terminate" | "kill"}"#
+            }
         }
     }
 }

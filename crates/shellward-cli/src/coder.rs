@@ -1,0 +1,639 @@
+//! The process API under `/api/v0/processes/…`, wire-compatible with Coder's workspace agent: the routes, request
+//! and response shapes, status codes, error bodies and chat scoping that Coder's Go client
+//! (`codersdk/workspacesdk`) and its chat tool rely on, over shellward's policy chain and executor.
+//!
+//! What Coder's client sees (checked against `codersdk/workspacesdk/agentconn.go` at coder/coder 024c7d3 and the agent
+//! side in `agent/agentproc` — `api.go`, `process.go`, `headtail.go`):
+//! - `POST start` `{command, workdir?, env?, background?}` answers `{id, started}` at once, foreground or background;
+//!   the client waits with `output?wait=true` and enforces its own timeouts. Unknown request fields are ignored (as Go
+//!   does); a field of the wrong JSON type is a 400.
+//! - `GET list` `{processes: [...]}`: running first, then newest first, at most 10 (Coder's cap).
+//! - `GET {id}/output[?wait=true]` `{output, truncated?, running, exit_code?}`: output up to 16 KiB whole, else the
+//!   first and last 16 KiB around an omission marker, lines over 2048 bytes shortened; `truncated` is the object
+//!   `{original_bytes, retained_bytes, omitted_bytes, strategy: "head_tail"}`, omitted when nothing was left out. A
+//!   command ended by a signal has `exit_code: -1`.
+//! - `POST {id}/signal` `{signal: "kill" | "terminate"}` answers `{message}`; 404 unknown, 409 not running.
+//! - Every error is Coder's `{message, detail?}`.
+//! - `Coder-Chat-Id` (a UUID; anything else is ignored, as Coder does): a start records the chat; a chat lists only
+//!   its own processes and gets 404 for another chat's; a request without the header sees every process of its
+//!   session. `Coder-Ancestor-Chat-Ids` grants nothing here (Coder uses it only for git notifications). The chat
+//!   scope lives inside shellward's session (`X-Shellward-Session` or the token's), which stays the boundary.
+//!
+//! shellward's additions ride along as fields Go ignores: the command as run (a policy may rewrite it), the policies'
+//! notes, the log path, the signal name.
+
+use crate::serve::{AppState, session};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shellward::tools::{ExecuteArgs, ProcessSignalArgs, SignalName};
+use shellward::{ToolError, ToolErrorKind, Verdict};
+use shellward_exec::{ExitState, TimeoutAction};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Shared = Arc<AppState>;
+
+/// Coder's chat header (`workspacesdk.CoderChatIDHeader`).
+const CHAT_HEADER: &str = "coder-chat-id";
+/// The label recording the chat that started a process.
+const CHAT_LABEL: &str = "coder.chat_id";
+/// The label recording whether the start asked for the background.
+const BACKGROUND_LABEL: &str = "coder.background";
+/// Coder's list cap (`maxListProcesses`).
+const MAX_LIST: usize = 10;
+/// Bytes kept from the start and from the end of the output (`MaxHeadBytes`, `MaxTailBytes`).
+const HEAD_BYTES: usize = 16 << 10;
+const TAIL_BYTES: usize = 16 << 10;
+/// Lines longer than this are shortened (`MaxLineLength`), ending with [`LINE_SUFFIX`].
+const MAX_LINE: usize = 2048;
+const LINE_SUFFIX: &str = " ... [truncated]";
+
+/// A Coder `codersdk.Response` error: `{message, detail?}` (and shellward's `error_kind`).
+fn error(status: StatusCode, message: impl Into<String>, detail: Option<String>) -> Response {
+    let mut body = json!({ "message": message.into() });
+    if let Some(d) = detail.filter(|d| !d.is_empty()) {
+        body["detail"] = json!(d);
+    }
+    body["error_kind"] = json!(match status {
+        StatusCode::BAD_REQUEST => "invalid_arguments",
+        StatusCode::NOT_FOUND => "unknown_process",
+        StatusCode::CONFLICT => "not_alive",
+        StatusCode::TOO_MANY_REQUESTS => "busy",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        _ => "internal",
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+fn not_found(id: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!("Process {id:?} not found."),
+        None,
+    )
+}
+
+/// The chat of a request: `Coder-Chat-Id` parsed as a UUID (first value; unparsable is no chat, as in Coder), in the
+/// canonical lowercase hyphenated form.
+pub(crate) fn chat_id(headers: &HeaderMap) -> Option<String> {
+    let raw = headers.get(CHAT_HEADER)?.to_str().ok()?;
+    let id = uuid::Uuid::parse_str(raw.trim()).ok()?;
+    Some(id.hyphenated().to_string())
+}
+
+/// Decodes a JSON body the way Go's `json.NewDecoder(body).Decode(&v)` does: the first JSON value (what follows is
+/// not read), unknown fields ignored, `null` leaves every field unset. Errors are Coder's 400.
+fn decode<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, Box<Response>> {
+    let bad = |detail: String| {
+        Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "Request body must be valid JSON.",
+            Some(detail),
+        ))
+    };
+    let value = match serde_json::Deserializer::from_slice(body)
+        .into_iter::<Value>()
+        .next()
+    {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => return Err(bad(e.to_string())),
+        None => return Err(bad("EOF: the body is empty; send a JSON object".into())),
+    };
+    if value.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
+/// `workspacesdk.StartProcessRequest`, plus shellward's `timeout`.
+#[derive(Deserialize, Default)]
+struct StartRequest {
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    background: Option<bool>,
+    /// shellward's: the foreground timeout the policies see (Coder's client never sends it).
+    #[serde(default)]
+    timeout: Option<String>,
+}
+
+/// `POST /api/v0/processes/start`.
+pub(crate) async fn start(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req: StartRequest = match decode(&body) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    let command = req.command.unwrap_or_default();
+    if command.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "Command is required.", None);
+    }
+    let chat = chat_id(&headers);
+    let background = req.background.unwrap_or(false);
+    let args = ExecuteArgs {
+        command,
+        timeout: req.timeout,
+        // Go sends no workdir when it is empty; an explicit "" means the default too.
+        workdir: req.workdir.filter(|w| !w.is_empty()),
+        run_in_background: Some(background),
+        ..Default::default()
+    };
+    let mut env: Vec<(String, String)> = req.env.unwrap_or_default().into_iter().collect();
+    if let Some(c) = &chat {
+        // As Coder's agent does: the command's children (e.g. a git credential helper) can name their chat.
+        env.push(("CODER_CHAT_ID".into(), c.clone()));
+    }
+    let sess = session(&headers);
+    let mut decided = match state.sw.decide(sess.as_deref(), &args, &env) {
+        Ok(d) => d,
+        Err(e) => return start_error(&e),
+    };
+    if let Verdict::Deny { reason, by } = decided.verdict() {
+        // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
+        let _ = state.sw.start_tracked(decided).await;
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({
+                "message": format!("Failed to start process: denied by policy {by}: {reason}"),
+                "detail": reason,
+                "error_kind": "denied",
+                "denied_by": by,
+            })),
+        )
+            .into_response();
+    }
+    if let Some(plan) = decided.plan.as_mut() {
+        // The start returns at once (Coder's client waits and times out on its own); a policy's kill timeout still
+        // holds, as a deadline on the tree.
+        if !plan.background && plan.on_timeout == TimeoutAction::Kill {
+            plan.deadline = plan.timeout;
+        }
+        plan.labels
+            .push((BACKGROUND_LABEL.into(), background.to_string()));
+        if let Some(c) = &chat {
+            plan.labels.push((CHAT_LABEL.into(), c.clone()));
+        }
+    }
+    let notes = match decided.verdict() {
+        Verdict::Run { notes, .. } => notes,
+        Verdict::Deny { .. } => Vec::new(),
+    };
+    match state.sw.start_tracked(decided).await {
+        Ok(r) => {
+            let mut out = json!({ "id": r.id, "started": true });
+            if let Some(p) = &r.log_path {
+                out["log_path"] = json!(p);
+            }
+            if let Ok(info) = state.sw.executor().info(&r.id, sess.as_deref()) {
+                out["command"] = json!(info.command);
+            }
+            if !notes.is_empty() {
+                out["notes"] = json!(notes);
+            }
+            axum::Json(out).into_response()
+        }
+        Err(e) => start_error(&e),
+    }
+}
+
+/// A start that failed: 400 for what Coder also refuses before starting (an empty command), else Coder's 500
+/// "Failed to start process." with the reason in `detail` (a missing working directory, a bad environment variable);
+/// 429 and 503 keep their meaning (too many running, shutting down).
+fn start_error(e: &ToolError) -> Response {
+    let status = match e.kind {
+        ToolErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
+        ToolErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(
+        status,
+        format!("Failed to start process: {}", e.message),
+        Some(e.message.clone()),
+    )
+}
+
+/// Coder's exit code: the code, or -1 for a command ended by a signal (Go's `ExitCode()`); none while it runs.
+fn exit_code(exit: &ExitState) -> Option<i32> {
+    match exit {
+        ExitState::Running => None,
+        ExitState::Code(c) => Some(*c),
+        _ => Some(-1),
+    }
+}
+
+fn label<'a>(labels: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Whether a request of `chat` may see a process with these labels: a chat sees its own processes and those started
+/// without a chat; a request without a chat sees all (Coder's rule).
+fn visible(chat: Option<&str>, labels: &[(String, String)]) -> bool {
+    match (chat, label(labels, CHAT_LABEL)) {
+        (Some(mine), Some(owner)) => mine == owner,
+        _ => true,
+    }
+}
+
+/// `GET /api/v0/processes/list`.
+pub(crate) async fn list(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let sess = session(&headers);
+    let chat = chat_id(&headers);
+    let all = state
+        .sw
+        .executor()
+        .list_filtered(sess.as_deref(), usize::MAX, true);
+    let processes: Vec<Value> = all
+        .processes
+        .iter()
+        // A chat lists only its own processes (those without a chat stay reachable by id).
+        .filter(|p| match &chat {
+            Some(c) => label(&p.labels, CHAT_LABEL) == Some(c.as_str()),
+            None => true,
+        })
+        .take(MAX_LIST)
+        .map(|p| {
+            // `running` as Coder means it: the command itself (a daemon it left behind stays signallable).
+            let running = p.exit == ExitState::Running;
+            let mut v = json!({
+                "id": p.id,
+                "command": p.command,
+                "background": label(&p.labels, BACKGROUND_LABEL).map_or(p.background, |b| b == "true"),
+                "running": running,
+                "started_at_unix": p.started_at_unix,
+            });
+            let workdir = p.workdir.to_string_lossy();
+            if !workdir.is_empty() {
+                v["workdir"] = json!(workdir);
+            }
+            if let Some(c) = exit_code(&p.exit) {
+                v["exit_code"] = json!(c);
+            }
+            if let Some(at) = p.exited_at_unix {
+                v["exited_at_unix"] = json!(at);
+            }
+            if let Some(s) = p.exit.signal() {
+                v["signal"] = json!(s);
+            }
+            v
+        })
+        .collect();
+    axum::Json(json!({ "processes": processes })).into_response()
+}
+
+/// The query of the output route: `wait=true` (Coder), or a duration (shellward's).
+#[derive(Deserialize)]
+pub(crate) struct OutputQuery {
+    #[serde(default)]
+    wait: Option<String>,
+}
+
+/// `GET /api/v0/processes/{id}/output`.
+pub(crate) async fn output(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<OutputQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let sess = session(&headers);
+    let chat = chat_id(&headers);
+    let executor = state.sw.executor();
+    match executor.info(&id, sess.as_deref()) {
+        Ok(info) if visible(chat.as_deref(), &info.labels) => {}
+        _ => return not_found(&id),
+    }
+    let max_wait = state.sw.limits().max_wait;
+    let wait = match q.wait.as_deref() {
+        None | Some("") | Some("false") | Some("0") => Duration::ZERO,
+        Some("true") | Some("1") => max_wait,
+        Some(other) => match shellward_policy::duration::parse_millis(other) {
+            Ok(ms) => Duration::from_millis(ms).min(max_wait),
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "wait={other:?}: {e}; use wait=true (until it exits) or a duration such as 30s"
+                    ),
+                    None,
+                );
+            }
+        },
+    };
+    // Wait for the exit (the view is not used), then read the head and the tail as bytes.
+    let done = match executor
+        .read_output(&id, sess.as_deref(), None, wait, 0)
+        .await
+    {
+        Ok(r) => r,
+        Err(_) => return not_found(&id),
+    };
+    let head = executor
+        .read_output(&id, sess.as_deref(), Some(0), Duration::ZERO, HEAD_BYTES)
+        .await;
+    let Ok(head) = head else {
+        return not_found(&id);
+    };
+    let head_chunk = head.chunk.unwrap_or_else(empty_chunk);
+    let mut tail_chunk = None;
+    if head_chunk.total_bytes > head_chunk.next_cursor {
+        let from = head_chunk
+            .next_cursor
+            .max(head_chunk.total_bytes.saturating_sub(TAIL_BYTES as u64));
+        if let Ok(t) = executor
+            .read_output(&id, sess.as_deref(), Some(from), Duration::ZERO, TAIL_BYTES)
+            .await
+        {
+            tail_chunk = t.chunk;
+        }
+    }
+    let (text, truncation) = head_tail(&head_chunk, tail_chunk.as_ref());
+    let running = done.exit == ExitState::Running;
+    let mut out = json!({ "output": text, "running": running });
+    if let Some(t) = truncation {
+        out["truncated"] = t;
+    }
+    if let Some(c) = exit_code(&done.exit) {
+        out["exit_code"] = json!(c);
+    }
+    if let Some(s) = done.exit.signal() {
+        out["signal"] = json!(s);
+    }
+    if let Ok(info) = executor.info(&id, sess.as_deref())
+        && let Some(p) = info.log_path
+    {
+        out["log_path"] = json!(p);
+    }
+    axum::Json(out).into_response()
+}
+
+fn empty_chunk() -> shellward_exec::OutputChunk {
+    shellward_exec::OutputChunk {
+        text: String::new(),
+        next_cursor: 0,
+        skipped_bytes: 0,
+        total_bytes: 0,
+    }
+}
+
+/// Coder's head/tail shape from a read of the first bytes and (when there is more) a read of the last: the text and
+/// the `truncated` object (none when every byte is shown).
+fn head_tail(
+    head: &shellward_exec::OutputChunk,
+    tail: Option<&shellward_exec::OutputChunk>,
+) -> (String, Option<Value>) {
+    let (head_text, head_cut) = shorten_lines(&head.text);
+    let Some(tail) = tail.filter(|t| !t.text.is_empty() || t.skipped_bytes > 0) else {
+        // Everything is in the head.
+        let original = head.next_cursor;
+        if head_cut == 0 {
+            return (head_text, None);
+        }
+        let retained = head_text.len();
+        return (
+            head_text,
+            Some(truncation(original, retained, head_cut as u64)),
+        );
+    };
+    let tail_start = tail.next_cursor - tail.text.len() as u64;
+    let gap = tail_start.saturating_sub(head.next_cursor);
+    let original = tail.next_cursor;
+    let (tail_text, tail_cut) = shorten_lines(&tail.text);
+    let mut text = head_text;
+    if gap > 0 {
+        text.push_str(&format!("\n\n... [omitted {gap} bytes] ...\n\n"));
+    }
+    text.push_str(&tail_text);
+    let omitted = gap + (head_cut + tail_cut) as u64;
+    if omitted == 0 {
+        return (text, None);
+    }
+    let retained = text.len();
+    (text, Some(truncation(original, retained, omitted)))
+}
+
+fn truncation(original: u64, retained: usize, omitted: u64) -> Value {
+    json!({
+        "original_bytes": original,
+        "retained_bytes": retained,
+        "omitted_bytes": omitted,
+        "strategy": "head_tail",
+    })
+}
+
+/// Shortens lines over [`MAX_LINE`] bytes to that length, ending with [`LINE_SUFFIX`] (never inside a character).
+/// Returns the text and the number of bytes cut.
+fn shorten_lines(text: &str) -> (String, usize) {
+    if text.len() <= MAX_LINE {
+        return (text.to_string(), 0);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut cut = 0;
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if line.len() > MAX_LINE {
+            let mut keep = MAX_LINE - LINE_SUFFIX.len();
+            while !line.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            out.push_str(&line[..keep]);
+            out.push_str(LINE_SUFFIX);
+            cut += line.len() - keep;
+        } else {
+            out.push_str(line);
+        }
+    }
+    (out, cut)
+}
+
+/// `workspacesdk.SignalProcessRequest`.
+#[derive(Deserialize, Default)]
+struct SignalRequest {
+    #[serde(default)]
+    signal: Option<String>,
+}
+
+/// `POST /api/v0/processes/{id}/signal`.
+pub(crate) async fn signal(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let sess = session(&headers);
+    let chat = chat_id(&headers);
+    if let Ok(info) = state.sw.executor().info(&id, sess.as_deref())
+        && !visible(chat.as_deref(), &info.labels)
+    {
+        return not_found(&id);
+    }
+    let req: SignalRequest = match decode(&body) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    let name = req.signal.unwrap_or_default();
+    let signal = match name.as_str() {
+        "" => return error(StatusCode::BAD_REQUEST, "Signal is required.", None),
+        "kill" => SignalName::Kill,
+        "terminate" => SignalName::Terminate,
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Unsupported signal {other:?}. Use \"kill\" or \"terminate\" (SIGTERM, then SIGKILL after a grace \
+                     period)."
+                ),
+                None,
+            );
+        }
+    };
+    let args = ProcessSignalArgs {
+        process_id: id.clone(),
+        signal,
+    };
+    match state.sw.process_signal(sess.as_deref(), args).await {
+        Ok(r) => {
+            let mut out = json!({
+                "message": format!("Signal {name:?} sent to process {id:?}."),
+                "running": r.running,
+            });
+            if let Some(c) = r.exit_code {
+                out["exit_code"] = json!(c);
+            }
+            if let Some(s) = &r.signal {
+                out["signal"] = json!(s);
+            }
+            axum::Json(out).into_response()
+        }
+        Err(e) => match e.kind {
+            ToolErrorKind::UnknownProcess => not_found(&id),
+            ToolErrorKind::NotAlive => error(
+                StatusCode::CONFLICT,
+                format!("Process {id:?} is not running."),
+                None,
+            ),
+            _ => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Failed to signal process.",
+                Some(e.message),
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(text: &str, start: u64, total: u64) -> shellward_exec::OutputChunk {
+        shellward_exec::OutputChunk {
+            text: text.into(),
+            next_cursor: start + text.len() as u64,
+            skipped_bytes: 0,
+            total_bytes: total,
+        }
+    }
+
+    #[test]
+    fn short_output_is_whole_and_not_truncated() {
+        let (text, t) = head_tail(&chunk("hello\n", 0, 6), None);
+        assert_eq!(text, "hello\n");
+        assert!(t.is_none());
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_around_coders_marker() {
+        let head = "h".repeat(100) + "\n";
+        let tail = "t".repeat(50);
+        let total = 1000;
+        let (text, t) = head_tail(
+            &chunk(&head, 0, total),
+            Some(&chunk(&tail, total - 50, total)),
+        );
+        let gap = total - 50 - head.len() as u64;
+        assert_eq!(
+            text,
+            format!("{head}\n\n... [omitted {gap} bytes] ...\n\n{tail}")
+        );
+        let t = t.unwrap();
+        assert_eq!(t["original_bytes"], total);
+        assert_eq!(t["omitted_bytes"], gap);
+        assert_eq!(t["retained_bytes"], text.len());
+        assert_eq!(t["strategy"], "head_tail");
+    }
+
+    #[test]
+    fn adjacent_head_and_tail_are_joined_without_a_marker() {
+        let (text, t) = head_tail(&chunk("abc", 0, 6), Some(&chunk("def", 3, 6)));
+        assert_eq!(text, "abcdef");
+        assert!(t.is_none());
+    }
+
+    #[test]
+    fn long_lines_are_shortened_at_a_character_boundary_and_counted() {
+        let line = "é".repeat(3000); // 6000 bytes
+        let (text, t) = head_tail(&chunk(&format!("{line}\nok\n"), 0, 6004), None);
+        let first = text.lines().next().unwrap();
+        assert!(first.ends_with(LINE_SUFFIX), "{first}");
+        assert!(first.len() <= MAX_LINE, "{}", first.len());
+        assert!(text.ends_with("\nok\n"));
+        let t = t.unwrap();
+        assert_eq!(t["original_bytes"], 6004);
+        assert_eq!(
+            t["omitted_bytes"].as_u64().unwrap() as usize,
+            6000 - (first.len() - LINE_SUFFIX.len())
+        );
+    }
+
+    #[test]
+    fn chat_ids_are_uuids_in_any_form_coder_accepts() {
+        let mut h = HeaderMap::new();
+        for (raw, want) in [
+            (
+                "6F9619FF-8B86-D011-B42D-00CF4FC964FF",
+                Some("6f9619ff-8b86-d011-b42d-00cf4fc964ff"),
+            ),
+            (
+                "{6f9619ff-8b86-d011-b42d-00cf4fc964ff}",
+                Some("6f9619ff-8b86-d011-b42d-00cf4fc964ff"),
+            ),
+            (
+                "urn:uuid:6f9619ff-8b86-d011-b42d-00cf4fc964ff",
+                Some("6f9619ff-8b86-d011-b42d-00cf4fc964ff"),
+            ),
+            (
+                "6f9619ff8b86d011b42d00cf4fc964ff",
+                Some("6f9619ff-8b86-d011-b42d-00cf4fc964ff"),
+            ),
+            ("not-a-uuid", None),
+            ("", None),
+        ] {
+            h.insert(CHAT_HEADER, raw.parse().unwrap());
+            assert_eq!(chat_id(&h).as_deref(), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn a_chat_sees_its_own_and_chatless_processes_only() {
+        let mine = vec![(CHAT_LABEL.to_string(), "a".to_string())];
+        assert!(visible(Some("a"), &mine));
+        assert!(!visible(Some("b"), &mine));
+        assert!(visible(None, &mine));
+        assert!(visible(Some("b"), &[]));
+    }
+}

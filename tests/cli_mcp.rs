@@ -44,6 +44,32 @@ fn a_stock_mcp_client_drives_every_tool() {
     assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
 }
 
+/// Interactive processes through the same stock client: a Python REPL on a pipe and on a terminal, a `read -p`
+/// prompt, `tty -s`, Ctrl-C to a shell's job, end of input to `cat`, a writer that a non-reader cannot block.
+#[test]
+fn a_stock_mcp_client_talks_to_interactive_processes() {
+    let python = shellward_test_support::python::python().unwrap_or_else(|e| panic!("{e}"));
+    let mark = new_mark("mcp-interactive");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_interactive.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(bin())
+        .env(MARK, &mark)
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .expect("run the MCP client");
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("MCP-INTERACTIVE-OK"),
+        "MCP client failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
+}
+
 /// Raw JSON-RPC over the server's stdio: each malformed message gets the error the JSON-RPC specification asks for
 /// (the client is never left waiting), the session goes on afterwards, and SIGTERM ends the server promptly even
 /// while the client keeps stdin open.
@@ -113,7 +139,7 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
     send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
     let r = reply();
     assert_eq!(r["id"], 9);
-    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(4));
+    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(5));
     // A finished command, then idle: the server sleeps (no deadline ticker, no reaper polling).
     send(
         br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo hi"}}}"#,

@@ -238,22 +238,52 @@ fn inspect_explains_compatibility() {
     let o = shellward(&["policy", "inspect", "default", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["package"], "shellward:policy@0.1.0");
+    assert_eq!(v["package"], "shellward:policy@0.2.0");
     assert_eq!(v["compatible"], true);
+    assert_eq!(v["adapted"], false);
     assert!(v["size_bytes"].as_u64().unwrap() > 1000);
     assert!(
         v["exports"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e == "shellward:policy/policy@0.1.0")
+            .any(|e| e == "shellward:policy/policy@0.2.0")
     );
+
+    // A policy built for 0.1: still compatible, through the adapter, and said so.
+    let old = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shellward-policy/tests/fixtures/default-policy-v0.1.wasm");
+    let o = shellward(&["policy", "inspect", old.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["package"], "shellward:policy@0.1.0");
+    assert_eq!(
+        (v["compatible"].clone(), v["adapted"].clone()),
+        (true.into(), true.into())
+    );
+    let o = shellward(&["policy", "inspect", old.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(out.contains("built for:   shellward:policy@0.1.0"), "{out}");
+    assert!(out.contains("through the 0.1 adapter"), "{out}");
+    // And it runs: `policy check` through it.
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--policy",
+        old.to_str().unwrap(),
+        "--",
+        "npm run dev &",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("background"), "{}", text(&o));
 
     let o = shellward(&["policy", "inspect", guests::FUTURE_POLICY]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = text(&o);
     assert!(
-        out.contains("compatible:  no") && out.contains("1.0.0") && out.contains("0.1.0"),
+        out.contains("compatible:  no")
+            && out.contains("1.0.0")
+            && out.contains("0.2.x (and 0.1.x through an adapter)"),
         "{out}"
     );
 

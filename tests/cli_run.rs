@@ -546,3 +546,53 @@ fn run_goes_through_the_facade_and_is_audited_like_every_surface() {
     assert!(records.iter().all(|r| r["surface"] == "run"), "{audit}");
     assert_eq!(records[1]["exit_code"], 0, "{audit}");
 }
+
+/// `run --interactive` relays stdin to the command and ends its input with this stdin; `--tty` gives it a terminal.
+#[test]
+fn interactive_runs_relay_stdin() {
+    use std::io::Write;
+    let relay = |args: &[&str], input: &str| -> Output {
+        let mut child = Command::new(bin())
+            .arg("run")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("SHELLWARD_CONFIG")
+            .spawn()
+            .expect("run shellward");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = relay(&["--interactive", "--", "python3 -q"], "print(6*7)\n");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "42\n");
+    let o = relay(
+        &["--interactive", "--", "tty -s; echo tty=$?; cat"],
+        "line\n",
+    );
+    assert_eq!(text(&o.stdout), "tty=1\nline\n", "{}", text(&o.stderr));
+    let o = relay(
+        &[
+            "--tty",
+            "--",
+            "tty -s && echo on-a-terminal; read x; echo got $x",
+        ],
+        "hi\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("on-a-terminal") && out.contains("got hi"),
+        "{out:?}"
+    );
+    assert!(!out.contains('\r'), "{out:?}");
+    // Without the flags a command reading stdin sees end of input at once.
+    let o = relay(&["--", "cat; echo done"], "ignored\n");
+    assert_eq!(text(&o.stdout), "done\n");
+}

@@ -76,7 +76,7 @@ fn tool_routes_and_process_api() {
 
     let (status, tools) = get(&b, "/v1/tools", None);
     assert_eq!(status, 200);
-    assert_eq!(tools["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 5);
 
     let (status, r) = post(&b, "/v1/tools/execute", None, json!({"command": "echo hi"}));
     assert_eq!(status, 200, "{r}");
@@ -746,7 +746,7 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
             .unwrap()
             .starts_with("sha256:")
     );
-    assert_eq!(policies[2]["wit_version"], "0.1.0");
+    assert_eq!(policies[2]["wit_version"], "0.2.0");
     // `policy list --server` asks the running server.
     let listed = Command::new(bin())
         .args(["policy", "list", "--server", &b])
@@ -948,5 +948,120 @@ fn metrics_count_real_traffic() {
     assert_eq!(value("shellward_spawn_seconds_count"), 3.0);
     assert_eq!(value("shellward_policy_chain_seconds_count"), 4.0);
     assert!(value("shellward_policy_chain_seconds_sum") > 0.0);
+    server.stop();
+}
+
+/// Interactive processes over HTTP: `execute` with `interactive`/`tty`, answers through `process_input`, end of input,
+/// and the status codes of input errors.
+#[test]
+fn interactive_processes_over_http() {
+    let server = Server::start(&[]);
+    let b = server.base.clone();
+    for mode in [json!({"interactive": true}), json!({"tty": true})] {
+        let mut args = json!({"command": "python3 -i -q"});
+        args.as_object_mut()
+            .unwrap()
+            .extend(mode.as_object().unwrap().clone());
+        let (status, r) = post(&b, "/v1/tools/execute", Some("ia"), args);
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["running"], true, "{r}");
+        let id = r["process_id"].as_str().unwrap().to_string();
+        let (status, r) = post(
+            &b,
+            "/v1/tools/process_input",
+            Some("ia"),
+            json!({"process_id": id, "text": "print(6*7)\n"}),
+        );
+        assert_eq!(status, 200, "{r}");
+        assert!(r["output"].as_str().unwrap().contains("42"), "{mode}: {r}");
+        // Another session cannot write to it.
+        let (status, _) = post(
+            &b,
+            "/v1/tools/process_input",
+            Some("other"),
+            json!({"process_id": id, "text": "print(1)\n"}),
+        );
+        assert_eq!(status, 404);
+        let (_, r) = post(
+            &b,
+            "/v1/tools/process_input",
+            Some("ia"),
+            json!({"process_id": id, "close_stdin": true, "wait": "10s"}),
+        );
+        assert_eq!(
+            (r["running"].clone(), r["exit_code"].clone()),
+            (json!(false), json!(0)),
+            "{r}"
+        );
+        // Closed: 409.
+        let (status, r) = post(
+            &b,
+            "/v1/tools/process_input",
+            Some("ia"),
+            json!({"process_id": id, "text": "x"}),
+        );
+        assert_eq!(status, 409, "{r}");
+    }
+    let (_, r) = post(
+        &b,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "tty -s", "tty": true}),
+    );
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let (_, r) = post(
+        &b,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "tty -s", "interactive": true}),
+    );
+    let id = r["process_id"].as_str().unwrap_or_default().to_string();
+    if r["running"] == true {
+        post(
+            &b,
+            "/v1/tools/process_input",
+            None,
+            json!({"process_id": id, "close_stdin": true}),
+        );
+    }
+    // Bad input: 400 with what to do.
+    let (status, r) = post(
+        &b,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "true", "rows": 10}),
+    );
+    assert_eq!(status, 400, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("tty: true"), "{r}");
+    let (_, r) = post(
+        &b,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "sleep 60", "run_in_background": true}),
+    );
+    let plain = r["background_process_id"].as_str().unwrap().to_string();
+    let (status, r) = post(
+        &b,
+        "/v1/tools/process_input",
+        None,
+        json!({"process_id": plain, "text": "x"}),
+    );
+    assert_eq!(status, 400, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("interactive"), "{r}");
+    let (status, r) = post(
+        &b,
+        "/v1/tools/process_input",
+        None,
+        json!({"process_id": plain}),
+    );
+    assert_eq!(status, 400, "{r}");
+    let (status, r) = post(
+        &b,
+        "/v1/tools/process_input",
+        None,
+        json!({"process_id": plain, "bytes_base64": "***"}),
+    );
+    assert_eq!(status, 400, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("base64"), "{r}");
     server.stop();
 }

@@ -999,5 +999,7 @@ class Policy(exports.Policy):
                 on_timeout=request.on_timeout if request.on_timeout is not None else types.OnTimeout.BACKGROUND,
                 env=request.env,
                 notes=[],
+                interactive=request.interactive,
+                tty=request.tty,
             )
         )

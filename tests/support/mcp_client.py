@@ -46,7 +46,7 @@ async def main(binary):
 
             tools = (await s.list_tools()).tools
             names = sorted(t.name for t in tools)
-            check(names == ["execute", "process_list", "process_output", "process_signal"], "tool names", names)
+            check(names == ["execute", "process_input", "process_list", "process_output", "process_signal"], "tool names", names)
             execute = next(t for t in tools if t.name == "execute")
             for field in ["command", "timeout", "workdir", "run_in_background"]:
                 check(field in get(execute, "input_schema", "inputSchema")["properties"], f"execute schema has {field}", execute)

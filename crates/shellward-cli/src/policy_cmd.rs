@@ -269,6 +269,12 @@ pub struct CheckArgs {
     /// Caller context passed to policies (repeatable), e.g. session-id=abc.
     #[arg(long = "context", value_name = "KEY=VALUE")]
     pub context: Vec<String>,
+    /// The caller asks to keep stdin open (`interactive` in the request).
+    #[arg(long)]
+    pub interactive: bool,
+    /// The caller asks for a terminal (`tty` in the request; implies --interactive).
+    #[arg(long)]
+    pub tty: bool,
     /// Print the decision as JSON.
     #[arg(long)]
     pub json: bool,
@@ -392,6 +398,8 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         None
     };
     request.workdir = args.workdir.clone();
+    request.interactive = args.interactive || args.tty;
+    request.tty = args.tty;
     request.env = args
         .env
         .iter()
@@ -441,6 +449,8 @@ pub fn decision_json(d: &Decision) -> serde_json::Value {
             "on_timeout": on_timeout_name(p.on_timeout),
             "env": p.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
             "notes": p.notes,
+            "interactive": p.interactive || p.tty,
+            "tty": p.tty,
             "faults": faults,
         }),
         Outcome::Deny(reason) => json!({
@@ -470,6 +480,13 @@ pub fn decision_text(d: &Decision) -> String {
                     "foreground"
                 }
             ));
+            if p.interactive || p.tty {
+                out.push_str(if p.tty {
+                    "input:      a terminal (interactive)\n"
+                } else {
+                    "input:      an open stdin (interactive)\n"
+                });
+            }
             let timeout = match (p.background, p.timeout_ms) {
                 (true, _) => "none (background)".to_string(),
                 (false, Some(ms)) => format_millis(ms),

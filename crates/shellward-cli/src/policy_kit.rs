@@ -7,7 +7,7 @@ use shellward_policy::cases::{CaseFile, CaseResult, PolicyUnderTest, discover, r
 use shellward_policy::duration;
 use shellward_policy::{
     FaultMode, InstanceMode, PolicyChain, PolicyEngine, Request, SandboxConfig, WIT_PACKAGE,
-    WIT_VERSION,
+    WIT_VERSION, supported_ranges,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -234,7 +234,9 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
                 "exports": info.exports,
                 "imports": info.imports,
                 "host_supports": format!("{WIT_PACKAGE}@{WIT_VERSION}"),
+                "host_loads": supported_ranges(),
                 "compatible": verdict.is_ok(),
+                "adapted": verdict.is_ok() && info.adapted_from_v0_1(),
                 "reason": verdict.as_ref().err(),
             }))?
         );
@@ -256,8 +258,13 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
             println!("  {i}");
         }
         match &verdict {
+            Ok(()) if info.adapted_from_v0_1() => println!(
+                "compatible:  yes, through the 0.1 adapter (this host's contract is {WIT_PACKAGE}@{WIT_VERSION}; the \
+                 policy does not see what 0.2 added: interactive and tty pass through as the caller asked)"
+            ),
             Ok(()) => println!(
-                "compatible:  yes (this host supports {WIT_PACKAGE}@{WIT_VERSION} and compatible versions)"
+                "compatible:  yes (this host loads {WIT_PACKAGE} {})",
+                supported_ranges()
             ),
             Err(why) => println!("compatible:  no: {why}"),
         }

@@ -149,6 +149,8 @@ fn decide(request: Request, deny: &[String]) -> Outcome {
         on_timeout: request.on_timeout.unwrap_or(OnTimeout::Background),
         env: request.env,
         notes: Vec::new(),
+        interactive: request.interactive,
+        tty: request.tty,
     })
 }
 
@@ -212,6 +214,8 @@ def decide(request, deny):
             on_timeout=request.on_timeout if request.on_timeout is not None else types.OnTimeout.BACKGROUND,
             env=request.env,
             notes=[],
+            interactive=request.interactive,
+            tty=request.tty,
         )
     )
 
@@ -319,7 +323,7 @@ path = "{{wasm_abs}}"
 deny_programs = ["telnet", "ftp", "rsh"]
 ```
 
-`wit/policy.wit` is a copy of the contract (`shellward:policy@0.1.0`); see shellward's policies/README.md for the
+`wit/policy.wit` is a copy of the contract (`shellward:policy@0.2.0`); see shellward's policies/README.md for the
 authoring guide.
 "#;
 

@@ -41,8 +41,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub explain: bool,
     /// Do not stream: print the execute tool's JSON result on stdout when the command ends.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["interactive", "tty"])]
     pub json: bool,
+    /// Relay this process's stdin to the command (kept open until this stdin ends), e.g. `printf '…' | shellward
+    /// run --interactive -- python3 -q`.
+    #[arg(long)]
+    pub interactive: bool,
+    /// Run the command on a terminal (implies --interactive): stdin relayed to it, its output streamed cleaned of
+    /// escape codes. When this stdin is a terminal its local echo is off while the command runs (the command's terminal
+    /// echoes instead).
+    #[arg(long)]
+    pub tty: bool,
     /// The command, after the options (or after `--`): one argument or several, joined with spaces. Quote it to
     /// keep `&`, `|`, `;` from your shell.
     #[arg(
@@ -136,6 +145,8 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         timeout: args.timeout.clone(),
         workdir: args.workdir.clone(),
         run_in_background: args.background.then_some(true),
+        interactive: args.interactive.then_some(true),
+        tty: args.tty.then_some(true),
         ..Default::default()
     };
     if args.json {
@@ -168,6 +179,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     let background = plan.background;
     let timeout = plan.timeout;
     let on_timeout = plan.on_timeout;
+    let interactive = plan.stdin.interactive();
     if let Some(sig) = interrupts.pending().await {
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));
@@ -185,7 +197,11 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
             .map(|p| format!(" (full output: {})", p.display()))
             .unwrap_or_default()
     };
-    if background {
+    // Local echo off while a terminal command echoes what is typed (restored when this guard drops).
+    let _echo = (interactive && args.tty).then(EchoOff::new).flatten();
+    if interactive {
+        tokio::spawn(relay_stdin(sw.clone(), id.clone()));
+    } else if background {
         eprintln!(
             "shellward: running in the background as {id}{}; streaming until it ends, Ctrl-C terminates it",
             log_hint(sw)
@@ -277,6 +293,61 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         }
     };
     Ok(code)
+}
+
+/// Copies this process's stdin to the command's input until stdin ends, then closes the command's input.
+async fn relay_stdin(sw: Shellward, id: String) {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = vec![0u8; 16 * 1024];
+    // A person may take their time; the limit only keeps a command that never reads from holding this forever.
+    let limit = Duration::from_secs(24 * 3600);
+    loop {
+        match stdin.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Err(e) = sw
+                    .executor()
+                    .write_input(&id, None, &buf[..n], false, limit)
+                    .await
+                {
+                    tracing::debug!(%id, "input relay stopped: {e}");
+                    return;
+                }
+            }
+        }
+    }
+    let _ = sw.executor().write_input(&id, None, b"", true, limit).await;
+}
+
+/// Turns off the local terminal's echo while it lives (only when stdin is a terminal).
+struct EchoOff {
+    saved: libc::termios,
+}
+
+impl EchoOff {
+    fn new() -> Option<EchoOff> {
+        // SAFETY: tcgetattr/tcsetattr on fd 0 with termios structures owned here; nothing happens when fd 0 is not
+        // a terminal (tcgetattr fails).
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return None;
+            }
+            let saved = t;
+            t.c_lflag &= !(libc::ECHO | libc::ECHONL);
+            (libc::tcsetattr(0, libc::TCSANOW, &t) == 0).then_some(EchoOff { saved })
+        }
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        // SAFETY: restores the attributes read in `new` on the same descriptor.
+        unsafe {
+            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
+        }
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

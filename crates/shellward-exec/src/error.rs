@@ -58,6 +58,41 @@ pub enum ExecError {
         "process {0} has already exited and nothing of its process tree is alive; there is nothing to signal"
     )]
     NotAlive(String),
+    /// Input was written to a process that was not started with an open stdin.
+    #[error(
+        "process {0} was not started interactive: its stdin is /dev/null. Start it again with interactive: true (a \
+         pipe) or tty: true (a terminal) to write to it"
+    )]
+    NotInteractive(String),
+    /// Its stdin was closed earlier (or its command has ended).
+    #[error(
+        "the input of process {0} is closed (closed by a caller, or the command has ended); nothing was written"
+    )]
+    InputClosed(String),
+    /// The command stopped reading its input: the write did not finish in time.
+    #[error(
+        "process {id} did not read its input: {written} of {total} bytes were written within {waited_ms} ms, the \
+         rest was dropped. It may not be reading stdin (check its output), or it is busy; write again later or stop \
+         it"
+    )]
+    InputStalled {
+        /// The process id.
+        id: String,
+        /// Bytes written.
+        written: usize,
+        /// Bytes asked to write.
+        total: usize,
+        /// How long the write waited.
+        waited_ms: u64,
+    },
+    /// Writing the input failed for another reason.
+    #[error("cannot write to the input of process {id}: {error}")]
+    InputFailed {
+        /// The process id.
+        id: String,
+        /// The error.
+        error: std::io::Error,
+    },
     /// The executor is shutting down.
     #[error("the executor is shutting down; no new processes are started")]
     ShuttingDown,

@@ -10,13 +10,16 @@ use crate::results::{
     ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
 };
 use crate::sys::{ContainmentKind, Platform, SpawnSpec};
-use crate::tasks::{cleanup, read_pipe, reaper, try_cleanup, wait_leader};
+use crate::tasks::{
+    cleanup, nonblocking, read_pipe, read_terminal, reaper, try_cleanup, wait_leader,
+};
 use nix::sys::signal::Signal;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 /// The executor's shared state.
@@ -315,6 +318,10 @@ impl Executor {
         let id = registry.id_of(n);
         let config = &self.inner.config;
         let mut env = self.inner.base_env.clone();
+        if matches!(plan.stdin, crate::StdinMode::Terminal { .. }) {
+            // A terminal that understands colours and cursor moves (the non-interactive default is `dumb`).
+            env.push(("TERM".into(), "xterm-256color".into()));
+        }
         env.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
         args.push(plan.command.clone().into());
@@ -329,6 +336,7 @@ impl Executor {
                 env,
                 separate_stderr: config.separate_stderr,
                 name: id.clone(),
+                stdin: plan.stdin,
             })
             .await
             .map_err(ExecError::Spawn)?;
@@ -359,7 +367,30 @@ impl Executor {
             cleaned: AtomicBool::new(false),
             namespaced: spawned.leader.namespaced(),
             spawn_micros,
+            interactive: spawned.stdin.is_some(),
+            terminal: spawned.terminal,
+            input: Mutex::new(match spawned.stdin {
+                Some(fd) => match nonblocking(fd).and_then(|fd| {
+                    // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which keeps it open for its whole lifetime.
+                    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }
+                        .map_err(std::io::Error::from)
+                }) {
+                    Ok(afd) => Some(Arc::new(afd)),
+                    Err(e) => {
+                        tracing::warn!(%id, "cannot watch the input side: {e}");
+                        None
+                    }
+                },
+                None => None,
+            }),
+            input_turn: tokio::sync::Mutex::new(()),
         });
+        if proc.terminal {
+            proc.out
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .set_terminal();
+        }
         if plan.background {
             // A background run's log path is part of its start result (not only once it has printed something).
             proc.out
@@ -369,7 +400,11 @@ impl Executor {
         }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();
-        tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));
+        if proc.terminal {
+            tokio::spawn(read_terminal(proc.clone(), spawned.stdout));
+        } else {
+            tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));
+        }
         if let Some(err) = spawned.stderr {
             tokio::spawn(read_pipe(proc.clone(), err, true));
         }
@@ -443,6 +478,90 @@ impl Executor {
         }
         outcome.survivors = proc.tree.member_pids().len() + proc.tree.escapees().len();
         Ok(outcome)
+    }
+
+    /// Writes `data` to the process's stdin (a pipe, or its terminal), then closes the input when `close` is set (a
+    /// pipe's reader sees end of file; on a terminal, end of input is `Ctrl-D`, which is written instead). On a
+    /// terminal, control characters act as typed: `\u{3}` interrupts the foreground job, `\u{1a}` suspends it.
+    ///
+    /// A write is bounded by `limit`: a command that does not read its input makes the call fail with
+    /// [`ExecError::InputStalled`] saying how much was written, never block the caller for longer. Writes of
+    /// concurrent callers never interleave. Returns the number of bytes written.
+    pub async fn write_input(
+        &self,
+        id: &str,
+        session: Option<&str>,
+        data: &[u8],
+        close: bool,
+        limit: Duration,
+    ) -> Result<usize, ExecError> {
+        let proc = self.find(id, session)?;
+        if !proc.interactive {
+            return Err(ExecError::NotInteractive(id.to_string()));
+        }
+        let _turn = proc.input_turn.lock().await;
+        let sink = proc.input.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(sink) = sink else {
+            return Err(ExecError::InputClosed(id.to_string()));
+        };
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut written = 0;
+        let eot: &[u8] = if close && proc.terminal { b"\x04" } else { b"" };
+        let bytes = [data, eot].concat();
+        while written < bytes.len() {
+            let ready = match tokio::time::timeout_at(deadline, sink.writable()).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    return Err(ExecError::InputFailed {
+                        id: id.to_string(),
+                        error: e,
+                    });
+                }
+                Err(_) => {
+                    return Err(ExecError::InputStalled {
+                        id: id.to_string(),
+                        written: written.min(data.len()),
+                        total: data.len(),
+                        waited_ms: started.elapsed().as_millis() as u64,
+                    });
+                }
+            };
+            let mut ready = ready;
+            let rest = &bytes[written..];
+            let result = ready.try_io(|fd| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: write from a buffer we own to a descriptor the AsyncFd keeps open.
+                let n = unsafe {
+                    libc::write(fd.get_ref().as_raw_fd(), rest.as_ptr().cast(), rest.len())
+                };
+                if n < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match result {
+                Err(_would_block) => continue,
+                Ok(Ok(n)) => written += n,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // The reading side is gone (the command closed stdin or ended; a terminal hung up).
+                Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::EIO)) => {
+                    proc.close_input();
+                    return Err(ExecError::InputClosed(id.to_string()));
+                }
+                Ok(Err(e)) => {
+                    return Err(ExecError::InputFailed {
+                        id: id.to_string(),
+                        error: e,
+                    });
+                }
+            }
+        }
+        if close && !proc.terminal {
+            proc.close_input();
+        }
+        Ok(data.len())
     }
 
     /// Lists the session's processes (background ones, and foreground ones whose tree lives on): running first, then

@@ -40,13 +40,14 @@ mod registry;
 mod results;
 mod sys;
 mod tasks;
+mod terminal;
 
 pub use config::{ContainmentPreference, ExecutorConfig, ResourceLimits};
 pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
 pub use output::{OutputChunk, OutputLimits, OutputView};
-pub use plan::{ExecPlan, TimeoutAction};
+pub use plan::{ExecPlan, StdinMode, TimeoutAction};
 pub use results::{
     ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
 };

@@ -53,6 +53,8 @@ pub(crate) struct Capture {
     total: u64,
     /// The stream has ended (EOF): its last bytes are final even if they are not a complete character.
     finished: bool,
+    /// The stream is a terminal's: views and reads are cleaned of escape sequences and `\r` overwrites.
+    terminal: bool,
     log: Log,
 }
 
@@ -147,6 +149,7 @@ impl Capture {
             tail_start: 0,
             total: 0,
             finished: false,
+            terminal: false,
             log: Log {
                 path: log_path,
                 file: None,
@@ -299,6 +302,20 @@ impl Capture {
         (start, self.tail[a..b].to_vec())
     }
 
+    /// Marks the stream as a terminal's (see [`crate::StdinMode::Terminal`]).
+    pub(crate) fn set_terminal(&mut self) {
+        self.terminal = true;
+    }
+
+    /// Text as shown: a terminal's cleaned for reading, anything else as it is.
+    fn shown(&self, text: std::borrow::Cow<'_, str>) -> String {
+        if self.terminal {
+            crate::terminal::clean(&text)
+        } else {
+            text.into_owned()
+        }
+    }
+
     /// Reads up to `max` bytes from `cursor`. A cursor past the end reads nothing and returns the end.
     pub(crate) fn read(&self, cursor: u64, max: usize) -> OutputChunk {
         let cursor = cursor.min(self.total);
@@ -327,7 +344,7 @@ impl Capture {
             bytes.truncate(complete_prefix(&bytes));
         }
         OutputChunk {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
+            text: self.shown(String::from_utf8_lossy(&bytes)),
             next_cursor: start + bytes.len() as u64,
             skipped_bytes: start - cursor,
             total_bytes: self.total,
@@ -356,7 +373,7 @@ impl Capture {
             let end = settled(&bytes);
             return OutputView {
                 text: shorten_lines(
-                    &String::from_utf8_lossy(&bytes[..end]),
+                    &self.shown(String::from_utf8_lossy(&bytes[..end])),
                     self.limits.max_line,
                 ),
                 omitted_bytes: 0,
@@ -365,7 +382,7 @@ impl Capture {
         }
         // More follows the head, so a character cut at its end continues in the omitted part.
         let head_len = complete_prefix(&self.head);
-        let head = String::from_utf8_lossy(&self.head[..head_len]);
+        let head = self.shown(String::from_utf8_lossy(&self.head[..head_len]));
         let tail_bytes = &tail_all[leading_continuations(tail_all)..];
         let shown_start = self.total - tail_bytes.len() as u64;
         let tail_bytes = &tail_bytes[..settled(tail_bytes)];
@@ -383,7 +400,7 @@ impl Capture {
         };
         text.push_str(&format!("\n…[{omitted} bytes omitted{where_}]…\n"));
         text.push_str(&shorten_lines(
-            &String::from_utf8_lossy(tail_bytes),
+            &self.shown(String::from_utf8_lossy(tail_bytes)),
             self.limits.max_line,
         ));
         OutputView {

@@ -13,6 +13,33 @@ pub enum TimeoutAction {
     Background,
 }
 
+/// What the command's standard input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StdinMode {
+    /// `/dev/null`: the command cannot wait for input (the default: an agent's commands must not hang on a prompt).
+    #[default]
+    Null,
+    /// A pipe kept open: write to it with [`crate::Executor::write_input`]; closing it is end of input.
+    Pipe,
+    /// A pseudo-terminal for stdin, stdout and stderr (one stream), `rows` × `cols`, with `TERM=xterm-256color`: the
+    /// command is the session leader with it as its controlling terminal, so `tty -s` succeeds, line editing and job
+    /// control work, and `\u{3}` written to it interrupts the foreground job. Views of its output are cleaned of
+    /// escape sequences and `\r` overwrites; the log keeps the raw bytes.
+    Terminal {
+        /// Rows (lines).
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+}
+
+impl StdinMode {
+    /// Whether input can be written.
+    pub fn interactive(self) -> bool {
+        self != StdinMode::Null
+    }
+}
+
 /// A decided plan.
 #[derive(Debug, Clone, Default)]
 pub struct ExecPlan {
@@ -38,6 +65,8 @@ pub struct ExecPlan {
     /// start — a hard limit for a host that returns at once but must still enforce a policy's kill timeout. `None`:
     /// no limit.
     pub deadline: Option<Duration>,
+    /// Standard input: `/dev/null` (default), a pipe, or a pseudo-terminal.
+    pub stdin: StdinMode,
     /// The host's own labels for the process (e.g. which conversation started it), returned in
     /// [`crate::ProcessInfo::labels`]; the executor does not read them.
     pub labels: Vec<(String, String)>,

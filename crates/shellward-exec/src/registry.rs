@@ -39,6 +39,14 @@ pub(crate) struct Proc {
     pub(crate) namespaced: bool,
     /// How long starting the leader took (clone to exec), in microseconds.
     pub(crate) spawn_micros: u64,
+    /// Started with an open stdin (a pipe or a terminal).
+    pub(crate) interactive: bool,
+    /// Runs on a pseudo-terminal.
+    pub(crate) terminal: bool,
+    /// Where input is written (non-blocking), until closed or the command ends.
+    pub(crate) input: Mutex<Option<Arc<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>>>,
+    /// One write at a time, so concurrent inputs never interleave.
+    pub(crate) input_turn: tokio::sync::Mutex<()>,
 }
 
 impl Proc {
@@ -48,6 +56,11 @@ impl Proc {
             .as_ref()
             .map(|(s, _)| s.clone())
             .unwrap_or(ExitState::Running)
+    }
+
+    /// Closes the input side (a pipe's reader then sees end of file; a terminal stays open for the output).
+    pub(crate) fn close_input(&self) {
+        self.input.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     pub(crate) fn leader_exited(&self) -> bool {

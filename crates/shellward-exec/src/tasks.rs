@@ -41,6 +41,89 @@ pub(crate) fn try_cleanup(inner: &Inner, proc: &Proc) {
     }
 }
 
+/// Reads a terminal's master side into the output capture until the terminal is gone (every slave descriptor closed:
+/// `EIO`, the terminal's end of file), then marks the stream finished.
+pub(crate) async fn read_terminal(proc: Arc<Proc>, fd: OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let watched = nonblocking(fd).and_then(|fd| {
+        // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which keeps it open for its whole lifetime.
+        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+            .map_err(std::io::Error::from)
+    });
+    match watched {
+        Ok(afd) => {
+            let mut buf = vec![0u8; 8 * 1024];
+            loop {
+                let mut ready = match afd.readable().await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(id = %proc.id, "watching the terminal failed: {e}");
+                        break;
+                    }
+                };
+                let read = ready.try_io(|fd| {
+                    // SAFETY: read into a buffer we own from a descriptor the AsyncFd keeps open.
+                    let n = unsafe {
+                        libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                    };
+                    if n < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
+                    }
+                });
+                match read {
+                    Err(_would_block) => continue,
+                    Ok(Ok(0)) => break,
+                    Ok(Ok(n)) => {
+                        proc.out
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(&buf[..n]);
+                        proc.tick.send_modify(|t| *t += n as u64);
+                    }
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // EIO: the last slave descriptor closed — the terminal's end of file.
+                    Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => break,
+                    Ok(Err(e)) => {
+                        tracing::warn!(id = %proc.id, "reading the terminal failed: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => tracing::warn!(id = %proc.id, "cannot watch the terminal: {e}"),
+    }
+    finish_stream(&proc, false);
+}
+
+/// Sets `O_NONBLOCK` on a descriptor (shared by its duplicates: the same open file).
+pub(crate) fn nonblocking(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(fd)
+}
+
+/// A stream reached its end: the capture is final, and when it was the last one the output is complete.
+fn finish_stream(proc: &Proc, stderr: bool) {
+    let capture = if stderr {
+        proc.err.as_ref().unwrap_or(&proc.out)
+    } else {
+        &proc.out
+    };
+    capture.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    if proc.readers_open.fetch_sub(1, Ordering::SeqCst) == 1 {
+        proc.readers_done.send_replace(true);
+        proc.tick.send_modify(|t| *t += 1);
+    }
+}
+
 pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
     let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd);
     match receiver {
@@ -76,16 +159,7 @@ pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
         }
         Err(e) => tracing::warn!(id = %proc.id, "cannot watch the output pipe: {e}"),
     }
-    let capture = if stderr {
-        proc.err.as_ref().unwrap_or(&proc.out)
-    } else {
-        &proc.out
-    };
-    capture.lock().unwrap_or_else(|p| p.into_inner()).finish();
-    if proc.readers_open.fetch_sub(1, Ordering::SeqCst) == 1 {
-        proc.readers_done.send_replace(true);
-        proc.tick.send_modify(|t| *t += 1);
-    }
+    finish_stream(&proc, stderr);
 }
 
 pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
@@ -178,6 +252,8 @@ fn publish_exit(
         }
     };
     proc.exit.send_replace(Some((state, SystemTime::now())));
+    // Nothing reads the input any more: release it (a write in flight fails with a clear error).
+    proc.close_input();
     if let Some(inner) = inner.upgrade() {
         inner.registry.release(&proc.session);
     }

@@ -1,4 +1,5 @@
-//! Host bindings generated from `wit/` by `wasmtime::component::bindgen!`.
+//! Host bindings generated from the WIT contract by `wasmtime::component::bindgen!`: the current version (`wit/`,
+//! whose types are the host's) and each earlier version still loaded (frozen copies, adapted in `policy`).
 
 wasmtime::component::bindgen!({
     path: "wit",
@@ -8,3 +9,15 @@ wasmtime::component::bindgen!({
 
 pub use shellward::policy::host;
 pub use shellward::policy::types;
+
+/// `shellward:policy@0.1.0`, frozen in `wit-v0.1/`: policies built against it load through an adapter.
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "wit-v0.1",
+        world: "policy-world",
+        additional_derives: [PartialEq, Eq],
+    });
+
+    pub use shellward::policy::host;
+    pub use shellward::policy::types;
+}

@@ -165,6 +165,12 @@ pub struct Case {
     /// Caller context.
     #[serde(default)]
     pub context: BTreeMap<String, String>,
+    /// The caller asks for an open stdin (`interactive` in the request).
+    #[serde(default)]
+    pub interactive: bool,
+    /// The caller asks for a terminal (`tty` in the request).
+    #[serde(default)]
+    pub tty: bool,
     /// Settings for this case (instead of the file's).
     #[serde(default)]
     pub settings: Option<SettingsSpec>,
@@ -299,6 +305,8 @@ impl Case {
             on_timeout: None,
             env: self.env.clone().into_iter().collect(),
             context: self.context.clone().into_iter().collect(),
+            interactive: self.interactive || self.tty,
+            tty: self.tty,
         }
     }
 }
@@ -544,6 +552,8 @@ mod tests {
             on_timeout: OnTimeout::Background,
             env: vec![],
             notes: vec!["Removed the trailing `&`".into()],
+            interactive: false,
+            tty: false,
         }
     }
 

@@ -40,6 +40,8 @@ fn next_request(plan: &Plan, context: &[(String, String)]) -> Request {
         on_timeout: Some(plan.on_timeout),
         env: plan.env.clone(),
         context: context.to_vec(),
+        interactive: plan.interactive || plan.tty,
+        tty: plan.tty,
     }
 }
 
@@ -53,6 +55,8 @@ fn pass_through(request: &Request) -> Plan {
         on_timeout: request.on_timeout.unwrap_or(OnTimeout::Kill),
         env: request.env.clone(),
         notes: Vec::new(),
+        interactive: request.interactive || request.tty,
+        tty: request.tty,
     }
 }
 

@@ -8,7 +8,10 @@ use wasmtime::component::Component;
 /// The WIT package policies implement.
 pub const WIT_PACKAGE: &str = "shellward:policy";
 /// The WIT package version this host was built with (see `wit/policy.wit`).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
+
+/// Earlier versions this host still loads, each through an adapter (frozen copies in `wit-v0.1/`, …).
+pub const ADAPTED_WIT_VERSIONS: &[&str] = &["0.1.0"];
 
 /// The name of the exported policy interface, without version.
 const POLICY_INTERFACE: &str = "shellward:policy/policy";
@@ -46,7 +49,39 @@ pub(crate) fn compatible_range(supported: &str) -> String {
     }
 }
 
+/// The contract version `found` is loaded as: the current one, or an adapted earlier one.
+fn loaded_as(found: &str) -> Option<&'static str> {
+    std::iter::once(WIT_VERSION)
+        .chain(ADAPTED_WIT_VERSIONS.iter().copied())
+        .find(|v| compatible(found, v))
+}
+
+/// Every range this host loads, as text: `0.2.x (and 0.1.x through an adapter)`.
+pub fn supported_ranges() -> String {
+    let adapted: Vec<String> = ADAPTED_WIT_VERSIONS
+        .iter()
+        .map(|v| compatible_range(v))
+        .collect();
+    if adapted.is_empty() {
+        compatible_range(WIT_VERSION)
+    } else {
+        format!(
+            "{} (and {} through an adapter)",
+            compatible_range(WIT_VERSION),
+            adapted.join(", ")
+        )
+    }
+}
+
 impl PolicyInfo {
+    /// Whether the policy targets an earlier contract (0.1.x) and runs through the host's adapter.
+    pub fn adapted_from_v0_1(&self) -> bool {
+        self.wit_version
+            .as_deref()
+            .and_then(loaded_as)
+            .is_some_and(|v| v == "0.1.0")
+    }
+
     /// Reads what `component` declares.
     pub fn of(engine: &Engine, component: &Component) -> PolicyInfo {
         let ty = component.component_type();
@@ -66,16 +101,18 @@ impl PolicyInfo {
     /// Whether the policy can run on this host; the error says why not.
     pub fn check(&self, name: &str) -> Result<(), PolicyError> {
         let supported = format!("{WIT_PACKAGE}/policy@{WIT_VERSION}");
-        match &self.wit_version {
-            Some(v) if compatible(v, WIT_VERSION) => {}
-            Some(v) => {
-                return Err(PolicyError::Incompatible {
-                    name: name.to_string(),
-                    found: format!("{POLICY_INTERFACE}@{v}"),
-                    supported,
-                    compatible: compatible_range(WIT_VERSION),
-                });
-            }
+        let target = match &self.wit_version {
+            Some(v) => match loaded_as(v) {
+                Some(t) => t,
+                None => {
+                    return Err(PolicyError::Incompatible {
+                        name: name.to_string(),
+                        found: format!("{POLICY_INTERFACE}@{v}"),
+                        supported,
+                        compatible: supported_ranges(),
+                    });
+                }
+            },
             None => {
                 return Err(PolicyError::MissingExport {
                     name: name.to_string(),
@@ -87,7 +124,7 @@ impl PolicyInfo {
                     },
                 });
             }
-        }
+        };
         if let Some(bad) = self
             .imports
             .iter()
@@ -102,17 +139,18 @@ impl PolicyInfo {
                 ),
             });
         }
+        // Its host imports must be of the same contract version as its export.
         if let Some(bad) = self.imports.iter().find(|i| {
             i.starts_with("shellward:policy/")
                 && !i
                     .split_once('@')
-                    .is_some_and(|(_, v)| compatible(v, WIT_VERSION))
+                    .is_some_and(|(_, v)| compatible(v, target))
         }) {
             return Err(PolicyError::Incompatible {
                 name: name.to_string(),
                 found: bad.clone(),
-                supported: format!("{WIT_PACKAGE}/host@{WIT_VERSION}"),
-                compatible: compatible_range(WIT_VERSION),
+                supported: format!("{WIT_PACKAGE}/host@{target}"),
+                compatible: compatible_range(target),
             });
         }
         Ok(())
@@ -155,6 +193,20 @@ mod tests {
     fn wit_version_matches_the_wit_file() {
         let wit = include_str!("../wit/policy.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
+        let frozen = include_str!("../wit-v0.1/policy.wit");
+        assert!(frozen.contains(&format!(
+            "package {WIT_PACKAGE}@{};",
+            ADAPTED_WIT_VERSIONS[0]
+        )));
+    }
+
+    #[test]
+    fn earlier_versions_load_through_the_adapter_and_others_are_refused() {
+        assert_eq!(loaded_as("0.2.3"), Some("0.2.0"));
+        assert_eq!(loaded_as("0.1.0"), Some("0.1.0"));
+        assert_eq!(loaded_as("0.3.0"), None);
+        assert_eq!(loaded_as("1.0.0"), None);
+        assert_eq!(supported_ranges(), "0.2.x (and 0.1.x through an adapter)");
     }
 
     #[test]

@@ -68,8 +68,8 @@ pub enum PolicyError {
     },
     /// The component exports the policy interface of an incompatible contract version.
     #[error(
-        "policy {name} was built against {found}, but this shellward supports {supported} (and compatible versions \
-         {compatible}); rebuild the policy against the wit/ directory of this shellward release"
+        "policy {name} was built against {found}, but this shellward supports {supported} (it loads {compatible}); \
+         rebuild the policy against the wit/ directory of this shellward release"
     )]
     Incompatible {
         /// The policy.
@@ -78,7 +78,7 @@ pub enum PolicyError {
         found: String,
         /// The interface this host supports.
         supported: String,
-        /// The compatible range, e.g. `0.1.x`.
+        /// The ranges it loads, e.g. `0.2.x (and 0.1.x through an adapter)`.
         compatible: String,
     },
     /// The component does not export the policy interface.

@@ -147,6 +147,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         linker,
         |s| s,
     )?;
+    // Every earlier contract version still loaded: its `host` interface, under its own versioned name.
+    crate::bindings::v0_1::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+        linker,
+        |s| s,
+    )?;
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     // Blocking waits (sleep, poll) would run in host code, where the epoch deadline cannot interrupt them: make
     // them trap instead.
@@ -165,3 +170,19 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 
 /// The `types` interface has no functions; policies import it only for its type definitions.
 impl crate::bindings::types::Host for HostState {}
+impl crate::bindings::v0_1::types::Host for HostState {}
+
+/// `host@0.1.0`: the same `log`, with 0.1's level type.
+impl crate::bindings::v0_1::host::Host for HostState {
+    fn log(&mut self, level: crate::bindings::v0_1::host::Level, message: String) {
+        use crate::bindings::v0_1::host::Level as L01;
+        let level = match level {
+            L01::Trace => Level::Trace,
+            L01::Debug => Level::Debug,
+            L01::Info => Level::Info,
+            L01::Warn => Level::Warn,
+            L01::Error => Level::Error,
+        };
+        Host::log(self, level, message);
+    }
+}

@@ -29,7 +29,7 @@ mod policy;
 
 pub use bindings::types::{OnTimeout, Outcome, Plan, Request};
 pub use chain::{Decision, PolicyChain};
-pub use compat::{PolicyInfo, WIT_PACKAGE, WIT_VERSION};
+pub use compat::{ADAPTED_WIT_VERSIONS, PolicyInfo, WIT_PACKAGE, WIT_VERSION, supported_ranges};
 pub use engine::{FaultMode, InstanceMode, PERFMAP_VAR, PolicyEngine, SandboxConfig};
 pub use error::{FaultKind, PolicyError};
 pub use limits::OutputLimits;
@@ -47,6 +47,8 @@ impl Request {
             on_timeout: None,
             env: Vec::new(),
             context: Vec::new(),
+            interactive: false,
+            tty: false,
         }
     }
 }

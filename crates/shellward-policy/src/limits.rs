@@ -133,6 +133,8 @@ mod tests {
             on_timeout: OnTimeout::Kill,
             env: Vec::new(),
             notes: Vec::new(),
+            interactive: false,
+            tty: false,
         }
     }
 

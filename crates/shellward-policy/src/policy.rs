@@ -1,7 +1,7 @@
 //! One loaded policy: instantiation, configuration, evaluation under the sandbox, recovery after faults.
 
 use crate::bindings::types::{Outcome, Request};
-use crate::bindings::{PolicyWorld, PolicyWorldPre};
+use crate::bindings::{PolicyWorld, PolicyWorldPre, v0_1};
 use crate::compat::PolicyInfo;
 use crate::engine::{EngineInner, InstanceMode, PolicyEngine};
 use crate::error::{FaultKind, PolicyError};
@@ -14,7 +14,59 @@ use wasmtime::{Store, Trap};
 /// A configured instance.
 struct Live {
     store: Store<HostState>,
-    bindings: PolicyWorld,
+    bindings: Bindings,
+}
+
+/// A component pre-linked for the contract version it was built against.
+enum Pre {
+    /// The current contract.
+    Current(PolicyWorldPre<HostState>),
+    /// `0.1.x`, adapted (see [`v0_1_request`] and [`from_v0_1`]).
+    V0_1(v0_1::PolicyWorldPre<HostState>),
+}
+
+/// An instance's exports, per contract version.
+enum Bindings {
+    Current(PolicyWorld),
+    V0_1(v0_1::PolicyWorld),
+}
+
+/// A request as a `0.1` policy sees it: the same fields, without those 0.2 added (`interactive`, `tty`).
+fn v0_1_request(r: &Request) -> v0_1::types::Request {
+    use v0_1::types::OnTimeout as O;
+    v0_1::types::Request {
+        command: r.command.clone(),
+        workdir: r.workdir.clone(),
+        timeout_ms: r.timeout_ms,
+        background: r.background,
+        on_timeout: r.on_timeout.map(|o| match o {
+            crate::OnTimeout::Kill => O::Kill,
+            crate::OnTimeout::Background => O::Background,
+        }),
+        env: r.env.clone(),
+        context: r.context.clone(),
+    }
+}
+
+/// A `0.1` policy's outcome in the current types: what it cannot see passes through from the request.
+fn from_v0_1(outcome: v0_1::types::Outcome, request: &Request) -> Outcome {
+    match outcome {
+        v0_1::types::Outcome::Deny(reason) => Outcome::Deny(reason),
+        v0_1::types::Outcome::Run(p) => Outcome::Run(crate::Plan {
+            command: p.command,
+            workdir: p.workdir,
+            background: p.background,
+            timeout_ms: p.timeout_ms,
+            on_timeout: match p.on_timeout {
+                v0_1::types::OnTimeout::Kill => crate::OnTimeout::Kill,
+                v0_1::types::OnTimeout::Background => crate::OnTimeout::Background,
+            },
+            env: p.env,
+            notes: p.notes,
+            interactive: request.interactive || request.tty,
+            tty: request.tty,
+        }),
+    }
 }
 
 /// Most configured instances one policy has at once in reuse mode. Concurrent evaluations each take an idle one (or
@@ -27,7 +79,7 @@ const MAX_INSTANCES: usize = 8;
 pub struct Policy {
     name: Arc<str>,
     engine: PolicyEngine,
-    pre: PolicyWorldPre<HostState>,
+    pre: Pre,
     settings: String,
     info: PolicyInfo,
     /// The reuse-mode pool: idle configured instances (most recently used last) and how many exist.
@@ -66,7 +118,11 @@ impl Policy {
             message: format!("{e:#}"),
         };
         let pre = inner.linker.instantiate_pre(component).map_err(link_err)?;
-        let pre = PolicyWorldPre::new(pre).map_err(link_err)?;
+        let pre = if info.adapted_from_v0_1() {
+            Pre::V0_1(v0_1::PolicyWorldPre::new(pre).map_err(link_err)?)
+        } else {
+            Pre::Current(PolicyWorldPre::new(pre).map_err(link_err)?)
+        };
         let settings = if settings.trim().is_empty() {
             "{}".to_string()
         } else {
@@ -122,15 +178,21 @@ impl Policy {
         // Bounds what the host copies out of the guest per call (before the field-by-field check).
         store.set_hostcall_fuel(inner.config.output_limits.lift_budget());
         store.set_epoch_deadline(inner.deadline_ticks());
-        let bindings = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.fault(&store, e, "instantiating"))?;
+        let bindings = match &self.pre {
+            Pre::Current(pre) => pre.instantiate(&mut store).map(Bindings::Current),
+            Pre::V0_1(pre) => pre.instantiate(&mut store).map(Bindings::V0_1),
+        }
+        .map_err(|e| self.fault(&store, e, "instantiating"))?;
         store.set_epoch_deadline(inner.deadline_ticks());
-        match bindings
-            .shellward_policy_policy()
-            .call_configure(&mut store, &self.settings)
-        {
+        let configured = match &bindings {
+            Bindings::Current(b) => b
+                .shellward_policy_policy()
+                .call_configure(&mut store, &self.settings),
+            Bindings::V0_1(b) => b
+                .shellward_policy_policy()
+                .call_configure(&mut store, &self.settings),
+        };
+        match configured {
             Ok(Ok(())) => Ok(Live { store, bindings }),
             Ok(Err(message)) => Err(PolicyError::Settings {
                 name: self.name.to_string(),
@@ -191,11 +253,16 @@ impl Policy {
     fn call(&self, live: &mut Live, request: &Request) -> Result<Outcome, PolicyError> {
         let _ticking = self.inner().ticker.enter();
         live.store.set_epoch_deadline(self.inner().deadline_ticks());
-        let outcome = live
-            .bindings
-            .shellward_policy_policy()
-            .call_evaluate(&mut live.store, request)
-            .map_err(|e| self.fault(&live.store, e, "evaluating"))?;
+        let outcome = match &live.bindings {
+            Bindings::Current(b) => b
+                .shellward_policy_policy()
+                .call_evaluate(&mut live.store, request),
+            Bindings::V0_1(b) => b
+                .shellward_policy_policy()
+                .call_evaluate(&mut live.store, &v0_1_request(request))
+                .map(|o| from_v0_1(o, request)),
+        }
+        .map_err(|e| self.fault(&live.store, e, "evaluating"))?;
         self.inner()
             .config
             .output_limits

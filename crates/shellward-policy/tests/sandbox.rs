@@ -153,7 +153,7 @@ fn incompatible_and_malformed_components_are_refused_with_a_precise_error() {
     assert!(matches!(err, PolicyError::Incompatible { .. }), "{err:?}");
     assert!(
         text.contains("shellward:policy/policy@1.0.0")
-            && text.contains("shellward:policy/policy@0.1.0"),
+            && text.contains("shellward:policy/policy@0.2.0"),
         "{text}"
     );
     assert!(text.contains(FUTURE_POLICY), "{text}");

@@ -48,14 +48,14 @@ struct ReadmeExamples;
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
 use serde_json::Value;
-use shellward_exec::{ExecError, ExecResult, ExitState, SignalKind, TimeoutAction};
+use shellward_exec::{ExecError, ExecResult, ExitState, SignalKind, StdinMode, TimeoutAction};
 use shellward_policy::duration::{ACCEPTED_FORMS, format_millis, parse_millis};
 use shellward_policy::{OnTimeout, Outcome, Request};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tools::{
-    ExecuteArgs, ExecuteResult, ProcessEntry, ProcessListArgs, ProcessListResult,
+    ExecuteArgs, ExecuteResult, ProcessEntry, ProcessInputArgs, ProcessListArgs, ProcessListResult,
     ProcessOutputArgs, ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, SignalName,
     ToolName,
 };
@@ -136,6 +136,9 @@ impl From<ExecError> for ToolError {
                 ToolErrorKind::Busy
             }
             ExecError::ShuttingDown => ToolErrorKind::Unavailable,
+            ExecError::NotInteractive(_) => ToolErrorKind::InvalidArguments,
+            ExecError::InputClosed(_) => ToolErrorKind::NotAlive,
+            ExecError::InputStalled { .. } => ToolErrorKind::Busy,
             _ => ToolErrorKind::Internal,
         };
         ToolError {
@@ -348,6 +351,32 @@ impl Decided {
     }
 }
 
+/// The stdin an `execute` call asks for: `/dev/null`, a pipe (`interactive`), or a terminal (`tty`, sized by
+/// `rows`/`cols`).
+fn stdin_mode(args: &ExecuteArgs) -> Result<StdinMode, ToolError> {
+    let tty = args.tty.unwrap_or(false);
+    if !tty && (args.rows.is_some() || args.cols.is_some()) {
+        return Err(ToolError::invalid(
+            "rows and cols size a terminal: set tty: true as well (or leave them out)",
+        ));
+    }
+    if tty {
+        let rows = args.rows.unwrap_or(24);
+        let cols = args.cols.unwrap_or(80);
+        if !(1..=1000).contains(&rows) || !(1..=1000).contains(&cols) {
+            return Err(ToolError::invalid(format!(
+                "a terminal of {rows} rows × {cols} columns is not possible; give 1 to 1000 of each (e.g. 24 × 80)"
+            )));
+        }
+        return Ok(StdinMode::Terminal { rows, cols });
+    }
+    Ok(if args.interactive.unwrap_or(false) {
+        StdinMode::Pipe
+    } else {
+        StdinMode::Null
+    })
+}
+
 fn check_text(what: &str, text: &str) -> Result<(), ToolError> {
     if text.contains('\0') {
         return Err(ToolError::invalid(format!(
@@ -366,6 +395,9 @@ fn parse_duration(what: &str, text: &str, allow_zero: bool) -> Result<Duration, 
         Err(e) => Err(ToolError::invalid(format!("{what}: {e}"))),
     }
 }
+
+/// How long a `process_input` write may wait for the process to read.
+const INPUT_LIMIT: Duration = Duration::from_secs(5);
 
 fn exit_fields(exit: &ExitState) -> (Option<i32>, Option<String>) {
     (exit.code(), exit.signal().map(str::to_string))
@@ -438,8 +470,8 @@ impl Shellward {
             return Err(ToolError {
                 kind: ToolErrorKind::UnknownTool,
                 message: format!(
-                    "unknown tool {tool:?}; the tools are execute, process_output, process_list and \
-                     process_signal"
+                    "unknown tool {tool:?}; the tools are execute, process_output, process_input, \
+                     process_list and process_signal"
                 ),
             });
         };
@@ -476,6 +508,9 @@ impl Shellward {
                 self.process_signal(session, parse(name, arguments)?)
                     .await?,
             ),
+            ToolName::ProcessInput => {
+                to_json(self.process_input(session, parse(name, arguments)?).await?)
+            }
         }
     }
 
@@ -502,6 +537,7 @@ impl Shellward {
                 limits.max_command_bytes
             )));
         }
+        let stdin = stdin_mode(args)?;
         let timeout_ms = match &args.timeout {
             None => None,
             Some(t) => Some(parse_duration("timeout", t, false)?.as_millis() as u64),
@@ -547,6 +583,8 @@ impl Shellward {
             }),
             env: env.to_vec(),
             context,
+            interactive: stdin.interactive(),
+            tty: matches!(stdin, StdinMode::Terminal { .. }),
         };
         let chain_started = std::time::Instant::now();
         let mut decision = self.inner.active.chain().evaluate(&request);
@@ -609,6 +647,25 @@ impl Shellward {
                     startup_wait: p.background.then_some(limits.startup_wait),
                     deadline: None,
                     labels: Vec::new(),
+                    // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy
+                    // cannot make a command wait for input nobody asked to give).
+                    stdin: match stdin {
+                        StdinMode::Terminal { .. } if p.tty => stdin,
+                        StdinMode::Terminal { .. } | StdinMode::Pipe if p.interactive || p.tty => {
+                            StdinMode::Pipe
+                        }
+                        _ => StdinMode::Null,
+                    },
+                })
+                .map(|mut plan| {
+                    if plan.stdin.interactive() {
+                        // An interactive program waits for its input: it runs in the background, and the call
+                        // returns once it has gone quiet (its prompt), not at a foreground timeout.
+                        plan.background = true;
+                        plan.timeout = None;
+                        plan.startup_wait = None;
+                    }
+                    plan
                 })
             }
         };
@@ -672,10 +729,16 @@ impl Shellward {
         let command = plan.command.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         let background = plan.background;
+        let interactive = plan.stdin.interactive();
         let r = self
-            .start_recorded(plan, background, record, session)
+            .start_recorded(plan, background, record, session.clone())
             .await?;
+        let id = r.id.clone();
         let mut result = shape_execute(r, command, notes, timeout);
+        if interactive {
+            self.first_prompt(&mut result, &id, session.as_deref())
+                .await?;
+        }
         if let Some(window) = startup
             && !result.running
         {
@@ -689,6 +752,138 @@ impl Shellward {
                  output is above.",
                 format_millis(window.as_millis() as u64)
             ));
+        }
+        Ok(result)
+    }
+
+    /// An interactive start: waits until the program's output goes quiet (its prompt) or it exits, and puts that
+    /// output in the result with how to answer it.
+    async fn first_prompt(
+        &self,
+        result: &mut ExecuteResult,
+        id: &str,
+        session: Option<&str>,
+    ) -> Result<(), ToolError> {
+        let limits = &self.inner.limits;
+        let read = self
+            .inner
+            .executor
+            .read_output_until_quiet(
+                id,
+                session,
+                None,
+                limits.default_wait,
+                Some(limits.default_idle),
+                limits.max_read_bytes,
+            )
+            .await?;
+        if let Some(view) = read.view {
+            result.output = view.text;
+            result.output_omitted_bytes = view.omitted_bytes;
+            result.output_total_bytes = view.total_bytes;
+        }
+        result.cursor = read.next_cursor;
+        result.running = read.running;
+        let (exit_code, signal) = exit_fields(&read.exit);
+        result.exit_code = exit_code;
+        result.signal = signal;
+        result
+            .notes
+            .retain(|n| !n.starts_with("Running in the background as"));
+        if read.running {
+            result.success = true;
+            result.notes.push(format!(
+                "Interactive: {id} waits for input. Answer with process_input (process_id {id}, text ending in \
+                 \"\\n\"); close_stdin ends its input; process_signal stops it."
+            ));
+        } else {
+            result.success = exit_code == Some(0);
+            result.background_process_id = None;
+            result.notes.push(format!(
+                "It ended before any input was written ({}); its output is above.",
+                match (&exit_code, &result.signal) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => "unknown status".into(),
+                }
+            ));
+        }
+        Ok(())
+    }
+
+    /// `process_input`: writes text or bytes to an interactive process's stdin (closing it when asked), then returns
+    /// what it printed after that, as `process_output` does with the output's cursor from before the write.
+    pub async fn process_input(
+        &self,
+        session: Option<&str>,
+        args: ProcessInputArgs,
+    ) -> Result<ProcessOutputResult, ToolError> {
+        use base64::Engine;
+        check_text("process_id", &args.process_id)?;
+        let id = args.process_id.trim().to_string();
+        let data: Vec<u8> = match (&args.text, &args.bytes_base64) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::invalid(
+                    "give either text or bytes_base64, not both",
+                ));
+            }
+            (Some(t), None) => t.as_bytes().to_vec(),
+            (None, Some(b)) => base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .map_err(|e| {
+                    ToolError::invalid(format!(
+                        "bytes_base64 is not valid base64 ({e}); encode the bytes with the standard alphabet"
+                    ))
+                })?,
+            (None, None) if args.close_stdin == Some(true) => Vec::new(),
+            (None, None) => {
+                return Err(ToolError::invalid(
+                    "nothing to write: give text (e.g. \"yes\\n\"), bytes_base64, or close_stdin: true",
+                ));
+            }
+        };
+        const MAX_INPUT: usize = 1 << 20;
+        if data.len() > MAX_INPUT {
+            return Err(ToolError::invalid(format!(
+                "the input is {} bytes; at most {MAX_INPUT} bytes go in one call (write a file and redirect it \
+                 instead)",
+                data.len()
+            )));
+        }
+        // The answer is what comes after the input.
+        let before = self
+            .inner
+            .executor
+            .read_output(&id, session, None, Duration::ZERO, 0)
+            .await?
+            .next_cursor;
+        self.inner
+            .executor
+            .write_input(
+                &id,
+                session,
+                &data,
+                args.close_stdin.unwrap_or(false),
+                INPUT_LIMIT,
+            )
+            .await?;
+        let mut result = self
+            .process_output(
+                session,
+                ProcessOutputArgs {
+                    process_id: id,
+                    cursor: Some(before),
+                    wait: args.wait,
+                    idle: args.idle.or_else(|| {
+                        Some(format_millis(
+                            self.inner.limits.default_idle.as_millis() as u64
+                        ))
+                    }),
+                },
+            )
+            .await?;
+        if args.close_stdin == Some(true) {
+            result.notes.insert(0, "stdin is closed now.".into());
         }
         Ok(result)
     }

@@ -34,6 +34,22 @@ pub struct ExecuteArgs {
     /// Environment variables for this command only, e.g. `{"RUST_LOG": "debug"}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Keep stdin open so you can answer the program with `process_input` (a REPL such as `python3 -i`, a tool that
+    /// asks questions, `cat`). The command starts in the background; the result holds what it printed until its
+    /// output went quiet (its prompt) and its process id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<bool>,
+    /// Run the command on a terminal (implies `interactive`): for programs that behave differently without one —
+    /// prompts shown only on a terminal, password or yes/no questions, full-screen tools, `Ctrl-C` (`"\u0003"`
+    /// through `process_input`) to interrupt. Output is shown without colours or cursor codes; the log keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<bool>,
+    /// Terminal rows with `tty` (default 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    /// Terminal columns with `tty` (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
 }
 
 /// What `execute` does with a foreground command whose timeout expires.
@@ -65,6 +81,30 @@ pub struct ProcessOutputArgs {
     pub wait: Option<String>,
     /// Return once no new output has arrived for this long (`"300ms"` suits prompts); `"0s"` turns it off. Default
     /// `1s` when `wait` is not given, off when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<String>,
+}
+
+/// Arguments of `process_input`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessInputArgs {
+    /// The process id of a command started with `interactive` or `tty`.
+    pub process_id: String,
+    /// Text to write, exactly as given: end a line with `"\n"` to submit it. On a terminal `"\u0003"` is Ctrl-C
+    /// (interrupts the running job), `"\u0004"` Ctrl-D (end of input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Raw bytes to write, base64-encoded (instead of `text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_base64: Option<String>,
+    /// Close stdin after writing (end of input: `cat`, `sort` and REPLs then finish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_stdin: Option<bool>,
+    /// How long to wait for the answer at most (default `10s`); see `idle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+    /// Return once the output has been quiet this long after the input (default `1s`; `"300ms"` for a fast prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<String>,
 }
@@ -252,13 +292,16 @@ pub enum ToolName {
     ProcessList,
     /// `process_signal`
     ProcessSignal,
+    /// `process_input`
+    ProcessInput,
 }
 
 impl ToolName {
     /// Every tool, in the order they are listed.
-    pub const ALL: [ToolName; 4] = [
+    pub const ALL: [ToolName; 5] = [
         ToolName::Execute,
         ToolName::ProcessOutput,
+        ToolName::ProcessInput,
         ToolName::ProcessList,
         ToolName::ProcessSignal,
     ];
@@ -270,6 +313,7 @@ impl ToolName {
             ToolName::ProcessOutput => "process_output",
             ToolName::ProcessList => "process_list",
             ToolName::ProcessSignal => "process_signal",
+            ToolName::ProcessInput => "process_input",
         }
     }
 
@@ -285,6 +329,7 @@ impl ToolName {
             ToolName::ProcessOutput => PROCESS_OUTPUT_DESCRIPTION,
             ToolName::ProcessList => PROCESS_LIST_DESCRIPTION,
             ToolName::ProcessSignal => PROCESS_SIGNAL_DESCRIPTION,
+            ToolName::ProcessInput => PROCESS_INPUT_DESCRIPTION,
         }
     }
 
@@ -295,6 +340,7 @@ impl ToolName {
             ToolName::ProcessOutput => schemars::schema_for!(ProcessOutputArgs),
             ToolName::ProcessList => schemars::schema_for!(ProcessListArgs),
             ToolName::ProcessSignal => schemars::schema_for!(ProcessSignalArgs),
+            ToolName::ProcessInput => schemars::schema_for!(ProcessInputArgs),
         };
         portable(schema.to_value())
     }
@@ -306,6 +352,7 @@ impl ToolName {
             ToolName::ProcessOutput => schemars::schema_for!(ProcessOutputResult),
             ToolName::ProcessList => schemars::schema_for!(ProcessListResult),
             ToolName::ProcessSignal => schemars::schema_for!(ProcessSignalResult),
+            ToolName::ProcessInput => schemars::schema_for!(ProcessOutputResult),
         };
         portable(schema.to_value())
     }
@@ -314,7 +361,7 @@ impl ToolName {
     pub fn usage(self) -> &'static str {
         match self {
             ToolName::Execute => {
-                r#"{"command": "...", "timeout"?: "30s", "workdir"?: "dir", "run_in_background"?: true}"#
+                r#"{"command": "...", "timeout"?: "30s", "workdir"?: "dir", "run_in_background"?: true, "interactive"?: true, "tty"?: true}"#
             }
             ToolName::ProcessOutput => {
                 r#"{"process_id": "p1-k3x9q2mz", "cursor"?: 0, "wait"?: "10s"}"#
@@ -322,6 +369,9 @@ impl ToolName {
             ToolName::ProcessList => "{}",
             ToolName::ProcessSignal => {
                 r#"{"process_id": "p1-k3x9q2mz", "signal": "terminate" | "kill"}"#
+            }
+            ToolName::ProcessInput => {
+                r#"{"process_id": "p1-k3x9q2mz", "text"?: "print(6*7)\n", "bytes_base64"?: "...", "close_stdin"?: true}"#
             }
         }
     }
@@ -384,7 +434,7 @@ pub fn tool_specs() -> Vec<ToolSpec> {
 
 const EXECUTE_DESCRIPTION: &str = "\
 Run a shell command (sh -c) in a non-interactive environment: stdin is closed, pagers and editors are disabled, \
-colours are off. Returns its exit code and output (stdout and stderr interleaved; long output keeps the head and tail \
+colours are off (set interactive=true to talk to it, below). Returns its exit code and output (stdout and stderr interleaved; long output keeps the head and tail \
 and the full text goes to log_path).
 
 Foreground (the default): waits up to `timeout` (a duration string such as \"30s\", \"5m\", \"1m30s\"; default 10s). \
@@ -397,15 +447,34 @@ The call returns at once with background_process_id.
 
 Do NOT append `&` to background a command, and do not use nohup/setsid/disown: the process would be lost. Use \
 run_in_background instead (a trailing `&` is converted for you, with a note). Read the `notes` in the result: they say \
-what the policy changed and what to do next. A command refused by policy returns success=false with deny_reason.";
+what the policy changed and what to do next. A command refused by policy returns success=false with deny_reason.
+
+Interactive programs: set interactive=true to keep stdin open (a REPL such as `python3 -i`, a script that asks \
+questions, `cat`), or tty=true when the program needs a terminal (prompts shown only on a terminal, password or \
+yes/no questions, Ctrl-C). Either starts it in the background and returns what it printed until it went quiet (its \
+prompt) with its process_id; answer with process_input. Without them a command reading stdin sees end of input at \
+once.
+
+on_timeout: \"kill\" for builds and tests that must not linger past `timeout`; \"background\" (the usual default) to \
+keep a slow command and check on it with process_output.";
 
 const PROCESS_OUTPUT_DESCRIPTION: &str = "\
-Read the output of a process started by execute (background, or kept running after a timeout, or finished). With \
-`cursor` (from the previous result) it returns only output produced after it, waiting up to `wait` (default \"10s\"; \
+Read the output of a process started by execute (background, or kept running after a timeout, or finished). \
+Without `wait` it returns when the process exits or its output has been quiet for `idle` (default 1s), at most after \
+10s: use that to check on a server or read a prompt. Give `wait` (e.g. \"5m\") to wait for a build or test run to \
+finish. With `cursor` (from the previous result) it returns only output produced after it, waiting up to `wait` (default \"10s\"; \
 \"0s\" returns at once) for something new or for the process to exit; pass the returned cursor next time so every \
 byte is read exactly once. Without cursor it returns the head and tail of the whole output once the process exits or \
 `wait` passes. cursor 0 reads from the beginning, including bytes the head/tail view left out. The result says \
 whether the process is still running and its exit code once it has exited.";
+
+const PROCESS_INPUT_DESCRIPTION: &str = "\
+Write to the stdin of a process started with interactive=true or tty=true, then return what it printed in answer: \
+the call returns when the output has been quiet for `idle` (default 1s), when the process exits, or after `wait` \
+(default 10s). Send `text` exactly as typed — end a line with \"\\n\" to submit it; on a tty \"\\u0003\" is Ctrl-C \
+(interrupts the running job, the shell stays), \"\\u0004\" Ctrl-D — or raw bytes as `bytes_base64`. close_stdin=true \
+ends the input (cat, sort and REPLs then finish). A process that does not read its input makes the call fail after \
+a few seconds with how much was written, instead of hanging.";
 
 const PROCESS_LIST_DESCRIPTION: &str = "\
 List the processes you started that run in the background (or ran there recently): running ones first, then newest \
@@ -471,7 +540,7 @@ pub fn model_text(tool: ToolName, result: &serde_json::Value) -> String {
             "{omitted} bytes of output left out{log} (read them with process_output, cursor 0)"
         ));
     }
-    if tool == ToolName::ProcessOutput && flag("running") {
+    if matches!(tool, ToolName::ProcessOutput | ToolName::ProcessInput) && flag("running") {
         head.push(format!("next cursor: {}", u64_of("cursor")));
     }
     if let Some(procs) = result.get("processes").and_then(Value::as_array) {

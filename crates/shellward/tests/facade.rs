@@ -704,3 +704,41 @@ async fn a_poll_returns_when_output_goes_quiet() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A policy decides interactivity too: `tty` and `interactive` reach it, and a policy that turns them off gets a
+/// command with stdin on /dev/null (no terminal), run as the plan says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_may_turn_interactive_and_tty_off() {
+    let mark = new_mark();
+    let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
+    let refuse = engine
+        .load_file(
+            std::path::Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
+            "no-interactive",
+        )
+        .unwrap();
+    let mut executor = shellward::ExecutorConfig::default();
+    executor.env.set_var(MARK, mark.clone());
+    let sw = Shellward::builder()
+        .policy_chain(shellward::PolicyChain::new(
+            vec![refuse],
+            shellward_policy::FaultMode::Deny,
+        ))
+        .executor_config(executor)
+        .build()
+        .unwrap();
+    let mut args = exec("tty -s; echo status=$?");
+    args.tty = Some(true);
+    let r = sw.execute(None, args).await.unwrap();
+    assert_eq!(r.output, "status=1\n", "{r:?}");
+    assert!(!r.running, "{r:?}");
+    // Through the default chain the same request gets its terminal.
+    let sw2 = Shellward::builder().build().unwrap();
+    let mut args = exec("tty -s; echo status=$?");
+    args.tty = Some(true);
+    let r = sw2.execute(None, args).await.unwrap();
+    assert!(r.output.contains("status=0"), "{r:?}");
+    sw.shutdown().await;
+    sw2.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -42,6 +42,8 @@ impl Guest for DefaultPolicy {
     }
 
     fn evaluate(request: wit::Request) -> wit::Outcome {
+        // Interactive starts are the caller's choice; this policy lets them through as asked.
+        let (interactive, tty) = (request.interactive || request.tty, request.tty);
         let req = Request {
             command: request.command,
             workdir: request.workdir,
@@ -61,6 +63,8 @@ impl Guest for DefaultPolicy {
                 on_timeout: on_timeout_to(p.on_timeout),
                 env: p.env,
                 notes: p.notes,
+                interactive,
+                tty,
             }),
         }
     }

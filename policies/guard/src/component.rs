@@ -45,6 +45,8 @@ impl Guest for GuardPolicy {
             on_timeout: request.on_timeout.unwrap_or(wit::OnTimeout::Background),
             env: request.env,
             notes: Vec::new(),
+            interactive: request.interactive,
+            tty: request.tty,
         })
     }
 }

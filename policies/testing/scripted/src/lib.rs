@@ -1,7 +1,8 @@
 //! A test policy whose behaviour is scripted, used by the host's tests. Not for use.
 //!
 //! Settings (plain text, not JSON): `reject` (configure fails), `configure-loop`, `configure-trap`, `append:TEXT`
-//! (append TEXT to the command), `deny:REASON` (deny everything), `kill` (on-timeout kill), anything else (echo).
+//! (append TEXT to the command), `deny:REASON` (deny everything), `kill` (on-timeout kill), `no-interactive` (turn
+//! `interactive` and `tty` off), anything else (echo).
 //!
 //! Commands trigger faults: `loop` (infinite loop), `alloc` (allocate without bound), `trap` (panic), `stack`
 //! (unbounded recursion), `sleep` (blocking sleep through WASI), `log` (log a message through the host). Commands
@@ -92,6 +93,8 @@ mod component {
                 on_timeout: OnTimeout::Kill,
                 env: Vec::new(),
                 notes: Vec::new(),
+                interactive: false,
+                tty: false,
             };
             match request.command.as_str() {
                 "huge-note" => {
@@ -134,6 +137,9 @@ mod component {
                 on_timeout,
                 env: request.env,
                 notes: vec![format!("calls={calls}")],
+                // `no-interactive`: a policy refusing stdin and terminals (the plan turns them off).
+                interactive: request.interactive && settings != "no-interactive",
+                tty: request.tty && settings != "no-interactive",
             })
         }
     }

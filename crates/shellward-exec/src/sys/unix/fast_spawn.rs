@@ -65,6 +65,8 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits set in the child before exec: `(RLIMIT_*, value)`.
     pub(crate) rlimits: &'a [(u32, u64)],
+    /// Start a session (instead of only a process group) and take fd 0, a terminal, as the controlling terminal.
+    pub(crate) new_session: bool,
 }
 
 #[repr(C)]
@@ -81,6 +83,8 @@ struct ChildArgs {
     /// Resource limits: the first `rlimit_count` entries.
     rlimits: [(u32, u64); MAX_RLIMITS],
     rlimit_count: usize,
+    /// Non-zero: `setsid` instead of `setpgid`, and fd 0 becomes the controlling terminal.
+    new_session: c_int,
     /// Bit `n` set: reset signal `n` to its default disposition in the child.
     reset_signals: u64,
     /// errno of the failing step, written by the child (shared memory).
@@ -125,7 +129,12 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
                 libc::sigaction(sig, &dfl, std::ptr::null_mut());
             }
         }
-        if libc::setpgid(0, 0) != 0 {
+        // A session leader is also a group leader: the tree's group is the child's pid either way.
+        if a.new_session != 0 {
+            if libc::setsid() < 0 {
+                fail(a);
+            }
+        } else if libc::setpgid(0, 0) != 0 {
             fail(a);
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -148,6 +157,9 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             if fd != target as RawFd && libc::dup2(fd, target as RawFd) < 0 {
                 fail(a);
             }
+        }
+        if a.new_session != 0 && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+            fail(a);
         }
         // After 0-2, whose sources may have been fd 3; dup2 clears close-on-exec on the copy.
         if a.fd3 >= 0 && libc::dup2(a.fd3, 3) < 0 {
@@ -237,6 +249,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>) -> io::Result<(i32, OwnedFd)> {
                 r
             },
             rlimit_count: req.rlimits.len().min(MAX_RLIMITS),
+            new_session: req.new_session as c_int,
             reset_signals: signals_to_reset(),
             errno: 0,
         };
@@ -378,6 +391,7 @@ pub(crate) struct Confinement<'a> {
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
 pub(crate) fn spawn_spec(
     spec: &super::SpawnSpec,
+    stdin: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,
     cgroup_dir: Option<&std::path::Path>,
@@ -460,12 +474,13 @@ pub(crate) fn spawn_spec(
         argv: &argv,
         envp: &envp,
         workdir: &workdir,
-        fds: [devnull, stdout, stderr],
+        fds: [stdin.unwrap_or(devnull), stdout, stderr],
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
         new_pid_namespace: confine.init.is_some(),
         fd3: confine.init.map(|(_, fd)| fd),
         join_procs_fd: confine.join_procs_fd,
         rlimits: confine.rlimits,
+        new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),
     };
     match spawn(&request) {
         // Under an init, the program path is an argument of the init: a moved program fails inside it.
@@ -504,6 +519,7 @@ mod tests {
         let (pid, _pidfd) = loop {
             match spawn_spec(
                 spec,
+                None,
                 null.as_raw_fd(),
                 null.as_raw_fd(),
                 None,
@@ -535,6 +551,7 @@ mod tests {
             env: vec![("PATH".into(), path.to_owned())],
             separate_stderr: false,
             name: "t".into(),
+            stdin: Default::default(),
         };
         let cache = SpawnCache::default();
         program(a.path(), 3);

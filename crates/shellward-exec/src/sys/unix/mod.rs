@@ -18,6 +18,7 @@ pub(crate) mod pidfd;
 pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
+mod pty;
 mod tree;
 mod watchdog;
 

@@ -165,8 +165,13 @@ fn run(args: &[OsString]) -> i32 {
                 continue;
             }
             if sig != libc::SIGCHLD {
-                // Forward to every process of the namespace (never to this init).
-                libc::kill(-1, sig);
+                // A signal the terminal generated (Ctrl-C, a resize, a hang-up) was delivered by the kernel to the
+                // terminal's foreground group already — possibly a job the command's shell put there; forwarding it
+                // to everything would interrupt the shell too. Others (the host's TERM, INT, HUP) are forwarded to
+                // every process of the namespace (never to this init).
+                if info.si_code != libc::SI_KERNEL {
+                    libc::kill(-1, sig);
+                }
                 continue;
             }
             let mut empty = false;

@@ -48,8 +48,13 @@ type SpawnJob = Box<dyn FnOnce() + Send>;
 /// A spawned leader and its output pipes.
 pub(crate) struct Spawned {
     pub(crate) leader: Leader,
+    /// The output: a pipe, or the terminal's master side (see `terminal`).
     pub(crate) stdout: OwnedFd,
     pub(crate) stderr: Option<OwnedFd>,
+    /// Where input is written: a pipe's write end, or the terminal's master side (`None`: stdin is /dev/null).
+    pub(crate) stdin: Option<OwnedFd>,
+    /// The command runs on a pseudo-terminal (`stdout` and `stdin` are its master side).
+    pub(crate) terminal: bool,
     pub(crate) tree: Tree,
 }
 
@@ -103,6 +108,61 @@ pub(crate) struct SpawnSpec {
     pub(crate) separate_stderr: bool,
     /// The tree's name (its process id, `p7`), for its cgroup and marker.
     pub(crate) name: String,
+    /// Standard input: /dev/null, a pipe, or a pseudo-terminal (which then also takes stdout and stderr).
+    pub(crate) stdin: crate::StdinMode,
+}
+
+/// The descriptors of a command's standard streams: the child's ends, and the host's.
+struct Streams {
+    /// The child's stdin (`None`: /dev/null), stdout and stderr.
+    child_in: Option<OwnedFd>,
+    child_out: Option<OwnedFd>,
+    child_err: Option<OwnedFd>,
+    /// The host's ends: output (and separate stderr), input.
+    out: OwnedFd,
+    err: Option<OwnedFd>,
+    input: Option<OwnedFd>,
+    terminal: bool,
+}
+
+impl Streams {
+    fn open(stdin: crate::StdinMode, separate_stderr: bool) -> io::Result<Streams> {
+        if let crate::StdinMode::Terminal { rows, cols } = stdin {
+            let (master, slave) = super::pty::open(rows, cols)?;
+            return Ok(Streams {
+                child_in: Some(slave.try_clone()?),
+                child_out: Some(slave.try_clone()?),
+                child_err: Some(slave),
+                input: Some(master.try_clone()?),
+                out: master,
+                err: None,
+                terminal: true,
+            });
+        }
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = if separate_stderr {
+            let (r, w) = pipe()?;
+            (Some(r), w)
+        } else {
+            (None, out_w.try_clone()?)
+        };
+        let (child_in, input) = match stdin {
+            crate::StdinMode::Pipe => {
+                let (r, w) = pipe()?;
+                (Some(r), Some(w))
+            }
+            _ => (None, None),
+        };
+        Ok(Streams {
+            child_in,
+            child_out: Some(out_w),
+            child_err: Some(err_w),
+            out: out_r,
+            err: err_r,
+            input,
+            terminal: false,
+        })
+    }
 }
 
 impl Platform {
@@ -292,14 +352,14 @@ impl Platform {
         let init_slot = self.init.clone();
         let rlimits = self.rlimits.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
-        let job = move || -> io::Result<(Unclaimed, OwnedFd, Option<OwnedFd>)> {
-            let (out_r, out_w) = pipe()?;
-            let (err_r, err_w) = if spec.separate_stderr {
-                let (r, w) = pipe()?;
-                (Some(r), w)
-            } else {
-                (None, out_w.try_clone()?)
-            };
+        let job = move || -> io::Result<(Unclaimed, Streams)> {
+            let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
+            let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
+            let (in_r, out_w, err_w) = (
+                streams.child_in.as_ref().map(|f| f.as_raw_fd()),
+                raw(&streams.child_out),
+                raw(&streams.child_err),
+            );
             // The job owns the descriptor (closed when it is done): valid even if the caller stopped waiting.
             let join_procs_fd = join_procs.as_ref().map(|f| f.as_raw_fd());
             let init = init_slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -316,8 +376,9 @@ impl Platform {
                     };
                     let (pid, pidfd) = fast_spawn::spawn_spec(
                         &spec,
-                        out_w.as_raw_fd(),
-                        err_w.as_raw_fd(),
+                        in_r,
+                        out_w,
+                        err_w,
                         cgroup_dir.as_deref(),
                         &cache,
                         &confine,
@@ -353,24 +414,40 @@ impl Platform {
             };
             match spawned {
                 Ok((pid, pidfd, report)) => {
-                    return Ok((
-                        Unclaimed(Some(Leader::Raw { pid, pidfd, report })),
-                        out_r,
-                        err_r,
-                    ));
+                    // The child has its copies: closing ours makes EOF (or, on a terminal, EIO) arrive when the tree
+                    // is done.
+                    (streams.child_in, streams.child_out, streams.child_err) = (None, None, None);
+                    return Ok((Unclaimed(Some(Leader::Raw { pid, pidfd, report })), streams));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
                 Err(e) => return Err(e),
             }
+            let terminal = streams.terminal;
             let mut cmd = Command::new(&spec.program);
             cmd.args(&spec.args)
                 .current_dir(&spec.workdir)
                 .env_clear()
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(out_w))
-                .stderr(Stdio::from(err_w))
-                .process_group(0);
+                .stdin(match streams.child_in.take() {
+                    Some(fd) => Stdio::from(fd),
+                    None => Stdio::null(),
+                })
+                .stdout(
+                    streams
+                        .child_out
+                        .take()
+                        .map_or_else(Stdio::null, Stdio::from),
+                )
+                .stderr(
+                    streams
+                        .child_err
+                        .take()
+                        .map_or_else(Stdio::null, Stdio::from),
+                );
+            if !terminal {
+                // On a terminal the leader starts a session instead (below), which also makes it a group leader.
+                cmd.process_group(0);
+            }
             let rlimits = rlimits.clone();
             // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close,
             // setrlimit) on memory allocated before the fork.
@@ -382,6 +459,9 @@ impl Platform {
                     // The executor may have died between fork and prctl.
                     if libc::getppid() != parent {
                         libc::_exit(127);
+                    }
+                    if terminal {
+                        super::pty::become_controlled()?;
                     }
                     if let Some(procs) = &procs {
                         cgroup::join_from_child(procs)?;
@@ -406,7 +486,7 @@ impl Platform {
             let child = cmd.spawn()?;
             // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
             drop(cmd);
-            Ok((Unclaimed(Some(Leader::Std(child))), out_r, err_r))
+            Ok((Unclaimed(Some(Leader::Std(child))), streams))
         };
         self.submit(Box::new(move || {
             // If the caller stopped waiting (its future was dropped, e.g. on Ctrl-C), the value is dropped here or
@@ -415,9 +495,9 @@ impl Platform {
         }))?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;
-        let (leader, stdout, stderr) = match result {
-            Ok((mut unclaimed, stdout, stderr)) => match unclaimed.0.take() {
-                Some(leader) => (leader, stdout, stderr),
+        let (leader, streams) = match result {
+            Ok((mut unclaimed, streams)) => match unclaimed.0.take() {
+                Some(leader) => (leader, streams),
                 None => return Err(stopped()),
             },
             Err(e) => {
@@ -449,8 +529,10 @@ impl Platform {
         self.watchdog_send(&format!("+ {pgid}\n"));
         Ok(Spawned {
             leader,
-            stdout,
-            stderr,
+            stdout: streams.out,
+            stderr: streams.err,
+            stdin: streams.input,
+            terminal: streams.terminal,
             tree,
         })
     }

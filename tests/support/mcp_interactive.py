@@ -1,0 +1,108 @@
+"""Interactive processes over MCP with the official Python SDK: `execute` with `interactive`/`tty`, `process_input`.
+
+Usage: python mcp_interactive.py PATH/TO/shellward
+Prints MCP-INTERACTIVE-OK on success; any failed check raises (non-zero exit) with the offending result.
+"""
+
+import asyncio
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from mcp_client import check, data, is_error
+
+
+def text_of(result):
+    return result.content[0].text
+
+
+async def main(binary):
+    params = StdioServerParameters(command=binary, args=["mcp"], env=dict(os.environ))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            check("process_input" in tools, "process_input listed", list(tools))
+            ex = tools["execute"]
+            for word in ["interactive", "tty", "on_timeout"]:
+                check(word in ex.description, f"execute description explains {word}", ex.description)
+            check("idle" in tools["process_output"].description, "process_output explains idle",
+                  tools["process_output"].description)
+
+            # A Python REPL answers on a pipe and on a terminal.
+            for mode in [{"interactive": True}, {"tty": True}]:
+                r = await s.call_tool("execute", {"command": "python3 -i -q", **mode})
+                d = data(r)
+                check(not is_error(r) and d["running"] and d["process_id"], f"REPL starts {mode}", d)
+                pid = d["process_id"]
+                r = await s.call_tool("process_input", {"process_id": pid, "text": "print(6*7)\n"})
+                d = data(r)
+                check("42" in d["output"], f"REPL answers {mode}", d)
+                check("\r" not in d["output"] and "\x1b" not in d["output"], f"clean view {mode}", d)
+                check("42" in text_of(r), f"the model's text shows the answer {mode}", text_of(r))
+                r = await s.call_tool("process_input", {"process_id": pid, "close_stdin": True, "wait": "10s"})
+                d = data(r)
+                check(not d["running"] and d["exit_code"] == 0, f"REPL ends at end of input {mode}", d)
+
+            # A shell prompt (read -p) is answered.
+            r = await s.call_tool("execute", {"command": "read -p 'name? ' n; echo \"hello $n\"", "tty": True})
+            d = data(r)
+            check("name? " in d["output"], "prompt shown", d)
+            r = await s.call_tool("process_input", {"process_id": d["process_id"], "text": "bob\n"})
+            d = data(r)
+            check("hello bob" in d["output"], "prompt answered", d)
+
+            # Only a terminal is a tty.
+            r = await s.call_tool("execute", {"command": "tty -s", "tty": True})
+            check(data(r)["exit_code"] == 0, "tty -s on a terminal", data(r))
+            r = await s.call_tool("execute", {"command": "tty -s"})
+            check(data(r)["exit_code"] != 0, "tty -s without a terminal", data(r))
+
+            # Ctrl-C interrupts the foreground job of an interactive shell, not the shell.
+            r = await s.call_tool("execute", {"command": "sh", "tty": True})
+            sh = data(r)["process_id"]
+            await s.call_tool("process_input", {"process_id": sh, "text": "sleep 100\n", "idle": "500ms"})
+            r = await s.call_tool("process_input", {"process_id": sh, "text": "\u0003", "idle": "500ms"})
+            r = await s.call_tool("process_input", {"process_id": sh, "text": "echo still-here\n"})
+            d = data(r)
+            check("still-here" in d["output"] and d["running"], "shell survives Ctrl-C", d)
+            r = await s.call_tool("process_signal", {"process_id": sh, "signal": "kill"})
+            check(not is_error(r), "shell stopped", r)
+
+            # Closing stdin ends cat.
+            r = await s.call_tool("execute", {"command": "cat", "interactive": True})
+            cat = data(r)["process_id"]
+            r = await s.call_tool("process_input", {"process_id": cat, "text": "hi\n", "close_stdin": True,
+                                                    "wait": "10s"})
+            d = data(r)
+            check(not d["running"] and d["exit_code"] == 0 and "hi" in d["output"], "cat ends", d)
+
+            # A process that never reads: the writer gets a clear error, not a hang.
+            r = await s.call_tool("execute", {"command": "sleep 60", "interactive": True})
+            idle = data(r)["process_id"]
+            import base64
+            big = base64.b64encode(b"x" * (1 << 20)).decode()
+            results = []
+            for _ in range(3):
+                r = await s.call_tool("process_input", {"process_id": idle, "bytes_base64": big})
+                results.append(r)
+                if is_error(r):
+                    break
+            check(is_error(results[-1]) and "did not read its input" in text_of(results[-1]),
+                  "a stalled write is an error", [text_of(x) for x in results])
+            await s.call_tool("process_signal", {"process_id": idle, "signal": "kill"})
+
+            # Input to a command that is not interactive: a clear error.
+            r = await s.call_tool("execute", {"command": "sleep 60", "run_in_background": True})
+            plain = data(r)["background_process_id"]
+            r = await s.call_tool("process_input", {"process_id": plain, "text": "x"})
+            check(is_error(r) and "interactive" in text_of(r), "not interactive", text_of(r))
+            await s.call_tool("process_signal", {"process_id": plain, "signal": "kill"})
+    print("MCP-INTERACTIVE-OK")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(__file__))
+    asyncio.run(main(sys.argv[1]))

@@ -74,7 +74,7 @@ impl ServerHandler for Server {
         if ToolName::parse(&request.name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!(
-                    "unknown tool {:?}; the tools are execute, process_output, process_list and process_signal",
+                    "unknown tool {:?}; the tools are execute, process_output, process_input, process_list and process_signal",
                     request.name
                 ),
                 None,

@@ -332,6 +332,9 @@ impl PolicyArgs {
         } else {
             FaultMode::Deny
         };
+        // A one-shot command evaluates a handful of times: reserving and releasing the pooling allocator's slots
+        // would cost more (milliseconds) than it saves; it pays off only when every evaluation instantiates afresh.
+        config.pooling = self.fresh;
         Ok(config)
     }
 

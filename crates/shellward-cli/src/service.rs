@@ -49,7 +49,12 @@ impl ServiceArgs {
     /// Builds the service for a surface (`run`, `mcp`; named in audit records): loads policies, opens the audit log,
     /// starts the executor. Needs a Tokio runtime.
     pub fn build(&self, surface: &str) -> Result<Shellward> {
-        let config = self.config()?;
+        let mut config = self.config()?;
+        if surface == "run" {
+            // One command, one or two evaluations: the pooling allocator's set-up and teardown (milliseconds) would
+            // cost more than it saves.
+            config.sandbox.pooling = false;
+        }
         if surface == "mcp"
             && config
                 .audit

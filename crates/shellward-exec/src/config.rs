@@ -63,8 +63,9 @@ pub struct ExecutorConfig {
     /// [`Executor::pid_namespaces`]: crate::Executor::pid_namespaces
     pub pid_namespace: bool,
     /// The namespace init program: a binary whose `main` calls [`crate::init_main_if_requested`] first (the
-    /// `shellward` binary, or this crate's `shellward-init`). Default: this process's own executable when its `main`
-    /// called that function, else none (no namespaces).
+    /// `shellward` binary, or this crate's `shellward-init`). Default, when this process's `main` called that
+    /// function: the `shellward-init` beside this process's executable if there is one (it starts faster), else the
+    /// executable itself; otherwise none (no namespaces).
     pub init_program: Option<PathBuf>,
     /// Per-command resource limits, inherited by every process of the tree.
     pub limits: ResourceLimits,

@@ -192,9 +192,11 @@ fn engine_config(pooling: Option<&SandboxConfig>) -> Config {
             .max_memories_per_component(16)
             .max_tables_per_component(64)
             .max_core_instances_per_component(64)
-            // Reset reused slots with memset instead of madvise: no page faults on the next instantiation.
+            // Reset reused slots with memset instead of madvise: no page faults on the next instantiation; with
+            // PAGEMAP_SCAN (Linux 6.7+) only the pages the instance dirtied are reset, not the whole first MiB.
             .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(64 << 10);
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     config

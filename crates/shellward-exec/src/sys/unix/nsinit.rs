@@ -157,6 +157,17 @@ fn run(args: &[OsString]) -> i32 {
             libc::_exit(127);
         }
 
+        // The init never writes to the command's streams again: closing its copies lets the command's output end
+        // when the command's own last process closes it, not when the namespace is torn down after the init exits.
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
         let mut status: Option<i32> = None;
         loop {
             let mut info: libc::siginfo_t = std::mem::zeroed();

@@ -11,8 +11,9 @@ use cli::{MARK, bin, kill_marked, new_mark, survivors};
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn a_stock_mcp_client_drives_every_tool() {
+/// Runs one of the stock-client scripts in `tests/support/` against the binary; it must print `ok_marker`, and
+/// nothing the session started may survive it (the client disconnects with processes running: the server stops them).
+fn run_stock_client(script: &str, ok_marker: &str) {
     let python = shellward_test_support::python::python().unwrap_or_else(|e| panic!("{e}"));
     let probe = Command::new(&python)
         .args(["-c", "import mcp"])
@@ -24,7 +25,9 @@ fn a_stock_mcp_client_drives_every_tool() {
         python.display()
     );
     let mark = new_mark("mcp");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/support")
+        .join(script);
     let out = Command::new(&python)
         .arg(&script)
         .arg(bin())
@@ -37,37 +40,22 @@ fn a_stock_mcp_client_drives_every_tool() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success() && stdout.contains("MCP-OK"),
+        out.status.success() && stdout.contains(ok_marker),
         "MCP client failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    // The client left a background process running and disconnected: the server stopped it.
     assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
+}
+
+#[test]
+fn a_stock_mcp_client_drives_every_tool() {
+    run_stock_client("mcp_client.py", "MCP-OK");
 }
 
 /// Interactive processes through the same stock client: a Python REPL on a pipe and on a terminal, a `read -p`
 /// prompt, `tty -s`, Ctrl-C to a shell's job, end of input to `cat`, a writer that a non-reader cannot block.
 #[test]
 fn a_stock_mcp_client_talks_to_interactive_processes() {
-    let python = shellward_test_support::python::python().unwrap_or_else(|e| panic!("{e}"));
-    let mark = new_mark("mcp-interactive");
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_interactive.py");
-    let out = Command::new(&python)
-        .arg(&script)
-        .arg(bin())
-        .env(MARK, &mark)
-        .env_remove("SHELLWARD_CONFIG")
-        .output()
-        .expect("run the MCP client");
-    let left = survivors(&mark);
-    kill_marked(&mark);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("MCP-INTERACTIVE-OK"),
-        "MCP client failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
+    run_stock_client("mcp_interactive.py", "MCP-INTERACTIVE-OK");
 }
 
 /// Raw JSON-RPC over the server's stdio: each malformed message gets the error the JSON-RPC specification asks for

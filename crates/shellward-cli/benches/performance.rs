@@ -442,6 +442,16 @@ fn executor_ratio() {
             config(ContainmentPreference::Auto, true),
             "(reported)",
         ),
+        (
+            "cgroup, no process limit",
+            {
+                // What the per-command `pids` group (cgroup v1) costs: the cgroup row without it.
+                let mut c = config(ContainmentPreference::Auto, false);
+                c.limits.max_processes = None;
+                c
+            },
+            "(reported)",
+        ),
     ];
     for (name, config, target) in paths {
         let ex = rt

@@ -41,7 +41,7 @@ process tree); 124 when the foreground timeout expired and the tree was killed; 
 A background plan (asked for, promoted by the policy, or a timeout that keeps it running) is announced on stderr with
 its id and log path and is streamed until it ends; nothing outlives `run`.")]
     Run(run_cmd::RunArgs),
-    /// Serve the four agent tools over MCP on stdin/stdout (one connection = one session).
+    /// Serve the five agent tools over MCP on stdin/stdout (one connection = one session).
     #[command(after_help = "\
 Examples:
   shellward mcp

@@ -1,4 +1,4 @@
-//! `shellward mcp`: the four tools as an MCP server over stdio (rmcp). One connection is one session.
+//! `shellward mcp`: the five tools as an MCP server over stdio (rmcp). One connection is one session.
 
 use crate::service::{ServiceArgs, runtime};
 use anyhow::{Context, Result};

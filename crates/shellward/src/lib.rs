@@ -1,4 +1,4 @@
-//! shellward for hosts that embed it: a policy chain and a process executor behind the four agent tools.
+//! shellward for hosts that embed it: a policy chain and a process executor behind the five agent tools.
 //!
 //! This crate owns the agent-facing surface and nothing below it: argument validation, the tool schemas and
 //! descriptions ([`tools`]), the configuration file ([`config`]), mapping a request through the policy chain
@@ -289,7 +289,7 @@ impl Inner {
     }
 }
 
-/// A policy chain and an executor behind the four agent tools. Cheap to clone (shared).
+/// A policy chain and an executor behind the five agent tools. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct Shellward {
     inner: Arc<Inner>,

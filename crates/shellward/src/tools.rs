@@ -1,4 +1,4 @@
-//! The four agent tools: their arguments, results, JSON Schemas and the descriptions a model reads.
+//! The five agent tools: their arguments, results, JSON Schemas and the descriptions a model reads.
 //!
 //! The argument types are the single source of the schemas ([`ToolSpec::input_schema`] is generated from them with
 //! schemars), so the schema a model sees and the parser that reads its call cannot drift apart.

@@ -1,4 +1,4 @@
-//! The facade end to end in-process: the real default policy component, the real executor, the four tools.
+//! The facade end to end in-process: the real default policy component, the real executor, the five tools.
 //! Every test marks its processes through the instance's default environment and proves none survive.
 
 use serde_json::{Value, json};

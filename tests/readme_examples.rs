@@ -5,7 +5,7 @@
 #[path = "support/cli.rs"]
 mod cli;
 
-use cli::{Signal, bin, kill_marked, new_mark, start_serve, survivors, wait_exit};
+use cli::{Server, bin};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -135,8 +135,9 @@ fn the_http_examples_work_against_serve() {
         .into_iter()
         .find(|b| b.starts_with("curl"))
         .expect("the README's curl examples");
-    let mark = new_mark("readme");
-    let (mut child, base) = start_serve(&["--listen", "127.0.0.1:0"], &[], &mark, Stdio::null());
+    // Stopped (and proven to leave nothing) at the end; killed with what it started if an assertion fails first.
+    let server = Server::start(&[]);
+    let base = server.base.clone();
     let base = base.trim_start_matches("http://").to_string();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -196,10 +197,5 @@ fn the_http_examples_work_against_serve() {
     ] {
         assert!(tools.contains(tool), "{tools}");
     }
-    cli::signal(&child, Signal::SIGTERM);
-    let status = wait_exit(&mut child, Duration::from_secs(30));
-    let left = survivors(&mark);
-    kill_marked(&mark);
-    assert!(status.success());
-    assert!(left.is_empty(), "{left:?}");
+    server.stop();
 }

@@ -160,20 +160,14 @@ pub(crate) async fn start(
         Ok(d) => d,
         Err(e) => return start_error(&e),
     };
-    if let Verdict::Deny { reason, by } = decided.verdict() {
-        // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
-        let _ = state.sw.start_tracked(decided).await;
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({
-                "message": format!("Failed to start process: denied by policy {by}: {reason}"),
-                "detail": reason,
-                "error_kind": "denied",
-                "denied_by": by,
-            })),
-        )
-            .into_response();
-    }
+    let notes = match decided.verdict() {
+        Verdict::Run { notes, .. } => notes,
+        Verdict::Deny { reason, by } => {
+            // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
+            let _ = state.sw.start_tracked(decided).await;
+            return denied(&reason, &by);
+        }
+    };
     if let Some(plan) = decided.plan.as_mut() {
         // The start returns at once (Coder's client waits and times out on its own); a policy's kill timeout still
         // holds, as a deadline on the tree.
@@ -186,10 +180,6 @@ pub(crate) async fn start(
             plan.labels.push((CHAT_LABEL.into(), c.clone()));
         }
     }
-    let notes = match decided.verdict() {
-        Verdict::Run { notes, .. } => notes,
-        Verdict::Deny { .. } => Vec::new(),
-    };
     match state.sw.start_tracked(decided).await {
         Ok(r) => {
             let mut out = json!({ "id": r.id, "started": true });
@@ -206,6 +196,20 @@ pub(crate) async fn start(
         }
         Err(e) => start_error(&e),
     }
+}
+
+/// A start the policy chain refused, answered as Coder answers a failed start: 500 with the reason in `message`.
+fn denied(reason: &str, by: &str) -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(json!({
+            "message": format!("Failed to start process: denied by policy {by}: {reason}"),
+            "detail": reason,
+            "error_kind": "denied",
+            "denied_by": by,
+        })),
+    )
+        .into_response()
 }
 
 /// A start that failed: 400 for what Coder also refuses before starting (an empty command), else Coder's 500

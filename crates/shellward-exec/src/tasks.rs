@@ -75,13 +75,7 @@ pub(crate) async fn read_terminal(proc: Arc<Proc>, fd: OwnedFd) {
                 match read {
                     Err(_would_block) => continue,
                     Ok(Ok(0)) => break,
-                    Ok(Ok(n)) => {
-                        proc.out
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(&buf[..n]);
-                        proc.tick.send_modify(|t| *t += n as u64);
-                    }
+                    Ok(Ok(n)) => record(&proc, false, &buf[..n]),
                     Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     // EIO: the last slave descriptor closed — the terminal's end of file.
                     Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => break,
@@ -110,14 +104,30 @@ pub(crate) fn nonblocking(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// A stream reached its end: the capture is final, and when it was the last one the output is complete.
-fn finish_stream(proc: &Proc, stderr: bool) {
-    let capture = if stderr {
+/// The capture a stream goes to: stderr's own when it is captured separately, else the shared output.
+fn capture_of(proc: &Proc, stderr: bool) -> &std::sync::Mutex<crate::output::Capture> {
+    if stderr {
         proc.err.as_ref().unwrap_or(&proc.out)
     } else {
         &proc.out
-    };
-    capture.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    }
+}
+
+/// Appends bytes read from a stream to its capture and wakes the readers waiting for output.
+fn record(proc: &Proc, stderr: bool, bytes: &[u8]) {
+    capture_of(proc, stderr)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(bytes);
+    proc.tick.send_modify(|t| *t += bytes.len() as u64);
+}
+
+/// A stream reached its end: the capture is final, and when it was the last one the output is complete.
+fn finish_stream(proc: &Proc, stderr: bool) {
+    capture_of(proc, stderr)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .finish();
     if proc.readers_open.fetch_sub(1, Ordering::SeqCst) == 1 {
         proc.readers_done.send_replace(true);
         proc.tick.send_modify(|t| *t += 1);
@@ -138,16 +148,7 @@ pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
                         if n == buf.len() && buf.len() < 256 * 1024 {
                             buf.resize(buf.len() * 2, 0);
                         }
-                        let capture = if stderr {
-                            proc.err.as_ref().unwrap_or(&proc.out)
-                        } else {
-                            &proc.out
-                        };
-                        capture
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(&buf[..n]);
-                        proc.tick.send_modify(|t| *t += n as u64);
+                        record(&proc, stderr, &buf[..n]);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => {

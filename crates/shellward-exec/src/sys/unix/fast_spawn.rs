@@ -61,7 +61,7 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) new_pid_namespace: bool,
     /// A descriptor the child gets as fd 3 (the init's report pipe).
     pub(crate) fd3: Option<RawFd>,
-    /// An open `cgroup.procs` the child joins (writes `0` to) before exec: a cgroup v1 `pids` group.
+    /// An open `tasks` file the child joins (writes `0` to) before exec: a cgroup v1 `pids` group.
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits set in the child before exec: `(RLIMIT_*, value)`.
     pub(crate) rlimits: &'a [(u32, u64)],
@@ -78,7 +78,7 @@ struct ChildArgs {
     fds: [RawFd; 3],
     /// Descriptor to put on fd 3, or -1.
     fd3: RawFd,
-    /// `cgroup.procs` to write `0` to, or -1.
+    /// `tasks` of a v1 `pids` group to write `0` to, or -1.
     join_procs_fd: RawFd,
     /// Resource limits: the first `rlimit_count` entries.
     rlimits: [(u32, u64); MAX_RLIMITS],
@@ -382,7 +382,7 @@ impl SpawnCache {
 pub(crate) struct Confinement<'a> {
     /// Start the command under this init program in a new PID namespace, with the init's report pipe (write end).
     pub(crate) init: Option<(&'a std::path::Path, RawFd)>,
-    /// An open `cgroup.procs` of a v1 `pids` group to join before exec.
+    /// An open `tasks` file of a v1 `pids` group to join before exec.
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits.
     pub(crate) rlimits: &'a [(u32, u64)],

@@ -65,9 +65,23 @@ fn discover_v1() -> Option<PathBuf> {
 }
 
 /// This executor's directory in the `pids` hierarchy; removed when dropped.
+///
+/// As with the cgroup root, one group is kept ready (`s-N`, limit already written, `tasks` open), made on the
+/// spawner thread after each start: creating one costs the kernel about 90 µs here. v1 groups cannot be renamed,
+/// so a command's `pids` group keeps its spare name; only its directory is used, never its name.
 #[derive(Debug)]
 pub(crate) struct PidsRoot {
     dir: PathBuf,
+    spare: std::sync::Mutex<PidsSpare>,
+}
+
+#[derive(Debug, Default)]
+struct PidsSpare {
+    /// A ready group, its `tasks` and the limit written to it.
+    ready: Option<(PidsGroup, File, u64)>,
+    made: u64,
+    /// Set at shutdown: no more spares.
+    off: bool,
 }
 
 impl PidsRoot {
@@ -83,17 +97,72 @@ impl PidsRoot {
         sweep(&base, &ns);
         let dir = base.join(format!("shellward-{ns}-{token}"));
         std::fs::create_dir(&dir)?;
-        Ok(PidsRoot { dir })
+        Ok(PidsRoot {
+            dir,
+            spare: Default::default(),
+        })
     }
 
     /// Removes every command's group and this executor's directory (at shutdown, once the trees are stopped).
     pub(crate) fn remove_all(&self) {
+        {
+            let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            spare.off = true;
+            spare.ready = None;
+        }
         remove_tree(&self.dir);
     }
 
-    /// A group for one command, limited to `max` processes, and its `cgroup.procs` opened for the leader to join
+    /// Makes a group limited to `max` ready for the next command (blocking: call it off the start path).
+    pub(crate) fn prepare_spare(&self, max: u64) {
+        let name = {
+            let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if spare.off || spare.ready.is_some() {
+                return;
+            }
+            spare.made += 1;
+            format!("s-{}", spare.made)
+        };
+        let Ok((group, tasks)) = self.create_group(&name, max) else {
+            return;
+        };
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.off || spare.ready.is_some() {
+            drop(spare);
+            drop(tasks);
+            group.try_remove();
+        } else {
+            spare.ready = Some((group, tasks, max));
+        }
+    }
+
+    /// A group for one command, limited to `max` processes, and its `tasks` file opened for the leader to join
     /// (close-on-exec; the leader writes `0` to it before exec).
+    ///
+    /// `tasks`, not `cgroup.procs`: the leader is a fresh single-threaded process, so moving its one thread moves
+    /// the whole process, and the kernel moves the calling thread alone without taking the global
+    /// `cgroup_threadgroup_rwsem` for writing. Taking that lock waits for an RCU grace period whenever no other
+    /// migration happened moments before, which made a spaced-out command's spawn 8-14 ms slower here
+    /// (`limits::tests::joining_by_tasks_moves_the_whole_process`, and the `executor` row of the performance bench).
     pub(crate) fn group(&self, name: &str, max: u64) -> io::Result<(PidsGroup, File)> {
+        let ready = self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ready
+            .take();
+        match ready {
+            // Still there (a sweep may have removed an empty root), and for the same limit.
+            Some((group, tasks, m)) if m == max && group.dir.exists() => return Ok((group, tasks)),
+            Some((group, _, _)) => {
+                group.try_remove();
+            }
+            None => {}
+        }
+        self.create_group(name, max)
+    }
+
+    fn create_group(&self, name: &str, max: u64) -> io::Result<(PidsGroup, File)> {
         // Recreated if something removed it while it was empty (it holds no state of its own).
         std::fs::create_dir_all(&self.dir)?;
         let dir = self.dir.join(name);
@@ -103,9 +172,7 @@ impl PidsRoot {
             Err(e) => return Err(e),
         }
         let group = PidsGroup { dir };
-        let procs = File::options()
-            .write(true)
-            .open(group.dir.join("cgroup.procs"))?;
+        let procs = File::options().write(true).open(group.dir.join("tasks"))?;
         File::options()
             .write(true)
             .open(group.dir.join("pids.max"))?
@@ -228,5 +295,100 @@ mod tests {
         sweep(base.path(), &ns);
         let left: Vec<bool> = names.iter().map(|n| base.path().join(n).exists()).collect();
         assert_eq!(left, [false, true, true, true]);
+    }
+
+    /// A group is the spare when one is ready for the same limit; a spare of another limit is discarded; after
+    /// shutdown no spare is made.
+    #[test]
+    fn groups_take_the_spare_of_the_same_limit() {
+        let root = match PidsRoot::create(&format!("{}-spare-test", std::process::id())) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("no writable v1 pids hierarchy here ({e}); nothing to test");
+                return;
+            }
+        };
+        root.prepare_spare(7);
+        let (first, _tasks) = root.group("p1", 7).unwrap();
+        assert!(first.dir.ends_with("s-1"), "{:?}", first.dir);
+        assert_eq!(
+            std::fs::read_to_string(first.dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "7"
+        );
+        root.prepare_spare(7);
+        let (second, _) = root.group("p2", 9).unwrap();
+        assert!(second.dir.ends_with("p2"), "{:?}", second.dir);
+        assert!(
+            !root.dir.join("s-2").exists(),
+            "the spare of another limit is gone"
+        );
+        assert_eq!(
+            std::fs::read_to_string(second.dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "9"
+        );
+        root.remove_all();
+        root.prepare_spare(7);
+        assert!(!root.dir.exists(), "no spare after shutdown");
+    }
+
+    /// A leader that joins through `tasks` moves as a whole process: it, and everything it forks afterwards, is in
+    /// the group and counted against the group's limit.
+    #[test]
+    fn joining_by_tasks_moves_the_whole_process() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let root = match PidsRoot::create(&format!("{}-tasks-test", std::process::id())) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("no writable v1 pids hierarchy here ({e}); nothing to test");
+                return;
+            }
+        };
+        let (group, join) = root.group("p1", 3).unwrap();
+        let fd = join.as_raw_fd();
+        let mut cmd = std::process::Command::new("sh");
+        // The leader and a child it forks report their cgroups; a fourth process would exceed the limit of 3.
+        cmd.args([
+            "-c",
+            "grep pids /proc/$$/cgroup; sh -c 'grep pids /proc/self/cgroup'; \
+             sleep 0.2 & sleep 0.2 & sleep 0.2 & wait; echo done",
+        ]);
+        // SAFETY: a write of a static buffer to a descriptor opened before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert!(lines.len() >= 2, "stdout {stdout:?}, stderr {stderr:?}");
+        for l in &lines[..2] {
+            assert!(
+                l.ends_with("/p1"),
+                "leader and child in the command's group: {l:?}"
+            );
+        }
+        assert!(
+            group.limit_hit(),
+            "the third sleep exceeds the limit: {stderr}"
+        );
+        drop(join);
+        // The kernel releases exited members shortly after they are reaped.
+        let removed = (0..100).any(|_| {
+            group.try_remove() || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                false
+            }
+        });
+        assert!(removed, "the group empties when the tree ends");
     }
 }

@@ -263,6 +263,9 @@ impl Platform {
             .watchdog
             .store(dog.child.id() as i32, Ordering::Relaxed);
         *platform.watchdog.lock().unwrap() = Some(dog);
+        // The first command's `pids` group, made while the host finishes starting (its policies load meanwhile).
+        let spares = platform.spares();
+        platform.submit(Box::new(spares))?;
         Ok(platform)
     }
 
@@ -290,6 +293,17 @@ impl Platform {
             ContainmentKind::Cgroup
         } else {
             ContainmentKind::ProcessGroup
+        }
+    }
+
+    /// A job that makes the next command's `pids` group ready (see [`PidsRoot::prepare_spare`]); run on the spawner
+    /// thread after each start, so the next start finds it made.
+    fn spares(&self) -> impl FnOnce() + Send + 'static {
+        let pids = self.pids_root.clone().zip(self.max_processes);
+        move || {
+            if let Some((pids, max)) = pids {
+                pids.prepare_spare(max);
+            }
         }
     }
 
@@ -489,10 +503,13 @@ impl Platform {
             drop(cmd);
             Ok((Unclaimed(Some(Leader::Std(child))), streams))
         };
+        let spares = self.spares();
         self.submit(Box::new(move || {
             // If the caller stopped waiting (its future was dropped, e.g. on Ctrl-C), the value is dropped here or
             // in the channel, and `Unclaimed` kills the leader instead of letting it run on unseen.
             let _ = tx.send(job());
+            // After the answer: the caller goes on while the next command's `pids` group is made.
+            spares();
         }))?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;

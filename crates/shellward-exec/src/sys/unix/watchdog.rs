@@ -79,14 +79,10 @@ impl Watchdog {
                 .stdin(Stdio::from(r))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
-            // Its own session: terminal signals aimed at the executor's group do not reach it.
-            // SAFETY: setsid is async-signal-safe.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::setsid();
-                    Ok(())
-                });
-            }
+            // Its own process group: terminal signals go to the foreground group (the executor's), not to it. Set
+            // through `posix_spawn` (no `pre_exec` hook), so starting it does not copy the executor's page tables the
+            // way a `fork` would: about a millisecond saved for a large host process (`shellward run`'s start).
+            cmd.process_group(0);
             cmd.spawn()
         })??;
         // SAFETY: `w` is an owned, open pipe write end.

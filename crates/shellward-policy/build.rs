@@ -49,6 +49,7 @@ fn main() {
             });
         }
         fs::write(out_dir.join("guests.rs"), "").expect("write guests.rs");
+        write_builtin_digests(&out_dir);
         return;
     }
     for dir in [
@@ -146,6 +147,28 @@ fn main() {
         ));
     }
     fs::write(out_dir.join("guests.rs"), constants).expect("write guests.rs");
+    write_builtin_digests(&out_dir);
+}
+
+/// `builtin_digests.rs`: the SHA-256 of each built-in component in `OUT_DIR`, in hex, so the binary never hashes its
+/// own embedded policies at run time (they key the precompile cache and are shown by `policy list`).
+fn write_builtin_digests(out_dir: &Path) {
+    use sha2::{Digest, Sha256};
+    let mut out = String::from(
+        "/// SHA-256 (hex) of each built-in component, by package, computed by the build script.\n",
+    );
+    out.push_str("pub(crate) const BUILTIN_SHA256: &[(&str, &str)] = &[\n");
+    for package in BUILTIN {
+        let file = format!("{}.wasm", package.replace('-', "_"));
+        let bytes = fs::read(out_dir.join(&file)).expect("read a built-in component");
+        let hex: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        out.push_str(&format!("    ({package:?}, {hex:?}),\n"));
+    }
+    out.push_str("];\n");
+    fs::write(out_dir.join("builtin_digests.rs"), out).expect("write builtin_digests.rs");
 }
 
 fn path_str(p: &Path) -> &str {

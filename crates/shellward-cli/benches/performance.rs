@@ -4,7 +4,7 @@
 //!
 //! Rows: wake-ups of an idle `shellward mcp` and `serve`; the MCP round trip of `execute {"command": "true"}` against
 //! the Python `mcp-shell-server` from PyPI (installed into this bench's own venv under `target/`; skipped with a
-//! message when PyPI is unreachable); `shellward run true` as a whole process against `sh -c true`; a policy decision
+//! message when PyPI is unreachable), back to back and spaced out as an agent's calls are (`spaced`); `shellward run true` as a whole process against `sh -c true`; a policy decision
 //! with a fresh and with a reused instance (`policy bench`); the executor's `true` against a raw spawn of
 //! `sh -c true`, per containment path; and `serve`'s throughput with 200 concurrent clients against the raw spawn
 //! rate. Set `SHELLWARD_BENCH_QUICK=1` for a short run (fewer samples, 3 s windows).
@@ -302,6 +302,80 @@ fn mcp_round_trip() {
         );
         println!(
             "ratio shellward / peer (medians): {:.2}",
+            median(&a) / median(&b)
+        );
+    }
+}
+
+/// The same round trip as an agent makes it: calls spaced out (100 ms apart), so every call finds the server idle
+/// and pays whatever a cold path costs (thread wake-ups, the kernel's cgroup migration lock). Against the peer, and
+/// against shellward without the per-command process limit (what the `pids` group costs when calls are spaced).
+fn mcp_spaced() {
+    println!("\n## MCP round trip, calls 100 ms apart (as an agent makes them)");
+    let gap = Duration::from_millis(100);
+    let start = |extra: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.arg("mcp").args(extra).env_remove("SHELLWARD_CONFIG");
+        Mcp::start(c)
+    };
+    let mut sw = match start(&[]) {
+        Ok(m) => m,
+        Err(e) => return println!("shellward mcp did not start: {e}"),
+    };
+    let no_limit = Path::new(BIN)
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory")
+        .join("bench-no-process-limit.toml");
+    std::fs::write(&no_limit, "[executor]\nmax_processes = 0\n").expect("write the bench config");
+    let no_limit = no_limit.display().to_string();
+    let mut unlimited =
+        start(&["--config", &no_limit]).expect("shellward mcp without a process limit");
+    let mut peer = peer_command().and_then(Mcp::start).ok();
+    let sw_args = json!({"name": "execute", "arguments": {"command": "true"}});
+    let peer_args = json!({"name": "shell_execute", "arguments": {"command": ["true"]}});
+    let n = samples(40);
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n + 2 {
+        std::thread::sleep(gap);
+        let t = Instant::now();
+        sw.call("tools/call", sw_args.clone())
+            .expect("shellward call");
+        let ours = ms(t.elapsed());
+        std::thread::sleep(gap);
+        let t = Instant::now();
+        unlimited
+            .call("tools/call", sw_args.clone())
+            .expect("shellward call");
+        let free = ms(t.elapsed());
+        if let Some(p) = peer.as_mut() {
+            std::thread::sleep(gap);
+            let t = Instant::now();
+            p.call("tools/call", peer_args.clone()).expect("peer call");
+            if i >= 2 {
+                b.push(ms(t.elapsed()));
+            }
+        }
+        if i >= 2 {
+            a.push(ours);
+            c.push(free);
+        }
+    }
+    println!(
+        "shellward mcp          median {:6.2} ms   p90 {:6.2} ms",
+        median(&a),
+        percentile(&a, 0.9)
+    );
+    println!(
+        "shellward mcp, max_processes = 0 median {:6.2} ms   p90 {:6.2} ms   (the pids group's share)",
+        median(&c),
+        percentile(&c, 0.9)
+    );
+    if !b.is_empty() {
+        println!(
+            "mcp-shell-server 1.1.14 median {:6.2} ms   p90 {:6.2} ms   ratio shellward / peer {:.2}",
+            median(&b),
+            percentile(&b, 0.9),
             median(&a) / median(&b)
         );
     }
@@ -627,6 +701,9 @@ fn main() {
     }
     if want("mcp") {
         mcp_round_trip();
+    }
+    if want("spaced") {
+        mcp_spaced();
     }
     if want("process") {
         whole_process();

@@ -3,22 +3,31 @@
 //! Compiling a component with Cranelift takes tens to hundreds of milliseconds; loading a precompiled one takes well
 //! under one. Entries are keyed by the SHA-256 of the component's bytes and the engine's compatibility hash (wasmtime
 //! version, target and compilation settings), so a changed policy or a different engine never picks up a stale entry.
+//! The built-in components' digests are computed by the build script, so a start hashes nothing for them.
 //!
-//! `Component::deserialize` is `unsafe`: it trusts its input to be wasmtime's own output. Every entry therefore
-//! carries a header with the SHA-256 of its payload, checked before deserializing; a truncated, corrupted or foreign
-//! file is discarded and rebuilt, never loaded. Writes go to a temporary file renamed into place, so readers never
-//! see a half-written entry.
+//! An entry is wasmtime's artifact as `Engine::precompile_component` wrote it, followed by a 20-byte trailer: the
+//! CRC-32 of the artifact, its length and a magic tag. Loading checks the trailer (streaming the file through a small
+//! buffer), then maps the file with `Component::deserialize_file`: the code is used from the page cache in place, not
+//! read into memory and copied again, which was most of the cost of starting `shellward run` or `policy check`.
+//! `Component::deserialize_file` is `unsafe`: it trusts its input to be wasmtime's own output. A truncated,
+//! corrupted or foreign file fails the trailer check and is discarded and rebuilt, never loaded. The checksum guards
+//! against accidents (a torn or damaged file), not against someone who can write the cache directory — they could
+//! write a matching checksum, cryptographic or not — so a CRC, checked at memory speed, does the job a SHA-256 did.
+//! Writes go to a temporary file renamed into place, so readers never see a half-written entry and a file in use is
+//! never changed under a running policy (a mapped entry must not be modified in place; replacing or deleting it is
+//! safe).
 
 use sha2::{Digest, Sha256};
 use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 8] = b"SWPCACH1";
-const HEADER_LEN: usize = MAGIC.len() + 32;
+const MAGIC: &[u8; 8] = b"SWPCACH2";
+/// CRC-32 (4 bytes), artifact length (8), magic (8); little endian.
+const TRAILER_LEN: usize = 4 + 8 + MAGIC.len();
 
 /// Components at least this large (bytes) take long enough to compile that a first use says so.
 const NOTICE_BYTES: usize = 1 << 20;
@@ -62,12 +71,15 @@ impl Cache {
 
     /// The entry path for `bytes` under `engine`.
     pub fn entry_path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
-        let content = hex(&Sha256::digest(bytes));
+        let content = match crate::embedded::builtin_sha256(bytes) {
+            Some(digest) => digest.to_string(),
+            None => hex(&Sha256::digest(bytes)),
+        };
         let mut h = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
         env!("CARGO_PKG_VERSION").hash(&mut h);
         self.dir
-            .join(format!("{}-{:016x}.cwasm", &content[..32], h.finish()))
+            .join(format!("{}-{:016x}.v2.cwasm", &content[..32], h.finish()))
     }
 
     /// Loads `bytes` as a component, from the cache when a valid entry exists, else compiling and storing it.
@@ -79,22 +91,26 @@ impl Cache {
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let path = self.entry_path(engine, bytes);
         let mut outcome = CacheOutcome::Miss;
-        match fs::read(&path) {
-            Ok(entry) => match verified_payload(&entry) {
-                Some(payload) => {
-                    // SAFETY: the payload's SHA-256 matches the one recorded when this host wrote it from
-                    // `Engine::precompile_component`, and the key includes the engine's compatibility hash.
-                    match unsafe { Component::deserialize(engine, payload) } {
+        match fs::File::open(&path) {
+            Ok(mut file) => match verified(&mut file) {
+                Ok(true) => {
+                    // SAFETY: the artifact's checksum matches the one recorded when this host wrote it from
+                    // `Engine::precompile_component`, the key includes the engine's compatibility hash, and entries
+                    // are only ever replaced by renaming a new file over them, never modified in place.
+                    match unsafe { Component::deserialize_file(engine, &path) } {
                         Ok(c) => return Ok((c, CacheOutcome::Hit)),
                         Err(e) => {
-                            tracing::warn!(path = %path.display(), "discarding unusable policy cache entry: {e}");
+                            tracing::warn!(path = %path.display(), "discarding unusable policy cache entry: {e:#}");
                             outcome = CacheOutcome::Rebuilt;
                         }
                     }
                 }
-                None => {
+                Ok(false) => {
                     tracing::warn!(path = %path.display(), "discarding corrupted policy cache entry");
                     outcome = CacheOutcome::Rebuilt;
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "cannot read policy cache entry: {e}")
                 }
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -125,22 +141,46 @@ impl Cache {
     fn store(&self, path: &Path, payload: &[u8]) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
-        tmp.write_all(MAGIC)?;
-        tmp.write_all(&Sha256::digest(payload))?;
         tmp.write_all(payload)?;
+        tmp.write_all(&crc32fast::hash(payload).to_le_bytes())?;
+        tmp.write_all(&(payload.len() as u64).to_le_bytes())?;
+        tmp.write_all(MAGIC)?;
         tmp.as_file().sync_data()?;
         tmp.persist(path).map_err(|e| e.error)?;
         Ok(())
     }
 }
 
-/// The payload of an entry whose header and checksum are intact.
-fn verified_payload(entry: &[u8]) -> Option<&[u8]> {
-    if entry.len() < HEADER_LEN || &entry[..MAGIC.len()] != MAGIC {
-        return None;
+/// Whether `file` is an intact entry: a trailer with the magic tag, the artifact's length and its CRC-32. Streams
+/// the file through a small buffer (no allocation of the whole entry).
+fn verified(file: &mut fs::File) -> std::io::Result<bool> {
+    let len = file.metadata()?.len();
+    if len < TRAILER_LEN as u64 {
+        return Ok(false);
     }
-    let (header, payload) = entry.split_at(HEADER_LEN);
-    (Sha256::digest(payload).as_slice() == &header[MAGIC.len()..]).then_some(payload)
+    let mut trailer = [0u8; TRAILER_LEN];
+    file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64))?;
+    file.read_exact(&mut trailer)?;
+    let (crc, rest) = trailer.split_at(4);
+    let (artifact_len, magic) = rest.split_at(8);
+    let artifact_len = u64::from_le_bytes(artifact_len.try_into().expect("8 bytes"));
+    if magic != MAGIC || artifact_len != len - TRAILER_LEN as u64 {
+        return Ok(false);
+    }
+    file.rewind()?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut left = artifact_len;
+    while left > 0 {
+        let want = buf.len().min(left as usize);
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Ok(false);
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    Ok(hasher.finalize() == u32::from_le_bytes(crc.try_into().expect("4 bytes")))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -80,7 +80,15 @@ impl PolicyChain {
 
     /// Runs the chain on `request`. Never fails: a faulting policy yields a deny (fail closed) or is skipped (fail
     /// open), as configured, and is reported in [`Decision::faults`].
+    ///
+    /// The whole chain runs in one step outside the async runtime (see `outside_async`): on a multi-threaded runtime
+    /// leaving it hands the worker's tasks to another thread, which is worth doing once per decision, not once per
+    /// policy.
     pub fn evaluate(&self, request: &Request) -> Decision {
+        crate::outside_async::outside_async_runtime(|| self.evaluate_here(request))
+    }
+
+    fn evaluate_here(&self, request: &Request) -> Decision {
         let mut notes: Vec<String> = Vec::new();
         let mut current = request.clone();
         let mut plan: Option<Plan> = None;
@@ -88,7 +96,7 @@ impl PolicyChain {
         let mut fault_kinds = Vec::new();
         let mut workdir_by = None;
         for (policy, on_fault) in self.policies.iter().zip(&self.on_fault) {
-            match policy.evaluate(&current) {
+            match policy.evaluate_here(&current) {
                 Ok(Outcome::Run(mut p)) => {
                     if p.workdir != current.workdir {
                         workdir_by = Some(policy.name().to_string());

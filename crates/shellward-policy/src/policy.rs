@@ -92,6 +92,18 @@ pub struct Policy {
 struct Pool {
     idle: Vec<Live>,
     live: usize,
+    /// Callers blocked in [`Policy::take`]: only then is a return signalled (a condition variable's notify is a
+    /// system call even with nobody waiting, and an evaluation costs about two microseconds).
+    waiting: usize,
+}
+
+impl Pool {
+    /// Wakes one caller waiting for an instance, if any; call after changing the pool, with its lock released.
+    fn wake_waiter(waiting: bool, returned: &std::sync::Condvar) {
+        if waiting {
+            returned.notify_one();
+        }
+    }
 }
 
 impl std::fmt::Debug for Policy {
@@ -207,7 +219,8 @@ impl Policy {
         outside_async_runtime(|| self.evaluate_here(request))
     }
 
-    fn evaluate_here(&self, request: &Request) -> Result<Outcome, PolicyError> {
+    /// [`Policy::evaluate`] for a caller already outside the async runtime (the chain).
+    pub(crate) fn evaluate_here(&self, request: &Request) -> Result<Outcome, PolicyError> {
         match self.inner().config.instance_mode {
             InstanceMode::Fresh => {
                 let mut live = self.instantiate()?;
@@ -223,8 +236,9 @@ impl Policy {
                 } else {
                     pool.live -= 1;
                 }
+                let waiting = pool.waiting > 0;
                 drop(pool);
-                self.returned.notify_one();
+                Pool::wake_waiter(waiting, &self.returned);
                 result
             }
         }
@@ -242,11 +256,16 @@ impl Policy {
                 pool.live += 1;
                 drop(pool);
                 return self.instantiate().inspect_err(|_| {
-                    self.pool.lock().unwrap_or_else(|p| p.into_inner()).live -= 1;
-                    self.returned.notify_one();
+                    let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+                    pool.live -= 1;
+                    let waiting = pool.waiting > 0;
+                    drop(pool);
+                    Pool::wake_waiter(waiting, &self.returned);
                 });
             }
+            pool.waiting += 1;
             pool = self.returned.wait(pool).unwrap_or_else(|p| p.into_inner());
+            pool.waiting -= 1;
         }
     }
 

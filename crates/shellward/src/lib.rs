@@ -205,8 +205,13 @@ impl ShellwardBuilder {
     }
 
     /// Loads the policies and starts the executor. Needs a Tokio runtime (the executor spawns its reaper task).
+    ///
+    /// The two are independent, so the policies load (precompiled components deserialized, instances configured) on
+    /// a helper thread while this thread sets up the executor (cgroups, log directory, watchdog): a one-shot
+    /// `shellward run` starts milliseconds sooner on two cores. A policy error is reported first, as before; the
+    /// executor started meanwhile is dropped, which stops it.
     pub fn build(self) -> Result<Shellward, BuildError> {
-        let active = match self.chain {
+        let (active, executor) = match self.chain {
             Some(chain) => {
                 let summaries = chain
                     .policies()
@@ -221,25 +226,47 @@ impl ShellwardBuilder {
                         loaded_at: 0,
                     })
                     .collect();
-                active::Active::new(
+                let active = active::Active::new(
                     active::Loaded {
                         chain: Arc::new(chain),
                         summaries: Arc::new(active::Summaries::given(summaries)),
                     },
                     None,
-                )
+                );
+                (active, Executor::new(self.config.executor.clone()))
             }
             None => {
-                let engine = PolicyEngine::new(self.config.sandbox.clone())?;
-                let loaded = active::load(&self.config, &engine)?;
-                active::Active::new(loaded, Some((self.config.clone(), engine)))
+                let config = &self.config;
+                let (loaded, executor) = std::thread::scope(|scope| {
+                    let policies = std::thread::Builder::new()
+                        .name("shellward-policy-load".into())
+                        .spawn_scoped(scope, || -> Result<_, BuildError> {
+                            let engine = PolicyEngine::new(config.sandbox.clone())?;
+                            let loaded = active::load(config, &engine)?;
+                            Ok((loaded, engine))
+                        });
+                    let executor = Executor::new(config.executor.clone());
+                    let loaded = match policies {
+                        Ok(handle) => handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        // No thread to be had: load here instead.
+                        Err(_) => PolicyEngine::new(config.sandbox.clone())
+                            .map_err(BuildError::from)
+                            .and_then(|engine| Ok((active::load(config, &engine)?, engine))),
+                    };
+                    (loaded, executor)
+                });
+                let (loaded, engine) = loaded?;
+                let active = active::Active::new(loaded, Some((self.config.clone(), engine)));
+                (active, executor)
             }
         };
+        let executor = executor?;
         let audit = match &self.config.audit {
             Some(a) => Some(audit::AuditLog::open(a).map_err(BuildError::Audit)?),
             None => None,
         };
-        let executor = Executor::new(self.config.executor.clone())?;
         Ok(Shellward {
             inner: Arc::new(Inner {
                 drain: self.config.executor.drain,

@@ -131,7 +131,7 @@ impl Default for Settings {
             promote: PatternSet::new(
                 DEFAULT_PROMOTE_PATTERNS
                     .iter()
-                    .map(|p| Pattern::parse(p).expect("built-in pattern"))
+                    .map(|p| Pattern::parse_static(p).expect("built-in pattern"))
                     .collect(),
             ),
         }

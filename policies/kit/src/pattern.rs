@@ -11,15 +11,27 @@
 //! Matching is done on word values after quote removal, so `"npm" run dev` matches `npm run dev`, while
 //! `echo "npm run dev"` does not (its program is `echo`).
 
+use std::borrow::Cow;
 use std::fmt;
 
+/// One word of a pattern: its byte range in the pattern's text (after the `!` of an exclusion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Word {
+    start: u32,
+    end: u32,
+    forbidden: bool,
+}
+
 /// A parsed word pattern.
+///
+/// It keeps its text (blanks normalized) and the byte ranges of its words, nothing else: parsing allocates once at
+/// most, and a built-in pattern parsed with [`Pattern::parse_static`] borrows its text. A policy configured for
+/// every evaluation (fresh instances) parses its whole pattern list each time, so this is on the decision path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
-    text: String,
-    program: String,
-    required: Vec<String>,
-    forbidden: Vec<String>,
+    text: Cow<'static, str>,
+    /// Every word, the program first.
+    words: Vec<Word>,
 }
 
 /// Why a pattern was refused.
@@ -39,37 +51,100 @@ impl fmt::Display for PatternError {
 
 impl std::error::Error for PatternError {}
 
+/// Whether `text` is already in normal form: words separated by single spaces, no blanks around them. One pass over
+/// the bytes; text with non-ASCII characters is checked for Unicode blanks as well.
+fn is_normal(text: &str) -> bool {
+    let b = text.as_bytes();
+    let (Some(&first), Some(&last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    if first == b' ' || last == b' ' {
+        return false;
+    }
+    let mut prev_space = false;
+    let mut ascii = true;
+    for &c in b {
+        if c == b' ' {
+            if prev_space {
+                return false;
+            }
+            prev_space = true;
+            continue;
+        }
+        prev_space = false;
+        if c.is_ascii_whitespace() {
+            return false;
+        }
+        ascii &= c.is_ascii();
+    }
+    ascii || !text.chars().any(|c| c.is_whitespace() && !c.is_ascii())
+}
+
 impl Pattern {
     /// Parses a pattern.
     pub fn parse(text: &str) -> Result<Pattern, PatternError> {
+        let normal = if is_normal(text) {
+            text.to_string()
+        } else {
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        Pattern::from_normal(Cow::Owned(normal), text)
+    }
+
+    /// Parses a pattern whose text lives for the whole program (a built-in list): in normal form it is borrowed,
+    /// not copied.
+    pub fn parse_static(text: &'static str) -> Result<Pattern, PatternError> {
+        if is_normal(text) {
+            Pattern::from_normal(Cow::Borrowed(text), text)
+        } else {
+            Pattern::parse(text)
+        }
+    }
+
+    /// Splits normalized text into words; `original` is quoted in errors.
+    fn from_normal(text: Cow<'static, str>, original: &str) -> Result<Pattern, PatternError> {
         let err = |problem: &str| PatternError {
-            pattern: text.to_string(),
+            pattern: original.to_string(),
             problem: problem.to_string(),
         };
-        let mut words = text.split_whitespace();
-        let program = words
-            .next()
-            .ok_or_else(|| err("it is empty; give at least a program name"))?;
-        if program.starts_with('!') {
-            return Err(err(
-                "the first word must be a program name, not a `!` exclusion",
-            ));
+        if text.is_empty() {
+            return Err(err("it is empty; give at least a program name"));
         }
-        let mut required = Vec::new();
-        let mut forbidden = Vec::new();
-        for w in words {
-            match w.strip_prefix('!') {
+        let mut words = Vec::with_capacity(text.bytes().filter(|&b| b == b' ').count() + 1);
+        let mut start = 0usize;
+        for w in text.split(' ') {
+            let end = start + w.len();
+            let word = match w.strip_prefix('!') {
+                Some(_) if words.is_empty() => {
+                    return Err(err(
+                        "the first word must be a program name, not a `!` exclusion",
+                    ));
+                }
                 Some("") => return Err(err("a lone `!` excludes nothing; write `!WORD`")),
-                Some(rest) => forbidden.push(rest.to_string()),
-                None => required.push(w.to_string()),
-            }
+                Some(_) => Word {
+                    start: (start + 1) as u32,
+                    end: end as u32,
+                    forbidden: true,
+                },
+                None => Word {
+                    start: start as u32,
+                    end: end as u32,
+                    forbidden: false,
+                },
+            };
+            words.push(word);
+            start = end + 1;
         }
-        Ok(Pattern {
-            text: text.split_whitespace().collect::<Vec<_>>().join(" "),
-            program: program.to_string(),
-            required,
-            forbidden,
-        })
+        Ok(Pattern { text, words })
+    }
+
+    fn word(&self, w: &Word) -> &str {
+        &self.text[w.start as usize..w.end as usize]
+    }
+
+    /// The pattern's first word: the program it matches.
+    pub fn program(&self) -> &str {
+        self.word(&self.words[0])
     }
 
     /// The pattern as written (blanks normalized).
@@ -88,27 +163,25 @@ impl Pattern {
 
     /// Whether the program word (`program`, with base name `base`) matches the pattern's first word.
     fn matches_program(&self, program: &str, base: &str) -> bool {
-        let name = if self.program.contains('/') {
-            program
-        } else {
-            base
-        };
-        glob(&self.program, name)
+        let own = self.program();
+        let name = if own.contains('/') { program } else { base };
+        glob(own, name)
     }
 
     /// Whether the arguments (program excluded) satisfy the required and forbidden words.
     fn matches_args<S: AsRef<str>>(&self, args: &[S]) -> bool {
-        if self
-            .forbidden
+        let rest = &self.words[1..];
+        if rest
             .iter()
-            .any(|f| args.iter().any(|a| glob(f, a.as_ref())))
+            .filter(|w| w.forbidden)
+            .any(|f| args.iter().any(|a| glob(self.word(f), a.as_ref())))
         {
             return false;
         }
-        let mut rest = args.iter();
-        self.required
-            .iter()
-            .all(|r| rest.any(|a| glob(r, a.as_ref())))
+        let mut args = args.iter();
+        rest.iter()
+            .filter(|w| !w.forbidden)
+            .all(|r| args.any(|a| glob(self.word(r), a.as_ref())))
     }
 }
 
@@ -163,45 +236,61 @@ fn by_length(a: &str, b: &str) -> std::cmp::Ordering {
 /// A set of patterns indexed by program name, so matching a command checks only the patterns for its program (plus
 /// those whose program is a glob or a path).
 ///
-/// The index is a sorted list searched by bisection: for the hundred or so patterns of a policy that is a handful of
-/// string comparisons per lookup, with no hashing (this runs on every decision of a policy component).
+/// The index is a sorted list of pattern numbers searched by bisection: for the hundred or so patterns of a policy
+/// that is a handful of string comparisons per lookup, with no hashing and no allocation per program (this runs on
+/// every decision of a policy component, and a fresh instance builds it for every decision).
 #[derive(Debug, Clone, Default)]
 pub struct PatternSet {
     patterns: Vec<Pattern>,
-    /// (program, pattern indices in the order added), sorted by program length, then program: most probes are
-    /// settled by comparing lengths.
-    by_program: Vec<(String, Vec<usize>)>,
-    /// (literal text before the first `*` of the program, pattern index), in the order added.
-    globbed: Vec<(String, usize)>,
+    /// Numbers of the patterns named by a plain program, sorted by program length, then program, then the order
+    /// added: most probes are settled by comparing lengths, and equal programs keep their order.
+    by_program: Vec<usize>,
+    /// Numbers of the patterns whose program is a glob or a path, in the order added.
+    globbed: Vec<usize>,
 }
 
 impl PatternSet {
     /// Builds a set from patterns.
     pub fn new(patterns: Vec<Pattern>) -> PatternSet {
-        let mut set = PatternSet::default();
-        for p in patterns {
-            set.push(p);
+        let mut set = PatternSet {
+            by_program: Vec::with_capacity(patterns.len()),
+            patterns,
+            globbed: Vec::new(),
+        };
+        for i in 0..set.patterns.len() {
+            if set.is_globbed(i) {
+                set.globbed.push(i);
+            } else {
+                set.by_program.push(i);
+            }
         }
+        // Stable: patterns of the same program stay in the order added.
+        let patterns = &set.patterns;
+        set.by_program
+            .sort_by(|&a, &b| by_length(patterns[a].program(), patterns[b].program()));
         set
+    }
+
+    fn is_globbed(&self, i: usize) -> bool {
+        let program = self.patterns[i].program();
+        program.contains('*') || program.contains('/')
     }
 
     /// Adds a pattern.
     pub fn push(&mut self, p: Pattern) {
         let i = self.patterns.len();
-        if p.program.contains('*') || p.program.contains('/') {
-            let prefix = p.program.split('*').next().unwrap_or("");
-            // A path pattern is matched against the whole command word, a name pattern against its base name.
-            self.globbed.push((prefix.to_string(), i));
-        } else {
-            match self
-                .by_program
-                .binary_search_by(|(name, _)| by_length(name, &p.program))
-            {
-                Ok(k) => self.by_program[k].1.push(i),
-                Err(k) => self.by_program.insert(k, (p.program.clone(), vec![i])),
-            }
-        }
         self.patterns.push(p);
+        if self.is_globbed(i) {
+            self.globbed.push(i);
+        } else {
+            let patterns = &self.patterns;
+            let program = patterns[i].program();
+            // After every pattern of the same program: the order added is kept.
+            let at = self.by_program.partition_point(|&j| {
+                by_length(patterns[j].program(), program) != std::cmp::Ordering::Greater
+            });
+            self.by_program.insert(at, i);
+        }
     }
 
     /// The patterns, in the order added.
@@ -224,37 +313,26 @@ impl PatternSet {
         let program = words.first()?.as_ref();
         let base = base_name(program);
         let args = &words[1..];
-        let named = match self
-            .by_program
-            .binary_search_by(|(name, _)| by_length(name, base))
-        {
-            Ok(k) => self.by_program[k].1.as_slice(),
-            Err(_) => &[],
-        };
-        // Patterns indexed under the base name already match the program: only their arguments are checked.
-        let mut best = named
+        let patterns = &self.patterns;
+        let from = self.by_program.partition_point(|&j| {
+            by_length(patterns[j].program(), base) == std::cmp::Ordering::Less
+        });
+        let named = self.by_program[from..]
             .iter()
-            .copied()
-            .find(|&i| self.patterns[i].matches_args(args));
-        for (prefix, i) in &self.globbed {
-            if best.is_some_and(|b| b < *i) {
+            .take_while(|&&j| patterns[j].program() == base);
+        // Patterns indexed under the base name already match the program: only their arguments are checked.
+        let mut best = named.copied().find(|&i| patterns[i].matches_args(args));
+        for &i in &self.globbed {
+            if best.is_some_and(|b| b < i) {
                 break;
             }
-            let p = &self.patterns[*i];
-            let name = if p.program.contains('/') {
-                program
-            } else {
-                base
-            };
-            if name.starts_with(prefix.as_str())
-                && p.matches_program(program, base)
-                && p.matches_args(args)
-            {
-                best = Some(*i);
+            let p = &patterns[i];
+            if p.matches_program(program, base) && p.matches_args(args) {
+                best = Some(i);
                 break;
             }
         }
-        best.map(|i| &self.patterns[i])
+        best.map(|i| &patterns[i])
     }
 }
 
@@ -305,6 +383,42 @@ mod tests {
             Pattern::parse("  npm   start ").unwrap().as_str(),
             "npm start"
         );
+    }
+
+    #[test]
+    fn blanks_are_normalized_and_static_text_is_borrowed() {
+        for (text, normal) in [
+            ("npm\tstart", "npm start"),
+            ("npm\u{a0}start", "npm start"),
+            ("  tail  -*f* ", "tail -*f*"),
+            ("über !-x", "über !-x"),
+        ] {
+            let p = Pattern::parse(text).unwrap();
+            assert_eq!(p.as_str(), normal, "{text:?}");
+            assert_eq!(Pattern::parse_static(Box::leak(text.into())).unwrap(), p);
+        }
+        let p = Pattern::parse_static("docker compose up !-d").unwrap();
+        assert!(matches!(p.text, Cow::Borrowed(_)));
+        assert_eq!(p.program(), "docker");
+        assert!(p.matches(&["docker", "compose", "up"]));
+        assert!(!p.matches(&["docker", "compose", "up", "-d"]));
+    }
+
+    #[test]
+    fn pushed_patterns_keep_the_order_added() {
+        let mut set = PatternSet::new(vec![Pattern::parse("npm run dev").unwrap()]);
+        set.push(Pattern::parse("npm run").unwrap());
+        set.push(Pattern::parse("nodemon").unwrap());
+        set.push(Pattern::parse("npm").unwrap());
+        let find = |cmd: &str| {
+            let w: Vec<&str> = cmd.split_whitespace().collect();
+            set.find(&w).map(|p| p.as_str().to_string())
+        };
+        assert_eq!(find("npm run dev").as_deref(), Some("npm run dev"));
+        assert_eq!(find("npm run build").as_deref(), Some("npm run"));
+        assert_eq!(find("npm ci").as_deref(), Some("npm"));
+        assert_eq!(find("nodemon x.js").as_deref(), Some("nodemon"));
+        assert_eq!(set.len(), 4);
     }
 
     /// A set of `patterns` and a function returning the first one matching a command (split on blanks).

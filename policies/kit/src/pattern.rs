@@ -32,6 +32,8 @@ pub struct Pattern {
     text: Cow<'static, str>,
     /// Every word, the program first.
     words: Vec<Word>,
+    /// The program word holds a `*` or a `/` (matched by glob or as a path, not looked up by name).
+    globbed: bool,
 }
 
 /// Why a pattern was refused.
@@ -110,17 +112,19 @@ impl Pattern {
         if text.is_empty() {
             return Err(err("it is empty; give at least a program name"));
         }
-        let mut words = Vec::with_capacity(text.bytes().filter(|&b| b == b' ').count() + 1);
+        // Bytes, not chars: the separator is an ASCII space, so every cut falls on a character boundary.
+        let bytes = text.as_bytes();
+        let mut words = Vec::with_capacity(bytes.iter().filter(|&&b| b == b' ').count() + 1);
         let mut start = 0usize;
-        for w in text.split(' ') {
+        for w in bytes.split(|&b| b == b' ') {
             let end = start + w.len();
-            let word = match w.strip_prefix('!') {
+            let word = match w.strip_prefix(b"!") {
                 Some(_) if words.is_empty() => {
                     return Err(err(
                         "the first word must be a program name, not a `!` exclusion",
                     ));
                 }
-                Some("") => return Err(err("a lone `!` excludes nothing; write `!WORD`")),
+                Some(b"") => return Err(err("a lone `!` excludes nothing; write `!WORD`")),
                 Some(_) => Word {
                     start: (start + 1) as u32,
                     end: end as u32,
@@ -135,7 +139,18 @@ impl Pattern {
             words.push(word);
             start = end + 1;
         }
-        Ok(Pattern { text, words })
+        let program = &bytes[..words[0].end as usize];
+        let globbed = program.iter().any(|&b| b == b'*' || b == b'/');
+        Ok(Pattern {
+            text,
+            words,
+            globbed,
+        })
+    }
+
+    /// The program word as bytes (for ordering the index: no character-boundary checks).
+    fn program_bytes(&self) -> &[u8] {
+        &self.text.as_bytes()[..self.words[0].end as usize]
     }
 
     fn word(&self, w: &Word) -> &str {
@@ -229,7 +244,7 @@ pub fn base_name(program: &str) -> &str {
 }
 
 /// Orders program names by length, then bytes.
-fn by_length(a: &str, b: &str) -> std::cmp::Ordering {
+fn by_length(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
@@ -264,16 +279,16 @@ impl PatternSet {
                 set.by_program.push(i);
             }
         }
-        // Stable: patterns of the same program stay in the order added.
+        // Patterns of the same program stay in the order added (ties broken by number: no merge buffer needed).
         let patterns = &set.patterns;
-        set.by_program
-            .sort_by(|&a, &b| by_length(patterns[a].program(), patterns[b].program()));
+        set.by_program.sort_unstable_by(|&a, &b| {
+            by_length(patterns[a].program_bytes(), patterns[b].program_bytes()).then(a.cmp(&b))
+        });
         set
     }
 
     fn is_globbed(&self, i: usize) -> bool {
-        let program = self.patterns[i].program();
-        program.contains('*') || program.contains('/')
+        self.patterns[i].globbed
     }
 
     /// Adds a pattern.
@@ -284,10 +299,10 @@ impl PatternSet {
             self.globbed.push(i);
         } else {
             let patterns = &self.patterns;
-            let program = patterns[i].program();
+            let program = patterns[i].program_bytes();
             // After every pattern of the same program: the order added is kept.
             let at = self.by_program.partition_point(|&j| {
-                by_length(patterns[j].program(), program) != std::cmp::Ordering::Greater
+                by_length(patterns[j].program_bytes(), program) != std::cmp::Ordering::Greater
             });
             self.by_program.insert(at, i);
         }
@@ -315,11 +330,11 @@ impl PatternSet {
         let args = &words[1..];
         let patterns = &self.patterns;
         let from = self.by_program.partition_point(|&j| {
-            by_length(patterns[j].program(), base) == std::cmp::Ordering::Less
+            by_length(patterns[j].program_bytes(), base.as_bytes()) == std::cmp::Ordering::Less
         });
         let named = self.by_program[from..]
             .iter()
-            .take_while(|&&j| patterns[j].program() == base);
+            .take_while(|&&j| patterns[j].program_bytes() == base.as_bytes());
         // Patterns indexed under the base name already match the program: only their arguments are checked.
         let mut best = named.copied().find(|&i| patterns[i].matches_args(args));
         for &i in &self.globbed {

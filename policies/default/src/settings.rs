@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use shellward_kit::duration;
-use shellward_kit::pattern::{Pattern, PatternSet};
+use shellward_kit::pattern::{MAX_BUILTIN_PATTERNS, Pattern, PatternSet, program_order};
 
 /// Built-in promotion patterns: commands that normally run until they are stopped (dev servers, file watchers,
 /// log followers). See `shellward_kit::pattern` for the syntax.
@@ -97,6 +97,11 @@ pub const DEFAULT_PROMOTE_PATTERNS: &[&str] = &[
     "sleep infinity",
 ];
 
+/// The index of [`DEFAULT_PROMOTE_PATTERNS`], computed at compile time: `configure` neither parses nor sorts the
+/// built-in list (a fresh instance per evaluation runs `configure` every time).
+const DEFAULT_PROMOTE_ORDER: ([u16; MAX_BUILTIN_PATTERNS], usize) =
+    program_order(DEFAULT_PROMOTE_PATTERNS);
+
 /// What to do with a foreground command whose timeout expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnTimeout {
@@ -128,12 +133,7 @@ impl Default for Settings {
             max_timeout_ms: 3_600_000,
             on_timeout: OnTimeout::Background,
             ampersand_to_background: true,
-            promote: PatternSet::new(
-                DEFAULT_PROMOTE_PATTERNS
-                    .iter()
-                    .map(|p| Pattern::parse_static(p).expect("built-in pattern"))
-                    .collect(),
-            ),
+            promote: PatternSet::from_builtin(DEFAULT_PROMOTE_PATTERNS, &DEFAULT_PROMOTE_ORDER),
         }
     }
 }
@@ -240,6 +240,44 @@ mod tests {
         assert_eq!(s.on_timeout, OnTimeout::Background);
         assert_eq!(s.promote.len(), DEFAULT_PROMOTE_PATTERNS.len());
         assert_eq!(Settings::from_json("").unwrap().default_timeout_ms, 10_000);
+    }
+
+    /// The built-in list is valid, in normal form, and its compile-time index finds what a parsed set finds.
+    #[test]
+    fn the_built_in_patterns_are_valid_and_indexed_like_parsed_ones() {
+        let parsed: Vec<Pattern> = DEFAULT_PROMOTE_PATTERNS
+            .iter()
+            .map(|p| Pattern::parse_static(p).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        for (p, text) in parsed.iter().zip(DEFAULT_PROMOTE_PATTERNS) {
+            assert_eq!(
+                p.as_str(),
+                *text,
+                "built-in patterns are written in normal form"
+            );
+        }
+        let eager = PatternSet::new(parsed);
+        let lazy = Settings::default().promote;
+        let commands = DEFAULT_PROMOTE_PATTERNS
+            .iter()
+            .map(|p| p.replace('!', "").replace('*', "x"))
+            .chain(
+                [
+                    "npm test",
+                    "python3 -m http.server 8000",
+                    "./vite",
+                    "tail -n 5 -f x",
+                ]
+                .map(String::from),
+            );
+        for c in commands {
+            let w: Vec<&str> = c.split(' ').collect();
+            assert_eq!(
+                eager.find(&w).map(|p| p.as_str()),
+                lazy.find(&w).map(|p| p.as_str()),
+                "{c}"
+            );
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// One word of a pattern: its byte range in the pattern's text (after the `!` of an exclusion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,16 +26,29 @@ struct Word {
 /// A parsed word pattern.
 ///
 /// It keeps its text (blanks normalized) and the byte ranges of its words, nothing else: parsing allocates once at
-/// most, and a built-in pattern parsed with [`Pattern::parse_static`] borrows its text. A policy configured for
-/// every evaluation (fresh instances) parses its whole pattern list each time, so this is on the decision path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// most, and a built-in pattern ([`Pattern::parse_static`], [`PatternSet::from_builtin`]) borrows its text. A
+/// policy configured for every evaluation (fresh instances) sets up its whole pattern list each time, so this is on
+/// the decision path: a built-in list's patterns are split into words only when a command's program first matches
+/// theirs.
+#[derive(Debug, Clone)]
 pub struct Pattern {
     text: Cow<'static, str>,
-    /// Every word, the program first.
-    words: Vec<Word>,
+    /// Every word, the program first (split on first use for a built-in from [`PatternSet::from_builtin`]).
+    words: OnceLock<Vec<Word>>,
+    /// Where the program word ends in `text`.
+    program_end: u32,
     /// The program word holds a `*` or a `/` (matched by glob or as a path, not looked up by name).
     globbed: bool,
 }
+
+/// Two patterns are equal when their (normalized) texts are: the words follow from the text.
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Pattern {}
 
 /// Why a pattern was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +96,122 @@ fn is_normal(text: &str) -> bool {
     ascii || !text.chars().any(|c| c.is_whitespace() && !c.is_ascii())
 }
 
+/// The words of normalized text, or what is wrong with it. Bytes, not chars: the separator is an ASCII space, so
+/// every cut falls on a character boundary.
+fn split_words(bytes: &[u8]) -> Result<Vec<Word>, &'static str> {
+    if bytes.is_empty() {
+        return Err("it is empty; give at least a program name");
+    }
+    let mut words = Vec::with_capacity(bytes.iter().filter(|&&b| b == b' ').count() + 1);
+    let mut start = 0usize;
+    for w in bytes.split(|&b| b == b' ') {
+        let end = start + w.len();
+        let word = match w.strip_prefix(b"!") {
+            Some(_) if words.is_empty() => {
+                return Err("the first word must be a program name, not a `!` exclusion");
+            }
+            Some(b"") => return Err("a lone `!` excludes nothing; write `!WORD`"),
+            Some(_) => Word {
+                start: (start + 1) as u32,
+                end: end as u32,
+                forbidden: true,
+            },
+            None => Word {
+                start: start as u32,
+                end: end as u32,
+                forbidden: false,
+            },
+        };
+        words.push(word);
+        start = end + 1;
+    }
+    Ok(words)
+}
+
+/// Length of the program word of normalized pattern text (up to the first space).
+const fn program_len(bytes: &[u8]) -> usize {
+    let mut i = 0;
+    while i < bytes.len() && bytes[i] != b' ' {
+        i += 1;
+    }
+    i
+}
+
+/// Whether the program word (`bytes[..end]`) is a glob or a path.
+const fn is_globbed(bytes: &[u8], end: usize) -> bool {
+    let mut i = 0;
+    while i < end {
+        if bytes[i] == b'*' || bytes[i] == b'/' {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Orders program words by length, then bytes (the index's order, usable at compile time).
+const fn program_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let (la, lb) = (program_len(a), program_len(b));
+    if la != lb {
+        return if la < lb { Less } else { Greater };
+    }
+    let mut i = 0;
+    while i < la {
+        if a[i] != b[i] {
+            return if a[i] < b[i] { Less } else { Greater };
+        }
+        i += 1;
+    }
+    Equal
+}
+
+/// Most patterns a built-in list ordered by [`program_order`] may hold.
+pub const MAX_BUILTIN_PATTERNS: usize = 512;
+
+/// The index of a built-in pattern list, computed at compile time so that a policy's `configure` does not sort it:
+/// the numbers of the patterns named by a plain program (not a glob or a path), ordered by program length, then
+/// program, then number, and how many there are. Pass it with the list to [`PatternSet::from_builtin`]:
+///
+/// ```
+/// use shellward_kit::pattern::{PatternSet, program_order};
+/// const LIST: &[&str] = &["npm run dev", "python* -m http.server", "nodemon"];
+/// const ORDER: ([u16; shellward_kit::pattern::MAX_BUILTIN_PATTERNS], usize) = program_order(LIST);
+/// let set = PatternSet::from_builtin(LIST, &ORDER);
+/// assert_eq!(set.find(&["nodemon", "app.js"]).map(|p| p.as_str()), Some("nodemon"));
+/// ```
+///
+/// Compilation fails (a panic in constant evaluation) when the list holds more than [`MAX_BUILTIN_PATTERNS`].
+pub const fn program_order(list: &[&str]) -> ([u16; MAX_BUILTIN_PATTERNS], usize) {
+    assert!(
+        list.len() <= MAX_BUILTIN_PATTERNS,
+        "too many built-in patterns for program_order"
+    );
+    let mut order = [0u16; MAX_BUILTIN_PATTERNS];
+    let mut n = 0;
+    let mut i = 0;
+    while i < list.len() {
+        let text = list[i].as_bytes();
+        if !is_globbed(text, program_len(text)) {
+            // Insertion sort; equal programs keep their numbers' order.
+            let mut at = n;
+            while at > 0 {
+                let prev = list[order[at - 1] as usize].as_bytes();
+                if matches!(program_cmp(prev, text), std::cmp::Ordering::Greater) {
+                    order[at] = order[at - 1];
+                    at -= 1;
+                } else {
+                    break;
+                }
+            }
+            order[at] = i as u16;
+            n += 1;
+        }
+        i += 1;
+    }
+    (order, n)
+}
+
 impl Pattern {
     /// Parses a pattern.
     pub fn parse(text: &str) -> Result<Pattern, PatternError> {
@@ -109,48 +239,36 @@ impl Pattern {
             pattern: original.to_string(),
             problem: problem.to_string(),
         };
-        if text.is_empty() {
-            return Err(err("it is empty; give at least a program name"));
-        }
-        // Bytes, not chars: the separator is an ASCII space, so every cut falls on a character boundary.
+        let words = split_words(text.as_bytes()).map_err(err)?;
+        let mut p = Pattern::unsplit(text);
+        p.words = OnceLock::from(words);
+        Ok(p)
+    }
+
+    /// A pattern whose words are split on first use; `text` must be in normal form and valid (the built-in lists
+    /// are checked by their crates' tests through [`Pattern::parse_static`]).
+    fn unsplit(text: Cow<'static, str>) -> Pattern {
         let bytes = text.as_bytes();
-        let mut words = Vec::with_capacity(bytes.iter().filter(|&&b| b == b' ').count() + 1);
-        let mut start = 0usize;
-        for w in bytes.split(|&b| b == b' ') {
-            let end = start + w.len();
-            let word = match w.strip_prefix(b"!") {
-                Some(_) if words.is_empty() => {
-                    return Err(err(
-                        "the first word must be a program name, not a `!` exclusion",
-                    ));
-                }
-                Some(b"") => return Err(err("a lone `!` excludes nothing; write `!WORD`")),
-                Some(_) => Word {
-                    start: (start + 1) as u32,
-                    end: end as u32,
-                    forbidden: true,
-                },
-                None => Word {
-                    start: start as u32,
-                    end: end as u32,
-                    forbidden: false,
-                },
-            };
-            words.push(word);
-            start = end + 1;
-        }
-        let program = &bytes[..words[0].end as usize];
-        let globbed = program.iter().any(|&b| b == b'*' || b == b'/');
-        Ok(Pattern {
+        let program_end = program_len(bytes);
+        let globbed = is_globbed(bytes, program_end);
+        Pattern {
             text,
-            words,
+            words: OnceLock::new(),
+            program_end: program_end as u32,
             globbed,
-        })
+        }
+    }
+
+    /// The words, split now if this is their first use.
+    fn words(&self) -> &[Word] {
+        // A built-in is valid (tested); should one not be, it matches by its program alone rather than panic.
+        self.words
+            .get_or_init(|| split_words(self.text.as_bytes()).unwrap_or_default())
     }
 
     /// The program word as bytes (for ordering the index: no character-boundary checks).
     fn program_bytes(&self) -> &[u8] {
-        &self.text.as_bytes()[..self.words[0].end as usize]
+        &self.text.as_bytes()[..self.program_end as usize]
     }
 
     fn word(&self, w: &Word) -> &str {
@@ -159,7 +277,7 @@ impl Pattern {
 
     /// The pattern's first word: the program it matches.
     pub fn program(&self) -> &str {
-        self.word(&self.words[0])
+        &self.text[..self.program_end as usize]
     }
 
     /// The pattern as written (blanks normalized).
@@ -185,7 +303,7 @@ impl Pattern {
 
     /// Whether the arguments (program excluded) satisfy the required and forbidden words.
     fn matches_args<S: AsRef<str>>(&self, args: &[S]) -> bool {
-        let rest = &self.words[1..];
+        let rest = self.words().get(1..).unwrap_or(&[]);
         if rest
             .iter()
             .filter(|w| w.forbidden)
@@ -285,6 +403,36 @@ impl PatternSet {
             by_length(patterns[a].program_bytes(), patterns[b].program_bytes()).then(a.cmp(&b))
         });
         set
+    }
+
+    /// A set of built-in patterns (static text in normal form, each valid: check them in a test with
+    /// [`Pattern::parse_static`]) with the index [`program_order`] computed for exactly this list at compile time.
+    /// Nothing is parsed or sorted here; a pattern is split into words when a command's program first matches it.
+    pub fn from_builtin(
+        list: &'static [&'static str],
+        order: &([u16; MAX_BUILTIN_PATTERNS], usize),
+    ) -> PatternSet {
+        let patterns: Vec<Pattern> = list
+            .iter()
+            .map(|t| Pattern::unsplit(Cow::Borrowed(t)))
+            .collect();
+        let by_program: Vec<usize> = order.0[..order.1.min(list.len())]
+            .iter()
+            .map(|&i| i as usize)
+            .collect();
+        let globbed: Vec<usize> = (0..patterns.len())
+            .filter(|&i| patterns[i].globbed)
+            .collect();
+        debug_assert_eq!(
+            by_program.len() + globbed.len(),
+            patterns.len(),
+            "the order was computed for another list"
+        );
+        PatternSet {
+            patterns,
+            by_program,
+            globbed,
+        }
     }
 
     fn is_globbed(&self, i: usize) -> bool {
@@ -417,6 +565,36 @@ mod tests {
         assert_eq!(p.program(), "docker");
         assert!(p.matches(&["docker", "compose", "up"]));
         assert!(!p.matches(&["docker", "compose", "up", "-d"]));
+    }
+
+    /// A built-in set (index computed at compile time, words split on first use) has the index a parsed set builds.
+    #[test]
+    fn builtin_sets_are_indexed_like_parsed_sets() {
+        const LIST: &[&str] = &[
+            "*-server --watch",
+            "http-server",
+            "npm run dev",
+            "./bin/*",
+            "npm start",
+            "srv*",
+            "http-server",
+            "vite !build",
+            "ng serve",
+        ];
+        const ORDER: ([u16; MAX_BUILTIN_PATTERNS], usize) = program_order(LIST);
+        let builtin = PatternSet::from_builtin(LIST, &ORDER);
+        let parsed = PatternSet::new(LIST.iter().map(|p| Pattern::parse(p).unwrap()).collect());
+        assert_eq!(builtin.by_program, parsed.by_program);
+        assert_eq!(builtin.globbed, parsed.globbed);
+        assert!(builtin.patterns[2].words.get().is_none(), "not split yet");
+        let w = ["npm", "run", "dev"];
+        assert_eq!(builtin.find(&w).map(|p| p.as_str()), Some("npm run dev"));
+        assert!(
+            builtin.patterns[2].words.get().is_some(),
+            "split on first use"
+        );
+        assert_eq!(builtin.find(&["vite", "build"]), None);
+        assert_eq!(builtin.patterns(), parsed.patterns());
     }
 
     #[test]

@@ -90,15 +90,23 @@ impl Drop for Guard {
     }
 }
 
-/// A configuration file turning PID namespaces off (the other rows use the defaults), to show what they cost.
-fn no_namespace_config() -> String {
+/// Writes a bench configuration file `name` under the target directory; returns its path.
+fn bench_config(name: &str, text: &str) -> String {
     let path = Path::new(BIN)
         .parent()
         .and_then(Path::parent)
         .expect("target directory")
-        .join("bench-no-pid-namespace.toml");
-    std::fs::write(&path, "[executor]\npid_namespace = false\n").expect("write the bench config");
+        .join(name);
+    std::fs::write(&path, text).expect("write the bench config");
     path.display().to_string()
+}
+
+/// A configuration file turning PID namespaces off (the other rows use the defaults), to show what they cost.
+fn no_namespace_config() -> String {
+    bench_config(
+        "bench-no-pid-namespace.toml",
+        "[executor]\npid_namespace = false\n",
+    )
 }
 
 fn start_serve(extra: &[&str]) -> (Guard, String) {
@@ -322,13 +330,10 @@ fn mcp_spaced() {
         Ok(m) => m,
         Err(e) => return println!("shellward mcp did not start: {e}"),
     };
-    let no_limit = Path::new(BIN)
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory")
-        .join("bench-no-process-limit.toml");
-    std::fs::write(&no_limit, "[executor]\nmax_processes = 0\n").expect("write the bench config");
-    let no_limit = no_limit.display().to_string();
+    let no_limit = bench_config(
+        "bench-no-process-limit.toml",
+        "[executor]\nmax_processes = 0\n",
+    );
     let mut unlimited =
         start(&["--config", &no_limit]).expect("shellward mcp without a process limit");
     let mut peer = peer_command().and_then(Mcp::start).ok();

@@ -237,23 +237,23 @@ impl ShellwardBuilder {
             }
             None => {
                 let config = &self.config;
+                // Captures only a reference, so it is `Copy`: the helper thread gets one copy, the fallback another.
+                let load = || -> Result<_, BuildError> {
+                    let engine = PolicyEngine::new(config.sandbox.clone())?;
+                    let loaded = active::load(config, &engine)?;
+                    Ok((loaded, engine))
+                };
                 let (loaded, executor) = std::thread::scope(|scope| {
                     let policies = std::thread::Builder::new()
                         .name("shellward-policy-load".into())
-                        .spawn_scoped(scope, || -> Result<_, BuildError> {
-                            let engine = PolicyEngine::new(config.sandbox.clone())?;
-                            let loaded = active::load(config, &engine)?;
-                            Ok((loaded, engine))
-                        });
+                        .spawn_scoped(scope, load);
                     let executor = Executor::new(config.executor.clone());
                     let loaded = match policies {
                         Ok(handle) => handle
                             .join()
                             .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                         // No thread to be had: load here instead.
-                        Err(_) => PolicyEngine::new(config.sandbox.clone())
-                            .map_err(BuildError::from)
-                            .and_then(|engine| Ok((active::load(config, &engine)?, engine))),
+                        Err(_) => load(),
                     };
                     (loaded, executor)
                 });

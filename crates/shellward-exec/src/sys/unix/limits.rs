@@ -66,7 +66,7 @@ fn discover_v1() -> Option<PathBuf> {
 
 /// This executor's directory in the `pids` hierarchy; removed when dropped.
 ///
-/// As with the cgroup root, one group is kept ready (`s-N`, limit already written, `tasks` open), made on the
+/// One group is kept ready (`s-N`, limit already written, `tasks` open), made on the
 /// spawner thread after each start: creating one costs the kernel about 90 µs here. v1 groups cannot be renamed,
 /// so a command's `pids` group keeps its spare name; only its directory is used, never its name.
 #[derive(Debug)]
@@ -297,16 +297,19 @@ mod tests {
         assert_eq!(left, [false, true, true, true]);
     }
 
+    /// A root for a test, or `None` (said on stderr) where no v1 `pids` hierarchy is writable.
+    fn test_root(tag: &str) -> Option<PidsRoot> {
+        PidsRoot::create(&format!("{}-{tag}", std::process::id()))
+            .inspect_err(|e| eprintln!("no writable v1 pids hierarchy here ({e}); nothing to test"))
+            .ok()
+    }
+
     /// A group is the spare when one is ready for the same limit; a spare of another limit is discarded; after
     /// shutdown no spare is made.
     #[test]
     fn groups_take_the_spare_of_the_same_limit() {
-        let root = match PidsRoot::create(&format!("{}-spare-test", std::process::id())) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("no writable v1 pids hierarchy here ({e}); nothing to test");
-                return;
-            }
+        let Some(root) = test_root("spare-test") else {
+            return;
         };
         root.prepare_spare(7);
         let (first, _tasks) = root.group("p1", 7).unwrap();
@@ -341,12 +344,8 @@ mod tests {
     fn joining_by_tasks_moves_the_whole_process() {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
-        let root = match PidsRoot::create(&format!("{}-tasks-test", std::process::id())) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("no writable v1 pids hierarchy here ({e}); nothing to test");
-                return;
-            }
+        let Some(root) = test_root("tasks-test") else {
+            return;
         };
         let (group, join) = root.group("p1", 3).unwrap();
         let fd = join.as_raw_fd();

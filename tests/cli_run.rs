@@ -46,11 +46,13 @@ fn exit_codes_follow_the_command() {
 }
 
 #[test]
-fn the_binary_is_the_init_of_each_command_namespace_when_root() {
-    // The shell's own pid, the processes it can see, and the command line of pid 1 of its /proc.
+fn each_command_runs_under_the_embedded_init_in_its_own_namespace_when_root() {
+    // The shell's own pid, the processes it can see, the command line and name of pid 1 of its /proc, and the file
+    // pid 1 runs.
     let o = run(&[
         "--",
-        "echo $$; ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline",
+        "echo $$; ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/comm; \
+         readlink /proc/1/exe",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let out = text(&o.stdout);
@@ -63,15 +65,11 @@ fn the_binary_is_the_init_of_each_command_namespace_when_root() {
     if root {
         assert!(pid <= 3, "not in a PID namespace: {out}");
         assert!(lines[1].parse::<usize>().unwrap() <= 6, "{out}");
-        assert!(lines[2].contains("__shellward-init"), "{out}");
-        // The small init beside the binary is preferred when it was built too (it starts in half the time).
-        let beside = std::path::Path::new(bin()).with_file_name("shellward-init");
-        if beside.exists() {
-            assert!(
-                lines[2].starts_with(&format!("{} __shellward-init", beside.display())),
-                "{out}"
-            );
-        }
+        assert!(lines[2].contains(" __shellward-init 3 "), "{out}");
+        // The static init built into the binary (a sealed memfd), not a file beside it or the binary itself: an
+        // installed `shellward` alone gets the fast init.
+        assert_eq!(lines[3], "shellward-init", "{out}");
+        assert!(lines[4].starts_with("/memfd:shellward-init"), "{out}");
     } else {
         // Without privilege, commands run unconfined (the binary says so in its info log).
         assert!(pid > 3, "{out}");

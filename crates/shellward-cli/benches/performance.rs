@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -490,19 +490,11 @@ fn executor_ratio() {
         .enable_all()
         .build()
         .unwrap();
-    let init = {
-        let beside = Path::new(BIN).with_file_name("shellward-init");
-        if beside.exists() {
-            beside
-        } else {
-            PathBuf::from(BIN)
-        }
-    };
+    // The PID-namespace row runs under the default init: the static one embedded in the executor.
     let config = |containment, namespace: bool| {
         let mut c = ExecutorConfig::default();
         c.containment = containment;
         c.pid_namespace = namespace;
-        c.init_program = namespace.then(|| init.clone());
         c
     };
     let paths = [

@@ -3,7 +3,8 @@
 //! Run: `cargo bench -p shellward-exec --bench executor` (add a group name to run one, e.g. `-- spawn`).
 //!
 //! - `spawn/*`: execute `true` end to end vs a raw `tokio::process::Command` spawn + wait of `sh -c true`;
-//! - `namespace/*`: execute `true` in a PID namespace (under `shellward-init`) vs without;
+//! - `namespace/*`: execute `true` in a PID namespace (under the embedded static init) vs without, and vs the
+//!   dynamically linked `shellward-init` from disk;
 //! - `capture-1GiB/*`: capturing 1 GiB of output vs `sh -c 'head -c 1G /dev/zero | cat >/dev/null'`;
 //! - `kill-100-tree`: SIGKILL of a 100-process tree until no member is alive;
 //! - `list-1000`: list latency with 1,000 live background processes (RSS printed before and after starting them).
@@ -81,7 +82,12 @@ async fn raw_sh(script: &str) {
 
 fn spawn(c: &mut Criterion) {
     let rt = runtime();
-    let ex = rt.block_on(async { Executor::new(ExecutorConfig::default()).unwrap() });
+    // The cgroup and process-group paths without a PID namespace (the `namespace` group measures that).
+    let ex = rt.block_on(async {
+        let mut config = ExecutorConfig::default();
+        config.pid_namespace = false;
+        Executor::new(config).unwrap()
+    });
     println!("containment: {}", ex.containment());
     paired(
         &rt,
@@ -118,6 +124,7 @@ fn spawn(c: &mut Criterion) {
     let pg = rt.block_on(async {
         let mut config = ExecutorConfig::default();
         config.containment = shellward_exec::ContainmentPreference::ProcessGroup;
+        config.pid_namespace = false;
         Executor::new(config).unwrap()
     });
     g.bench_function("executor-true-process-group", |b| {
@@ -247,53 +254,69 @@ fn list_1000(c: &mut Criterion) {
     rt.block_on(ex.shutdown());
 }
 
-/// The cost of a PID namespace per command: `true` under this crate's init (new PID and mount namespace, private
-/// `/proc`, fork + exec of the command) against the same executor settings without one, interleaved.
+/// The cost of a PID namespace per command: `true` under the embedded static init (new PID and mount namespace,
+/// private `/proc`, fork + exec of the command) against the same executor settings without one, and against the
+/// dynamically linked `shellward-init` from disk, interleaved.
 fn namespace(c: &mut Criterion) {
     let rt = runtime();
-    let (plain, ns) = rt.block_on(async {
+    let (plain, ns, from_disk) = rt.block_on(async {
         let mut config = ExecutorConfig::default();
         config.pid_namespace = false;
         let plain = Executor::new(config).unwrap();
+        let ns = Executor::new(ExecutorConfig::default()).unwrap();
+        ns.execute(ExecPlan::new("true")).await.unwrap();
         let mut config = ExecutorConfig::default();
         config.init_program = Some(env!("CARGO_BIN_EXE_shellward-init").into());
-        let ns = Executor::new(config).unwrap();
-        ns.execute(ExecPlan::new("true")).await.unwrap();
-        (plain, ns)
+        let from_disk = Executor::new(config).unwrap();
+        from_disk.execute(ExecPlan::new("true")).await.unwrap();
+        (plain, ns, from_disk)
     });
-    println!("pid namespaces active: {}", ns.pid_namespaces());
+    println!(
+        "pid namespaces active: {} (embedded init), {} (init from disk)",
+        ns.pid_namespaces(),
+        from_disk.pid_namespaces()
+    );
+    let run = |ex: &Executor| {
+        let ex = ex.clone();
+        move || -> Run<'static> {
+            let ex = ex.clone();
+            Box::pin(async move {
+                let r = ex.execute(ExecPlan::new("true")).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            })
+        }
+    };
     paired(
         &rt,
-        "namespace: executor `true` in a PID namespace / without",
+        "namespace: executor `true` in a PID namespace (embedded init) / without",
         500,
-        || {
-            Box::pin(async {
-                let r = plain.execute(ExecPlan::new("true")).await.unwrap();
-                assert_eq!(r.exit.code(), Some(0));
-            })
-        },
-        || {
-            Box::pin(async {
-                let r = ns.execute(ExecPlan::new("true")).await.unwrap();
-                assert_eq!(r.exit.code(), Some(0));
-            })
-        },
+        run(&plain),
+        run(&ns),
+    );
+    paired(
+        &rt,
+        "namespace: embedded static init / dynamically linked shellward-init from disk",
+        500,
+        run(&from_disk),
+        run(&ns),
     );
     let mut g = c.benchmark_group("namespace");
-    g.bench_function("executor-true-plain", |b| {
-        b.to_async(&rt).iter(|| async {
-            plain.execute(ExecPlan::new("true")).await.unwrap();
-        })
-    });
-    g.bench_function("executor-true-pid-namespace", |b| {
-        b.to_async(&rt).iter(|| async {
-            ns.execute(ExecPlan::new("true")).await.unwrap();
-        })
-    });
+    for (name, ex) in [
+        ("executor-true-plain", &plain),
+        ("executor-true-pid-namespace", &ns),
+        ("executor-true-pid-namespace-init-from-disk", &from_disk),
+    ] {
+        g.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| async {
+                ex.execute(ExecPlan::new("true")).await.unwrap();
+            })
+        });
+    }
     g.finish();
     rt.block_on(async {
         plain.shutdown().await;
         ns.shutdown().await;
+        from_disk.shutdown().await;
     });
 }
 

@@ -275,14 +275,37 @@ async fn resource_limits_reach_every_command() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_an_init_commands_run_unconfined_and_say_so() {
-    let mut config = ExecutorConfig::default();
+async fn an_init_that_cannot_run_gives_way_to_the_embedded_one() {
+    let mut config = namespaced();
     config.init_program = Some("/nonexistent/shellward-init".into());
-    let ex = Executor::new(config).unwrap();
-    let r = ex.execute(ExecPlan::new("echo fine")).await.unwrap();
-    assert_eq!(r.output.text, "fine\n");
-    assert!(!ex.pid_namespaces());
+    let ex = confined(config).await;
+    let r = ex.execute(ExecPlan::new("echo $$")).await.unwrap();
+    assert_eq!(r.output.text, "2\n", "{r:?}");
     ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_static_init_is_the_default_and_names_itself() {
+    // No init_program, and this test binary's main never called init_main_if_requested: only the embedded init can
+    // make the namespace.
+    let ex = confined(namespaced()).await;
+    let r = ex
+        .execute(ExecPlan::new("cat /proc/1/comm; readlink /proc/1/exe"))
+        .await
+        .unwrap();
+    let lines: Vec<&str> = r.output.text.lines().collect();
+    assert_eq!(lines.first(), Some(&"shellward-init"), "{r:?}");
+    assert!(
+        lines
+            .get(1)
+            .is_some_and(|exe| exe.starts_with("/memfd:shellward-init")),
+        "the init is not the embedded memfd: {r:?}"
+    );
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_namespace_commands_run_unconfined_and_say_so() {
     let mut config = namespaced();
     config.pid_namespace = false;
     let ex = Executor::new(config).unwrap();

@@ -11,8 +11,11 @@ use shellward_exec::{
 };
 use std::time::{Duration, Instant};
 
+/// A quick config without PID namespaces: these tests prove what the executor does where no namespace confines a
+/// tree (a reused pid is a stranger on the host, a member can leave the cgroup), so they must see host pids.
 fn quick(f: impl FnOnce(&mut ExecutorConfig)) -> ExecutorConfig {
     let mut c = ExecutorConfig::default();
+    c.pid_namespace = false;
     c.grace = Duration::from_millis(300);
     c.drain = Duration::from_millis(300);
     f(&mut c);

@@ -1,6 +1,7 @@
-//! `shellward-init`: the PID-namespace init of a command, for hosts that embed `shellward-exec` without calling
-//! `shellward_exec::init_main_if_requested()` in their own `main`: point `ExecutorConfig::init_program` at this
-//! binary. It is started by the executor only (`shellward-init __shellward-init REPORT_FD PROGRAM -- ARGV…`).
+//! `shellward-init`: the PID-namespace init of a command as a file on disk, for hosts whose executor cannot run its
+//! embedded static init (a build without it, a host that forbids executing a memfd) and whose `main` does not call
+//! `shellward_exec::init_main_if_requested()`: point `ExecutorConfig::init_program` at this binary. It is started by
+//! the executor only (`shellward-init __shellward-init REPORT_FD PROGRAM -- ARGV…`).
 
 fn main() {
     shellward_exec::init_main_if_requested();

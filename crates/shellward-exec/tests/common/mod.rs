@@ -70,25 +70,31 @@ pub fn configs() -> Vec<(&'static str, ExecutorConfig)> {
         c.drain = Duration::from_millis(300);
         c
     };
-    let mut namespaced = fast(ContainmentPreference::Auto);
-    namespaced.init_program = Some(INIT.into());
+    let unconfined = |containment| {
+        let mut c = fast(containment);
+        c.pid_namespace = false;
+        c
+    };
+    // The default init is the embedded static one; the process-group variant runs the init binary from disk.
     let mut group_namespaced = fast(ContainmentPreference::ProcessGroup);
     group_namespaced.init_program = Some(INIT.into());
     vec![
-        ("auto", fast(ContainmentPreference::Auto)),
-        ("process-group", fast(ContainmentPreference::ProcessGroup)),
-        ("auto + pid namespace", namespaced),
+        ("auto", unconfined(ContainmentPreference::Auto)),
+        (
+            "process-group",
+            unconfined(ContainmentPreference::ProcessGroup),
+        ),
+        ("auto + pid namespace", fast(ContainmentPreference::Auto)),
         ("process-group + pid namespace", group_namespaced),
     ]
 }
 
-/// This crate's namespace init binary.
+/// This crate's namespace init binary on disk (dynamically linked).
 pub const INIT: &str = env!("CARGO_BIN_EXE_shellward-init");
 
-/// A config whose commands run in a PID namespace (when the host allows it).
+/// A config whose commands run in a PID namespace (when the host allows it) under the default, embedded init.
 pub fn namespaced() -> ExecutorConfig {
     let mut c = ExecutorConfig::default();
-    c.init_program = Some(INIT.into());
     c.grace = Duration::from_millis(300);
     c.drain = Duration::from_millis(300);
     c

@@ -317,6 +317,22 @@ fn resolve(
         })
 }
 
+/// An error unless `program` is an executable file.
+fn check_runnable(program: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(program) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is not an executable file", program.display()),
+        )),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("{}: {e}", program.display()),
+        )),
+    }
+}
+
 fn cstring(s: impl Into<Vec<u8>>) -> io::Result<std::ffi::CString> {
     std::ffi::CString::new(s)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
@@ -414,6 +430,14 @@ pub(crate) fn spawn_spec(
             format!("{:?} not found on PATH", spec.program),
         )
     })?;
+    if confine.init.is_some() {
+        // Under an init a missing program would only show as the init's exit 127: say so here, as a start error
+        // (not an errno, which would read as the init's own failure). A cached path is checked too: it may have gone.
+        if let Err(e) = check_runnable(&program) {
+            cache.forget();
+            return Err(e);
+        }
+    }
     let path = cstring(program.as_os_str().as_bytes())?;
     // Under an init: `INIT __shellward-init 3 PROGRAM -- ARGV0 ARGS…`.
     let init_prefix: Vec<&std::ffi::OsStr> = match confine.init {

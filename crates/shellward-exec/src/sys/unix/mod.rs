@@ -6,11 +6,13 @@
 //! - [`pidfd`]: pidfds and signals sent only to a process whose identity was just proven;
 //! - [`watchdog`]: the helper that kills what the executor started if the executor itself is killed;
 //! - [`pipes`]: output pipes and blocking waits for a child;
-//! - [`nsinit`]: the init of a command's PID namespace (forwards signals, reaps, reports the command's status);
+//! - [`nsinit`]: which program is a command's PID-namespace init (the init itself is the `shellward-init` crate), and
+//!   reading its report; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
 //! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table.
 
 pub(crate) mod cgroup;
+mod embedded_init;
 mod fast_spawn;
 pub(crate) mod limits;
 pub(crate) mod nsinit;

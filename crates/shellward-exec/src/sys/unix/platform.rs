@@ -33,8 +33,9 @@ pub(crate) struct Platform {
     /// Fallback mode: which of this process's children are accounted for.
     children: Arc<Children>,
     watchdog: Mutex<Option<Watchdog>>,
-    /// The PID-namespace init program while namespaces work; `None` once they are known not to (or are off).
-    init: Arc<Mutex<Option<PathBuf>>>,
+    /// The PID-namespace init programs not yet known to fail, best first (`nsinit` says which); empty once none
+    /// works, or when namespaces are off.
+    init: Arc<Mutex<Vec<InitProgram>>>,
     /// This executor's `pids` groups, when a `pids` hierarchy is writable and a process limit is set.
     pids_root: Option<Arc<PidsRoot>>,
     /// The process limit per tree.
@@ -212,21 +213,16 @@ impl Platform {
             .as_nanos();
         let token = format!("{}-{nanos}", std::process::id());
         let init = if config.pid_namespace {
-            let program = config.init_program.clone().or_else(|| {
-                super::nsinit::hook_installed()
-                    .then(|| std::env::current_exe().ok())
-                    .flatten()
-                    .map(|exe| small_init_beside(&exe).unwrap_or(exe))
-            });
-            if program.is_none() {
+            let candidates = init_candidates(config);
+            if candidates.is_empty() {
                 tracing::info!(
-                    "commands run without a PID namespace: no init program (call \
+                    "commands run without a PID namespace: no init program (this build embeds none; call \
                      shellward_exec::init_main_if_requested() first in main, or set init_program)"
                 );
             }
-            program
+            candidates
         } else {
-            None
+            Vec::new()
         };
         let pids_root = match config.limits.max_processes {
             Some(_) => match PidsRoot::create(&token) {
@@ -276,10 +272,11 @@ impl Platform {
 
     /// Whether commands are started in their own PID namespace (until a start shows the host does not allow it).
     pub(crate) fn pid_namespaces(&self) -> bool {
-        self.init
+        !self
+            .init
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+            .is_empty()
     }
 
     /// Whether the number of processes per command is limited.
@@ -377,7 +374,15 @@ impl Platform {
             );
             // The job owns the descriptor (closed when it is done): valid even if the caller stopped waiting.
             let join_procs_fd = join_procs.as_ref().map(|f| f.as_raw_fd());
-            let init = init_slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            // The best init not yet known to fail; the clone keeps an embedded init's memfd open for this spawn.
+            let current = || {
+                init_slot
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .first()
+                    .cloned()
+            };
+            let mut init = current();
             let attempt =
                 |init: Option<&std::path::Path>| -> io::Result<(i32, OwnedFd, Option<OwnedFd>)> {
                     let report = match init {
@@ -401,31 +406,32 @@ impl Platform {
                     // The write end is the init's alone now: closing ours makes the report readable without blocking.
                     Ok((pid, pidfd, report.map(|(r, _)| r)))
                 };
-            let spawned = match attempt(init.as_deref()) {
-                Err(e)
-                    if init.is_some()
-                        && matches!(
-                            e.raw_os_error(),
-                            Some(
-                                libc::EPERM
-                                    | libc::EINVAL
-                                    | libc::ENOSPC
-                                    | libc::EUSERS
-                                    | libc::ENOENT
-                                    | libc::EACCES
-                                    | libc::ENOEXEC
-                            )
-                        ) =>
-                {
-                    tracing::info!(
-                        init = %init.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
-                        "commands run without a PID namespace: the host refused to create one, or the init \
-                         program cannot run ({e})"
-                    );
-                    *init_slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                    attempt(None)
+            let spawned = loop {
+                match attempt(init.as_ref().map(|i| i.path())) {
+                    Err(e) if init.is_some() && init_refused(&e) => {
+                        let failed = init.take().expect("checked above");
+                        let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
+                        // Another spawn may have dropped it already.
+                        if slot.first().is_some_and(|first| first.same(&failed)) {
+                            slot.remove(0);
+                        }
+                        init = slot.first().cloned();
+                        drop(slot);
+                        match &init {
+                            Some(next) => tracing::info!(
+                                failed = %failed,
+                                next = %next,
+                                "the namespace init cannot run here ({e}); trying the next one"
+                            ),
+                            None => tracing::info!(
+                                init = %failed,
+                                "commands run without a PID namespace: the host refused to create one, or the \
+                                 init program cannot run ({e})"
+                            ),
+                        }
+                    }
+                    other => break other,
                 }
-                other => other,
             };
             match spawned {
                 Ok((pid, pidfd, report)) => {
@@ -618,9 +624,82 @@ impl Platform {
     }
 }
 
+/// A program that can serve as a command's PID-namespace init.
+#[derive(Clone, Debug)]
+pub(crate) enum InitProgram {
+    /// A binary on disk (configured, beside the executable, or the executable itself).
+    File(PathBuf),
+    /// The static init embedded in this crate, in a sealed memfd.
+    Embedded(super::embedded_init::EmbeddedInit),
+}
+
+impl InitProgram {
+    /// The path the child execs.
+    fn path(&self) -> &std::path::Path {
+        match self {
+            InitProgram::File(p) => p,
+            InitProgram::Embedded(e) => e.path(),
+        }
+    }
+
+    /// Whether `self` and `other` are the same candidate.
+    fn same(&self, other: &InitProgram) -> bool {
+        self.path() == other.path()
+    }
+}
+
+impl std::fmt::Display for InitProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InitProgram::File(p) => write!(f, "{}", p.display()),
+            InitProgram::Embedded(_) => f.write_str("the embedded static init (memfd)"),
+        }
+    }
+}
+
+/// The init candidates for `config`, best first (the order `nsinit` documents).
+fn init_candidates(config: &crate::ExecutorConfig) -> Vec<InitProgram> {
+    let mut candidates = Vec::new();
+    if let Some(program) = &config.init_program {
+        candidates.push(InitProgram::File(program.clone()));
+    }
+    match super::embedded_init::load() {
+        Ok(Some(embedded)) => candidates.push(InitProgram::Embedded(embedded)),
+        Ok(None) => {}
+        Err(e) => tracing::info!("{e}; using a dynamically linked init"),
+    }
+    if super::nsinit::hook_installed()
+        && let Ok(exe) = std::env::current_exe()
+    {
+        if let Some(small) = small_init_beside(&exe) {
+            candidates.push(InitProgram::File(small));
+        }
+        candidates.push(InitProgram::File(exe));
+    }
+    candidates
+}
+
+/// Whether a spawn under an init failed because of the init or the namespace (so the next candidate, or no namespace,
+/// may work), not because of the command.
+fn init_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EPERM
+                | libc::EINVAL
+                | libc::ENOSPC
+                | libc::EUSERS
+                | libc::ENOENT
+                | libc::EACCES
+                | libc::ENOEXEC
+                | libc::ETXTBSY
+        )
+    )
+}
+
 /// This crate's `shellward-init` binary in the same directory as `exe`, when it is there and executable: a small
-/// program starts in about half the time of a large host binary (fewer pages and relocations), and an init is
-/// started for every command. As trustworthy as `exe` itself (same directory, installed together).
+/// program starts in about half the time of a large host binary (fewer pages and relocations). As trustworthy as
+/// `exe` itself (same directory, installed together).
 fn small_init_beside(exe: &std::path::Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let init = exe.parent()?.join("shellward-init");

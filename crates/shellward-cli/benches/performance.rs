@@ -84,7 +84,20 @@ fn cpu_time(pid: u32) -> Duration {
 struct Guard(Child);
 
 impl Drop for Guard {
+    /// TERM first, so the server shuts its executor down (log directory and `pids` root removed); KILL only if it
+    /// has not exited within 5 s.
     fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of our own unreaped child (it cannot have been reused before `wait`).
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

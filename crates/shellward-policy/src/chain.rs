@@ -90,19 +90,24 @@ impl PolicyChain {
 
     fn evaluate_here(&self, request: &Request) -> Decision {
         let mut notes: Vec<String> = Vec::new();
-        let mut current = request.clone();
+        // What the next policy sees: the caller's request, then each plan as a request. Built only when another
+        // policy follows (the last plan is the decision).
+        let mut current = std::borrow::Cow::Borrowed(request);
+        let last = self.policies.len().saturating_sub(1);
         let mut plan: Option<Plan> = None;
         let mut faults = Vec::new();
         let mut fault_kinds = Vec::new();
         let mut workdir_by = None;
-        for (policy, on_fault) in self.policies.iter().zip(&self.on_fault) {
+        for (i, (policy, on_fault)) in self.policies.iter().zip(&self.on_fault).enumerate() {
             match policy.evaluate_here(&current) {
                 Ok(Outcome::Run(mut p)) => {
                     if p.workdir != current.workdir {
                         workdir_by = Some(policy.name().to_string());
                     }
                     notes.append(&mut p.notes);
-                    current = next_request(&p, &request.context);
+                    if i < last {
+                        current = std::borrow::Cow::Owned(next_request(&p, &request.context));
+                    }
                     plan = Some(p);
                 }
                 Ok(Outcome::Deny(reason)) => {

@@ -163,10 +163,17 @@ impl PidsRoot {
     }
 
     fn create_group(&self, name: &str, max: u64) -> io::Result<(PidsGroup, File)> {
-        // Recreated if something removed it while it was empty (it holds no state of its own).
-        std::fs::create_dir_all(&self.dir)?;
         let dir = self.dir.join(name);
-        match std::fs::create_dir(&dir) {
+        let created = match std::fs::create_dir(&dir) {
+            // The root is recreated only when something removed it while it was empty (it holds no state of its
+            // own): the usual start costs one mkdir, not three system calls.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir)?;
+                std::fs::create_dir(&dir)
+            }
+            other => other,
+        };
+        match created {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
@@ -336,6 +343,28 @@ mod tests {
         root.remove_all();
         root.prepare_spare(7);
         assert!(!root.dir.exists(), "no spare after shutdown");
+    }
+
+    /// Something (another executor's sweep, an operator) removed the empty root: the next group recreates it.
+    #[test]
+    fn a_removed_root_is_recreated_by_the_next_group() {
+        let Some(root) = test_root("recreate-test") else {
+            return;
+        };
+        let (first, tasks) = root.group("p1", 5).unwrap();
+        drop(tasks);
+        first.try_remove();
+        std::fs::remove_dir(&root.dir).unwrap();
+        let (second, _tasks) = root.group("p2", 5).unwrap();
+        assert!(second.dir.starts_with(&root.dir) && second.dir.is_dir());
+        assert_eq!(
+            std::fs::read_to_string(second.dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "5"
+        );
+        root.remove_all();
+        assert!(!root.dir.exists());
     }
 
     /// A leader that joins through `tasks` moves as a whole process: it, and everything it forks afterwards, is in

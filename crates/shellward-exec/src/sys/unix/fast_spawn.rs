@@ -396,8 +396,9 @@ impl SpawnCache {
 /// What a spawn adds around the command: a PID-namespace init, a process-count group, resource limits.
 #[derive(Default)]
 pub(crate) struct Confinement<'a> {
-    /// Start the command under this init program in a new PID namespace, with the init's report pipe (write end).
-    pub(crate) init: Option<(&'a std::path::Path, RawFd)>,
+    /// Start the command under this init program in a new PID namespace: its path, the `argv[0]` it gets (what `ps`
+    /// shows), and the init's report pipe (write end).
+    pub(crate) init: Option<(&'a std::path::Path, &'a std::ffi::OsStr, RawFd)>,
     /// An open `tasks` file of a v1 `pids` group to join before exec.
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits.
@@ -441,8 +442,8 @@ pub(crate) fn spawn_spec(
     let path = cstring(program.as_os_str().as_bytes())?;
     // Under an init: `INIT __shellward-init 3 PROGRAM -- ARGV0 ARGS…`.
     let init_prefix: Vec<&std::ffi::OsStr> = match confine.init {
-        Some((init, _)) => vec![
-            init.as_os_str(),
+        Some((_, argv0, _)) => vec![
+            argv0,
             std::ffi::OsStr::new(super::nsinit::INIT_ARG),
             std::ffi::OsStr::new("3"),
             program.as_os_str(),
@@ -451,7 +452,7 @@ pub(crate) fn spawn_spec(
         None => Vec::new(),
     };
     let init_path = match confine.init {
-        Some((init, _)) => Some(cstring(init.as_os_str().as_bytes())?),
+        Some((init, _, _)) => Some(cstring(init.as_os_str().as_bytes())?),
         None => None,
     };
     let argv_c: Vec<std::ffi::CString> = init_prefix
@@ -501,7 +502,7 @@ pub(crate) fn spawn_spec(
         fds: [stdin.unwrap_or(devnull), stdout, stderr],
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
         new_pid_namespace: confine.init.is_some(),
-        fd3: confine.init.map(|(_, fd)| fd),
+        fd3: confine.init.map(|(_, _, fd)| fd),
         join_procs_fd: confine.join_procs_fd,
         rlimits: confine.rlimits,
         new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),

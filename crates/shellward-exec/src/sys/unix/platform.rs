@@ -384,13 +384,15 @@ impl Platform {
             };
             let mut init = current();
             let attempt =
-                |init: Option<&std::path::Path>| -> io::Result<(i32, OwnedFd, Option<OwnedFd>)> {
+                |init: Option<&InitProgram>| -> io::Result<(i32, OwnedFd, Option<OwnedFd>)> {
                     let report = match init {
                         Some(_) => Some(pipe()?),
                         None => None,
                     };
                     let confine = fast_spawn::Confinement {
-                        init: init.zip(report.as_ref().map(|(_, w)| w.as_raw_fd())),
+                        init: init
+                            .zip(report.as_ref())
+                            .map(|(i, (_, w))| (i.path(), i.argv0(), w.as_raw_fd())),
                         join_procs_fd,
                         rlimits: &rlimits,
                     };
@@ -407,7 +409,7 @@ impl Platform {
                     Ok((pid, pidfd, report.map(|(r, _)| r)))
                 };
             let spawned = loop {
-                match attempt(init.as_ref().map(|i| i.path())) {
+                match attempt(init.as_ref()) {
                     Err(e) if init.is_some() && init_refused(&e) => {
                         let failed = init.take().expect("checked above");
                         let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -639,6 +641,14 @@ impl InitProgram {
         match self {
             InitProgram::File(p) => p,
             InitProgram::Embedded(e) => e.path(),
+        }
+    }
+
+    /// The `argv[0]` the init gets: its path, or for the embedded init a name (`ps` would show `/proc/self/fd/N`).
+    fn argv0(&self) -> &std::ffi::OsStr {
+        match self {
+            InitProgram::File(p) => p.as_os_str(),
+            InitProgram::Embedded(_) => std::ffi::OsStr::new("shellward-init"),
         }
     }
 

@@ -57,15 +57,16 @@ pub struct ExecutorConfig {
     pub containment: ContainmentPreference,
     /// Run each command in its own PID namespace (and mount namespace with a private `/proc`) when the host allows
     /// it, under a minimal init that forwards signals and reaps: `kill -9 -1` or `pkill` inside reach only the
-    /// command's tree. Needs privilege for `CLONE_NEWPID` (root here) and an init program (below); otherwise
-    /// commands run without one, the executor logs why, and [`Executor::pid_namespaces`] is false. Default true.
+    /// command's tree. Needs privilege for `CLONE_NEWPID` (root here) and an init that can run (below: the embedded
+    /// one, unless the host forbids executing a memfd); otherwise commands run without one, the executor logs why,
+    /// and [`Executor::pid_namespaces`] is false. Default true.
     ///
     /// [`Executor::pid_namespaces`]: crate::Executor::pid_namespaces
     pub pid_namespace: bool,
-    /// The namespace init program: a binary whose `main` calls [`crate::init_main_if_requested`] first (the
-    /// `shellward` binary, or this crate's `shellward-init`). Default, when this process's `main` called that
-    /// function: the `shellward-init` beside this process's executable if there is one (it starts faster), else the
-    /// executable itself; otherwise none (no namespaces).
+    /// A namespace init program to try first: a binary whose `main` calls [`crate::init_main_if_requested`] first
+    /// (the `shellward` binary, or this crate's `shellward-init`). Default none: the static init built into this
+    /// crate (run from a sealed memfd), then, when this process's `main` called that function, the `shellward-init`
+    /// beside this process's executable and the executable itself. A program that cannot run gives way to the next.
     pub init_program: Option<PathBuf>,
     /// Per-command resource limits, inherited by every process of the tree.
     pub limits: ResourceLimits,

@@ -570,7 +570,7 @@ impl Executor {
         self.list_filtered(session, limit, false)
     }
 
-    /// Like [`Executor::list`]; with `include_foreground`, finished foreground runs still retained are listed too
+    /// Like [`Executor::list`](Executor::list); with `include_foreground`, finished foreground runs still retained are listed too
     /// (for process APIs that list every start).
     pub fn list_filtered(
         &self,

@@ -3,7 +3,7 @@
 //! This crate owns everything that touches the operating system when a decided command runs, and no policy logic:
 //!
 //! - spawning `sh -c COMMAND` (shell configurable) with stdin on `/dev/null`, a validated working directory and an
-//!   environment built by an explicit policy ([`env`]: the host's credentials and secret-looking variables are not
+//!   environment built by an explicit policy ([`env`](mod@env): the host's credentials and secret-looking variables are not
 //!   inherited by default), as the leader of its own process group;
 //! - containment of the whole tree: a cgroup v2 per command (`cgroup.kill`) when a writable hierarchy is found,
 //!   otherwise the process group plus `/proc` descendants with the executor as child subreaper
@@ -19,7 +19,7 @@
 //!   session; bytes of logs on disk), a private log directory, and a clean shutdown that stops every tree it
 //!   started.
 //!
-//! Modules: [`config`] (settings), [`env`] (the environment policy), [`output`] (capture and views), `executor`
+//! Modules: [`config`] (settings), [`env`](mod@env) (the environment policy), [`output`] (capture and views), `executor`
 //! (the [`Executor`]), `registry` (processes by id, limits), `tasks` (per-process tasks, the reaper), `logdir`,
 //! `results`, `error`, `plan`, and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
 //! fast_spawn,procfs}.rs`).

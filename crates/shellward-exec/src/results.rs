@@ -43,7 +43,7 @@ impl ExitState {
     }
 }
 
-/// The result of [`Executor::execute`].
+/// The result of [`Executor::execute`](crate::Executor::execute).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ExecResult {
@@ -55,7 +55,7 @@ pub struct ExecResult {
     pub exit: ExitState,
     /// The foreground timeout expired.
     pub timed_out: bool,
-    /// The process still runs (background run, or timeout with [`TimeoutAction::Background`]).
+    /// The process still runs (background run, or timeout with [`TimeoutAction::Background`](crate::TimeoutAction::Background)).
     pub running: bool,
     /// Wall time from start until the result, in milliseconds.
     pub wall_ms: u64,
@@ -81,7 +81,7 @@ pub struct ExecResult {
     pub spawn_micros: u64,
 }
 
-/// One entry of [`Executor::list`].
+/// One entry of [`Executor::list`](crate::Executor::list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProcessInfo {
@@ -113,7 +113,7 @@ pub struct ProcessInfo {
     pub log_path: Option<PathBuf>,
 }
 
-/// The result of [`Executor::list`].
+/// The result of [`Executor::list`](crate::Executor::list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProcessList {
@@ -123,7 +123,7 @@ pub struct ProcessList {
     pub omitted: usize,
 }
 
-/// The result of [`Executor::read_output`].
+/// The result of [`Executor::read_output`](crate::Executor::read_output).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct OutputRead {

@@ -197,6 +197,10 @@ pub unsafe fn run(args: *const *const u8, envp: *const *const u8) -> i32 {
         let _ = rustix::stdio::dup2_stdin(&null);
         let _ = rustix::stdio::dup2_stdout(&null);
         let _ = rustix::stdio::dup2_stderr(&null);
+        // Opened on 0-2 (one of them was closed): it is one of the three now, so it must stay open.
+        if rustix::fd::AsRawFd::as_raw_fd(&null) <= 2 {
+            core::mem::forget(null);
+        }
     }
     let mut status: Option<i32> = None;
     loop {

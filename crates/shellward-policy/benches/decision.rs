@@ -17,7 +17,9 @@ const COMMANDS: &[(&str, &str)] = &[
 ];
 
 fn engine(mode: InstanceMode) -> PolicyEngine {
-    let cache = std::env::temp_dir().join("shellward-bench-cache");
+    // Under the target directory: a fixed name in the shared /tmp could be planted by another user, and its entries
+    // are loaded as compiled code.
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("shellward-bench-cache");
     PolicyEngine::new(SandboxConfig {
         instance_mode: mode,
         cache_dir: Some(cache),

@@ -375,14 +375,11 @@ impl Platform {
             // The job owns the descriptor (closed when it is done): valid even if the caller stopped waiting.
             let join_procs_fd = join_procs.as_ref().map(|f| f.as_raw_fd());
             // The best init not yet known to fail; the clone keeps an embedded init's memfd open for this spawn.
-            let current = || {
-                init_slot
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .first()
-                    .cloned()
-            };
-            let mut init = current();
+            let mut init = init_slot
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .first()
+                .cloned();
             let attempt =
                 |init: Option<&InitProgram>| -> io::Result<(i32, OwnedFd, Option<OwnedFd>)> {
                     let report = match init {

@@ -121,8 +121,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             Err(e) => fail(format!("{e:#}")),
         };
         sw.shutdown().await;
+        // Every process is gone, the cgroups and the log directory are removed and the audit log is flushed: what
+        // is left is memory the exit returns anyway. Dropping it (the compiled policies, their instances, the
+        // executor's tables) took about a millisecond of a one-command run.
+        std::mem::forget(sw);
         code
     });
+    // Its threads are idle; the exit ends them (waiting for them here cost a tenth of a millisecond more).
+    std::mem::forget(rt);
     Ok(code)
 }
 

@@ -73,7 +73,7 @@
 
 use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
 use shellward_policy::duration::parse_millis;
-use shellward_policy::{FaultMode, InstanceMode, PolicyChain, PolicyEngine, SandboxConfig};
+use shellward_policy::{FaultMode, InstanceMode, Policy, PolicyChain, PolicyEngine, SandboxConfig};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -455,40 +455,13 @@ impl Config {
         entries: &[(String, PolicyEntry)],
         engine: &PolicyEngine,
     ) -> Result<PolicyChain, ConfigError> {
+        let results = entries
+            .iter()
+            .map(|(key, entry)| Self::load_entry(key, entry, engine));
         let mut loaded_policies = Vec::new();
         let mut problems = Vec::new();
-        for (key, entry) in entries {
-            let key = key.clone();
-            let loaded = match &entry.source {
-                PolicySource::Default => engine.load_default(&entry.settings),
-                PolicySource::Guard => engine
-                    .load_builtin(
-                        shellward_policy::embedded::GUARD_POLICY_NAME,
-                        &entry.settings,
-                    )
-                    .expect("the guard is built in"),
-                PolicySource::File(path) => engine.load_file(path, &entry.settings),
-                PolicySource::Oci(reference) => {
-                    let pulled = crate::oci::default_cache_dir()
-                        .ok_or_else(|| {
-                            crate::oci::OciError::new(
-                                "no cache directory for pulled policies: set SHELLWARD_CACHE_DIR",
-                            )
-                        })
-                        .and_then(|dir| crate::oci::pull(reference, &dir));
-                    match pulled {
-                        Ok(p) => engine.load_file(&p.path, &entry.settings),
-                        Err(e) => {
-                            problems.push(Problem {
-                                key,
-                                message: e.to_string(),
-                            });
-                            continue;
-                        }
-                    }
-                }
-            };
-            match loaded {
+        for ((_, entry), result) in entries.iter().zip(results) {
+            match result {
                 Ok(policy) => loaded_policies.push((
                     policy,
                     if entry.fail_open {
@@ -497,10 +470,7 @@ impl Config {
                         FaultMode::Deny
                     },
                 )),
-                Err(e) => problems.push(Problem {
-                    key,
-                    message: e.to_string(),
-                }),
+                Err(problem) => problems.push(problem),
             }
         }
         if problems.is_empty() {
@@ -511,6 +481,42 @@ impl Config {
                 problems,
             })
         }
+    }
+
+    /// Loads, checks and configures one entry; a failure is the entry's problem.
+    fn load_entry(
+        key: &str,
+        entry: &PolicyEntry,
+        engine: &PolicyEngine,
+    ) -> Result<Policy, Problem> {
+        let problem = |message: String| Problem {
+            key: key.to_string(),
+            message,
+        };
+        let loaded = match &entry.source {
+            PolicySource::Default => engine.load_default(&entry.settings),
+            PolicySource::Guard => engine
+                .load_builtin(
+                    shellward_policy::embedded::GUARD_POLICY_NAME,
+                    &entry.settings,
+                )
+                .expect("the guard is built in"),
+            PolicySource::File(path) => engine.load_file(path, &entry.settings),
+            PolicySource::Oci(reference) => {
+                let pulled = crate::oci::default_cache_dir()
+                    .ok_or_else(|| {
+                        crate::oci::OciError::new(
+                            "no cache directory for pulled policies: set SHELLWARD_CACHE_DIR",
+                        )
+                    })
+                    .and_then(|dir| crate::oci::pull(reference, &dir));
+                match pulled {
+                    Ok(p) => engine.load_file(&p.path, &entry.settings),
+                    Err(e) => return Err(problem(e.to_string())),
+                }
+            }
+        };
+        loaded.map_err(|e| problem(e.to_string()))
     }
 }
 

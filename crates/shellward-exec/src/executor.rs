@@ -32,6 +32,8 @@ pub(crate) struct Inner {
     pub(crate) registry: Registry,
     /// Wakes the reaper when a process starts (it sleeps while there is nothing to do).
     reaper_wake: Arc<tokio::sync::Notify>,
+    /// Passes the reaper has made (each visits every retained process).
+    pub(crate) reaper_passes: AtomicU64,
     next_id: AtomicU64,
     closing: AtomicBool,
     pub(crate) shut_down: AtomicBool,
@@ -119,6 +121,7 @@ impl Executor {
             base_env,
             registry,
             reaper_wake: Arc::default(),
+            reaper_passes: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
@@ -582,6 +585,7 @@ impl Executor {
             .inner
             .registry
             .procs()
+            .by_n
             .values()
             .rev()
             .filter(|p| {
@@ -755,5 +759,39 @@ impl Executor {
             self.inner.platform.shutdown();
             self.inner.log_dir.remove();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reaper_makes_at_most_one_pass_per_period_however_many_starts_wake_it() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut config = ExecutorConfig::default();
+            config.pid_namespace = false;
+            let ex = Executor::new(config).unwrap();
+            let started = Instant::now();
+            let starts = 40;
+            for _ in 0..starts {
+                let r = ex.execute(ExecPlan::new("true")).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            }
+            let elapsed = started.elapsed();
+            let passes = ex.inner.reaper_passes.load(Ordering::Relaxed);
+            // One pass per 500 ms period, plus the first and one in flight.
+            let bound = elapsed.as_millis() as u64 / 500 + 2;
+            assert!(
+                passes <= bound && passes < starts,
+                "{passes} reaper passes for {starts} starts in {elapsed:?} (at most {bound})"
+            );
+            ex.shutdown().await;
+        });
     }
 }

@@ -189,11 +189,52 @@ pub(crate) struct Registry {
     /// This executor's random tag, part of every id: an id of an earlier run (or of another server) is unknown here
     /// rather than naming whatever got the same number.
     instance: String,
-    procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
+    procs: Mutex<Entries>,
     /// Recently evicted: (number, session, which limit).
     evicted: Mutex<VecDeque<(u64, Option<String>, String)>>,
     /// Running leaders (reserved slots included), in total and by session.
     running: Mutex<Running>,
+}
+
+/// The retained processes by number, and how many each session has (so a start checks its session's count without
+/// scanning every session's entries: with hundreds of sessions, that scan was most of a start's registry cost).
+#[derive(Default)]
+pub(crate) struct Entries {
+    /// Every retained process, by number (oldest first).
+    pub(crate) by_n: BTreeMap<u64, Arc<Proc>>,
+    per_session: HashMap<Option<String>, usize>,
+}
+
+impl Entries {
+    fn insert(&mut self, proc: Arc<Proc>) {
+        if let Some(old) = self.by_n.insert(proc.n, proc.clone()) {
+            self.uncount(&old.session);
+        }
+        *self.per_session.entry(proc.session.clone()).or_default() += 1;
+    }
+
+    fn remove(&mut self, n: u64) -> Option<Arc<Proc>> {
+        let p = self.by_n.remove(&n)?;
+        self.uncount(&p.session);
+        Some(p)
+    }
+
+    fn uncount(&mut self, session: &Option<String>) {
+        if let Some(c) = self.per_session.get_mut(session) {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.per_session.remove(session);
+            }
+        }
+    }
+
+    /// How many processes `session` has retained (running or exited).
+    fn count_of(&self, session: Option<&str>) -> usize {
+        self.per_session
+            .get(&session.map(str::to_string))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 #[derive(Default)]
@@ -229,7 +270,7 @@ impl Registry {
         Registry {
             limits,
             instance,
-            procs: Mutex::new(BTreeMap::new()),
+            procs: Mutex::new(Entries::default()),
             evicted: Mutex::new(VecDeque::new()),
             running: Mutex::new(Running::default()),
         }
@@ -250,25 +291,25 @@ impl Registry {
     }
 
     /// The map, locked.
-    pub(crate) fn procs(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<Proc>>> {
+    pub(crate) fn procs(&self) -> MutexGuard<'_, Entries> {
         self.procs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A snapshot of every entry.
     pub(crate) fn all(&self) -> Vec<Arc<Proc>> {
-        self.procs().values().cloned().collect()
+        self.procs().by_n.values().cloned().collect()
     }
 
     /// Adds a started process.
     pub(crate) fn insert(&self, proc: Arc<Proc>) {
-        self.procs().insert(proc.n, proc);
+        self.procs().insert(proc);
     }
 
     /// The entry for `id` if it belongs to `session`; an evicted one is reported as such.
     pub(crate) fn find(&self, id: &str, session: Option<&str>) -> Result<Arc<Proc>, ExecError> {
         let unknown = || ExecError::UnknownProcess(id.to_string());
         let n = self.number_of(id).ok_or_else(unknown)?;
-        if let Some(p) = self.procs().get(&n)
+        if let Some(p) = self.procs().by_n.get(&n)
             && p.session.as_deref() == session
         {
             return Ok(p.clone());
@@ -337,7 +378,7 @@ impl Registry {
         {
             let mut procs = self.procs();
             for (n, why) in victims {
-                if let Some(p) = procs.remove(&n) {
+                if let Some(p) = procs.remove(n) {
                     removed.push((p, why));
                 }
             }
@@ -358,14 +399,11 @@ impl Registry {
     pub(crate) fn enforce_session_count(&self, session: Option<&str>) {
         let max = self.limits.max_retained_per_session;
         let procs = self.procs();
-        let mine = procs
-            .values()
-            .filter(|p| p.session.as_deref() == session)
-            .count();
-        if mine < max {
+        if procs.count_of(session) < max {
             return;
         }
         let mut finished: Vec<(SystemTime, u64)> = procs
+            .by_n
             .values()
             .filter(|p| p.session.as_deref() == session && p.finished())
             .filter_map(|p| Some((p.exited_at()?, p.n)))
@@ -399,7 +437,7 @@ impl Registry {
             let Some(at) = p.exited_at() else { continue };
             if now.duration_since(at).unwrap_or_default() >= self.limits.retention {
                 // Past retention: dropped silently (as documented), not counted as evicted.
-                self.procs().remove(&p.n);
+                self.procs().remove(p.n);
                 p.remove_logs();
                 continue;
             }

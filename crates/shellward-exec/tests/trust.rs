@@ -336,6 +336,37 @@ async fn exited_processes_are_capped_per_session_and_readers_are_told() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_start_holds_its_session_to_the_cap_without_waiting_for_the_reaper() {
+    let ex = Executor::new(quick(|c| c.max_retained_per_session = 5)).unwrap();
+    // Other sessions' entries neither count against this one nor are touched by its cap.
+    let mut others = Vec::new();
+    for s in ["b", "c"] {
+        for _ in 0..3 {
+            let mut plan = ExecPlan::new("true");
+            plan.session = Some(s.into());
+            others.push((s, ex.execute(plan).await.unwrap().id));
+        }
+    }
+    for i in 0..12 {
+        let mut plan = ExecPlan::new(format!("echo {i}"));
+        plan.session = Some("a".into());
+        ex.execute(plan).await.unwrap();
+        // An entry is dropped only once its tree's resources are released, on a task of their own: a moment.
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        // Checked right away: the reaper passes at most once per 500 ms, and these starts take a few dozen.
+        let retained = ex.list_filtered(Some("a"), 100, true).processes.len();
+        assert!(retained <= 5, "{retained} retained after start {i}");
+    }
+    for (s, id) in &others {
+        assert!(
+            ex.info(id, Some(s)).is_ok(),
+            "{id} of session {s} was dropped"
+        );
+    }
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_bytes_on_disk_are_capped_oldest_exited_first() {
     let parent = tempfile::tempdir().unwrap();
     let ex = Executor::new(quick(|c| {

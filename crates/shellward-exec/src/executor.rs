@@ -774,9 +774,11 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut config = ExecutorConfig::default();
-            config.pid_namespace = false;
-            let ex = Executor::new(config).unwrap();
+            let ex = Executor::new(ExecutorConfig {
+                pid_namespace: false,
+                ..Default::default()
+            })
+            .unwrap();
             let started = Instant::now();
             let starts = 40;
             for _ in 0..starts {

@@ -178,7 +178,7 @@ impl PidsRoot {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let group = PidsGroup { dir };
+        let group = PidsGroup::new(dir);
         let procs = File::options().write(true).open(group.dir.join("tasks"))?;
         File::options()
             .write(true)
@@ -253,11 +253,28 @@ fn sweep(base: &Path, ns: &str) {
 #[derive(Debug)]
 pub(crate) struct PidsGroup {
     dir: PathBuf,
+    /// Whether the limit was hit, recorded when the group is removed (its `pids.events` goes with it).
+    hit_when_removed: std::sync::OnceLock<bool>,
 }
 
 impl PidsGroup {
-    /// Whether the group hit its limit at least once (a fork was refused).
+    fn new(dir: PathBuf) -> PidsGroup {
+        PidsGroup {
+            dir,
+            hit_when_removed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether the group hit its limit at least once (a fork was refused); still answered after the group is
+    /// removed (a result can be settled after the clean-up released the group).
     pub(crate) fn limit_hit(&self) -> bool {
+        match self.hit_when_removed.get() {
+            Some(&hit) => hit,
+            None => self.read_limit_hit(),
+        }
+    }
+
+    fn read_limit_hit(&self) -> bool {
         std::fs::read_to_string(self.dir.join("pids.events"))
             .ok()
             .and_then(|t| {
@@ -270,8 +287,16 @@ impl PidsGroup {
 
     /// Removes the group; fails (and can be retried) while a process is still in it.
     pub(crate) fn try_remove(&self) -> bool {
+        if self.hit_when_removed.get().is_some() {
+            return true;
+        }
+        // Read before the removal: an empty group refuses no more forks, so the answer cannot change after it.
+        let hit = self.read_limit_hit();
         match std::fs::remove_dir(&self.dir) {
-            Ok(()) => true,
+            Ok(()) => {
+                let _ = self.hit_when_removed.set(hit);
+                true
+            }
             Err(e) => e.kind() == io::ErrorKind::NotFound,
         }
     }
@@ -418,5 +443,10 @@ mod tests {
             }
         });
         assert!(removed, "the group empties when the tree ends");
+        assert!(!group.dir.exists());
+        assert!(
+            group.limit_hit(),
+            "the hit is remembered once the group and its pids.events are gone"
+        );
     }
 }

@@ -204,62 +204,42 @@ impl EnvPolicy {
 /// `shellward run`'s main-thread time.
 pub fn name_matches(pattern: &str, name: &str) -> bool {
     if pattern.is_ascii() && name.is_ascii() {
-        wildcard(pattern.as_bytes(), name.as_bytes(), |p, n| {
+        wildcard(pattern.as_bytes(), name.as_bytes(), b'*', b'?', |p, n| {
             p.eq_ignore_ascii_case(&n)
         })
     } else {
         let p: Vec<char> = pattern.chars().flat_map(char::to_uppercase).collect();
         let n: Vec<char> = name.chars().flat_map(char::to_uppercase).collect();
-        wildcard(&p, &n, |p, n| p == n)
+        wildcard(&p, &n, '*', '?', |p, n| p == n)
     }
 }
 
-/// Something a pattern is made of: a byte or a character.
-trait Symbol: Copy {
-    /// `*`: any run of symbols.
-    fn is_star(self) -> bool;
-    /// `?`: one symbol.
-    fn is_any(self) -> bool;
-}
-
-impl Symbol for u8 {
-    fn is_star(self) -> bool {
-        self == b'*'
-    }
-    fn is_any(self) -> bool {
-        self == b'?'
-    }
-}
-
-impl Symbol for char {
-    fn is_star(self) -> bool {
-        self == '*'
-    }
-    fn is_any(self) -> bool {
-        self == '?'
-    }
-}
-
-/// Iterative wildcard matching with one backtrack point (the last `*`).
-fn wildcard<S: Symbol>(p: &[S], n: &[S], same: impl Fn(S, S) -> bool) -> bool {
+/// Iterative wildcard matching with one backtrack point (the last `star`); `any` matches one symbol.
+fn wildcard<S: Copy + PartialEq>(
+    p: &[S],
+    n: &[S],
+    star: S,
+    any: S,
+    same: impl Fn(S, S) -> bool,
+) -> bool {
     let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
+    let mut back: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && !p[pi].is_star() && (p[pi].is_any() || same(p[pi], n[ni])) {
+        if pi < p.len() && p[pi] != star && (p[pi] == any || same(p[pi], n[ni])) {
             pi += 1;
             ni += 1;
-        } else if pi < p.len() && p[pi].is_star() {
-            star = Some((pi, ni));
+        } else if pi < p.len() && p[pi] == star {
+            back = Some((pi, ni));
             pi += 1;
-        } else if let Some((sp, sn)) = star {
+        } else if let Some((sp, sn)) = back {
             pi = sp + 1;
             ni = sn + 1;
-            star = Some((sp, sn + 1));
+            back = Some((sp, sn + 1));
         } else {
             return false;
         }
     }
-    p[pi..].iter().all(|c| c.is_star())
+    p[pi..].iter().all(|&c| c == star)
 }
 
 #[cfg(test)]

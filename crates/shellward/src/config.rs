@@ -455,13 +455,10 @@ impl Config {
         entries: &[(String, PolicyEntry)],
         engine: &PolicyEngine,
     ) -> Result<PolicyChain, ConfigError> {
-        let results = entries
-            .iter()
-            .map(|(key, entry)| Self::load_entry(key, entry, engine));
         let mut loaded_policies = Vec::new();
         let mut problems = Vec::new();
-        for ((_, entry), result) in entries.iter().zip(results) {
-            match result {
+        for (key, entry) in entries {
+            match Self::load_entry(key, entry, engine) {
                 Ok(policy) => loaded_policies.push((
                     policy,
                     if entry.fail_open {

@@ -9,7 +9,7 @@ use crate::registry::{Limits, Proc, Registry};
 use crate::results::{
     ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
 };
-use crate::sys::{ContainmentKind, Platform, SpawnSpec};
+use crate::sys::{BaseEnv, ContainmentKind, Platform, SpawnEnv, SpawnSpec};
 use crate::tasks::{
     cleanup, nonblocking, read_pipe, read_terminal, reaper, try_cleanup, wait_leader,
 };
@@ -28,7 +28,7 @@ pub(crate) struct Inner {
     pub(crate) platform: Platform,
     log_dir: LogDir,
     /// What every command's environment starts from (see [`crate::env`]), read once at creation.
-    base_env: Vec<(OsString, OsString)>,
+    base_env: Arc<BaseEnv>,
     pub(crate) registry: Registry,
     /// Wakes the reaper when a process starts (it sleeps while there is nothing to do).
     reaper_wake: Arc<tokio::sync::Notify>,
@@ -98,7 +98,9 @@ impl Executor {
         let platform = Platform::new(config.containment == ContainmentPreference::Auto, &config)
             .map_err(|e| ExecError::Setup(e.to_string()))?;
         tracing::info!(containment = %platform.kind(), pid_namespaces = platform.pid_namespaces(), max_processes = ?platform.process_limit(), log_dir = %log_dir.path().display(), "shellward executor ready");
-        let base_env = config.env.base_env(std::env::vars_os());
+        let base_env = BaseEnv::new(config.env.base_env(std::env::vars_os()))
+            .map(Arc::new)
+            .map_err(|e| ExecError::Setup(format!("the commands' environment: {e}")))?;
         let instance = crate::logdir::random_name(8).map_err(|e| {
             ExecError::Setup(format!(
                 "cannot read /dev/urandom for the instance tag: {e}"
@@ -320,12 +322,13 @@ impl Executor {
         let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let id = registry.id_of(n);
         let config = &self.inner.config;
-        let mut env = self.inner.base_env.clone();
+        let mut extra: Vec<(OsString, OsString)> = Vec::with_capacity(plan.env.len() + 2);
         if matches!(plan.stdin, crate::StdinMode::Terminal { .. }) {
             // A terminal that understands colours and cursor moves (the non-interactive default is `dumb`).
-            env.push(("TERM".into(), "xterm-256color".into()));
+            extra.push(("TERM".into(), "xterm-256color".into()));
         }
-        env.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
+        extra.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
+        let env = SpawnEnv::new(self.inner.base_env.clone(), extra);
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
         args.push(plan.command.clone().into());
         let spawn_started = Instant::now();

@@ -5,4 +5,6 @@
 #[cfg(unix)]
 pub(crate) mod unix;
 #[cfg(unix)]
-pub(crate) use unix::{ContainmentKind, Leader, Platform, SpawnSpec, Tree, pidfd, pipes};
+pub(crate) use unix::{
+    BaseEnv, ContainmentKind, Leader, Platform, SpawnEnv, SpawnSpec, Tree, pidfd, pipes,
+};

@@ -176,6 +176,53 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
     }
 }
 
+/// The stack a vfork-style child runs on until it execs: one mapping, reused by every spawn that holds it.
+///
+/// Mapping a fresh stack per spawn and unmapping it afterwards cost a page fault or two in the child and, in a
+/// multi-threaded host, a TLB shoot-down of every other CPU at the `munmap`, on the spawn's critical path.
+pub(crate) struct ChildStack {
+    base: std::ptr::NonNull<libc::c_void>,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; only the holder of `&mut ChildStack` hands it to a child.
+unsafe impl Send for ChildStack {}
+
+impl ChildStack {
+    /// Maps a stack of [`CHILD_STACK`] bytes.
+    pub(crate) fn new() -> io::Result<ChildStack> {
+        // SAFETY: an anonymous private mapping, checked below; released by `Drop`.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                CHILD_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ChildStack {
+            base: std::ptr::NonNull::new(base)
+                .ok_or_else(|| io::Error::other("mmap returned NULL"))?,
+        })
+    }
+
+    fn base(&mut self) -> *mut libc::c_void {
+        self.base.as_ptr()
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used by any child (a spawn holds `&mut self` until its child
+        // has exec'd or exited).
+        unsafe { libc::munmap(self.base.as_ptr(), CHILD_STACK) };
+    }
+}
+
 /// `clone3` with the child continuing in `f(arg)` on the stack given in `args`.
 ///
 /// # Safety
@@ -212,27 +259,18 @@ unsafe fn clone3_call(
 }
 
 /// Spawns the program; returns its pid and a pidfd. `Unsupported` means: use the portable path instead.
-pub(crate) fn spawn(req: &FastSpawn<'_>) -> io::Result<(i32, OwnedFd)> {
+pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(i32, OwnedFd)> {
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = req;
+        let _ = (req, stack);
         return Err(io::Error::from(io::ErrorKind::Unsupported));
     }
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the stack is a fresh private mapping released after the child has exec'd or exited (CLONE_VFORK);
+    // SAFETY: the stack is a private mapping held exclusively (`&mut`) for this spawn, which the child is done with once
+    // the clone returns (CLONE_VFORK: the parent resumes after the child has exec'd or exited);
     // all pointers handed to the child stay valid for that time; signals are blocked around the clone.
     unsafe {
-        let stack = libc::mmap(
-            std::ptr::null_mut(),
-            CHILD_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        );
-        if stack == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let stack = stack.base();
         let mut child = ChildArgs {
             path: req.path.as_ptr(),
             argv: req.argv.as_ptr(),
@@ -275,7 +313,6 @@ pub(crate) fn spawn(req: &FastSpawn<'_>) -> io::Result<(i32, OwnedFd)> {
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let ret = clone3_call(&args, child_main, &mut child);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        libc::munmap(stack, CHILD_STACK);
         if ret < 0 {
             let errno = -ret as i32;
             return Err(match errno {
@@ -354,6 +391,8 @@ pub(crate) struct SpawnCache {
     >,
     /// `/dev/null` for stdin, opened once (close-on-exec; the child gets it through `dup2`).
     devnull: std::sync::OnceLock<std::fs::File>,
+    /// The child stack, mapped at the first spawn.
+    stack: std::sync::Mutex<Option<ChildStack>>,
 }
 
 impl SpawnCache {
@@ -415,16 +454,10 @@ pub(crate) fn spawn_spec(
     cache: &SpawnCache,
     confine: &Confinement<'_>,
 ) -> io::Result<(i32, OwnedFd)> {
-    use std::collections::BTreeMap;
-    use std::ffi::OsString;
     use std::os::unix::ffi::OsStrExt;
     // The spec's environment is complete (the executor built it from its environment policy): nothing of this
     // process's own environment is added here.
-    let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
-    for (k, v) in &spec.env {
-        env.insert(k.clone(), v.clone());
-    }
-    let path_var = env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_os_str());
+    let path_var = spec.env.get("PATH");
     let (program, cached) = cache.resolve(&spec.program, path_var).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -461,21 +494,8 @@ pub(crate) fn spawn_spec(
         .chain(spec.args.iter().map(|a| a.as_os_str()))
         .map(|a| cstring(a.as_bytes()))
         .collect::<io::Result<_>>()?;
-    let envp_c: Vec<std::ffi::CString> = env
-        .iter()
-        .map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstring(kv)
-        })
-        .collect::<io::Result<_>>()?;
+    let envp = spec.env.envp()?;
     let argv: Vec<*const c_char> = argv_c
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp: Vec<*const c_char> = envp_c
         .iter()
         .map(|c| c.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
@@ -497,7 +517,7 @@ pub(crate) fn spawn_spec(
     let mut request = FastSpawn {
         path: init_path.as_deref().unwrap_or(&path),
         argv: &argv,
-        envp: &envp,
+        envp: envp.ptrs(),
         workdir: &workdir,
         fds: [stdin.unwrap_or(devnull), stdout, stderr],
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
@@ -507,7 +527,12 @@ pub(crate) fn spawn_spec(
         rlimits: confine.rlimits,
         new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),
     };
-    match spawn(&request) {
+    let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
+    let stack = match &mut *stack {
+        Some(s) => s,
+        None => stack.insert(ChildStack::new()?),
+    };
+    match spawn(&request, stack) {
         // Under an init, the program path is an argument of the init: a moved program fails inside it.
         Err(e) if confine.init.is_some() => Err(e),
         Err(e) if cached && e.raw_os_error().is_some() => {
@@ -518,7 +543,7 @@ pub(crate) fn spawn_spec(
                 _ => return Err(e),
             };
             request.path = &fresh;
-            spawn(&request)
+            spawn(&request, stack)
         }
         other => other,
     }
@@ -573,7 +598,10 @@ mod tests {
             program: "shellward-test-prog".into(),
             args: vec![],
             workdir: std::env::temp_dir(),
-            env: vec![("PATH".into(), path.to_owned())],
+            env: super::super::SpawnEnv::new(
+                Default::default(),
+                vec![("PATH".into(), path.to_owned())],
+            ),
             separate_stderr: false,
             name: "t".into(),
             stdin: Default::default(),

@@ -9,7 +9,8 @@
 //! - [`nsinit`]: which program is a command's PID-namespace init (the init itself is the `shellward-init` crate), and
 //!   reading its report; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
 //! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
-//! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table.
+//! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
+//! - [`spawn_env`]: a command's environment, the executor's base prepared once.
 
 pub(crate) mod cgroup;
 mod embedded_init;
@@ -21,10 +22,12 @@ pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
 mod pty;
+pub(crate) mod spawn_env;
 mod tree;
 mod watchdog;
 
 pub(crate) use platform::{Leader, Platform, SpawnSpec};
+pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
 
 /// The variable marking every process of a tree (`SHELLWARD_TREE=<token>/<id>`), inherited through `setsid` and

@@ -103,8 +103,8 @@ pub(crate) struct SpawnSpec {
     pub(crate) args: Vec<OsString>,
     /// Working directory.
     pub(crate) workdir: PathBuf,
-    /// The *complete* environment (nothing of the executor's own is added; later entries win).
-    pub(crate) env: Vec<(OsString, OsString)>,
+    /// The *complete* environment (nothing of the executor's own is added).
+    pub(crate) env: super::SpawnEnv,
     /// Capture stderr on a pipe of its own.
     pub(crate) separate_stderr: bool,
     /// The tree's name (its process id, `p7`), for its cgroup and marker.
@@ -334,7 +334,7 @@ impl Platform {
     /// available, with stdin on /dev/null and stdout/stderr on pipes.
     pub(crate) async fn spawn(&self, mut spec: SpawnSpec) -> io::Result<Spawned> {
         let marker = format!("{}/{}", self.token, spec.name);
-        spec.env.push((TREE_VAR.into(), marker.clone().into()));
+        spec.env.push(TREE_VAR.into(), marker.clone().into());
         let cgroup = match &self.root {
             Some(root) => Some(root.child(&spec.name)?),
             None => None,
@@ -447,7 +447,7 @@ impl Platform {
             cmd.args(&spec.args)
                 .current_dir(&spec.workdir)
                 .env_clear()
-                .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                .envs(spec.env.pairs())
                 .stdin(match streams.child_in.take() {
                     Some(fd) => Stdio::from(fd),
                     None => Stdio::null(),

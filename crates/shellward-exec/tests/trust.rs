@@ -257,6 +257,87 @@ async fn a_member_that_left_the_cgroup_is_still_killed() {
     ex.shutdown().await;
 }
 
+/// cgroup path: command cgroups are reused, and a finished tree's id never reaches the command that has its cgroup
+/// now — signalling it says it has ended, lists no members, and the later command lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_tree_never_reaches_the_command_that_reuses_its_cgroup() {
+    let ex = Executor::new(quick(|_| {})).unwrap();
+    let Some(root) = ex.cgroup_dir().map(|d| d.to_path_buf()) else {
+        println!("skipped: needs the cgroup path ({})", ex.containment());
+        ex.shutdown().await;
+        return;
+    };
+    let first = ex.execute(ExecPlan::new("true")).await.unwrap();
+    assert_eq!(first.exit.code(), Some(0));
+    let mark = new_mark();
+    let mut reused = None;
+    // The first tree's clean-up runs on a task of its own right after its result: give it a moment.
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut plan = marked_plan("exec sleep 60", &mark);
+        plan.background = true;
+        let later = ex.execute(plan).await.unwrap();
+        let pids = ex.tree_members(&later.id, None).unwrap();
+        let in_first = pids.iter().any(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|c| c.trim_end().ends_with(&format!("/{}", first.id)))
+        });
+        if in_first {
+            reused = Some(later);
+            break;
+        }
+        ex.signal(&later.id, SignalKind::Kill, None).await.unwrap();
+    }
+    let later = reused.expect("a later command starts in the first command's (empty) cgroup");
+    assert!(root.join(&first.id).is_dir());
+    for kind in [SignalKind::Kill, SignalKind::Terminate] {
+        let err = ex.signal(&first.id, kind, None).await.unwrap_err();
+        assert!(matches!(err, ExecError::NotAlive(_)), "{kind:?}: {err}");
+    }
+    assert!(ex.tree_members(&first.id, None).unwrap().is_empty());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        ex.info(&later.id, None).unwrap().running,
+        "the later command was not touched"
+    );
+    assert_eq!(marked(&mark).len(), 1, "its process lives");
+    ex.signal(&later.id, SignalKind::Kill, None).await.unwrap();
+    let left = survivors_after(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "survivors {left:?}");
+    ex.shutdown().await;
+    assert!(
+        !root.exists(),
+        "every cgroup, free ones too, is removed at shutdown"
+    );
+}
+
+/// cgroup path: the cgroup of a tree that was killed with `cgroup.kill` is removed, not reused: the kernel kills a
+/// process cloned into a cgroup that was killed before, so a later command started in it would die at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_trees_cgroup_is_never_reused() {
+    let ex = Executor::new(quick(|_| {})).unwrap();
+    if ex.cgroup_dir().is_none() {
+        println!("skipped: needs the cgroup path ({})", ex.containment());
+        ex.shutdown().await;
+        return;
+    }
+    for round in 0..3 {
+        let mut plan = ExecPlan::new("sleep 60");
+        plan.background = true;
+        let victim = ex.execute(plan).await.unwrap();
+        ex.signal(&victim.id, SignalKind::Kill, None).await.unwrap();
+        // The reaper releases the ended tree within a pass (500 ms).
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        for _ in 0..3 {
+            let r = ex.execute(ExecPlan::new("echo ok")).await.unwrap();
+            assert_eq!(r.exit.code(), Some(0), "round {round}: {r:?}");
+            assert_eq!(r.output.text, "ok\n", "round {round}");
+        }
+    }
+    ex.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_at_its_running_cap_does_not_block_another() {
     let ex = Executor::new(quick(|c| {

@@ -416,7 +416,7 @@ impl Tree {
         }
         if let Some(pids) = &self.pids {
             for _ in 0..50 {
-                if pids.try_remove() {
+                if pids.try_release() {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -427,9 +427,9 @@ impl Tree {
     /// Tries once to release the tree's resources without blocking; returns whether they are released.
     pub(crate) fn try_cleanup(&self) -> bool {
         let groups = match &self.kind {
-            Kind::Cgroup(cgroup) => cgroup.try_remove(),
+            Kind::Cgroup(cgroup) => cgroup.try_release(),
             Kind::Group { .. } => true,
         };
-        groups && self.pids.as_ref().is_none_or(|p| p.try_remove())
+        groups && self.pids.as_ref().is_none_or(|p| p.try_release())
     }
 }

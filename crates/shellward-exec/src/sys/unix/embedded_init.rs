@@ -76,12 +76,33 @@ pub(crate) fn load() -> io::Result<Option<EmbeddedInit>> {
     let read_only = std::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .map_err(|e| annotate(e, "reopen the memfd read-only through /proc/self/fd"))?;
     drop(file);
-    let fd = OwnedFd::from(read_only);
+    let fd = above_child_descriptors(OwnedFd::from(read_only))
+        .map_err(|e| annotate(e, "move the memfd's descriptor above 3"))?;
     let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     Ok(Some(EmbeddedInit {
         fd: Arc::new(fd),
         path,
     }))
+}
+
+/// The lowest descriptor number the init's descriptor may have: the spawned child puts its standard streams on 0-2
+/// and the init's report pipe on 3 (`dup2`) before it execs `/proc/self/fd/N`, so an `N` of 3 or less would exec
+/// one of those instead (`EACCES`: a pipe). A host with descriptor 3 free when the executor starts got exactly that,
+/// and silently ran every command without a PID namespace.
+const FIRST_SAFE_FD: i32 = 4;
+
+/// `fd`, or a copy of it numbered [`FIRST_SAFE_FD`] or above (close-on-exec) when it is lower.
+fn above_child_descriptors(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() >= FIRST_SAFE_FD {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl on a descriptor we own; the result is checked and owned from here on.
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, FIRST_SAFE_FD) };
+    if moved < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor this process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
 }
 
 fn annotate(e: io::Error, step: &str) -> io::Error {
@@ -95,6 +116,42 @@ fn annotate(e: io::Error, step: &str) -> io::Error {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    /// The init's descriptor is never one the child overwrites before exec, even when it would be numbered 3 (in a
+    /// multi-threaded host another thread can close 3 between the memfd's creation and its read-only reopening).
+    /// Runs itself again in a fresh process of this test binary, where descriptor 3 is free and nothing else runs.
+    #[test]
+    fn the_init_descriptor_is_above_the_ones_the_child_replaces() {
+        const CHILD: &str = "SHELLWARD_TEST_EMBEDDED_INIT_LOW_FD";
+        let name = "sys::unix::embedded_init::tests::the_init_descriptor_is_above_the_ones_the_child_replaces";
+        if std::env::var_os(CHILD).is_some() {
+            // SAFETY: F_GETFD only asks whether descriptor 3 is open.
+            let three_free = unsafe { libc::fcntl(3, libc::F_GETFD) } < 0;
+            println!("fd3-free={three_free}");
+            let low = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+            assert_eq!(low.as_raw_fd(), 3, "the lowest free descriptor");
+            let moved = above_child_descriptors(low).unwrap();
+            assert!(moved.as_raw_fd() >= FIRST_SAFE_FD, "{moved:?}");
+            let init = load().unwrap().expect("this build embeds the init");
+            assert!(init.fd.as_raw_fd() >= FIRST_SAFE_FD, "{init:?}");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--test-threads=1", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("fd3-free=true"),
+            "the fresh process had descriptor 3 open, so this proved nothing: {stdout}"
+        );
+    }
 
     #[test]
     fn the_memfd_holds_the_init_and_nobody_can_change_it() {

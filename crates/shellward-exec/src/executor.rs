@@ -255,12 +255,29 @@ impl Executor {
     }
 
     /// Releases a finished foreground process's tree resources (its cgroup) on a task of its own, so the caller gets
-    /// its result without waiting for the `rmdir`. The entry (and its log) stays readable by id until its retention
+    /// its result without waiting for the release. The entry (and its log) stays readable by id until its retention
     /// expires, so the agent can page through output the head/tail view dropped.
+    ///
+    /// Under a namespace init the result comes with the init's report, before the init itself has exited: then the
+    /// release waits for the init to be reaped (bounded) instead of leaving the tree to the reaper's next pass, which
+    /// kept every namespaced command's cgroup and `pids` group out of reuse for up to half a second.
     fn forget(&self, proc: &Arc<Proc>) {
         let inner = self.inner.clone();
         let proc = proc.clone();
-        tokio::spawn(async move { try_cleanup(&inner, &proc) });
+        tokio::spawn(async move {
+            try_cleanup(&inner, &proc);
+            if proc.cleaned.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut tick = proc.tick.subscribe();
+            let reaped = tick.wait_for(|_| proc.tree.leader().is_reaped());
+            if tokio::time::timeout(Duration::from_secs(1), reaped)
+                .await
+                .is_ok()
+            {
+                try_cleanup(&inner, &proc);
+            }
+        });
     }
 
     fn validate(&self, plan: &ExecPlan) -> Result<PathBuf, ExecError> {

@@ -154,6 +154,44 @@ async fn processes_left_behind_are_reported_and_stoppable_under_the_init() {
     ex.shutdown().await;
 }
 
+/// Under a namespace init a foreground run's result comes before the init has exited; its cgroup is still released
+/// as soon as the init is reaped (not at the reaper's next pass), so the next command starts in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_runs_cgroup_is_released_when_its_init_is_reaped() {
+    let ex = confined(namespaced()).await;
+    if ex.cgroup_dir().is_none() {
+        println!("skipped: needs the cgroup path ({})", ex.containment());
+        ex.shutdown().await;
+        return;
+    }
+    for round in 0..3 {
+        // A command's cgroup keeps the name it was made with: the first run reports where it ran.
+        let first = ex
+            .execute(ExecPlan::new("grep '^0::' /proc/self/cgroup"))
+            .await
+            .unwrap();
+        assert_eq!(first.exit, ExitState::Code(0), "{first:?}");
+        let where_first = first.output.text.trim().to_string();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mark = new_mark();
+        let mut plan = marked_plan("exec sleep 30", &mark);
+        plan.background = true;
+        let later = ex.execute(plan).await.unwrap();
+        let members = ex.tree_members(&later.id, None).unwrap();
+        let cgroups: Vec<String> = members
+            .iter()
+            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok())
+            .collect();
+        ex.signal(&later.id, SignalKind::Kill, None).await.unwrap();
+        assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+        assert!(
+            !cgroups.is_empty() && cgroups.iter().all(|c| c.lines().any(|l| l == where_first)),
+            "round {round}: the later command is not in the first one's cgroup ({where_first}): {cgroups:?}"
+        );
+    }
+    ex.shutdown().await;
+}
+
 /// A signal sent the moment a background start returns reaches the command, even when the namespace's init has not
 /// forked it yet (it used to be refused as "nothing alive", leaving the command running).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,7 +49,7 @@ impl LeaderReap {
         true
     }
 
-    fn is_reaped(&self) -> bool {
+    pub(crate) fn is_reaped(&self) -> bool {
         *self.reaped.read().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -164,6 +164,9 @@ async fn a_namespaced_runs_cgroup_is_released_when_its_init_is_reaped() {
         ex.shutdown().await;
         return;
     }
+    // The check command `confined` ran is released the same way: let it reach the free list, so each round's first
+    // run takes the only free cgroup and leaves exactly its own there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     for round in 0..3 {
         // A command's cgroup keeps the name it was made with: the first run reports where it ran.
         let first = ex
@@ -172,7 +175,8 @@ async fn a_namespaced_runs_cgroup_is_released_when_its_init_is_reaped() {
             .unwrap();
         assert_eq!(first.exit, ExitState::Code(0), "{first:?}");
         let where_first = first.output.text.trim().to_string();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Well within the reaper's period (500 ms), so its pass rarely releases the tree first.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let mark = new_mark();
         let mut plan = marked_plan("exec sleep 30", &mark);
         plan.background = true;

@@ -339,9 +339,15 @@ impl Cgroup {
         if state.released {
             return true;
         }
+        let populated = Self::read_populated(&self.dir, &state);
+        if matches!(populated, Ok(true)) {
+            // Still in use (a dying member): retried later. An `rmdir` now could win the race with the last
+            // member's exit and remove a cgroup that was about to be reusable.
+            return false;
+        }
         if let Some(home) = self.home.upgrade()
             && !state.killed
-            && Self::read_populated(&self.dir, &state).is_ok_and(|p| !p)
+            && populated.is_ok()
         {
             let mut free = home.lock().unwrap_or_else(|p| p.into_inner());
             if !free.off && free.cgroups.len() < FREE_CGROUPS {

@@ -91,18 +91,28 @@ struct ChildArgs {
     errno: c_int,
 }
 
-/// Signals with a handler installed in this process (and SIGPIPE, which Rust ignores), as a bit set.
-fn signals_to_reset() -> u64 {
-    let mut mask = 1u64 << libc::SIGPIPE;
-    for sig in 1..64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
+/// The signals a command starts with at their default disposition, as a bit set: every standard signal, and each
+/// real-time one this process handles or ignores.
+///
+/// Not only the handled ones (which `execve` resets anyway, and which must not run on the child's stack before it):
+/// an ignored signal stays ignored across `execve`, and a host started in the background by a non-interactive shell
+/// ignores SIGINT and SIGQUIT — its commands then could not be interrupted, not even with Ctrl-C on their terminal
+/// (`interactive::ctrl_c_interrupts_the_foreground_job_not_the_shell` failed so under `.ci/run` started with `&`).
+/// `nohup` ignores SIGHUP, Rust ignores SIGPIPE, and a host ignoring SIGCHLD would make its commands' children
+/// vanish without a status.
+pub(crate) fn signals_to_reset() -> u64 {
+    let mut mask = 0u64;
+    // 32 and 33 are the C library's own (NPTL): it refuses to change them.
+    for sig in 1..32 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            mask |= 1 << sig;
         }
+    }
+    for sig in libc::SIGRTMIN()..64 {
         // SAFETY: querying the disposition only.
         unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_IGN
                 && old.sa_sigaction != libc::SIG_DFL
             {
                 mask |= 1 << sig;
@@ -110,6 +120,20 @@ fn signals_to_reset() -> u64 {
         }
     }
     mask
+}
+
+/// Resets the signals of `mask` to their default disposition. Async-signal-safe: for a child between fork and exec.
+pub(crate) fn reset_signals(mask: u64) {
+    // SAFETY: `sigaction` with a zeroed (SIG_DFL) action is async-signal-safe and touches no shared memory.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..64 {
+            if mask & (1u64 << sig) != 0 {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
 }
 
 extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
@@ -121,14 +145,8 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             a.errno = *libc::__errno_location();
             libc::_exit(127)
         };
-        // Handlers of the parent must not run in the child: reset the ones the parent found installed.
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        for sig in 1..64 {
-            if a.reset_signals & (1u64 << sig) != 0 {
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-        }
+        // Handlers of the parent must not run in the child, and what the parent ignores the command must not.
+        reset_signals(a.reset_signals);
         // A session leader is also a group leader: the tree's group is the child's pid either way.
         if a.new_session != 0 {
             if libc::setsid() < 0 {
@@ -587,6 +605,62 @@ mod tests {
         // SAFETY: waiting for our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         Ok(libc::WEXITSTATUS(status))
+    }
+
+    /// A command starts with the default disposition of the signals this process ignores (a host started with `&`
+    /// by a non-interactive shell ignores SIGINT and SIGQUIT; `nohup` ignores SIGHUP).
+    #[test]
+    fn signals_the_host_ignores_are_not_ignored_by_the_command() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let ignored = [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP];
+        // SAFETY: setting and restoring dispositions of signals nothing in this test binary relies on receiving.
+        let saved: Vec<libc::sighandler_t> = ignored
+            .iter()
+            .map(|&sig| unsafe { libc::signal(sig, libc::SIG_IGN) })
+            .collect();
+        let (mut read, write) = std::io::pipe().unwrap();
+        let spec = super::super::SpawnSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "grep '^SigIgn' /proc/self/status".into()],
+            workdir: std::env::temp_dir(),
+            env: super::super::SpawnEnv::new(Default::default(), vec![]),
+            separate_stderr: false,
+            name: "t".into(),
+            stdin: Default::default(),
+        };
+        let spawned = spawn_spec(
+            &spec,
+            None,
+            write.as_raw_fd(),
+            write.as_raw_fd(),
+            None,
+            &SpawnCache::default(),
+            &Confinement::default(),
+        );
+        for (&sig, &old) in ignored.iter().zip(&saved) {
+            // SAFETY: restores what was saved above.
+            unsafe { libc::signal(sig, old) };
+        }
+        let (pid, _pidfd) = spawned.unwrap();
+        drop(write);
+        let mut out = String::new();
+        read.read_to_string(&mut out).unwrap();
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let mask = out
+            .trim()
+            .strip_prefix("SigIgn:")
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
+        for sig in ignored {
+            assert_eq!(
+                mask & (1 << (sig - 1)),
+                0,
+                "signal {sig} is ignored by the command: {out:?}"
+            );
+        }
     }
 
     #[test]

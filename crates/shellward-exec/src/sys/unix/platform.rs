@@ -469,10 +469,12 @@ impl Platform {
                 cmd.process_group(0);
             }
             let rlimits = rlimits.clone();
+            let reset = fast_spawn::signals_to_reset();
             // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close,
-            // setrlimit) on memory allocated before the fork.
+            // setrlimit, sigaction) on memory allocated before the fork.
             unsafe {
                 cmd.pre_exec(move || {
+                    fast_spawn::reset_signals(reset);
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                         return Err(io::Error::last_os_error());
                     }

@@ -6,7 +6,8 @@
 //! `posix_spawn` does — the child shares the parent's memory on its own small stack and the parent thread is
 //! suspended until the child execs — and creates the child directly inside its cgroup, so there is no migration.
 //!
-//! The child runs only async-signal-safe calls: it resets signal handlers and the mask (the parent blocks all signals
+//! The child runs only async-signal-safe calls: it resets signal dispositions (every standard signal, handled or
+//! ignored by the host, see [`signals_to_reset`]) and the mask (the parent blocks all signals
 //! around the clone so no handler of the parent can run on the child's stack), then `setpgid`, `PR_SET_PDEATHSIG`,
 //! `dup2`, `chdir`, `execve`. A failure is reported through shared memory and the child exits with 127.
 //!

@@ -320,9 +320,7 @@ impl Cgroup {
             return Ok(());
         }
         state.killed = true;
-        let written = fs::write(self.dir.join("cgroup.kill"), "1");
-        drop(state);
-        written
+        fs::write(self.dir.join("cgroup.kill"), "1")
     }
 
     /// Releases the cgroup, waiting briefly for dying processes to leave it (for shutdown paths).

@@ -95,41 +95,41 @@ impl SpawnEnv {
             .map(|(_, v)| v.as_os_str())
     }
 
-    /// Every variable once, as it takes effect: the base's not replaced, then the additions (last of each name).
-    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
-        let replaced = |k: &OsStr| self.extra.iter().any(|(e, _)| e == k);
-        let base = self
-            .base
+    /// The base's entries (index, pair) that no addition replaces.
+    fn kept_base(&self) -> impl Iterator<Item = (usize, &(OsString, OsString))> {
+        self.base
             .pairs
             .iter()
-            .filter(move |(k, _)| !replaced(k))
-            .map(|(k, v)| (k.as_os_str(), v.as_os_str()));
-        let extra = self
-            .extra
+            .enumerate()
+            .filter(|(_, (k, _))| !self.extra.iter().any(|(e, _)| e == k))
+    }
+
+    /// The additions that take effect: the last of each name.
+    fn winning_extra(&self) -> impl Iterator<Item = &(OsString, OsString)> {
+        self.extra
             .iter()
             .enumerate()
             .filter(|(i, (k, _))| !self.extra[i + 1..].iter().any(|(later, _)| later == k))
-            .map(|(_, (k, v))| (k.as_os_str(), v.as_os_str()));
-        base.chain(extra)
+            .map(|(_, kv)| kv)
+    }
+
+    /// Every variable once, as it takes effect: the base's not replaced, then the additions (last of each name).
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.kept_base()
+            .map(|(_, kv)| kv)
+            .chain(self.winning_extra())
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
     }
 
     /// The `envp` array for `execve`; valid while `self` lives (it points into the base's C strings).
     pub(crate) fn envp(&self) -> io::Result<Envp> {
-        let replaced = |k: &OsStr| self.extra.iter().any(|(e, _)| e == k);
         let mut ptrs: Vec<*const c_char> = self
-            .base
-            .pairs
-            .iter()
-            .zip(&self.base.entries)
-            .filter(|((k, _), _)| !replaced(k))
-            .map(|(_, c)| c.as_ptr())
+            .kept_base()
+            .map(|(i, _)| self.base.entries[i].as_ptr())
             .collect();
         let owned: Vec<CString> = self
-            .extra
-            .iter()
-            .enumerate()
-            .filter(|(i, (k, _))| !self.extra[i + 1..].iter().any(|(later, _)| later == k))
-            .map(|(_, (k, v))| entry(k, v))
+            .winning_extra()
+            .map(|(k, v)| entry(k, v))
             .collect::<io::Result<_>>()?;
         // The strings' heap buffers do not move when `owned` is moved into the result.
         ptrs.extend(owned.iter().map(|c| c.as_ptr()));

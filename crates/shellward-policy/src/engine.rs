@@ -347,7 +347,7 @@ mod tests {
     fn a_pooled_engine_maps_its_slots_in_a_few_regions() {
         const CHILD: &str = "SHELLWARD_TEST_POOLED_ENGINE_MAPPINGS";
         let name = "engine::tests::a_pooled_engine_maps_its_slots_in_a_few_regions";
-        if std::env::var_os(CHILD).is_some() {
+        if shellward_test_support::in_fresh_process(CHILD) {
             let before = mappings();
             let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
             let added = mappings().saturating_sub(before);
@@ -355,17 +355,7 @@ mod tests {
             drop(engine);
             return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", name, "--test-threads=1", "--nocapture"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = shellward_test_support::rerun_in_fresh_process(name, CHILD);
         let added: usize = stdout
             .lines()
             .find_map(|l| l.split_once("added=").map(|(_, n)| n))

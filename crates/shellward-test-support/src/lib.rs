@@ -1,6 +1,7 @@
 //! Helpers for shellward's own tests: which processes are alive, with which environment, so a test can prove that
-//! nothing it started survives (and that nothing it did not start was touched); and [`python`], which provisions
-//! the Python tools some tests need. Not part of any shipped crate.
+//! nothing it started survives (and that nothing it did not start was touched); [`rerun_in_fresh_process`], for a
+//! test that needs a process of its own; and [`python`], which provisions the Python tools some tests need. Not part
+//! of any shipped crate.
 
 #![deny(missing_docs)]
 
@@ -106,4 +107,34 @@ pub fn entries_with_prefix(dir: &std::path::Path, prefix: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether this process is the fresh one [`rerun_in_fresh_process`] started (its `marker` variable is set).
+pub fn in_fresh_process(marker: &str) -> bool {
+    std::env::var_os(marker).is_some()
+}
+
+/// Runs the test `test` (its full path, e.g. `engine::tests::name`) of the current test binary again, alone, in a
+/// fresh process with the environment variable `marker` set, and returns what it printed on standard output. For
+/// tests that need a pristine process (free descriptor numbers, a mapping count no other test disturbs): the test
+/// does its work when [`in_fresh_process`] says so, and otherwise calls this and checks the output. Panics with
+/// both of the child's outputs when it fails.
+pub fn rerun_in_fresh_process(test: &str, marker: &str) -> String {
+    let exe = std::env::current_exe().expect("the path of the running test binary");
+    let out = std::process::Command::new(&exe)
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(marker, "1")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} again: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{test} failed in its fresh process: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{test} did not run in its fresh process (is the name its full path?): {stdout}"
+    );
+    stdout
 }

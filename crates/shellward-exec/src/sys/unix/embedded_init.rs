@@ -124,7 +124,7 @@ mod tests {
     fn the_init_descriptor_is_above_the_ones_the_child_replaces() {
         const CHILD: &str = "SHELLWARD_TEST_EMBEDDED_INIT_LOW_FD";
         let name = "sys::unix::embedded_init::tests::the_init_descriptor_is_above_the_ones_the_child_replaces";
-        if std::env::var_os(CHILD).is_some() {
+        if shellward_test_support::in_fresh_process(CHILD) {
             // SAFETY: F_GETFD only asks whether descriptor 3 is open.
             let three_free = unsafe { libc::fcntl(3, libc::F_GETFD) } < 0;
             println!("fd3-free={three_free}");
@@ -136,17 +136,7 @@ mod tests {
             assert!(init.fd.as_raw_fd() >= FIRST_SAFE_FD, "{init:?}");
             return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", name, "--test-threads=1", "--nocapture"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = shellward_test_support::rerun_in_fresh_process(name, CHILD);
         assert!(
             stdout.contains("fd3-free=true"),
             "the fresh process had descriptor 3 open, so this proved nothing: {stdout}"

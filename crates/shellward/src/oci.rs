@@ -87,6 +87,25 @@ fn client(reference: &Reference) -> Client {
     })
 }
 
+/// Writes `bytes` to `path` through a temporary file renamed over it, so a reader never sees a partial file. The
+/// temporary name is unique per call, not only per process: a chain that names one reference twice pulls it from
+/// two threads at once (policies load concurrently), and with a shared name one writer truncated the file the other
+/// was renaming, or found it already renamed away.
+fn store_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.{n}", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 /// Runs an async registry call to completion on a runtime of its own, on a thread of its own (so it can be called
 /// from inside or outside a Tokio runtime).
 fn block_on<T: Send + 'static>(
@@ -203,13 +222,7 @@ pub fn pull(reference: &str, cache_dir: &Path) -> Result<Pulled, OciError> {
         )
     })?;
     let path = cache_dir.join(format!("{}.wasm", manifest_digest.replace(':', "-")));
-    let tmp = cache_dir.join(format!(
-        ".{}.{}",
-        manifest_digest.replace(':', "-"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, &component)
-        .and_then(|_| std::fs::rename(&tmp, &path))
+    store_atomically(&path, &component)
         .map_err(|e| fail(reference, format!("cannot write {}: {e}", path.display())))?;
     Ok(Pulled {
         path,
@@ -263,4 +276,32 @@ pub fn push(file: &Path, reference: &str) -> Result<String, OciError> {
         Ok(sha256(&raw))
     })?;
     Ok(format!("{repository}@{digest}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_stores_of_one_entry_all_succeed_and_leave_a_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sha256-abc.wasm");
+        let payload: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..40 {
+                        store_atomically(&path, &payload).unwrap();
+                        assert_eq!(std::fs::read(&path).unwrap(), payload);
+                    }
+                });
+            }
+        });
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, [std::ffi::OsString::from("sha256-abc.wasm")]);
+    }
 }

@@ -66,3 +66,67 @@ fn an_unwritable_cache_directory_does_not_fail_the_load() {
     let (_, outcome) = engine.compile("default", DEFAULT_POLICY_WASM).unwrap();
     assert_eq!(outcome, CacheOutcome::Miss);
 }
+
+#[test]
+fn the_directory_is_trimmed_to_its_size_limit_least_recently_used_first() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = wasmtime::Engine::default();
+    let default = DEFAULT_POLICY_WASM.to_vec();
+    let guard = shellward_policy::embedded::builtin("guard")
+        .unwrap()
+        .to_vec();
+    let scripted = std::fs::read(shellward_policy::embedded::guests::SCRIPTED_POLICY).unwrap();
+    let unbounded = Cache::new(dir.path());
+    let path = |bytes: &[u8]| unbounded.entry_path(&engine, bytes);
+    let size = |bytes: &[u8]| std::fs::metadata(path(bytes)).unwrap().len();
+    let load = |cache: &Cache, bytes: &[u8]| cache.load(&engine, bytes).unwrap().1;
+    assert_eq!(load(&unbounded, &default), CacheOutcome::Miss);
+    assert_eq!(load(&unbounded, &guard), CacheOutcome::Miss);
+    // Both were written long ago, the default first; then the default is used again (a hit refreshes it).
+    let written_at = |bytes: &[u8], secs: u64| {
+        std::fs::File::options()
+            .write(true)
+            .open(path(bytes))
+            .unwrap()
+            .set_modified(UNIX_EPOCH + Duration::from_secs(secs))
+            .unwrap()
+    };
+    written_at(&default, 1_000);
+    written_at(&guard, 2_000);
+    assert_eq!(load(&unbounded, &default), CacheOutcome::Hit);
+
+    // Room for all three but one byte: writing the third removes the least recently used one, the guard.
+    let elsewhere = tempfile::tempdir().unwrap();
+    assert_eq!(
+        load(&Cache::new(elsewhere.path()), &scripted),
+        CacheOutcome::Miss
+    );
+    let scripted_size =
+        std::fs::metadata(Cache::new(elsewhere.path()).entry_path(&engine, &scripted))
+            .unwrap()
+            .len();
+    let limit = size(&default) + size(&guard) + scripted_size - 1;
+    let bounded = Cache::new(dir.path()).with_size_limit(limit);
+    assert_eq!(load(&bounded, &scripted), CacheOutcome::Miss);
+    assert!(path(&default).exists(), "the recently used entry stays");
+    assert!(path(&scripted).exists(), "the entry just written stays");
+    assert!(
+        !path(&guard).exists(),
+        "the least recently used entry is removed"
+    );
+    assert_eq!(load(&unbounded, &default), CacheOutcome::Hit);
+
+    // Files that are not entries are neither counted nor removed; an entry alone over the limit still stays.
+    std::fs::write(dir.path().join("notes.txt"), vec![b'x'; 4096]).unwrap();
+    let tiny = Cache::new(dir.path()).with_size_limit(1);
+    assert_eq!(load(&tiny, &guard), CacheOutcome::Miss);
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    left.sort();
+    let mut want = vec![dir.path().join("notes.txt"), path(&guard)];
+    want.sort();
+    assert_eq!(left, want);
+}

@@ -11,7 +11,9 @@ use shellward::policy::host::{Level, log};
 use shellward::policy::types as wit;
 
 thread_local! {
-    static SETTINGS: RefCell<Settings> = RefCell::new(Settings::default());
+    /// Set by `configure` (the host calls it before the first evaluation). Not built until then: a fresh instance
+    /// per evaluation would otherwise build the default settings and then replace them.
+    static SETTINGS: RefCell<Option<Settings>> = const { RefCell::new(None) };
 }
 
 fn on_timeout_from(o: wit::OnTimeout) -> OnTimeout {
@@ -37,7 +39,7 @@ impl Guest for DefaultPolicy {
             Level::Debug,
             &format!("configured: {} promotion patterns", parsed.promote.len()),
         );
-        SETTINGS.with(|s| *s.borrow_mut() = parsed);
+        SETTINGS.with(|s| *s.borrow_mut() = Some(parsed));
         Ok(())
     }
 
@@ -53,7 +55,11 @@ impl Guest for DefaultPolicy {
             env: request.env,
             context: request.context,
         };
-        match SETTINGS.with(|s| decide::evaluate_owned(&s.borrow(), req)) {
+        let outcome = SETTINGS.with(|s| {
+            let mut settings = s.borrow_mut();
+            decide::evaluate_owned(settings.get_or_insert_with(Settings::default), req)
+        });
+        match outcome {
             Outcome::Deny(reason) => wit::Outcome::Deny(reason),
             Outcome::Run(p) => wit::Outcome::Run(wit::Plan {
                 command: p.command,

@@ -2,9 +2,10 @@
 
 use crate::settings::{OnTimeout, Settings};
 use shellward_kit::duration::format_millis;
-use shellward_kit::effective::effective_commands_of;
+use shellward_kit::effective::visit_effective_commands;
 use shellward_kit::pattern::base_name;
 use shellward_kit::shell::{Op, Script, SimpleCommand, TokenKind, tokenize};
+use std::ops::ControlFlow;
 
 /// A request, mirroring `shellward:policy/types.request`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -187,20 +188,29 @@ fn ends_with_wait(script: &Script<'_>, cmds: &[SimpleCommand]) -> bool {
 
 /// The first promotion pattern matching any effective command (wrappers such as `nohup`, `env`, `setsid` stripped,
 /// `bash -c '…'` read; `cd` and commands bounded by `timeout` ignored), with the command's text.
-fn promotion<'s>(settings: &'s Settings, script: &Script<'_>) -> Option<(&'s str, String)> {
+/// The commands are read one at a time and borrowed: the reading stops at the first match.
+fn promotion<'s>(
+    settings: &'s Settings,
+    script: &Script<'_>,
+    cmds: &[SimpleCommand],
+) -> Option<(&'s str, String)> {
     if settings.promote.is_empty() {
         return None;
     }
-    let reading = effective_commands_of(script);
-    for c in &reading.commands {
+    let mut found = None;
+    visit_effective_commands(script, cmds, |c| {
         if c.name() == Some("cd") || c.via("timeout") {
-            continue;
+            return ControlFlow::Continue(());
         }
-        if let Some(p) = settings.promote.find(&c.words) {
-            return Some((p.as_str(), c.words.join(" ")));
+        match settings.promote.find(c.words) {
+            Some(p) => {
+                found = Some((p.as_str(), c.line()));
+                ControlFlow::Break(())
+            }
+            None => ControlFlow::Continue(()),
         }
-    }
-    None
+    });
+    found
 }
 
 /// Decides what to do with one request.
@@ -290,7 +300,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
             };
             let inner_amp = settings.ampersand_to_background && has_inner_ampersand(&rest);
             let waits = ends_with_wait(&rest, &cmds);
-            let promoted = promotion(settings, &rest);
+            let promoted = promotion(settings, &rest, &cmds);
             if inner_amp {
                 append_wait = !waits;
                 background = true;

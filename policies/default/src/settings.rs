@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use shellward_kit::duration;
-use shellward_kit::pattern::{MAX_BUILTIN_PATTERNS, Pattern, PatternSet, program_order};
+use shellward_kit::pattern::{BuiltinIndex, Pattern, PatternSet, program_order};
 
 /// Built-in promotion patterns: commands that normally run until they are stopped (dev servers, file watchers,
 /// log followers). See `shellward_kit::pattern` for the syntax.
@@ -99,8 +99,7 @@ pub const DEFAULT_PROMOTE_PATTERNS: &[&str] = &[
 
 /// The index of [`DEFAULT_PROMOTE_PATTERNS`], computed at compile time: `configure` neither parses nor sorts the
 /// built-in list (a fresh instance per evaluation runs `configure` every time).
-const DEFAULT_PROMOTE_ORDER: ([u16; MAX_BUILTIN_PATTERNS], usize) =
-    program_order(DEFAULT_PROMOTE_PATTERNS);
+const DEFAULT_PROMOTE_ORDER: BuiltinIndex = program_order(DEFAULT_PROMOTE_PATTERNS);
 
 /// What to do with a foreground command whose timeout expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,8 @@
 //! string that does not tokenize is skipped: the shell refuses it too.
 
 use crate::pattern::base_name;
-use crate::shell::{Op, Redirect, Script, TokenKind, tokenize};
+use crate::shell::{Op, Redirect, Script, SimpleCommand, TokenKind, tokenize};
+use std::ops::ControlFlow;
 
 pub use crate::shell::ParseError;
 
@@ -110,16 +111,122 @@ pub fn effective_commands(line: &str) -> Result<Reading, ParseError> {
 
 /// [`effective_commands`] of a line already tokenized.
 pub fn effective_commands_of(script: &Script<'_>) -> Reading {
-    let mut reader = Reader::default();
-    reader.script(script, &Context::default());
+    let mut commands = Vec::new();
+    let visit = visit_effective_commands(script, &script.simple_commands(), |c| {
+        commands.push(c.to_owned());
+        ControlFlow::Continue(())
+    });
+    Reading {
+        commands,
+        too_deep: visit.too_deep,
+        truncated: visit.truncated,
+    }
+}
+
+/// Hands every effective command of a tokenized line to `visit`, in the order of [`effective_commands`], borrowed
+/// rather than copied: a policy that looks for one match stops at it (`ControlFlow::Break`) and allocates nothing
+/// per command. `commands` are the script's [`Script::simple_commands`], for a caller that has grouped them already.
+///
+/// The same bounds apply as for [`effective_commands`]: at most [`MAX_COMMANDS`] commands are handed over and shell
+/// strings are followed [`MAX_SHELL_DEPTH`] deep; [`Visit`] says whether either cut the reading short.
+pub fn visit_effective_commands<F>(
+    script: &Script<'_>,
+    commands: &[SimpleCommand],
+    mut visit: F,
+) -> Visit
+where
+    F: FnMut(&CommandView<'_>) -> ControlFlow<()>,
+{
+    debug_assert!(
+        commands == script.simple_commands().as_slice(),
+        "visit_effective_commands: `commands` must be the script's simple_commands()"
+    );
+    let mut reader = Reader {
+        visit: &mut visit,
+        emitted: 0,
+        out: Visit::default(),
+    };
+    reader.commands(script, commands, &Context::default());
     reader.out
 }
 
-/// A word of a simple command: its value and whether that is known statically.
-#[derive(Debug, Clone)]
-struct Word {
-    text: String,
-    dynamic: bool,
+/// How a [`visit_effective_commands`] ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Visit {
+    /// Shell strings nested deeper than [`MAX_SHELL_DEPTH`] were not read.
+    pub too_deep: bool,
+    /// More than [`MAX_COMMANDS`] commands: the rest were not read.
+    pub truncated: bool,
+    /// The callback stopped the reading (`ControlFlow::Break`).
+    pub stopped: bool,
+}
+
+/// A word of an effective command, borrowed from the line being read: its value and whether that is known statically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Word<'a> {
+    /// The value after quote removal (expansions kept as written).
+    pub text: &'a str,
+    /// Whether the value is only known at run time (see [`EffectiveCommand::dynamic`]).
+    pub dynamic: bool,
+}
+
+impl AsRef<str> for Word<'_> {
+    fn as_ref(&self) -> &str {
+        self.text
+    }
+}
+
+/// One effective command as [`visit_effective_commands`] finds it, borrowed from the line being read; the fields mean
+/// what [`EffectiveCommand`]'s do, and [`CommandView::to_owned`] makes one.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandView<'a> {
+    /// The program and its arguments, wrappers stripped.
+    pub words: &'a [Word<'a>],
+    /// How the command was reached, outermost first.
+    pub via: &'a [String],
+    /// The command gets further arguments only known at run time.
+    pub more_args: bool,
+    /// Targets of the command's output redirections.
+    pub writes: &'a [&'a str],
+    /// The simple command as written (reserved words dropped, wrappers kept).
+    pub written: &'a [Word<'a>],
+    /// How many shell strings deep the command was found.
+    pub depth: u32,
+}
+
+impl<'a> CommandView<'a> {
+    /// The program as written (may be a path), if any.
+    pub fn program(&self) -> Option<&'a str> {
+        self.words.first().map(|w| w.text)
+    }
+
+    /// The program's base name (`/usr/bin/kill` → `kill`), if any.
+    pub fn name(&self) -> Option<&'a str> {
+        self.program().map(base_name)
+    }
+
+    /// Whether a wrapper of this name was stripped on the way to the command.
+    pub fn via(&self, wrapper: &str) -> bool {
+        self.via.iter().any(|v| v == wrapper)
+    }
+
+    /// The words joined by single spaces (`npm run dev`).
+    pub fn line(&self) -> String {
+        join(self.words)
+    }
+
+    /// The owned form of this command.
+    pub fn to_owned(&self) -> EffectiveCommand {
+        EffectiveCommand {
+            words: self.words.iter().map(|w| w.text.to_string()).collect(),
+            dynamic: self.words.iter().map(|w| w.dynamic).collect(),
+            via: self.via.to_vec(),
+            more_args: self.more_args,
+            writes: self.writes.iter().map(|w| w.to_string()).collect(),
+            written: self.written.iter().map(|w| w.text.to_string()).collect(),
+            depth: self.depth,
+        }
+    }
 }
 
 /// What the commands being read inherit from where they were found.
@@ -138,18 +245,48 @@ impl Context {
     }
 }
 
-#[derive(Default)]
-struct Reader {
-    out: Reading,
+/// Reads commands and hands each effective one to `visit`.
+struct Reader<'v> {
+    visit: &'v mut dyn FnMut(&CommandView<'_>) -> ControlFlow<()>,
+    /// Commands handed over so far (bounded by [`MAX_COMMANDS`]).
+    emitted: usize,
+    out: Visit,
 }
 
 /// Shells whose `-c` operand (or standard input) is a command line.
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash"];
+fn is_shell(name: &str) -> bool {
+    // A `matches!` rather than a list searched in a loop: it compiles to length and byte comparisons, and this runs
+    // for every command read.
+    matches!(
+        name,
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash" | "mksh" | "yash"
+    )
+}
 
 /// Words that may start a simple command without being its program.
-const RESERVED: &[&str] = &[
-    "{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time",
-];
+fn is_reserved(word: &str) -> bool {
+    matches!(
+        word,
+        "{" | "}"
+            | "!"
+            | "if"
+            | "then"
+            | "else"
+            | "elif"
+            | "fi"
+            | "do"
+            | "done"
+            | "while"
+            | "until"
+            | "time"
+    )
+}
+
+/// Whether a raw word holds a `$` or a backquote at all: without one it neither expands nor substitutes, and the
+/// quote-tracking scans below are skipped (most words of a command line are plain).
+fn may_expand(raw: &str) -> bool {
+    raw.bytes().any(|b| b == b'$' || b == b'`')
+}
 
 /// Whether a raw word holds an expansion or substitution outside single quotes.
 fn is_dynamic(raw: &str) -> bool {
@@ -252,9 +389,9 @@ fn is_option(w: &str) -> bool {
 
 /// Skips a wrapper's options: `--` ends them; an option in `with_value` (exact, or a long one without `=`) takes the
 /// next word; a short option in `with_value` followed by more characters (`-n5`, `-oL`) carries its value.
-fn skip_options<'w>(mut words: &'w [Word], with_value: &[&str]) -> &'w [Word] {
+fn skip_options<'w, 's>(mut words: &'w [Word<'s>], with_value: &[&str]) -> &'w [Word<'s>] {
     while let Some((w, rest)) = words.split_first() {
-        let w = w.text.as_str();
+        let w = w.text;
         if w == "--" {
             return rest;
         }
@@ -275,12 +412,13 @@ fn cluster_has(w: &str, letter: char) -> bool {
     w.starts_with('-') && !w.starts_with("--") && w[1..].contains(letter)
 }
 
-impl Reader {
+impl Reader<'_> {
+    /// Whether reading is over: the command bound was reached or the callback stopped it.
     fn full(&mut self) -> bool {
-        if self.out.commands.len() >= MAX_COMMANDS {
+        if self.emitted >= MAX_COMMANDS {
             self.out.truncated = true;
         }
-        self.out.truncated
+        self.out.truncated || self.out.stopped
     }
 
     /// Reads a nested command line (a shell string).
@@ -294,42 +432,52 @@ impl Reader {
         };
         let mut inner = ctx.with(via);
         inner.depth += 1;
-        self.script(&script, &inner);
+        self.commands(&script, &script.simple_commands(), &inner);
     }
 
-    fn script(&mut self, script: &Script<'_>, ctx: &Context) {
-        let commands = script.simple_commands();
-        // Here-document bodies belong to the `<<` operators in order.
-        let mut heredoc_of = vec![None; script.tokens.len()];
+    /// Reads the simple commands of a script (`commands` are its [`Script::simple_commands`]).
+    fn commands(&mut self, script: &Script<'_>, commands: &[SimpleCommand], ctx: &Context) {
+        // Here-document bodies belong to the `<<` operators in order; commands and their tokens are visited in
+        // source order, so a running count numbers them.
         let mut next_doc = 0;
-        for (i, t) in script.tokens.iter().enumerate() {
-            if matches!(
-                t.kind,
-                TokenKind::Op(Op::Redirect(Redirect::HereDoc | Redirect::HereDocStripTabs))
-            ) {
-                heredoc_of[i] = Some(next_doc);
-                next_doc += 1;
-            }
-        }
         // What the previous simple command prints, when it is known statically (for `echo LINE | bash`).
         let mut printed: Option<String> = None;
-        for cmd in &commands {
+        for (k, cmd) in commands.iter().enumerate() {
             if self.full() {
                 return;
             }
             let piped = matches!(cmd.preceded_by, Some(TokenKind::Op(Op::Pipe | Op::PipeAmp)));
-            let mut stdin: Option<(String, &str)> = if piped {
-                printed.take().map(|p| (p, "|"))
-            } else {
-                None
-            };
-            let mut writes = Vec::new();
+            let printed_here = if piped { printed.take() } else { None };
+            let mut stdin: Option<(&str, &str)> = printed_here.as_deref().map(|p| (p, "|"));
+            let mut writes: Vec<&str> = Vec::new();
+            // Reserved words leading the command (`if`, `!`, `{`…) are not its program.
+            let lead = cmd
+                .words
+                .iter()
+                .position(|&i| script.tokens[i].quoted || !is_reserved(&script.tokens[i].text))
+                .unwrap_or(cmd.words.len());
+            // The command's words (from `lead`), gathered in the same pass over its tokens that reads substitutions
+            // and redirections, so each word's bytes are scanned once.
+            let mut words: Vec<Word<'_>> = Vec::with_capacity(cmd.words.len() - lead);
+            let mut next_word = lead;
             let tokens = script.tokens.iter().enumerate();
             for (i, t) in tokens.take(cmd.last_token + 1).skip(cmd.first_token) {
                 if t.kind == TokenKind::Word {
-                    for inner in substitutions(script.raw(i)) {
-                        self.line(inner, ctx, "$(…)");
+                    let raw = script.raw(i);
+                    let expands = may_expand(raw);
+                    if expands {
+                        for inner in substitutions(raw) {
+                            self.line(inner, ctx, "$(…)");
+                        }
                     }
+                    if cmd.words.get(next_word) == Some(&i) {
+                        words.push(Word {
+                            text: &t.text,
+                            dynamic: expands && is_dynamic(raw),
+                        });
+                        next_word += 1;
+                    }
+                    continue;
                 }
                 let TokenKind::Op(Op::Redirect(r)) = t.kind else {
                     continue;
@@ -347,52 +495,47 @@ impl Reader {
                     | Redirect::AppendOutErr
                     | Redirect::DupOut => {
                         if let Some(n) = target {
-                            writes.push(n.text.to_string());
+                            writes.push(&n.text);
                         }
                     }
                     Redirect::HereString => {
                         if let Some(n) = target {
-                            stdin = Some((n.text.to_string(), "<<<"));
+                            stdin = Some((&n.text, "<<<"));
                         }
                     }
                     Redirect::HereDoc | Redirect::HereDocStripTabs => {
-                        if let Some(text) = heredoc_of[i].and_then(|k| heredoc_text(script, k)) {
-                            stdin = Some((text.to_string(), "<<"));
+                        if let Some(text) = heredoc_text(script, next_doc) {
+                            stdin = Some((text, "<<"));
                         }
+                        next_doc += 1;
                     }
                     Redirect::In => stdin = None,
                     _ => {}
                 }
             }
-            let mut words: Vec<Word> = cmd
-                .words
-                .iter()
-                .map(|&i| Word {
-                    text: script.tokens[i].text.to_string(),
-                    dynamic: is_dynamic(script.raw(i)),
-                })
-                .collect();
-            let lead = cmd
-                .words
-                .iter()
-                .position(|&i| {
-                    script.tokens[i].quoted || !RESERVED.contains(&&*script.tokens[i].text)
-                })
-                .unwrap_or(words.len());
-            words.drain(..lead);
-            let written: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
-            printed = prints(&words, stdin.as_ref().map(|(s, _)| s.as_str()));
+            debug_assert_eq!(
+                next_word,
+                cmd.words.len(),
+                "every word of the command was read"
+            );
+            // Only a command piped into the next one has its output read.
+            let next_piped = commands.get(k + 1).is_some_and(|n| {
+                matches!(n.preceded_by, Some(TokenKind::Op(Op::Pipe | Op::PipeAmp)))
+            });
+            if next_piped {
+                printed = prints(&words, stdin.map(|(s, _)| s));
+            }
             let found = Found {
-                written: &written,
+                written: &words,
                 writes: &writes,
-                stdin: stdin.as_ref().map(|(s, how)| (s.as_str(), *how)),
+                stdin,
             };
             self.unwrap(&words, ctx.clone(), &found);
         }
     }
 
     /// Strips wrappers from a simple command's words and records what remains.
-    fn unwrap(&mut self, mut words: &[Word], mut ctx: Context, found: &Found<'_>) {
+    fn unwrap(&mut self, mut words: &[Word<'_>], mut ctx: Context, found: &Found<'_>) {
         loop {
             if self.full() {
                 return;
@@ -403,15 +546,15 @@ impl Reader {
             if first.dynamic {
                 return self.emit(words, &ctx, found);
             }
-            let name = base_name(&first.text);
+            let name = base_name(first.text);
             let next: &[Word] = match name {
                 "nohup" | "builtin" => skip_options(rest, &[]),
                 "command" => {
                     // `command -v NAME` looks a program up; it does not run it.
                     if rest
                         .iter()
-                        .take_while(|w| is_option(&w.text))
-                        .any(|w| cluster_has(&w.text, 'v') || cluster_has(&w.text, 'V'))
+                        .take_while(|w| is_option(w.text))
+                        .any(|w| cluster_has(w.text, 'v') || cluster_has(w.text, 'V'))
                     {
                         return self.emit(words, &ctx, found);
                     }
@@ -432,7 +575,7 @@ impl Reader {
                     let mut r = rest;
                     let mut split: Option<&str> = None;
                     while let Some((w, tail)) = r.split_first() {
-                        let t = w.text.as_str();
+                        let t = w.text;
                         if t == "--" {
                             r = tail;
                             break;
@@ -441,7 +584,7 @@ impl Reader {
                             break;
                         }
                         if t == "-S" || t == "--split-string" {
-                            split = tail.first().map(|s| s.text.as_str());
+                            split = tail.first().map(|s| s.text);
                             r = tail.get(1..).unwrap_or(&[]);
                             break;
                         } else if let Some(s) = t.strip_prefix("--split-string=") {
@@ -468,7 +611,7 @@ impl Reader {
                         let mut line = s.to_string();
                         for w in r {
                             line.push(' ');
-                            line.push_str(&w.text);
+                            line.push_str(w.text);
                         }
                         return self.line(&line, &ctx.with("env"), "env -S");
                     }
@@ -528,7 +671,7 @@ impl Reader {
                     }) {
                         let line = match rest[at].text.strip_prefix("--command=") {
                             Some(l) => Some(l.to_string()),
-                            None => rest.get(at + 1).map(|w| w.text.clone()),
+                            None => rest.get(at + 1).map(|w| w.text.to_string()),
                         };
                         if let Some(line) = line {
                             self.line(&line, &ctx.with(name), &format!("{name} -c"));
@@ -574,15 +717,17 @@ impl Reader {
                     r
                 }
                 "busybox" => {
-                    if rest.is_empty() || is_option(&rest[0].text) {
+                    if rest.is_empty() || is_option(rest[0].text) {
                         return self.emit(words, &ctx, found);
                     }
                     rest
                 }
                 "ionice" => {
-                    if rest.iter().take_while(|w| is_option(&w.text)).any(|w| {
-                        ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text.as_str())
-                    }) {
+                    if rest
+                        .iter()
+                        .take_while(|w| is_option(w.text))
+                        .any(|w| ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text))
+                    {
                         return self.emit(words, &ctx, found);
                     }
                     skip_options(rest, &["-c", "-n", "--class", "--classdata"])
@@ -590,8 +735,8 @@ impl Reader {
                 "chrt" => {
                     if rest
                         .iter()
-                        .take_while(|w| is_option(&w.text))
-                        .any(|w| w.text == "--pid" || cluster_has(&w.text, 'p'))
+                        .take_while(|w| is_option(w.text))
+                        .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
                     {
                         return self.emit(words, &ctx, found);
                     }
@@ -611,8 +756,8 @@ impl Reader {
                 "taskset" => {
                     if rest
                         .iter()
-                        .take_while(|w| is_option(&w.text))
-                        .any(|w| w.text == "--pid" || cluster_has(&w.text, 'p'))
+                        .take_while(|w| is_option(w.text))
+                        .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
                     {
                         return self.emit(words, &ctx, found);
                     }
@@ -629,7 +774,7 @@ impl Reader {
                         && (c.text == "-c" || c.text == "--command")
                     {
                         if let Some(line) = tail.first() {
-                            self.line(&line.text, &ctx.with("flock"), "flock -c");
+                            self.line(line.text, &ctx.with("flock"), "flock -c");
                         }
                         return;
                     }
@@ -641,8 +786,8 @@ impl Reader {
                 "watch" => {
                     let exec = rest
                         .iter()
-                        .take_while(|w| is_option(&w.text))
-                        .any(|w| w.text == "--exec" || cluster_has(&w.text, 'x'));
+                        .take_while(|w| is_option(w.text))
+                        .any(|w| w.text == "--exec" || cluster_has(w.text, 'x'));
                     let r = skip_options(rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
                     if r.is_empty() {
                         return self.emit(words, &ctx, found);
@@ -693,7 +838,7 @@ impl Reader {
                 }
                 "eval" => return self.line(&join(rest), &ctx, "eval"),
                 "find" => return self.find(words, &ctx, found),
-                _ if SHELLS.contains(&name) => return self.shell(words, &ctx, found),
+                _ if is_shell(name) => return self.shell(words, &ctx, found),
                 _ => return self.emit(words, &ctx, found),
             };
             ctx.via.push(name.to_string());
@@ -702,13 +847,13 @@ impl Reader {
     }
 
     /// A shell: its `-c` string, its standard input when that is known, or the shell itself running a script file.
-    fn shell(&mut self, words: &[Word], ctx: &Context, found: &Found<'_>) {
-        let name = base_name(&words[0].text);
+    fn shell(&mut self, words: &[Word<'_>], ctx: &Context, found: &Found<'_>) {
+        let name = base_name(words[0].text);
         let mut rest = &words[1..];
         let mut with_c = false;
         let mut reads_stdin = false;
         while let Some((w, tail)) = rest.split_first() {
-            let t = w.text.as_str();
+            let t = w.text;
             if t == "--" || t == "-" {
                 rest = tail;
                 break;
@@ -738,7 +883,7 @@ impl Reader {
         if with_c {
             if let Some(line) = rest.first() {
                 let via = format!("{name} -c");
-                self.line(&line.text, ctx, &via);
+                self.line(line.text, ctx, &via);
             }
             return;
         }
@@ -759,17 +904,14 @@ impl Reader {
     }
 
     /// `find`: the find itself, and every command its `-exec`, `-execdir`, `-ok`, `-okdir` actions run.
-    fn find(&mut self, words: &[Word], ctx: &Context, found: &Found<'_>) {
+    fn find(&mut self, words: &[Word<'_>], ctx: &Context, found: &Found<'_>) {
         self.emit(words, ctx, found);
         let mut i = 1;
         while i < words.len() {
-            if matches!(
-                words[i].text.as_str(),
-                "-exec" | "-execdir" | "-ok" | "-okdir"
-            ) {
+            if matches!(words[i].text, "-exec" | "-execdir" | "-ok" | "-okdir") {
                 let start = i + 1;
                 let mut end = start;
-                while end < words.len() && !matches!(words[end].text.as_str(), ";" | "+") {
+                while end < words.len() && !matches!(words[end].text, ";" | "+") {
                     end += 1;
                 }
                 let mut inner = ctx.with("find -exec");
@@ -786,50 +928,53 @@ impl Reader {
         }
     }
 
-    fn emit(&mut self, words: &[Word], ctx: &Context, found: &Found<'_>) {
+    fn emit(&mut self, words: &[Word<'_>], ctx: &Context, found: &Found<'_>) {
         if words.is_empty() || self.full() {
             return;
         }
-        self.out.commands.push(EffectiveCommand {
-            words: words.iter().map(|w| w.text.clone()).collect(),
-            dynamic: words.iter().map(|w| w.dynamic).collect(),
-            via: ctx.via.clone(),
+        self.emitted += 1;
+        let view = CommandView {
+            words,
+            via: &ctx.via,
             more_args: ctx.more_args,
-            writes: found.writes.to_vec(),
-            written: found.written.to_vec(),
+            writes: found.writes,
+            written: found.written,
             depth: ctx.depth,
-        });
+        };
+        if (self.visit)(&view).is_break() {
+            self.out.stopped = true;
+        }
     }
 }
 
 /// Where a simple command was found: its words as written, its output redirections and its known standard input.
 struct Found<'a> {
-    written: &'a [String],
-    writes: &'a [String],
+    written: &'a [Word<'a>],
+    writes: &'a [&'a str],
     /// The text on standard input and how it got there (`|`, `<<<`, `<<`).
     stdin: Option<(&'a str, &'a str)>,
 }
 
-fn join(words: &[Word]) -> String {
-    let mut line = String::new();
+fn join(words: &[Word<'_>]) -> String {
+    let mut line = String::with_capacity(words.iter().map(|w| w.text.len() + 1).sum());
     for (k, w) in words.iter().enumerate() {
         if k > 0 {
             line.push(' ');
         }
-        line.push_str(&w.text);
+        line.push_str(w.text);
     }
     line
 }
 
 /// What a simple command prints when that is known statically: `echo WORDS`, `printf WORDS`, `cat` of a
 /// here-string or here-document.
-fn prints(words: &[Word], stdin: Option<&str>) -> Option<String> {
+fn prints(words: &[Word<'_>], stdin: Option<&str>) -> Option<String> {
     let (program, args) = words.split_first()?;
-    match base_name(&program.text) {
+    match base_name(program.text) {
         "echo" => {
             let start = args
                 .iter()
-                .position(|w| !matches!(w.text.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en"))
+                .position(|w| !matches!(w.text, "-n" | "-e" | "-E" | "-ne" | "-en"))
                 .unwrap_or(args.len());
             Some(join(&args[start..]))
         }
@@ -972,6 +1117,39 @@ mod tests {
         assert_eq!(c.writes, ["/dev/sdb"]);
         assert_eq!(c.written, ["sudo", "tee", "/dev/sda"]);
         assert!(c.via("sudo"));
+    }
+
+    #[test]
+    fn a_visit_stops_where_its_callback_does() {
+        let script = tokenize("a; timeout 5 b; c; d").unwrap();
+        let mut seen = Vec::new();
+        let visit = visit_effective_commands(&script, &script.simple_commands(), |c| {
+            seen.push(c.line());
+            if c.via("timeout") {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert_eq!(seen, ["a", "b"]);
+        assert!(visit.stopped && !visit.truncated && !visit.too_deep);
+        // Nothing more is read once stopped, not even shell strings in later words.
+        let script = tokenize("a $(b) $(c)").unwrap();
+        let mut seen = Vec::new();
+        let visit = visit_effective_commands(&script, &script.simple_commands(), |c| {
+            seen.push(c.line());
+            ControlFlow::Break(())
+        });
+        assert_eq!(seen, ["b"]);
+        assert!(visit.stopped);
+    }
+
+    #[test]
+    fn each_here_document_feeds_its_own_command() {
+        let line = "cat <<A > notes; bash <<B\nhello\nA\npkill node\nB\n";
+        assert_eq!(read(line), ["cat", "bash << => pkill node"]);
+        let c = &effective_commands(line).unwrap().commands[0];
+        assert_eq!(c.writes, ["notes"]);
     }
 
     #[test]

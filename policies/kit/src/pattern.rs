@@ -21,6 +21,8 @@ struct Word {
     start: u32,
     end: u32,
     forbidden: bool,
+    /// The word holds a `*` (matched by [`glob`]; otherwise by equality).
+    star: bool,
 }
 
 /// A parsed word pattern.
@@ -39,6 +41,10 @@ pub struct Pattern {
     program_end: u32,
     /// The program word holds a `*` or a `/` (matched by glob or as a path, not looked up by name).
     globbed: bool,
+    /// The program word holds a `/`: it is matched against the command word itself, not its base name.
+    path: bool,
+    /// Length of the program word's text before its first `*` (all of it when there is none).
+    lead: u32,
 }
 
 /// Two patterns are equal when their (normalized) texts are: the words follow from the text.
@@ -115,11 +121,13 @@ fn split_words(bytes: &[u8]) -> Result<Vec<Word>, &'static str> {
                 start: (start + 1) as u32,
                 end: end as u32,
                 forbidden: true,
+                star: w.contains(&b'*'),
             },
             None => Word {
                 start: start as u32,
                 end: end as u32,
                 forbidden: false,
+                star: w.contains(&b'*'),
             },
         };
         words.push(word);
@@ -169,47 +177,108 @@ const fn program_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 /// Most patterns a built-in list ordered by [`program_order`] may hold.
 pub const MAX_BUILTIN_PATTERNS: usize = 512;
 
-/// The index of a built-in pattern list, computed at compile time so that a policy's `configure` does not sort it:
-/// the numbers of the patterns named by a plain program (not a glob or a path), ordered by program length, then
-/// program, then number, and how many there are. Pass it with the list to [`PatternSet::from_builtin`]:
+/// The index of a built-in pattern list, computed at compile time by [`program_order`] so that a policy's
+/// `configure` neither parses, scans nor sorts the list (a fresh instance per evaluation runs `configure` every time):
+/// the numbers of the patterns named by a plain program (not a glob or a path) ordered by program length, then
+/// program, then number; the numbers of the globbed ones; each pattern's program word; and the program filter. Pass
+/// it with the list to [`PatternSet::from_builtin`]:
 ///
 /// ```
-/// use shellward_kit::pattern::{PatternSet, program_order};
+/// use shellward_kit::pattern::{BuiltinIndex, PatternSet, program_order};
 /// const LIST: &[&str] = &["npm run dev", "python* -m http.server", "nodemon"];
-/// const ORDER: ([u16; shellward_kit::pattern::MAX_BUILTIN_PATTERNS], usize) = program_order(LIST);
-/// let set = PatternSet::from_builtin(LIST, &ORDER);
+/// const INDEX: BuiltinIndex = program_order(LIST);
+/// let set = PatternSet::from_builtin(LIST, &INDEX);
 /// assert_eq!(set.find(&["nodemon", "app.js"]).map(|p| p.as_str()), Some("nodemon"));
 /// ```
+#[derive(Debug, Clone, Copy)]
+pub struct BuiltinIndex {
+    /// Length of the list the index was computed for.
+    len: usize,
+    /// Numbers of the plain-program patterns, in index order; `named` of them.
+    order: [u16; MAX_BUILTIN_PATTERNS],
+    named: usize,
+    /// Numbers of the globbed patterns, in list order; `globbed_len` of them.
+    globbed: [u16; MAX_BUILTIN_PATTERNS],
+    globbed_len: usize,
+    /// Per pattern: where its program word ends, the length of the program's text before a `*`, and
+    /// [`GLOBBED`]/[`PATH`] flags.
+    program_end: [u16; MAX_BUILTIN_PATTERNS],
+    lead: [u16; MAX_BUILTIN_PATTERNS],
+    flags: [u8; MAX_BUILTIN_PATTERNS],
+    /// The [`ProgramKeys`] of the plain programs.
+    keys: [u64; 2],
+}
+
+/// [`BuiltinIndex::flags`]: the program word holds a `*` or a `/`.
+const GLOBBED: u8 = 1;
+/// [`BuiltinIndex::flags`]: the program word holds a `/`.
+const PATH: u8 = 2;
+
+/// Computes the [`BuiltinIndex`] of a built-in list at compile time.
 ///
-/// Compilation fails (a panic in constant evaluation) when the list holds more than [`MAX_BUILTIN_PATTERNS`].
-pub const fn program_order(list: &[&str]) -> ([u16; MAX_BUILTIN_PATTERNS], usize) {
+/// Compilation fails (a panic in constant evaluation) when the list holds more than [`MAX_BUILTIN_PATTERNS`] or a
+/// pattern longer than 65,535 bytes.
+pub const fn program_order(list: &[&str]) -> BuiltinIndex {
     assert!(
         list.len() <= MAX_BUILTIN_PATTERNS,
         "too many built-in patterns for program_order"
     );
-    let mut order = [0u16; MAX_BUILTIN_PATTERNS];
-    let mut n = 0;
+    let mut index = BuiltinIndex {
+        len: list.len(),
+        order: [0; MAX_BUILTIN_PATTERNS],
+        named: 0,
+        globbed: [0; MAX_BUILTIN_PATTERNS],
+        globbed_len: 0,
+        program_end: [0; MAX_BUILTIN_PATTERNS],
+        lead: [0; MAX_BUILTIN_PATTERNS],
+        flags: [0; MAX_BUILTIN_PATTERNS],
+        keys: [0; 2],
+    };
     let mut i = 0;
     while i < list.len() {
         let text = list[i].as_bytes();
-        if !is_globbed(text, program_len(text)) {
+        assert!(
+            text.len() <= u16::MAX as usize,
+            "a built-in pattern is too long"
+        );
+        let end = program_len(text);
+        index.program_end[i] = end as u16;
+        index.lead[i] = end as u16;
+        if is_globbed(text, end) {
+            let mut flags = GLOBBED;
+            let mut k = end;
+            while k > 0 {
+                k -= 1;
+                if text[k] == b'/' {
+                    flags |= PATH;
+                }
+                if text[k] == b'*' {
+                    index.lead[i] = k as u16;
+                }
+            }
+            index.flags[i] = flags;
+            index.globbed[index.globbed_len] = i as u16;
+            index.globbed_len += 1;
+        } else {
+            let key = program_key(text.split_at(end).0);
+            index.keys[(key >> 6) as usize & 1] |= 1 << (key & 63);
             // Insertion sort; equal programs keep their numbers' order.
-            let mut at = n;
+            let mut at = index.named;
             while at > 0 {
-                let prev = list[order[at - 1] as usize].as_bytes();
+                let prev = list[index.order[at - 1] as usize].as_bytes();
                 if matches!(program_cmp(prev, text), std::cmp::Ordering::Greater) {
-                    order[at] = order[at - 1];
+                    index.order[at] = index.order[at - 1];
                     at -= 1;
                 } else {
                     break;
                 }
             }
-            order[at] = i as u16;
-            n += 1;
+            index.order[at] = i as u16;
+            index.named += 1;
         }
         i += 1;
     }
-    (order, n)
+    index
 }
 
 impl Pattern {
@@ -251,11 +320,27 @@ impl Pattern {
         let bytes = text.as_bytes();
         let program_end = program_len(bytes);
         let globbed = is_globbed(bytes, program_end);
+        // Only a globbed program (a few of a list) holds a `/` or a `*`: the others need no second scan (a fresh
+        // instance sets up its whole list on every decision).
+        let (path, lead) = if globbed {
+            let program = &bytes[..program_end];
+            (
+                program.contains(&b'/'),
+                program
+                    .iter()
+                    .position(|&b| b == b'*')
+                    .unwrap_or(program_end),
+            )
+        } else {
+            (false, program_end)
+        };
         Pattern {
             text,
             words: OnceLock::new(),
             program_end: program_end as u32,
             globbed,
+            path,
+            lead: lead as u32,
         }
     }
 
@@ -267,12 +352,23 @@ impl Pattern {
     }
 
     /// The program word as bytes (for ordering the index: no character-boundary checks).
+    #[inline]
     fn program_bytes(&self) -> &[u8] {
         &self.text.as_bytes()[..self.program_end as usize]
     }
 
     fn word(&self, w: &Word) -> &str {
         &self.text[w.start as usize..w.end as usize]
+    }
+
+    /// Whether an argument matches a pattern word: by equality unless the word holds a `*` (most do not, and the
+    /// lengths settle most comparisons).
+    fn word_matches(&self, w: &Word, arg: &str) -> bool {
+        if w.star {
+            glob(self.word(w), arg)
+        } else {
+            same(self.word(w).as_bytes(), arg.as_bytes())
+        }
     }
 
     /// The pattern's first word: the program it matches.
@@ -297,7 +393,16 @@ impl Pattern {
     /// Whether the program word (`program`, with base name `base`) matches the pattern's first word.
     fn matches_program(&self, program: &str, base: &str) -> bool {
         let own = self.program();
-        let name = if own.contains('/') { program } else { base };
+        let name = if self.path { program } else { base };
+        let lead = self.lead as usize;
+        if lead == own.len() {
+            return same(own.as_bytes(), name.as_bytes());
+        }
+        // The literal text before the `*` settles most programs (`python*` against `npm`): first byte, then the rest.
+        let (own_bytes, name_bytes) = (own.as_bytes(), name.as_bytes());
+        if lead > 0 && name_bytes.first() != own_bytes.first() {
+            return false;
+        }
         glob(own, name)
     }
 
@@ -307,14 +412,14 @@ impl Pattern {
         if rest
             .iter()
             .filter(|w| w.forbidden)
-            .any(|f| args.iter().any(|a| glob(self.word(f), a.as_ref())))
+            .any(|f| args.iter().any(|a| self.word_matches(f, a.as_ref())))
         {
             return false;
         }
         let mut args = args.iter();
         rest.iter()
             .filter(|w| !w.forbidden)
-            .all(|r| args.any(|a| glob(self.word(r), a.as_ref())))
+            .all(|r| args.any(|a| self.word_matches(r, a.as_ref())))
     }
 }
 
@@ -330,10 +435,14 @@ impl fmt::Display for Pattern {
 /// gives the same answer as matching characters, without allocating.
 pub fn glob(pattern: &str, text: &str) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
-    if !p.contains(&b'*') {
-        return p == t;
+    let Some(first_star) = p.iter().position(|&c| c == b'*') else {
+        return same(p, t);
+    };
+    // The literal text before the first `*` settles most mismatches (`python*` against `npm`) without the loop.
+    if !t.starts_with(&p[..first_star]) {
+        return false;
     }
-    let (mut pi, mut ti) = (0, 0);
+    let (mut pi, mut ti) = (first_star, first_star);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
         if pi < p.len() && p[pi] == b'*' {
@@ -361,9 +470,21 @@ pub fn base_name(program: &str) -> &str {
     }
 }
 
-/// Orders program names by length, then bytes.
+/// Whether two words are equal. A byte loop rather than `==`: words are short, and in a policy component `==` calls
+/// the C library's `memcmp` (a byte loop behind a call, ~80 instructions per comparison measured with callgrind),
+/// which was a tenth of the default policy's pattern matching.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// Orders program names by length, then bytes (equal lengths compared byte by byte, as [`same`] does).
 fn by_length(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+    a.len()
+        .cmp(&b.len())
+        .then_with(|| match a.iter().zip(b).position(|(x, y)| x != y) {
+            Some(i) => a[i].cmp(&b[i]),
+            None => std::cmp::Ordering::Equal,
+        })
 }
 
 /// A set of patterns indexed by program name, so matching a command checks only the patterns for its program (plus
@@ -380,6 +501,36 @@ pub struct PatternSet {
     by_program: Vec<usize>,
     /// Numbers of the patterns whose program is a glob or a path, in the order added.
     globbed: Vec<usize>,
+    /// One bit per [`program_key`] of the indexed programs: a command whose program's bit is clear has no indexed
+    /// pattern, and most commands (`ls`, `cargo`, `git`) are settled by this one test instead of a bisection.
+    named_keys: ProgramKeys,
+}
+
+/// A 128-bit set of [`program_key`]s (two words: 128-bit shifts are a library call in a component).
+#[derive(Debug, Clone, Copy, Default)]
+struct ProgramKeys([u64; 2]);
+
+impl ProgramKeys {
+    fn insert(&mut self, key: u32) {
+        self.0[(key >> 6) as usize & 1] |= 1 << (key & 63);
+    }
+
+    fn contains(&self, key: u32) -> bool {
+        self.0[(key >> 6) as usize & 1] & (1 << (key & 63)) != 0
+    }
+}
+
+/// A program's bit (0..128) in [`PatternSet`]'s filter, from its length and first and last bytes (no hashing of the whole
+/// word: it runs on every command a policy reads).
+const fn program_key(program: &[u8]) -> u32 {
+    let (Some(&first), Some(&last)) = (program.first(), program.last()) else {
+        return 0;
+    };
+    let mix = (program.len() as u32)
+        .wrapping_mul(31)
+        .wrapping_add((first as u32).wrapping_mul(7))
+        .wrapping_add(last as u32);
+    mix % 128
 }
 
 impl PatternSet {
@@ -389,12 +540,15 @@ impl PatternSet {
             by_program: Vec::with_capacity(patterns.len()),
             patterns,
             globbed: Vec::new(),
+            named_keys: ProgramKeys::default(),
         };
         for i in 0..set.patterns.len() {
             if set.is_globbed(i) {
                 set.globbed.push(i);
             } else {
                 set.by_program.push(i);
+                set.named_keys
+                    .insert(program_key(set.patterns[i].program_bytes()));
             }
         }
         // Patterns of the same program stay in the order added (ties broken by number: no merge buffer needed).
@@ -406,32 +560,41 @@ impl PatternSet {
     }
 
     /// A set of built-in patterns (static text in normal form, each valid: check them in a test with
-    /// [`Pattern::parse_static`]) with the index [`program_order`] computed for exactly this list at compile time.
-    /// Nothing is parsed or sorted here; a pattern is split into words when a command's program first matches it.
-    pub fn from_builtin(
-        list: &'static [&'static str],
-        order: &([u16; MAX_BUILTIN_PATTERNS], usize),
-    ) -> PatternSet {
+    /// [`Pattern::parse_static`]) with the [`BuiltinIndex`] computed for exactly this list at compile time. Nothing is
+    /// parsed, scanned or sorted here; a pattern is split into words when a command's program first matches it. An
+    /// index computed for a list of another length is not used: the list is then indexed here, as [`PatternSet::new`]
+    /// does.
+    pub fn from_builtin(list: &'static [&'static str], index: &BuiltinIndex) -> PatternSet {
+        if index.len != list.len() {
+            return PatternSet::new(
+                list.iter()
+                    .map(|t| Pattern::unsplit(Cow::Borrowed(t)))
+                    .collect(),
+            );
+        }
         let patterns: Vec<Pattern> = list
             .iter()
-            .map(|t| Pattern::unsplit(Cow::Borrowed(t)))
+            .enumerate()
+            .map(|(i, t)| Pattern {
+                text: Cow::Borrowed(t),
+                words: OnceLock::new(),
+                program_end: u32::from(index.program_end[i]),
+                globbed: index.flags[i] & GLOBBED != 0,
+                path: index.flags[i] & PATH != 0,
+                lead: u32::from(index.lead[i]),
+            })
             .collect();
-        let by_program: Vec<usize> = order.0[..order.1.min(list.len())]
-            .iter()
-            .map(|&i| i as usize)
-            .collect();
-        let globbed: Vec<usize> = (0..patterns.len())
-            .filter(|&i| patterns[i].globbed)
-            .collect();
-        debug_assert_eq!(
-            by_program.len() + globbed.len(),
-            patterns.len(),
-            "the order was computed for another list"
-        );
         PatternSet {
             patterns,
-            by_program,
-            globbed,
+            by_program: index.order[..index.named]
+                .iter()
+                .map(|&i| usize::from(i))
+                .collect(),
+            globbed: index.globbed[..index.globbed_len]
+                .iter()
+                .map(|&i| usize::from(i))
+                .collect(),
+            named_keys: ProgramKeys(index.keys),
         }
     }
 
@@ -448,6 +611,7 @@ impl PatternSet {
         } else {
             let patterns = &self.patterns;
             let program = patterns[i].program_bytes();
+            self.named_keys.insert(program_key(program));
             // After every pattern of the same program: the order added is kept.
             let at = self.by_program.partition_point(|&j| {
                 by_length(patterns[j].program_bytes(), program) != std::cmp::Ordering::Greater
@@ -477,14 +641,17 @@ impl PatternSet {
         let base = base_name(program);
         let args = &words[1..];
         let patterns = &self.patterns;
-        let from = self.by_program.partition_point(|&j| {
-            by_length(patterns[j].program_bytes(), base.as_bytes()) == std::cmp::Ordering::Less
-        });
-        let named = self.by_program[from..]
-            .iter()
-            .take_while(|&&j| patterns[j].program_bytes() == base.as_bytes());
-        // Patterns indexed under the base name already match the program: only their arguments are checked.
-        let mut best = named.copied().find(|&i| patterns[i].matches_args(args));
+        let mut best = None;
+        if self.named_keys.contains(program_key(base.as_bytes())) {
+            let from = self.by_program.partition_point(|&j| {
+                by_length(patterns[j].program_bytes(), base.as_bytes()) == std::cmp::Ordering::Less
+            });
+            let named = self.by_program[from..]
+                .iter()
+                .take_while(|&&j| same(patterns[j].program_bytes(), base.as_bytes()));
+            // Patterns indexed under the base name already match the program: only their arguments are checked.
+            best = named.copied().find(|&i| patterns[i].matches_args(args));
+        }
         for &i in &self.globbed {
             if best.is_some_and(|b| b < i) {
                 break;
@@ -538,6 +705,68 @@ mod tests {
     }
 
     #[test]
+    fn the_program_filter_never_hides_a_pattern() {
+        // Programs of many lengths and first and last bytes, so that several share a filter bit.
+        const LIST: &[&str] = &[
+            "a",
+            "ab",
+            "ba",
+            "abc",
+            "cba",
+            "npm run dev",
+            "pnpm dev",
+            "bun dev",
+            "vite !build",
+            "x",
+            "make watch",
+            "node server.js",
+            "python* -m http.server",
+            "./bin/*",
+            "*serve",
+            "uvicorn",
+            "gunicorn",
+            "hugo server",
+            "zola serve",
+            "jekyll serve",
+            "rails server",
+            "php -S *",
+            "deno task dev",
+            "air",
+            "reflex run",
+        ];
+        const ORDER: BuiltinIndex = program_order(LIST);
+        let parsed: Vec<Pattern> = LIST.iter().map(|p| Pattern::parse(p).unwrap()).collect();
+        let mut pushed = PatternSet::default();
+        for p in &parsed {
+            pushed.push(p.clone());
+        }
+        let sets = [
+            PatternSet::new(parsed.clone()),
+            PatternSet::from_builtin(LIST, &ORDER),
+            pushed,
+        ];
+        for (k, set) in sets.iter().enumerate() {
+            for p in &parsed {
+                // A command made of the pattern's own words (globs filled in) matches it.
+                let words: Vec<String> = p
+                    .words()
+                    .iter()
+                    .filter(|w| !w.forbidden)
+                    .map(|w| p.word(w).replace('*', "q"))
+                    .collect();
+                assert_eq!(
+                    set.find(&words).map(|f| f.as_str()),
+                    Some(p.as_str()),
+                    "set {k}: {words:?}"
+                );
+            }
+            for miss in ["cargo", "ls", "git", "bc", "b", "nnpm"] {
+                assert_eq!(set.find(&[miss, "dev"]), None, "set {k}: {miss}");
+            }
+        }
+    }
+
+    #[test]
     fn bad_patterns_are_refused() {
         assert!(Pattern::parse("   ").is_err());
         assert!(Pattern::parse("!npm").is_err());
@@ -581,7 +810,7 @@ mod tests {
             "vite !build",
             "ng serve",
         ];
-        const ORDER: ([u16; MAX_BUILTIN_PATTERNS], usize) = program_order(LIST);
+        const ORDER: BuiltinIndex = program_order(LIST);
         let builtin = PatternSet::from_builtin(LIST, &ORDER);
         let parsed = PatternSet::new(LIST.iter().map(|p| Pattern::parse(p).unwrap()).collect());
         assert_eq!(builtin.by_program, parsed.by_program);
@@ -595,6 +824,23 @@ mod tests {
         );
         assert_eq!(builtin.find(&["vite", "build"]), None);
         assert_eq!(builtin.patterns(), parsed.patterns());
+        // The compile-time index describes each pattern as parsing it does.
+        for (b, p) in builtin.patterns.iter().zip(&parsed.patterns) {
+            assert_eq!(
+                (b.program_end, b.globbed, b.path, b.lead),
+                (p.program_end, p.globbed, p.path, p.lead),
+                "{}",
+                b.as_str()
+            );
+        }
+        assert_eq!(builtin.named_keys.0, parsed.named_keys.0);
+        // An index computed for another list is not used.
+        let other = PatternSet::from_builtin(&LIST[1..], &ORDER);
+        assert_eq!(
+            other.find(&["ng", "serve"]).map(|p| p.as_str()),
+            Some("ng serve")
+        );
+        assert_eq!(other.len(), LIST.len() - 1);
     }
 
     #[test]

@@ -218,7 +218,7 @@ struct Lexer<'a> {
     heredocs: Vec<HereDoc>,
 }
 
-fn is_meta(c: u8) -> bool {
+const fn is_meta(c: u8) -> bool {
     matches!(
         c,
         b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'
@@ -226,9 +226,21 @@ fn is_meta(c: u8) -> bool {
 }
 
 /// Bytes with a meaning inside a word: escapes, quotes and expansions.
-fn is_word_special(c: u8) -> bool {
+const fn is_word_special(c: u8) -> bool {
     matches!(c, b'\\' | b'\'' | b'"' | b'$' | b'`')
 }
+
+/// Bytes that stand for themselves in a word: neither [`is_meta`] nor [`is_word_special`].
+const PLAIN: [bool; 256] = {
+    let mut table = [true; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = !is_meta(b) && !is_word_special(b);
+        c += 1;
+    }
+    table
+};
 
 fn char_len(first: u8) -> usize {
     match first {
@@ -416,8 +428,8 @@ impl<'a> Lexer<'a> {
 
     /// Advances over bytes that stand for themselves in a word (not metacharacters, quotes, escapes or expansions).
     fn skip_plain(&mut self) {
-        while self.i < self.b.len() && !is_meta(self.b[self.i]) && !is_word_special(self.b[self.i])
-        {
+        // One table lookup per byte (every byte of a command line passes here).
+        while self.i < self.b.len() && PLAIN[self.b[self.i] as usize] {
             self.i += 1;
         }
     }
@@ -648,7 +660,7 @@ impl<'a> Lexer<'a> {
 
 /// Whether a raw word is an assignment `NAME=value` (an unquoted valid name before the `=`).
 fn is_assignment(raw: &str) -> bool {
-    let Some(eq) = raw.find('=') else {
+    let Some(eq) = raw.bytes().position(|b| b == b'=') else {
         return false;
     };
     let name = &raw[..eq];
@@ -675,7 +687,7 @@ impl<'a> Script<'a> {
     /// Groups the tokens into simple commands, in source order. Commands inside subshells are included with their
     /// depth; words inside command substitutions are not (they are part of the enclosing word).
     pub fn simple_commands(&self) -> Vec<SimpleCommand> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(4);
         let mut current: Option<SimpleCommand> = None;
         let mut before: Option<TokenKind> = None;
         let mut redirect_target = false;
@@ -696,7 +708,8 @@ impl<'a> Script<'a> {
             }
             let cmd = current.get_or_insert_with(|| SimpleCommand {
                 assignments: Vec::new(),
-                words: Vec::new(),
+                // Most commands have a handful of words: one allocation, no regrowth.
+                words: Vec::with_capacity(8),
                 first_token: i,
                 last_token: i,
                 depth: t.depth,

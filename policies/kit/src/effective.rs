@@ -1145,6 +1145,20 @@ mod tests {
     }
 
     #[test]
+    fn words_after_assignments_and_redirections_are_the_command() {
+        let line = "A=$(sudo id) B=1 cmd -x > \"$(pkill x)\" 2>err arg 'q $y'";
+        assert_eq!(
+            read(line),
+            ["$(…), sudo => id", "$(…) => pkill x", "cmd -x arg q $y"]
+        );
+        let r = effective_commands(line).unwrap();
+        let c = &r.commands[2];
+        assert_eq!(c.writes, ["$(pkill x)", "err"]);
+        assert_eq!(c.dynamic, [false, false, false, false]);
+        assert_eq!(c.written, c.words);
+    }
+
+    #[test]
     fn each_here_document_feeds_its_own_command() {
         let line = "cat <<A > notes; bash <<B\nhello\nA\npkill node\nB\n";
         assert_eq!(read(line), ["cat", "bash << => pkill node"]);

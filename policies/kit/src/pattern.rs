@@ -157,10 +157,15 @@ const fn is_globbed(bytes: &[u8], end: usize) -> bool {
     false
 }
 
-/// Orders program words by length, then bytes (the index's order, usable at compile time).
+/// Orders pattern texts by their program words' [`program_key`], then length, then bytes: the index's order (usable
+/// at compile time), which groups each key's programs into one bucket.
 const fn program_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     use std::cmp::Ordering::{Equal, Greater, Less};
     let (la, lb) = (program_len(a), program_len(b));
+    let (ka, kb) = (program_key(a.split_at(la).0), program_key(b.split_at(lb).0));
+    if ka != kb {
+        return if ka < kb { Less } else { Greater };
+    }
     if la != lb {
         return if la < lb { Less } else { Greater };
     }
@@ -205,8 +210,8 @@ pub struct BuiltinIndex {
     program_end: [u16; MAX_BUILTIN_PATTERNS],
     lead: [u16; MAX_BUILTIN_PATTERNS],
     flags: [u8; MAX_BUILTIN_PATTERNS],
-    /// The [`ProgramKeys`] of the plain programs.
-    keys: [u64; 2],
+    /// Where each [`program_key`]'s bucket starts in `order` (see [`PatternSet`]).
+    starts: [u16; KEYS + 1],
 }
 
 /// [`BuiltinIndex::flags`]: the program word holds a `*` or a `/`.
@@ -232,7 +237,7 @@ pub const fn program_order(list: &[&str]) -> BuiltinIndex {
         program_end: [0; MAX_BUILTIN_PATTERNS],
         lead: [0; MAX_BUILTIN_PATTERNS],
         flags: [0; MAX_BUILTIN_PATTERNS],
-        keys: [0; 2],
+        starts: [0; KEYS + 1],
     };
     let mut i = 0;
     while i < list.len() {
@@ -260,8 +265,13 @@ pub const fn program_order(list: &[&str]) -> BuiltinIndex {
             index.globbed[index.globbed_len] = i as u16;
             index.globbed_len += 1;
         } else {
-            let key = program_key(text.split_at(end).0);
-            index.keys[(key >> 6) as usize & 1] |= 1 << (key & 63);
+            let key = program_key(text.split_at(end).0) as usize;
+            // Every bucket after this key's starts one later.
+            let mut k = key + 1;
+            while k <= KEYS {
+                index.starts[k] += 1;
+                k += 1;
+            }
             // Insertion sort; equal programs keep their numbers' order.
             let mut at = index.named;
             while at > 0 {
@@ -477,50 +487,44 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// Orders program names by length, then bytes (equal lengths compared byte by byte, as [`same`] does).
-fn by_length(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    a.len()
-        .cmp(&b.len())
-        .then_with(|| match a.iter().zip(b).position(|(x, y)| x != y) {
-            Some(i) => a[i].cmp(&b[i]),
-            None => std::cmp::Ordering::Equal,
-        })
-}
-
 /// A set of patterns indexed by program name, so matching a command checks only the patterns for its program (plus
 /// those whose program is a glob or a path).
 ///
-/// The index is a sorted list of pattern numbers searched by bisection: for the hundred or so patterns of a policy
-/// that is a handful of string comparisons per lookup, with no hashing and no allocation per program (this runs on
-/// every decision of a policy component, and a fresh instance builds it for every decision).
-#[derive(Debug, Clone, Default)]
+/// The index is a list of pattern numbers grouped into buckets by [`program_key`] (a program's length and first and
+/// last bytes): a lookup compares the command's program with the few programs of its bucket, and most commands
+/// (`ls`, `cargo`, `git`) find their bucket empty. No hashing of whole words and no allocation per program: this
+/// runs on every decision of a policy component, and a fresh instance builds the set for every decision.
+#[derive(Debug, Clone)]
 pub struct PatternSet {
     patterns: Vec<Pattern>,
-    /// Numbers of the patterns named by a plain program, sorted by program length, then program, then the order
-    /// added: most probes are settled by comparing lengths, and equal programs keep their order.
+    /// Numbers of the patterns named by a plain program, sorted by [`program_key`], then program (length, then
+    /// bytes), then the order added: each key's programs form one bucket, and equal programs keep their order.
     by_program: Vec<usize>,
+    /// Where each key's bucket starts in `by_program` (bucket `k` is `starts[k]..starts[k + 1]`).
+    starts: [u32; KEYS + 1],
     /// Numbers of the patterns whose program is a glob or a path, in the order added.
     globbed: Vec<usize>,
-    /// One bit per [`program_key`] of the indexed programs: a command whose program's bit is clear has no indexed
-    /// pattern, and most commands (`ls`, `cargo`, `git`) are settled by this one test instead of a bisection.
-    named_keys: ProgramKeys,
+    /// The first bytes the globbed patterns' programs can match (all 256 when one starts with `*`): a command whose
+    /// program starts otherwise skips them.
+    globbed_first: [u64; 4],
 }
 
-/// A 128-bit set of [`program_key`]s (two words: 128-bit shifts are a library call in a component).
-#[derive(Debug, Clone, Copy, Default)]
-struct ProgramKeys([u64; 2]);
-
-impl ProgramKeys {
-    fn insert(&mut self, key: u32) {
-        self.0[(key >> 6) as usize & 1] |= 1 << (key & 63);
-    }
-
-    fn contains(&self, key: u32) -> bool {
-        self.0[(key >> 6) as usize & 1] & (1 << (key & 63)) != 0
+impl Default for PatternSet {
+    fn default() -> PatternSet {
+        PatternSet {
+            patterns: Vec::new(),
+            by_program: Vec::new(),
+            starts: [0; KEYS + 1],
+            globbed: Vec::new(),
+            globbed_first: [0; 4],
+        }
     }
 }
 
-/// A program's bit (0..128) in [`PatternSet`]'s filter, from its length and first and last bytes (no hashing of the whole
+/// How many [`program_key`]s (buckets) the index has.
+const KEYS: usize = 128;
+
+/// A program's bucket (0..[`KEYS`]) in [`PatternSet`]'s index, from its length and first and last bytes (no hashing of the whole
 /// word: it runs on every command a policy reads).
 const fn program_key(program: &[u8]) -> u32 {
     let (Some(&first), Some(&last)) = (program.first(), program.last()) else {
@@ -530,7 +534,7 @@ const fn program_key(program: &[u8]) -> u32 {
         .wrapping_mul(31)
         .wrapping_add((first as u32).wrapping_mul(7))
         .wrapping_add(last as u32);
-    mix % 128
+    mix % KEYS as u32
 }
 
 impl PatternSet {
@@ -539,22 +543,22 @@ impl PatternSet {
         let mut set = PatternSet {
             by_program: Vec::with_capacity(patterns.len()),
             patterns,
-            globbed: Vec::new(),
-            named_keys: ProgramKeys::default(),
+            ..PatternSet::default()
         };
         for i in 0..set.patterns.len() {
             if set.is_globbed(i) {
                 set.globbed.push(i);
+                set.note_globbed(i);
             } else {
                 set.by_program.push(i);
-                set.named_keys
-                    .insert(program_key(set.patterns[i].program_bytes()));
+                let key = program_key(set.patterns[i].program_bytes()) as usize;
+                set.starts[key + 1..].iter_mut().for_each(|s| *s += 1);
             }
         }
         // Patterns of the same program stay in the order added (ties broken by number: no merge buffer needed).
         let patterns = &set.patterns;
         set.by_program.sort_unstable_by(|&a, &b| {
-            by_length(patterns[a].program_bytes(), patterns[b].program_bytes()).then(a.cmp(&b))
+            program_cmp(patterns[a].program_bytes(), patterns[b].program_bytes()).then(a.cmp(&b))
         });
         set
     }
@@ -584,7 +588,7 @@ impl PatternSet {
                 lead: u32::from(index.lead[i]),
             })
             .collect();
-        PatternSet {
+        let mut set = PatternSet {
             patterns,
             by_program: index.order[..index.named]
                 .iter()
@@ -594,12 +598,34 @@ impl PatternSet {
                 .iter()
                 .map(|&i| usize::from(i))
                 .collect(),
-            named_keys: ProgramKeys(index.keys),
+            starts: index.starts.map(u32::from),
+            globbed_first: [0; 4],
+        };
+        for k in 0..set.globbed.len() {
+            set.note_globbed(set.globbed[k]);
         }
+        set
     }
 
     fn is_globbed(&self, i: usize) -> bool {
         self.patterns[i].globbed
+    }
+
+    /// Adds pattern `i` (globbed) to the first-byte filter.
+    fn note_globbed(&mut self, i: usize) {
+        let p = &self.patterns[i];
+        match p.program_bytes().first() {
+            Some(&b) if p.lead > 0 => self.globbed_first[usize::from(b >> 6)] |= 1 << (b & 63),
+            _ => self.globbed_first = [u64::MAX; 4],
+        }
+    }
+
+    /// Whether a program or base name starting with these bytes may match a globbed pattern.
+    fn may_match_globbed(&self, program: &[u8], base: &[u8]) -> bool {
+        let has = |b: Option<&u8>| {
+            b.is_some_and(|&b| self.globbed_first[usize::from(b >> 6)] & (1 << (b & 63)) != 0)
+        };
+        has(program.first()) || has(base.first())
     }
 
     /// Adds a pattern.
@@ -608,15 +634,19 @@ impl PatternSet {
         self.patterns.push(p);
         if self.is_globbed(i) {
             self.globbed.push(i);
+            self.note_globbed(i);
         } else {
             let patterns = &self.patterns;
             let program = patterns[i].program_bytes();
-            self.named_keys.insert(program_key(program));
-            // After every pattern of the same program: the order added is kept.
-            let at = self.by_program.partition_point(|&j| {
-                by_length(patterns[j].program_bytes(), program) != std::cmp::Ordering::Greater
-            });
+            let key = program_key(program) as usize;
+            // In its bucket, after every pattern of the same program: the order added is kept.
+            let bucket = &self.by_program[self.starts[key] as usize..self.starts[key + 1] as usize];
+            let at = self.starts[key] as usize
+                + bucket.partition_point(|&j| {
+                    program_cmp(patterns[j].program_bytes(), program) != std::cmp::Ordering::Greater
+                });
             self.by_program.insert(at, i);
+            self.starts[key + 1..].iter_mut().for_each(|s| *s += 1);
         }
     }
 
@@ -642,15 +672,19 @@ impl PatternSet {
         let args = &words[1..];
         let patterns = &self.patterns;
         let mut best = None;
-        if self.named_keys.contains(program_key(base.as_bytes())) {
-            let from = self.by_program.partition_point(|&j| {
-                by_length(patterns[j].program_bytes(), base.as_bytes()) == std::cmp::Ordering::Less
-            });
-            let named = self.by_program[from..]
-                .iter()
-                .take_while(|&&j| same(patterns[j].program_bytes(), base.as_bytes()));
-            // Patterns indexed under the base name already match the program: only their arguments are checked.
-            best = named.copied().find(|&i| patterns[i].matches_args(args));
+        let key = program_key(base.as_bytes()) as usize;
+        let bucket = &self.by_program[self.starts[key] as usize..self.starts[key + 1] as usize];
+        // Patterns indexed under the base name already match the program: only their arguments are checked. The
+        // bucket's programs are in order, so the first match is the first added.
+        for &i in bucket {
+            if same(patterns[i].program_bytes(), base.as_bytes()) && patterns[i].matches_args(args)
+            {
+                best = Some(i);
+                break;
+            }
+        }
+        if !self.may_match_globbed(program.as_bytes(), base.as_bytes()) {
+            return best.map(|i| &patterns[i]);
         }
         for &i in &self.globbed {
             if best.is_some_and(|b| b < i) {
@@ -705,7 +739,7 @@ mod tests {
     }
 
     #[test]
-    fn the_program_filter_never_hides_a_pattern() {
+    fn the_program_index_never_hides_a_pattern() {
         // Programs of many lengths and first and last bytes, so that several share a filter bit.
         const LIST: &[&str] = &[
             "a",
@@ -833,7 +867,8 @@ mod tests {
                 b.as_str()
             );
         }
-        assert_eq!(builtin.named_keys.0, parsed.named_keys.0);
+        assert_eq!(builtin.starts, parsed.starts);
+        assert_eq!(builtin.globbed_first, parsed.globbed_first);
         // An index computed for another list is not used.
         let other = PatternSet::from_builtin(&LIST[1..], &ORDER);
         assert_eq!(

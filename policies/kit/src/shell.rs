@@ -271,16 +271,18 @@ impl<'a> Lexer<'a> {
         let mut expect_heredoc_word: Option<bool> = None;
         let open = self.i;
         loop {
-            // Blanks and line continuations.
-            while let Some(c) = self.peek(0) {
+            // Blanks and line continuations (on a local index, as in `skip_plain`).
+            let (b, mut i) = (self.b, self.i);
+            while let Some(&c) = b.get(i) {
                 if c == b' ' || c == b'\t' {
-                    self.i += 1;
-                } else if c == b'\\' && self.peek(1) == Some(b'\n') {
-                    self.i += 2;
+                    i += 1;
+                } else if c == b'\\' && b.get(i + 1) == Some(&b'\n') {
+                    i += 2;
                 } else {
                     break;
                 }
             }
+            self.i = i;
             let Some(c) = self.peek(0) else {
                 if nested {
                     return self.err(
@@ -428,10 +430,13 @@ impl<'a> Lexer<'a> {
 
     /// Advances over bytes that stand for themselves in a word (not metacharacters, quotes, escapes or expansions).
     fn skip_plain(&mut self) {
-        // One table lookup per byte (every byte of a command line passes here).
-        while self.i < self.b.len() && PLAIN[self.b[self.i] as usize] {
-            self.i += 1;
+        // One table lookup per byte (every byte of a command line passes here), on a local index: in a component
+        // `self` lives in linear memory, and updating `self.i` per byte was a store per byte.
+        let (b, mut i) = (self.b, self.i);
+        while i < b.len() && PLAIN[b[i] as usize] {
+            i += 1;
         }
+        self.i = i;
     }
 
     /// Scans one word starting at `self.i`; returns its value after quote removal and whether it was quoted.
@@ -443,6 +448,13 @@ impl<'a> Lexer<'a> {
         if self.peek(0).is_none_or(is_meta) {
             return Ok((Cow::Borrowed(&self.src[start..self.i]), false));
         }
+        self.quoted_word(start)
+    }
+
+    /// The rest of a word that holds quotes, escapes or expansions, from `start` (kept out of line: the plain words
+    /// of [`Lexer::word`] are the common case, and the tokenizer loop stays small).
+    #[inline(never)]
+    fn quoted_word(&mut self, start: usize) -> Result<(Cow<'a, str>, bool), ParseError> {
         let mut out = String::from(&self.src[start..self.i]);
         let mut quoted = false;
         while let Some(c) = self.peek(0) {

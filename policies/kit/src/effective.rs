@@ -245,6 +245,50 @@ impl Context {
     }
 }
 
+/// How many words of a command [`WordBuf`] holds without allocating.
+const INLINE_WORDS: usize = 8;
+
+/// A simple command's words: on the stack for the usual handful, on the heap beyond [`INLINE_WORDS`] (one allocation
+/// less per command read).
+struct WordBuf<'s> {
+    inline: [Word<'s>; INLINE_WORDS],
+    len: usize,
+    heap: Vec<Word<'s>>,
+}
+
+impl<'s> WordBuf<'s> {
+    fn new() -> WordBuf<'s> {
+        WordBuf {
+            inline: [Word {
+                text: "",
+                dynamic: false,
+            }; INLINE_WORDS],
+            len: 0,
+            heap: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, word: Word<'s>) {
+        if self.heap.is_empty() && self.len < INLINE_WORDS {
+            self.inline[self.len] = word;
+            self.len += 1;
+            return;
+        }
+        if self.heap.is_empty() {
+            self.heap.extend_from_slice(&self.inline[..self.len]);
+        }
+        self.heap.push(word);
+    }
+
+    fn as_slice(&self) -> &[Word<'s>] {
+        if self.heap.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
 /// Reads commands and hands each effective one to `visit`.
 struct Reader<'v> {
     visit: &'v mut dyn FnMut(&CommandView<'_>) -> ControlFlow<()>,
@@ -458,7 +502,7 @@ impl Reader<'_> {
                 .unwrap_or(cmd.words.len());
             // The command's words (from `lead`), gathered in the same pass over its tokens that reads substitutions
             // and redirections, so each word's bytes are scanned once.
-            let mut words: Vec<Word<'_>> = Vec::with_capacity(cmd.words.len() - lead);
+            let mut words = WordBuf::new();
             let mut next_word = lead;
             let tokens = script.tokens.iter().enumerate();
             for (i, t) in tokens.take(cmd.last_token + 1).skip(cmd.first_token) {
@@ -518,19 +562,20 @@ impl Reader<'_> {
                 cmd.words.len(),
                 "every word of the command was read"
             );
+            let words = words.as_slice();
             // Only a command piped into the next one has its output read.
             let next_piped = commands.get(k + 1).is_some_and(|n| {
                 matches!(n.preceded_by, Some(TokenKind::Op(Op::Pipe | Op::PipeAmp)))
             });
             if next_piped {
-                printed = prints(&words, stdin.map(|(s, _)| s));
+                printed = prints(words, stdin.map(|(s, _)| s));
             }
             let found = Found {
-                written: &words,
+                written: words,
                 writes: &writes,
                 stdin,
             };
-            self.unwrap(&words, ctx.clone(), &found);
+            self.unwrap(words, ctx.clone(), &found);
         }
     }
 
@@ -1156,6 +1201,22 @@ mod tests {
         assert_eq!(c.writes, ["$(pkill x)", "err"]);
         assert_eq!(c.dynamic, [false, false, false, false]);
         assert_eq!(c.written, c.words);
+    }
+
+    #[test]
+    fn long_commands_keep_every_word() {
+        // More words than the reader keeps on its stack.
+        let line = "if timeout 5 make -j4 a b c d e f g h i j; then echo $x 1 2 3 4 5 6 7 8 9; fi";
+        assert_eq!(
+            read(line),
+            [
+                "timeout => make -j4 a b c d e f g h i j",
+                "echo $x 1 2 3 4 5 6 7 8 9"
+            ]
+        );
+        let r = effective_commands(line).unwrap();
+        assert_eq!(r.commands[0].written.len(), 14);
+        assert_eq!(r.commands[1].dynamic.iter().filter(|d| **d).count(), 1);
     }
 
     #[test]

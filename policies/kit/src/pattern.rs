@@ -490,7 +490,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// A set of patterns indexed by program name, so matching a command checks only the patterns for its program (plus
 /// those whose program is a glob or a path).
 ///
-/// The index is a list of pattern numbers grouped into buckets by [`program_key`] (a program's length and first and
+/// The index is a list of pattern numbers grouped into buckets by a key (a program's length and first and
 /// last bytes): a lookup compares the command's program with the few programs of its bucket, and most commands
 /// (`ls`, `cargo`, `git`) find their bucket empty. No hashing of whole words and no allocation per program: this
 /// runs on every decision of a policy component, and a fresh instance builds the set for every decision.

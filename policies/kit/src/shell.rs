@@ -368,10 +368,11 @@ impl<'a> Lexer<'a> {
                 },
                 _ => {
                     let (text, quoted) = self.word()?;
-                    let io_number = !quoted
+                    // The redirection test first: it settles almost every word with one byte.
+                    let io_number = matches!(self.peek(0), Some(b'<' | b'>'))
+                        && !quoted
                         && !text.is_empty()
-                        && text.bytes().all(|c| c.is_ascii_digit())
-                        && matches!(self.peek(0), Some(b'<' | b'>'));
+                        && text.bytes().all(|c| c.is_ascii_digit());
                     let kind = if io_number {
                         TokenKind::IoNumber
                     } else {
@@ -381,10 +382,11 @@ impl<'a> Lexer<'a> {
                         pending.push((text.to_string(), strip));
                     }
                     // Unquoted words without escapes are their own source text: no allocation.
-                    let text = if !quoted && text.len() == self.i - start {
-                        Cow::Borrowed(&self.src[start..self.i])
-                    } else {
-                        text
+                    let text = match text {
+                        Cow::Owned(t) if !quoted && t.len() == self.i - start => {
+                            Cow::Borrowed(&self.src[start..self.i])
+                        }
+                        text => text,
                     };
                     self.push(kind, start, text, quoted);
                 }

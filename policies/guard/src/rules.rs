@@ -5,8 +5,10 @@
 //! (`$(…)`, `` `…` ``) are checked recursively. Quoted text is data: `echo "rm -rf /"` is allowed. The exact
 //! procedure is in README.md; `policies/guard-py` implements the same procedure in Python and passes the same cases.
 
-use shellward_kit::effective::{EffectiveCommand, effective_commands};
+use shellward_kit::effective::{CommandView, visit_effective_commands};
 use shellward_kit::pattern::{Pattern, glob};
+use shellward_kit::shell::tokenize;
+use std::ops::ControlFlow;
 
 /// The built-in rules, by id.
 pub const RULES: &[&str] = &[
@@ -295,13 +297,23 @@ impl Guard {
             return Some(d);
         }
         // A line that does not tokenize is run unchanged: the shell refuses it too.
-        let reading = effective_commands(command).ok()?;
-        reading.commands.iter().find_map(|c| self.check_command(c))
+        let script = tokenize(command).ok()?;
+        // Each command is checked as it is read (borrowed, not copied); the reading stops at the first denial.
+        let mut denial = None;
+        visit_effective_commands(&script, &script.simple_commands(), |c| {
+            denial = self.check_command(c);
+            if denial.is_some() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        denial
     }
 
     /// Checks one effective command (wrappers stripped, nested shell strings already read).
-    fn check_command(&self, c: &EffectiveCommand) -> Option<Denial> {
-        let patterns_see = |p: &Pattern| p.matches(&c.words) || p.matches(&c.written);
+    fn check_command(&self, c: &CommandView<'_>) -> Option<Denial> {
+        let patterns_see = |p: &Pattern| p.matches(c.words) || p.matches(c.written);
         if self.allow.iter().any(patterns_see) {
             return None;
         }
@@ -319,7 +331,7 @@ impl Guard {
         {
             return Some(d);
         }
-        let words: Vec<&str> = c.words.iter().map(String::as_str).collect();
+        let words: Vec<&str> = c.words.iter().map(|w| w.text).collect();
         let rule = if c.program_known() {
             builtin_rule(&words)
         } else {

@@ -205,6 +205,16 @@ impl<'a> CommandView<'a> {
         self.program().map(base_name)
     }
 
+    /// Whether the program is known statically (not `$k`, `$(which kill)`, `` `echo rm` ``).
+    pub fn program_known(&self) -> bool {
+        !self.words.first().is_some_and(|w| w.dynamic)
+    }
+
+    /// The arguments (every word after the program).
+    pub fn args(&self) -> &'a [Word<'a>] {
+        self.words.get(1..).unwrap_or(&[])
+    }
+
     /// Whether a wrapper of this name was stripped on the way to the command.
     pub fn via(&self, wrapper: &str) -> bool {
         self.via.iter().any(|v| v == wrapper)

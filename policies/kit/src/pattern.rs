@@ -551,9 +551,12 @@ impl PatternSet {
                 set.note_globbed(i);
             } else {
                 set.by_program.push(i);
-                let key = program_key(set.patterns[i].program_bytes()) as usize;
-                set.starts[key + 1..].iter_mut().for_each(|s| *s += 1);
+                // Counted per key here, summed into bucket starts below: one pass, not one per pattern.
+                set.starts[program_key(set.patterns[i].program_bytes()) as usize + 1] += 1;
             }
+        }
+        for k in 1..=KEYS {
+            set.starts[k] += set.starts[k - 1];
         }
         // Patterns of the same program stay in the order added (ties broken by number: no merge buffer needed).
         let patterns = &set.patterns;

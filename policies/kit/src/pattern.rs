@@ -219,6 +219,39 @@ const GLOBBED: u8 = 1;
 /// [`BuiltinIndex::flags`]: the program word holds a `/`.
 const PATH: u8 = 2;
 
+/// What a pattern's program word is: where it ends, the length of its text before a `*`, and whether it is a glob
+/// or a path. One definition for parsed patterns and for [`program_order`]'s compile-time index.
+struct ProgramWord {
+    end: usize,
+    lead: usize,
+    globbed: bool,
+    path: bool,
+}
+
+/// The [`ProgramWord`] of normalized pattern text. Only a globbed program (a few of a list) is scanned twice.
+const fn program_word(text: &[u8]) -> ProgramWord {
+    let end = program_len(text);
+    let mut w = ProgramWord {
+        end,
+        lead: end,
+        globbed: is_globbed(text, end),
+        path: false,
+    };
+    if w.globbed {
+        let mut k = end;
+        while k > 0 {
+            k -= 1;
+            if text[k] == b'/' {
+                w.path = true;
+            }
+            if text[k] == b'*' {
+                w.lead = k;
+            }
+        }
+    }
+    w
+}
+
 /// Computes the [`BuiltinIndex`] of a built-in list at compile time.
 ///
 /// Compilation fails (a panic in constant evaluation) when the list holds more than [`MAX_BUILTIN_PATTERNS`] or a
@@ -246,22 +279,12 @@ pub const fn program_order(list: &[&str]) -> BuiltinIndex {
             text.len() <= u16::MAX as usize,
             "a built-in pattern is too long"
         );
-        let end = program_len(text);
+        let w = program_word(text);
+        let end = w.end;
         index.program_end[i] = end as u16;
-        index.lead[i] = end as u16;
-        if is_globbed(text, end) {
-            let mut flags = GLOBBED;
-            let mut k = end;
-            while k > 0 {
-                k -= 1;
-                if text[k] == b'/' {
-                    flags |= PATH;
-                }
-                if text[k] == b'*' {
-                    index.lead[i] = k as u16;
-                }
-            }
-            index.flags[i] = flags;
+        index.lead[i] = w.lead as u16;
+        if w.globbed {
+            index.flags[i] = GLOBBED | if w.path { PATH } else { 0 };
             index.globbed[index.globbed_len] = i as u16;
             index.globbed_len += 1;
         } else {
@@ -328,29 +351,14 @@ impl Pattern {
     /// are checked by their crates' tests through [`Pattern::parse_static`]).
     fn unsplit(text: Cow<'static, str>) -> Pattern {
         let bytes = text.as_bytes();
-        let program_end = program_len(bytes);
-        let globbed = is_globbed(bytes, program_end);
-        // Only a globbed program (a few of a list) holds a `/` or a `*`: the others need no second scan (a fresh
-        // instance sets up its whole list on every decision).
-        let (path, lead) = if globbed {
-            let program = &bytes[..program_end];
-            (
-                program.contains(&b'/'),
-                program
-                    .iter()
-                    .position(|&b| b == b'*')
-                    .unwrap_or(program_end),
-            )
-        } else {
-            (false, program_end)
-        };
+        let w = program_word(bytes);
         Pattern {
             text,
             words: OnceLock::new(),
-            program_end: program_end as u32,
-            globbed,
-            path,
-            lead: lead as u32,
+            program_end: w.end as u32,
+            globbed: w.globbed,
+            path: w.path,
+            lead: w.lead as u32,
         }
     }
 

@@ -776,8 +776,19 @@ impl Executor {
             let _ = t.await;
         }
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
-            self.inner.platform.shutdown();
-            self.inner.log_dir.remove();
+            // The log directory is removed on a thread of its own while the platform shuts down: freeing it can wait
+            // for the disk (see `LogDir::remove`), and the platform's shutdown waits for the watchdog; neither needs
+            // the other.
+            let log_dir = &self.inner.log_dir;
+            std::thread::scope(|scope| {
+                let removal = std::thread::Builder::new()
+                    .name("shellward-logdir".into())
+                    .spawn_scoped(scope, || log_dir.remove());
+                self.inner.platform.shutdown();
+                if removal.is_err() {
+                    log_dir.remove();
+                }
+            });
         }
     }
 }

@@ -541,3 +541,30 @@ async fn a_character_split_across_writes_is_read_whole() {
     ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
     ex.shutdown().await;
 }
+
+/// Shutdown removes the log directory and lets go of everything in it: no descriptor of this process still refers to
+/// it. (The lock file used to stay open until the process exited; it was the last reference to the removed directory,
+/// so the directory was freed — on a `discard` mount, a wait for the disk — only in the exit, while the parent waited.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_the_log_directory() {
+    let parent = tempfile::tempdir().unwrap();
+    let ex = Executor::new(quick_with(|c| c.log_parent = Some(parent.path().into()))).unwrap();
+    let log_dir = ex.log_dir().to_path_buf();
+    let r = ex.execute(ExecPlan::new("echo logged")).await.unwrap();
+    assert_eq!(r.exit.code(), Some(0));
+    let held = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .filter(|target| target.starts_with(&log_dir))
+            .collect()
+    };
+    assert!(
+        !held().is_empty(),
+        "the executor holds its lock while it runs"
+    );
+    ex.shutdown().await;
+    assert!(!log_dir.exists());
+    assert_eq!(held(), Vec::<std::path::PathBuf>::new());
+}

@@ -103,10 +103,13 @@ struct Spare {
 static ROOT_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl CgroupRoot {
-    /// Creates the executor's parent cgroup below `base` and checks `cgroup.kill` is available.
+    /// Creates the executor's parent cgroup below `base` (`shellward-<PID namespace>-<pid>-<n>`, after removing those
+    /// of executors that died, see [`super::stale`]) and checks `cgroup.kill` is available.
     pub(crate) fn create(base: &Path) -> io::Result<CgroupRoot> {
         let n = ROOT_SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("shellward-{}-{n}", std::process::id()));
+        let ns = super::stale::pid_namespace_id();
+        super::stale::sweep(base, &ns);
+        let dir = base.join(format!("shellward-{ns}-{}-{n}", std::process::id()));
         fs::create_dir(&dir)?;
         if !dir.join("cgroup.kill").exists() {
             let _ = fs::remove_dir(&dir);
@@ -182,8 +185,9 @@ impl CgroupRoot {
         }
         let _ = fs::write(self.dir.join("cgroup.kill"), "1");
         if let Ok(entries) = fs::read_dir(&self.dir) {
+            // The entry's type comes with the listing: no `stat` per control file.
             for e in entries.flatten() {
-                if e.path().is_dir() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
                     remove_when_empty(&e.path());
                 }
             }
@@ -409,5 +413,34 @@ mod tests {
     fn mountinfo_escapes() {
         assert_eq!(unescape(r"/sys/fs/cgroup\040x"), "/sys/fs/cgroup x");
         assert_eq!(unescape("/plain"), "/plain");
+    }
+
+    /// An executor killed before its watchdog started left its parent cgroup behind: the next executor's root removes
+    /// it (with its empty command cgroups), and leaves a live executor's alone.
+    #[test]
+    fn a_new_root_removes_the_roots_of_dead_executors() {
+        let Some(base) = discover() else {
+            eprintln!("no cgroup v2 hierarchy here; nothing to test");
+            return;
+        };
+        let ns = super::super::stale::pid_namespace_id();
+        // A pid above any pid_max: no such process.
+        let dead = base.join(format!("shellward-{ns}-{}-7", i32::MAX - 1));
+        let live = base.join(format!("shellward-{ns}-{}-9999", std::process::id()));
+        if fs::create_dir_all(dead.join("p1")).is_err() {
+            eprintln!("cgroup v2 hierarchy not writable here; nothing to test");
+            return;
+        }
+        fs::create_dir(&live).unwrap();
+        let root = CgroupRoot::create(&base);
+        let (dead_left, live_left) = (dead.exists(), live.exists());
+        let _ = fs::remove_dir(&live);
+        let _ = fs::remove_dir(dead.join("p1"));
+        let _ = fs::remove_dir(&dead);
+        if let Ok(root) = root {
+            root.kill_all_and_remove();
+        }
+        assert!(!dead_left, "the dead executor's root is removed");
+        assert!(live_left, "a live executor's root stays");
     }
 }

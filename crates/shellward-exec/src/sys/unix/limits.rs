@@ -8,6 +8,7 @@
 //! hierarchy is writable the count is not limited (the executor logs it and [`crate::Executor::limits`] says so);
 //! `RLIMIT_NPROC` is no substitute: it counts every process of the user and does not bind root.
 
+use super::stale;
 use crate::config::ResourceLimits;
 use std::fs::File;
 use std::io::{self, Write};
@@ -117,8 +118,8 @@ impl PidsRoot {
                 "no cgroup v1 `pids` hierarchy is mounted",
             )
         })?;
-        let ns = pid_namespace_id();
-        sweep(&base, &ns);
+        let ns = stale::pid_namespace_id();
+        stale::sweep(&base, &ns);
         let dir = base.join(format!("shellward-{ns}-{token}"));
         std::fs::create_dir(&dir)?;
         Ok(PidsRoot {
@@ -135,7 +136,7 @@ impl PidsRoot {
             spare.ready = None;
             spare.free.clear();
         }
-        remove_tree(&self.dir);
+        stale::remove_tree(&self.dir);
     }
 
     /// Makes a group limited to `max` ready for the next command (blocking: call it off the start path).
@@ -241,65 +242,10 @@ impl PidsRoot {
 
 impl Drop for PidsRoot {
     fn drop(&mut self) {
-        remove_tree(&self.dir);
+        stale::remove_tree(&self.dir);
     }
 }
 
-/// Removes a group directory and its (empty) command groups; a group still holding a process stays.
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                let _ = std::fs::remove_dir(e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
-/// This process's PID namespace (the inode of `/proc/self/ns/pid`): a pid means something only within it.
-fn pid_namespace_id() -> String {
-    std::fs::read_link("/proc/self/ns/pid")
-        .ok()
-        .and_then(|l| {
-            let l = l.to_string_lossy().into_owned();
-            l.strip_prefix("pid:[")
-                .and_then(|r| r.strip_suffix(']'))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "0".into())
-}
-
-/// Removes what executors that died left in the hierarchy: `shellward-NS-PID-…` directories of this PID namespace
-/// whose process is gone. Directories of other namespaces (whose pids mean nothing here), of live executors, or of a
-/// pid reused meanwhile are left alone; a group still holding a process cannot be removed anyway.
-fn sweep(base: &Path, ns: &str) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("shellward-")) else {
-            continue;
-        };
-        let mut parts = rest.split('-');
-        let (Some(dir_ns), Some(pid)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let Ok(pid) = pid.parse::<i32>() else {
-            continue;
-        };
-        if dir_ns != ns {
-            continue;
-        }
-        // SAFETY: signal 0 only checks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
-            remove_tree(&e.path());
-        }
-    }
-}
 /// One command's `pids` group.
 #[derive(Debug)]
 pub(crate) struct PidsGroup {
@@ -385,29 +331,6 @@ impl PidsGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_sweep_removes_only_dead_executors_of_this_pid_namespace() {
-        let base = tempfile::tempdir().unwrap();
-        let ns = pid_namespace_id();
-        // A pid above any pid_max: no such process.
-        let dead = i32::MAX - 1;
-        let ours = std::process::id();
-        let names = [
-            format!("shellward-{ns}-{dead}-1"),
-            format!("shellward-{ns}-{ours}-2"),
-            // Another namespace's pid means nothing here, dead-looking or not.
-            format!("shellward-4026531999-{dead}-3"),
-            // The old format carries no namespace: left alone.
-            format!("shellward-{dead}-4"),
-        ];
-        for n in &names {
-            std::fs::create_dir_all(base.path().join(n).join("p1")).unwrap();
-        }
-        sweep(base.path(), &ns);
-        let left: Vec<bool> = names.iter().map(|n| base.path().join(n).exists()).collect();
-        assert_eq!(left, [false, true, true, true]);
-    }
 
     /// A root for a test, or `None` (said on stderr) where no v1 `pids` hierarchy is writable.
     fn test_root(tag: &str) -> Option<PidsRoot> {

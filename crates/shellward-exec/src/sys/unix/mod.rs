@@ -10,7 +10,8 @@
 //!   reading its report; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
 //! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
-//! - [`spawn_env`]: a command's environment, the executor's base prepared once.
+//! - [`spawn_env`]: a command's environment, the executor's base prepared once;
+//! - [`stale`]: removing what executors that died left in the cgroup hierarchies.
 
 pub(crate) mod cgroup;
 mod embedded_init;
@@ -23,6 +24,7 @@ mod platform;
 pub(crate) mod procfs;
 mod pty;
 pub(crate) mod spawn_env;
+mod stale;
 mod tree;
 mod watchdog;
 

@@ -19,8 +19,9 @@
 //! safe).
 //!
 //! The directory is bounded: after each write, entries beyond [`DEFAULT_SIZE_LIMIT`] bytes in all are removed, least
-//! recently used first (a hit refreshes an entry's modification time). Without this every rebuilt policy left its
-//! entry behind for good — 1.6 GB on a development machine after a day, each Python policy build 35 MB.
+//! recently used first (a hit refreshes an entry's modification time when it is an hour old or more, so a start
+//! usually writes nothing). Without this every rebuilt policy left its entry behind for good — 1.6 GB on a development
+//! machine after a day, each Python policy build 35 MB.
 
 use sha2::{Digest, Sha256};
 use std::fs;
@@ -33,6 +34,9 @@ use wasmtime::component::Component;
 const MAGIC: &[u8; 8] = b"SWPCACH2";
 /// CRC-32 (4 bytes), artifact length (8), magic (8); little endian.
 const TRAILER_LEN: usize = 4 + 8 + MAGIC.len();
+
+/// A hit refreshes an entry's modification time (its place in the eviction order) when it is at least this old.
+const REFRESH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Components at least this large (bytes) take long enough to compile that a first use says so.
 const NOTICE_BYTES: usize = 1 << 20;
@@ -112,14 +116,19 @@ impl Cache {
         let mut outcome = CacheOutcome::Miss;
         match fs::File::open(&path) {
             Ok(mut file) => match verified(&mut file) {
-                Ok(true) => {
+                Ok(Some(meta)) => {
                     // SAFETY: the artifact's checksum matches the one recorded when this host wrote it from
                     // `Engine::precompile_component`, the key includes the engine's compatibility hash, and entries
                     // are only ever replaced by renaming a new file over them, never modified in place.
                     match unsafe { Component::deserialize_file(engine, &path) } {
                         Ok(c) => {
                             // Recently used: the last to be evicted. Best effort (a read-only cache still loads).
-                            let _ = file.set_modified(std::time::SystemTime::now());
+                            // Eviction needs the order of use only roughly, so an entry used within the last hour
+                            // keeps its time: a start writes nothing to the disk.
+                            let age = meta.modified().ok().and_then(|t| t.elapsed().ok());
+                            if age.is_none_or(|age| age >= REFRESH_AFTER) {
+                                let _ = file.set_modified(std::time::SystemTime::now());
+                            }
                             return Ok((c, CacheOutcome::Hit));
                         }
                         Err(e) => {
@@ -128,7 +137,7 @@ impl Cache {
                         }
                     }
                 }
-                Ok(false) => {
+                Ok(None) => {
                     tracing::warn!(path = %path.display(), "discarding corrupted policy cache entry");
                     outcome = CacheOutcome::Rebuilt;
                 }
@@ -212,12 +221,13 @@ impl Cache {
     }
 }
 
-/// Whether `file` is an intact entry: a trailer with the magic tag, the artifact's length and its CRC-32 (see
-/// [`checksum`]; the entry is never read into an allocation of its size).
-fn verified(file: &mut fs::File) -> std::io::Result<bool> {
-    let len = file.metadata()?.len();
+/// `file`'s metadata if it is an intact entry: a trailer with the magic tag, the artifact's length and its CRC-32
+/// (see [`checksum`]; the entry is never read into an allocation of its size); `None` if it is not.
+fn verified(file: &mut fs::File) -> std::io::Result<Option<fs::Metadata>> {
+    let meta = file.metadata()?;
+    let len = meta.len();
     if len < TRAILER_LEN as u64 {
-        return Ok(false);
+        return Ok(None);
     }
     let mut trailer = [0u8; TRAILER_LEN];
     file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64))?;
@@ -226,9 +236,11 @@ fn verified(file: &mut fs::File) -> std::io::Result<bool> {
     let (artifact_len, magic) = rest.split_at(8);
     let artifact_len = u64::from_le_bytes(artifact_len.try_into().expect("8 bytes"));
     if magic != MAGIC || artifact_len != len - TRAILER_LEN as u64 {
-        return Ok(false);
+        return Ok(None);
     }
-    Ok(checksum(file, artifact_len)? == Some(u32::from_le_bytes(crc.try_into().expect("4 bytes"))))
+    let intact =
+        checksum(file, artifact_len)? == Some(u32::from_le_bytes(crc.try_into().expect("4 bytes")));
+    Ok(intact.then_some(meta))
 }
 
 /// The CRC-32 of the first `len` bytes of `file`, computed over a read-only mapping: the pages come from the page

@@ -130,3 +130,41 @@ fn the_directory_is_trimmed_to_its_size_limit_least_recently_used_first() {
     want.sort();
     assert_eq!(left, want);
 }
+
+#[test]
+fn a_hit_refreshes_an_entry_s_time_only_when_it_is_an_hour_old() {
+    use std::time::{Duration, SystemTime};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = wasmtime::Engine::default();
+    let cache = Cache::new(dir.path());
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Miss
+    );
+    let path = cache.entry_path(&engine, DEFAULT_POLICY_WASM);
+    let set = |t: SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    let modified = || std::fs::metadata(&path).unwrap().modified().unwrap();
+    // Used ten minutes ago: a hit writes nothing.
+    let recent = SystemTime::now() - Duration::from_secs(600);
+    set(recent);
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Hit
+    );
+    assert_eq!(modified(), recent);
+    // Used two hours ago: the hit moves it to the end of the eviction order.
+    set(SystemTime::now() - Duration::from_secs(7200));
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Hit
+    );
+    let age = modified().elapsed().unwrap_or_default();
+    assert!(age < Duration::from_secs(60), "refreshed {age:?} ago");
+}

@@ -587,23 +587,30 @@ impl Platform {
         }
     }
 
-    /// Kills every tree and removes the executor's cgroups (synchronous, best effort), then releases the watchdog.
+    /// Kills every tree and removes the executor's cgroups (synchronous, best effort), and releases the watchdog.
+    ///
+    /// The watchdog is told to quit first and waited for last, so its exit overlaps the removal. The trees are gone
+    /// by now (the executor's shutdown ended them); if this process is killed in between, what is left is empty
+    /// directories, which the next executor's start removes (see `stale`).
     pub(crate) fn shutdown(&self) {
+        let dog = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .map(|mut dog| {
+                let _ = dog.pipe.write_all(b"quit\n");
+                drop(dog.pipe);
+                dog.child
+            });
         if let Some(root) = &self.root {
             root.kill_all_and_remove();
         }
         if let Some(pids) = &self.pids_root {
             pids.remove_all();
         }
-        if let Some(mut dog) = self
-            .watchdog
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            let _ = dog.pipe.write_all(b"quit\n");
-            drop(dog.pipe);
-            let _ = dog.child.wait();
+        if let Some(mut child) = dog {
+            let _ = child.wait();
         }
     }
 

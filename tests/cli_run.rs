@@ -434,7 +434,11 @@ fn an_interrupted_run_leaves_no_daemon_behind_under_load() {
                 .unwrap();
             std::thread::sleep(Duration::from_millis(20 + (i * 37) % 160));
             cli::signal(&child, Signal::SIGINT);
-            wait_exit(&mut child, Duration::from_secs(30));
+            cli::wait_exit_labeled(
+                &mut child,
+                Duration::from_secs(30),
+                &format!("({path} containment, run {i})"),
+            );
             let left = survivors(&mark);
             kill_marked(&mark);
             if !left.is_empty() {

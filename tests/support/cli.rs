@@ -96,18 +96,76 @@ pub fn signal(child: &std::process::Child, sig: Signal) {
 
 /// Waits for a child up to `limit`; kills it and panics when it does not exit.
 pub fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    wait_exit_labeled(child, limit, "")
+}
+
+/// [`wait_exit`], naming the case (`label`) in the panic. Before the child is killed, the panic records what it was
+/// doing: each thread's name, state and kernel wait channel (and kernel stack where readable), and its children.
+pub fn wait_exit_labeled(
+    child: &mut std::process::Child,
+    limit: Duration,
+    label: &str,
+) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return status;
         }
         if Instant::now() > deadline {
+            let snapshot = what_it_is_doing(child.id());
             let _ = child.kill();
             let _ = child.wait();
-            panic!("shellward did not exit within {limit:?}");
+            panic!("shellward {label} did not exit within {limit:?}; at that moment:\n{snapshot}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Each thread of `pid` (name, state, wait channel, kernel stack where readable) and each child process of it.
+fn what_it_is_doing(pid: u32) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    // `/proc/…/stat`: the fields after the parenthesised name (state is the first, the parent's pid the second).
+    let after_name = |stat: &str| -> Vec<String> {
+        stat.rsplit_once(") ")
+            .map(|(_, rest)| rest.split(' ').map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let tid = task.file_name().to_string_lossy().into_owned();
+            let base = format!("/proc/{pid}/task/{tid}");
+            let state = after_name(&read(format!("{base}/stat")))
+                .first()
+                .cloned()
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  thread {tid} {} state {state} wchan {}\n",
+                read(format!("{base}/comm")).trim(),
+                read(format!("{base}/wchan")).trim()
+            ));
+            for frame in read(format!("{base}/stack")).lines().take(12) {
+                out.push_str(&format!("      {frame}\n"));
+            }
+        }
+    }
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let name = p.file_name().to_string_lossy().into_owned();
+            if !name.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let fields = after_name(&read(format!("/proc/{name}/stat")));
+            if fields.get(1).is_some_and(|ppid| *ppid == pid.to_string()) {
+                out.push_str(&format!(
+                    "  child {name} {} state {}\n",
+                    read(format!("/proc/{name}/comm")).trim(),
+                    fields[0]
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Context switches of every thread of `pid` so far (voluntary and not), from `/proc/PID/task/*/status`.

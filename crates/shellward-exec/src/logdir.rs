@@ -170,10 +170,25 @@ fn is_stale(path: &Path, rest: &str) -> bool {
         .open(path.join(LOCK))
     {
         // Lockable: its executor is gone (its lock died with it). The lock is released when `lock` is dropped.
-        Ok(lock) => try_lock(&lock),
+        // A directory changed within the last seconds is not even tried: its executor may be between creating its
+        // `lock` and locking it, and a sweep that took the lock in that moment both removed a live directory and
+        // made its owner fail ("cannot lock"), seen with executors starting side by side in the tests.
+        Ok(lock) => !recently_changed(path) && try_lock(&lock),
         Err(e) if e.kind() == io::ErrorKind::NotFound => legacy_stale(rest),
         Err(_) => false,
     }
+}
+
+/// How long after its last change a directory is left alone by the sweep.
+const SETTLING: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether `dir` changed (an entry added or removed) within [`SETTLING`], or its time cannot be read or lies ahead.
+fn recently_changed(dir: &Path) -> bool {
+    fs::symlink_metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age < SETTLING)
 }
 
 /// The old `shellward-<pid>-<n>` form: stale when process `<pid>` no longer exists.
@@ -211,6 +226,14 @@ mod tests {
         let a_path = a.path().to_path_buf();
         drop(a); // the lock goes with it, as with a killed executor; the directory stays
         assert!(a_path.exists());
+        // Just changed: it could be an executor between creating its lock and taking it, so it is left alone.
+        assert_eq!(sweep_stale(parent.path()), 0);
+        assert!(a_path.exists());
+        // A minute later it is stale.
+        File::open(&a_path)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+            .unwrap();
         // A child another test is spawning holds a copy of every descriptor until it execs (close-on-exec), the
         // lock's too: the sweep may see the directory locked for that moment.
         let mut swept = 0;

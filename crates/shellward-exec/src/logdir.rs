@@ -6,9 +6,15 @@
 //! `lock` file locked (`flock`) for the executor's whole life. Log files are created `O_EXCL | O_NOFOLLOW`, mode
 //! 0600 (see [`crate::output`]).
 //!
-//! At start, the parent directory is swept: a `shellward-*` directory owned by this user whose `lock` can be locked
-//! belongs to an executor that no longer runs (the kernel drops a dead process's locks), and is removed. Directories
-//! of the old `shellward-<pid>-<n>` form (which had no lock) are removed when process `<pid>` is gone.
+//! A directory is made under a staging name (`.shellward-new-…`), its `lock` created and locked inside, and only then
+//! renamed (never over anything) to its `shellward-…` name. So every `shellward-*` directory's lock was taken before
+//! the directory had that name, and a lock that can be taken means its executor is gone (the kernel drops a dead
+//! process's locks).
+//!
+//! At start, the parent directory is swept: a `shellward-*` directory owned by this user whose `lock` can be locked is
+//! removed at once. A staging directory is removed only once it has not changed for [`SETTLING`] and its lock (if it
+//! has one yet) is free: its executor died while making it. Directories of the old `shellward-<pid>-<n>` form (which
+//! had no lock) are removed when process `<pid>` is gone.
 
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -17,6 +23,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const PREFIX: &str = "shellward-";
+/// The name a directory has until its lock is taken; the sweep leaves it alone while it is new.
+const STAGING: &str = ".shellward-new-";
 const LOCK: &str = "lock";
 
 /// A live log directory; removed by [`LogDir::remove`].
@@ -62,8 +70,9 @@ impl LogDir {
         }
         let mut last = None;
         for _ in 0..16 {
-            let path = parent.join(format!("{PREFIX}{}", random_name(16)?));
-            match fs::DirBuilder::new().mode(0o700).create(&path) {
+            let name = random_name(16)?;
+            let staging = parent.join(format!("{STAGING}{name}"));
+            match fs::DirBuilder::new().mode(0o700).create(&staging) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     last = Some(e);
@@ -72,28 +81,44 @@ impl LogDir {
                 Err(e) => {
                     return Err(io::Error::new(
                         e.kind(),
-                        format!("cannot create the log directory {}: {e}", path.display()),
+                        format!(
+                            "cannot create a log directory in {}: {e}; make it writable or configure another log_dir",
+                            parent.display()
+                        ),
                     ));
                 }
             }
-            // The umask may have narrowed the mode, never widened it; make it exactly 0700.
-            fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-            let lock = File::options()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path.join(LOCK))?;
-            if !try_lock(&lock) {
-                return Err(io::Error::other(format!(
-                    "cannot lock {}",
-                    path.join(LOCK).display()
-                )));
+            let lock = match lock_new(&staging) {
+                Ok(lock) => lock,
+                Err(e) => {
+                    let _ = fs::remove_dir_all(&staging);
+                    return Err(e);
+                }
+            };
+            let path = parent.join(format!("{PREFIX}{name}"));
+            match rename_noreplace(&staging, &path) {
+                Ok(()) => {
+                    return Ok(LogDir {
+                        path,
+                        lock: std::sync::Mutex::new(Some(lock)),
+                    });
+                }
+                Err(e) => {
+                    let _ = fs::remove_dir_all(&staging);
+                    if e.kind() == io::ErrorKind::AlreadyExists {
+                        last = Some(e);
+                        continue;
+                    }
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot rename the new log directory {} to {}: {e}",
+                            staging.display(),
+                            path.display()
+                        ),
+                    ));
+                }
             }
-            return Ok(LogDir {
-                path,
-                lock: std::sync::Mutex::new(Some(lock)),
-            });
         }
         Err(last.unwrap_or_else(|| io::Error::other("no free log directory name")))
     }
@@ -112,6 +137,56 @@ impl LogDir {
     pub(crate) fn remove(&self) {
         let _ = fs::remove_dir_all(&self.path);
         drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+}
+
+/// Makes `dir` exactly 0700 (the umask may have narrowed the mode, never widened it), then creates its `lock` file and
+/// locks it.
+fn lock_new(dir: &Path) -> io::Result<File> {
+    fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let path = dir.join(LOCK);
+    let lock = File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    if !try_lock(&lock) {
+        return Err(io::Error::other(format!("cannot lock {}", path.display())));
+    }
+    Ok(lock)
+}
+
+/// Renames `from` to `to`, failing with `AlreadyExists` rather than replacing anything at `to` (a plain `rename`
+/// replaces an empty directory).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(()),
+        // A filesystem without RENAME_NOREPLACE: the names are unpredictable, so a check first is enough.
+        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => rename_if_absent(from, to),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Renames `from` to `to`, failing with `AlreadyExists` rather than replacing anything at `to`.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    rename_if_absent(from, to)
+}
+
+/// `rename` after checking that nothing is at `to`; for where `RENAME_NOREPLACE` is missing. The names are random, so
+/// the gap between the check and the rename matters only to a process that guesses them.
+fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(to) {
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists", to.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::rename(from, to),
+        Err(e) => Err(e),
     }
 }
 
@@ -142,8 +217,13 @@ pub(crate) fn sweep_stale(parent: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+        let Some(name) = name.to_str() else {
             continue;
+        };
+        let (rest, staging) = match (name.strip_prefix(PREFIX), name.strip_prefix(STAGING)) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => continue,
         };
         let path = entry.path();
         // Never follow a symlink, never touch another user's directory.
@@ -153,33 +233,50 @@ pub(crate) fn sweep_stale(parent: &Path) -> usize {
         if !meta.is_dir() || meta.uid() != me {
             continue;
         }
-        if is_stale(&path, rest) {
-            // std's remove_dir_all does not follow symlinks inside the tree.
-            if fs::remove_dir_all(&path).is_ok() {
-                removed += 1;
-            }
+        let stale = if staging {
+            staging_stale(&path)
+        } else {
+            is_stale(&path, rest)
+        };
+        // std's remove_dir_all does not follow symlinks inside the tree.
+        if stale && fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
         }
     }
     removed
 }
 
+/// Whether the `shellward-*` directory at `path` belongs to an executor that is gone: its lock can be taken (the lock
+/// is released when the file is dropped), or it has none and is of the old form whose process is gone.
 fn is_stale(path: &Path, rest: &str) -> bool {
-    match File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path.join(LOCK))
-    {
-        // Lockable: its executor is gone (its lock died with it). The lock is released when `lock` is dropped.
-        // A directory changed within the last seconds is not even tried: its executor may be between creating its
-        // `lock` and locking it, and a sweep that took the lock in that moment both removed a live directory and
-        // made its owner fail ("cannot lock"), seen with executors starting side by side in the tests.
-        Ok(lock) => !recently_changed(path) && try_lock(&lock),
+    match open_lock(path) {
+        Ok(lock) => try_lock(&lock),
         Err(e) if e.kind() == io::ErrorKind::NotFound => legacy_stale(rest),
         Err(_) => false,
     }
 }
 
-/// How long after its last change a directory is left alone by the sweep.
+/// Whether the staging directory at `path` was left by an executor that died making it: unchanged for [`SETTLING`]
+/// (until then its executor may be between creating its `lock` and taking it) and its lock missing or free.
+fn staging_stale(path: &Path) -> bool {
+    if recently_changed(path) {
+        return false;
+    }
+    match open_lock(path) {
+        Ok(lock) => try_lock(&lock),
+        Err(e) => e.kind() == io::ErrorKind::NotFound,
+    }
+}
+
+/// Opens the `lock` file in `dir` for locking, without following a symlink.
+fn open_lock(dir: &Path) -> io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir.join(LOCK))
+}
+
+/// How long after its last change a staging directory is left alone by the sweep.
 const SETTLING: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether `dir` changed (an entry added or removed) within [`SETTLING`], or its time cannot be read or lies ahead.
@@ -226,14 +323,7 @@ mod tests {
         let a_path = a.path().to_path_buf();
         drop(a); // the lock goes with it, as with a killed executor; the directory stays
         assert!(a_path.exists());
-        // Just changed: it could be an executor between creating its lock and taking it, so it is left alone.
-        assert_eq!(sweep_stale(parent.path()), 0);
-        assert!(a_path.exists());
-        // A minute later it is stale.
-        File::open(&a_path)
-            .unwrap()
-            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
-            .unwrap();
+        // Its lock was taken before it had its name, so a free lock means its executor is gone: it is swept at once.
         // A child another test is spawning holds a copy of every descriptor until it execs (close-on-exec), the
         // lock's too: the sweep may see the directory locked for that moment.
         let mut swept = 0;
@@ -247,8 +337,48 @@ mod tests {
         assert_eq!(swept, 1);
         assert!(!a_path.exists());
         assert!(b.path().exists());
+        // No staging directory is left behind by a creation.
+        let names: Vec<_> = fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [b.path().file_name().unwrap()], "{names:?}");
         b.remove();
         assert!(!b.path().exists());
+    }
+
+    /// A directory being made (staging name, its `lock` created but not yet locked, or not yet created) is left alone
+    /// while new, as is one whose lock is held; once it has not changed for a while and its lock is free, its executor
+    /// died making it and it is swept.
+    #[test]
+    fn a_directory_being_made_is_left_alone_until_it_is_old() {
+        let parent = tempfile::tempdir().unwrap();
+        let p = parent.path();
+        let unlocked = p.join(format!("{STAGING}aaaaaaaaaaaaaaaa"));
+        fs::create_dir(&unlocked).unwrap();
+        File::create(unlocked.join(LOCK)).unwrap();
+        let no_lock = p.join(format!("{STAGING}bbbbbbbbbbbbbbbb"));
+        fs::create_dir(&no_lock).unwrap();
+        let held = p.join(format!("{STAGING}cccccccccccccccc"));
+        fs::create_dir(&held).unwrap();
+        let held_lock = File::create(held.join(LOCK)).unwrap();
+        assert!(try_lock(&held_lock));
+        // The sweep another executor makes at its own start while these are being made.
+        assert_eq!(sweep_stale(p), 0);
+        assert!(unlocked.exists() && no_lock.exists() && held.exists());
+        // A minute later, as if their executors had died making them.
+        for dir in [&unlocked, &no_lock, &held] {
+            File::open(dir)
+                .unwrap()
+                .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+                .unwrap();
+        }
+        assert_eq!(sweep_stale(p), 2);
+        assert!(!unlocked.exists() && !no_lock.exists());
+        assert!(
+            held.exists(),
+            "a staging directory whose lock is held stays"
+        );
     }
 
     #[test]

@@ -776,26 +776,79 @@ impl Executor {
             let _ = t.await;
         }
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
-            // The log directory is removed on a thread of its own while the platform shuts down: freeing it can wait
-            // for the disk (see `LogDir::remove`), and the platform's shutdown waits for the watchdog; neither needs
-            // the other.
-            let log_dir = &self.inner.log_dir;
-            std::thread::scope(|scope| {
-                let removal = std::thread::Builder::new()
-                    .name("shellward-logdir".into())
-                    .spawn_scoped(scope, || log_dir.remove());
-                self.inner.platform.shutdown();
-                if removal.is_err() {
-                    log_dir.remove();
-                }
-            });
+            // Both halves block (the platform's shutdown removes cgroups and waits for the watchdog; freeing the log
+            // directory can wait for the disk, see `LogDir::remove`): they run on the blocking pool, not on a
+            // runtime worker that other tasks share.
+            let inner = self.inner.clone();
+            let release = tokio::task::spawn_blocking(move || release_resources(&inner));
+            if let Err(e) = release.await {
+                tracing::error!(error = %e, "the executor's cgroups and log directory were not all removed");
+            }
         }
     }
+}
+
+/// Removes the executor's log directory on a thread of its own while the platform shuts down (cgroups, `pids` groups,
+/// the watchdog): neither needs the other, and each can wait.
+fn release_resources(inner: &Inner) {
+    let log_dir = &inner.log_dir;
+    std::thread::scope(|scope| {
+        let removal = std::thread::Builder::new()
+            .name("shellward-logdir".into())
+            .spawn_scoped(scope, || log_dir.remove());
+        inner.platform.shutdown();
+        if removal.is_err() {
+            log_dir.remove();
+        }
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Shutdown's blocking half (cgroups removed, the watchdog's exit waited for, the log directory removed) runs off
+    /// the runtime's threads: on a current-thread runtime, another task still runs while shutdown waits for a
+    /// watchdog that is held stopped, and that task is what lets it go on.
+    #[test]
+    fn shutdown_does_not_block_the_runtime_it_is_awaited_on() {
+        use crate::sys::unix::pidfd::{pidfd_open, pidfd_send_signal};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ex = Executor::new(ExecutorConfig::default()).unwrap();
+            let pid = ex.inner.platform.watchdog_pid();
+            assert!(pid > 0, "the executor has a watchdog");
+            // The watchdog is our own unreaped child (reaped only by shutdown): the pidfd names that very process.
+            let dog = Arc::new(pidfd_open(pid).unwrap());
+            pidfd_send_signal(&dog, Signal::SIGSTOP).unwrap();
+            // A safety net, so that a blocking shutdown fails this test instead of hanging it.
+            let net = dog.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(10));
+                let _ = pidfd_send_signal(&net, Signal::SIGCONT);
+            });
+            let resumed = Arc::new(AtomicBool::new(false));
+            let task = {
+                let (dog, resumed) = (dog.clone(), resumed.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    resumed.store(true, Ordering::SeqCst);
+                    pidfd_send_signal(&dog, Signal::SIGCONT).unwrap();
+                })
+            };
+            let started = Instant::now();
+            ex.shutdown().await;
+            assert!(
+                resumed.load(Ordering::SeqCst),
+                "shutdown returned after {:?} without letting the runtime's other task run",
+                started.elapsed()
+            );
+            task.await.unwrap();
+        });
+    }
 
     #[test]
     fn the_reaper_makes_at_most_one_pass_per_period_however_many_starts_wake_it() {

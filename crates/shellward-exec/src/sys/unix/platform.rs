@@ -265,6 +265,12 @@ impl Platform {
         Ok(platform)
     }
 
+    /// The watchdog's pid while it runs (0 before it starts), for tests that hold it up.
+    #[cfg(test)]
+    pub(crate) fn watchdog_pid(&self) -> i32 {
+        self.children.watchdog.load(Ordering::Relaxed)
+    }
+
     /// The executor's parent cgroup, when cgroups are used.
     pub(crate) fn cgroup_dir(&self) -> Option<&std::path::Path> {
         self.root.as_ref().map(|r| r.dir())

@@ -6,8 +6,9 @@
 //! the Python `mcp-shell-server` from PyPI (installed into this bench's own venv under `target/`; skipped with a
 //! message when PyPI is unreachable), back to back and spaced out as an agent's calls are (`spaced`); `shellward run true` as a whole process against `sh -c true`; a policy decision
 //! with a fresh and with a reused instance (`policy bench`); the executor's `true` against a raw spawn of
-//! `sh -c true`, per containment path; and `serve`'s throughput with 200 concurrent clients against the raw spawn
-//! rate. Set `SHELLWARD_BENCH_QUICK=1` for a short run (fewer samples, 3 s windows).
+//! `sh -c true`, per containment path; and `serve`'s throughput with 200 concurrent clients (and again with PID
+//! namespaces off) against the raw spawn rate, and against `sh -c true` spawned as barely as possible into a PID and
+//! mount namespace of its own (the kernel's cost of the per-command containment, with no shellward in it). Set `SHELLWARD_BENCH_QUICK=1` for a short run (fewer samples, 3 s windows).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -635,21 +636,23 @@ fn executor_ratio() {
     }
 }
 
-fn throughput() {
-    println!(
-        "\n## serve throughput: 200 concurrent clients looping execute {{\"command\": \"true\"}} on loopback"
-    );
-    let clients = 200;
-    let (serve, addr) = start_serve(&["--max-connections", "512"]);
+/// Calls per second of `tool` with JSON `body` answered by `serve` started with `extra`, `clients` concurrent clients
+/// (one session each) looping it for one window; with every latency and the error count.
+fn serve_rate(
+    extra: &[&str],
+    clients: usize,
+    tool: &'static str,
+    body: &'static str,
+) -> (f64, Vec<f64>, u64) {
+    let (serve, addr) = start_serve(extra);
     let stop = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
     for c in 0..clients {
         let stop = stop.clone();
         let addr = addr.clone();
         handles.push(std::thread::spawn(move || {
-            let body = r#"{"command":"true"}"#;
             let request = format!(
-                "POST /v1/tools/execute HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n\
+                "POST /v1/tools/{tool} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n\
                  X-Shellward-Session: c{c}\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
             );
@@ -695,8 +698,11 @@ fn throughput() {
         errors += e;
     }
     drop(serve);
-    let rate = lat.len() as f64 / w.as_secs_f64();
-    // The raw spawn rate of `sh -c true` on the same cores: as many spawning threads as cores, twice over.
+    (lat.len() as f64 / w.as_secs_f64(), lat, errors)
+}
+
+/// Spawns of `spawn` per second on as many threads as cores, twice over, for one window.
+fn spawn_rate(spawn: fn()) -> f64 {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let stop = Arc::new(AtomicBool::new(false));
     let spawners: Vec<_> = (0..cores * 2)
@@ -705,17 +711,124 @@ fn throughput() {
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    Command::new("sh").args(["-c", "true"]).status().unwrap();
+                    spawn();
                     n += 1;
                 }
                 n
             })
         })
         .collect();
+    let w = window();
     std::thread::sleep(w);
     stop.store(true, Ordering::Relaxed);
-    let raw: u64 = spawners.into_iter().map(|h| h.join().unwrap()).sum();
-    let raw_rate = raw as f64 / w.as_secs_f64();
+    let total: u64 = spawners.into_iter().map(|h| h.join().unwrap()).sum();
+    total as f64 / w.as_secs_f64()
+}
+
+/// `sh -c true`, spawned and waited for.
+fn raw_sh() {
+    Command::new("sh").args(["-c", "true"]).status().unwrap();
+}
+
+/// `sh -c true` as pid 1 of a fresh PID and mount namespace with its own `/proc`, spawned as barely as the kernel
+/// allows: one `clone` sharing this process's memory until the `execve` (as `posix_spawn` and shellward's own spawn
+/// do, so no page tables are copied), two mounts, the `execve`. What the per-command containment costs before
+/// shellward does anything. Panics where namespaces cannot be made (the row checks first).
+fn contained_sh() {
+    extern "C" fn child(_: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: runs on its own stack in this process's memory while the parent thread is suspended (CLONE_VFORK)
+        // until the execve; it calls only raw system-call wrappers on NUL-terminated literals and touches nothing
+        // else of the parent's (errno at most, which the suspended thread does not read).
+        unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            );
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            );
+            let argv = [
+                c"sh".as_ptr(),
+                c"-c".as_ptr(),
+                c"true".as_ptr(),
+                std::ptr::null(),
+            ];
+            libc::execv(c"/bin/sh".as_ptr(), argv.as_ptr());
+            libc::_exit(127)
+        }
+    }
+    thread_local! {
+        static STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 << 10]);
+    }
+    STACK.with_borrow_mut(|stack| {
+        // SAFETY: the child's stack is this thread's 64 KiB buffer, 16-byte aligned at its top, borrowed for the whole
+        // call; CLONE_VFORK keeps this thread suspended until the child has exec'd or exited, so nothing else uses it.
+        let pid = unsafe {
+            let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
+            libc::clone(
+                child,
+                top as *mut libc::c_void,
+                libc::CLONE_VM
+                    | libc::CLONE_VFORK
+                    | libc::CLONE_NEWPID
+                    | libc::CLONE_NEWNS
+                    | libc::SIGCHLD,
+                std::ptr::null_mut(),
+            )
+        };
+        assert!(pid > 0, "clone: {}", std::io::Error::last_os_error());
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
+    });
+}
+
+/// Whether this process can make PID and mount namespaces (root, or a kernel that allows it).
+fn namespaces_available() -> bool {
+    Command::new("unshare")
+        .args(["--pid", "--fork", "--mount", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn throughput() {
+    println!(
+        "\n## serve throughput: 200 concurrent clients looping execute {{\"command\": \"true\"}} on loopback"
+    );
+    let clients = 200;
+    let execute = r#"{"command":"true"}"#;
+    let (rate, lat, errors) =
+        serve_rate(&["--max-connections", "512"], clients, "execute", execute);
+    let (rate_no_ns, lat_no_ns, errors_no_ns) = serve_rate(
+        &[
+            "--max-connections",
+            "512",
+            "--config",
+            &no_namespace_config(),
+        ],
+        clients,
+        "execute",
+        execute,
+    );
+    // The same clients and requests through the same server, answered without a command: what the protocol costs
+    // (the clients included, on the same cores).
+    let (rate_list, lat_list, errors_list) =
+        serve_rate(&["--max-connections", "512"], clients, "process_list", "{}");
+    // The raw spawn rate of `sh -c true` on the same cores, and the same inside a fresh PID and mount namespace.
+    let raw_rate = spawn_rate(raw_sh);
+    let contained_rate = namespaces_available().then(|| spawn_rate(contained_sh));
     println!(
         "{:.0} executes/s, p50 {:.1} ms, p99 {:.1} ms, {errors} errors; raw sh -c true {:.0}/s; ratio {:.2} (target ≥ 0.8)",
         rate,
@@ -724,6 +837,41 @@ fn throughput() {
         raw_rate,
         rate / raw_rate
     );
+    println!(
+        "no PID ns: {:.0} executes/s, p50 {:.1} ms, p99 {:.1} ms, {errors_no_ns} errors; ratio to raw {:.2}",
+        rate_no_ns,
+        median(&lat_no_ns),
+        percentile(&lat_no_ns, 0.99),
+        rate_no_ns / raw_rate
+    );
+    println!(
+        "process_list (no command): {:.0} calls/s, p50 {:.1} ms, p99 {:.1} ms, {errors_list} errors",
+        rate_list,
+        median(&lat_list),
+        percentile(&lat_list, 0.99),
+    );
+    match contained_rate {
+        Some(c) => {
+            // CPU-bound on the same cores, a server that spawned contained commands at no cost of its own and
+            // answered as cheaply as `process_list` is answered could reach no more than this.
+            let bound = 1.0 / (1.0 / c + 1.0 / rate_list);
+            println!(
+                "raw sh -c true in its own PID + mount namespace with a /proc (clone, mounts, exec): {c:.0}/s, {:.2} \
+                 of raw; serve ÷ that {:.2}",
+                c / raw_rate,
+                rate / c
+            );
+            println!(
+                "bound for execute with that containment and this protocol (1 / (1/contained + 1/process_list)): \
+                 {bound:.0}/s, {:.2} of raw; serve ÷ bound {:.2}",
+                bound / raw_rate,
+                rate / bound
+            );
+        }
+        None => {
+            println!("(no contained reference: this process cannot make PID and mount namespaces)")
+        }
+    }
 }
 
 /// Reads one HTTP/1.1 response with a Content-Length body; returns its status.

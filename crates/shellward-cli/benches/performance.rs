@@ -7,8 +7,10 @@
 //! message when PyPI is unreachable), back to back and spaced out as an agent's calls are (`spaced`); `shellward run true` as a whole process against `sh -c true`; a policy decision
 //! with a fresh and with a reused instance (`policy bench`); the executor's `true` against a raw spawn of
 //! `sh -c true`, per containment path; and `serve`'s throughput with 200 concurrent clients (and again with PID
-//! namespaces off) against the raw spawn rate, and against `sh -c true` spawned as barely as possible into a PID and
-//! mount namespace of its own (the kernel's cost of the per-command containment, with no shellward in it). Set `SHELLWARD_BENCH_QUICK=1` for a short run (fewer samples, 3 s windows).
+//! namespaces off) against the raw spawn rate, beside two floors measured in the same run: `sh -c true` spawned as
+//! barely as possible into a PID and mount namespace of its own, directly and under a minimal init (the kernel's cost
+//! of the per-command containment, with no shellward in it), and `process_list` through the same server and clients
+//! (the protocol's cost); together they bound what any execute could reach on these cores. Set `SHELLWARD_BENCH_QUICK=1` for a short run (fewer samples, 3 s windows).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -730,57 +732,102 @@ fn raw_sh() {
     Command::new("sh").args(["-c", "true"]).status().unwrap();
 }
 
-/// `sh -c true` as pid 1 of a fresh PID and mount namespace with its own `/proc`, spawned as barely as the kernel
-/// allows: one `clone` sharing this process's memory until the `execve` (as `posix_spawn` and shellward's own spawn
-/// do, so no page tables are copied), two mounts, the `execve`. What the per-command containment costs before
-/// shellward does anything. Panics where namespaces cannot be made (the row checks first).
-fn contained_sh() {
-    extern "C" fn child(_: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: runs on its own stack in this process's memory while the parent thread is suspended (CLONE_VFORK)
-        // until the execve; it calls only raw system-call wrappers on NUL-terminated literals and touches nothing
-        // else of the parent's (errno at most, which the suspended thread does not read).
-        unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            );
-            libc::mount(
-                c"proc".as_ptr(),
-                c"/proc".as_ptr(),
-                c"proc".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                std::ptr::null(),
-            );
-            let argv = [
-                c"sh".as_ptr(),
-                c"-c".as_ptr(),
-                c"true".as_ptr(),
-                std::ptr::null(),
-            ];
-            libc::execv(c"/bin/sh".as_ptr(), argv.as_ptr());
-            libc::_exit(127)
+/// The clone flags that share this process's memory with a child until its `execve` (as `posix_spawn` and shellward's
+/// own spawn do, so no page tables are copied), with `SIGCHLD` at its end.
+const SPAWN_FLAGS: libc::c_int = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+
+/// `clone`s `child(arg)` on the top of `stack` with `flags`; returns the pid.
+///
+/// # Safety
+/// `child` must do no more than a `vfork` child may (raw system calls on memory it does not free, then `execve` or
+/// `_exit`), and `stack` must not be used by anything else until it has.
+unsafe fn clone_on(
+    stack: &mut [u8],
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    flags: libc::c_int,
+    arg: *mut libc::c_void,
+) -> libc::pid_t {
+    // SAFETY: the stack's top, 16-byte aligned, inside the slice; the caller answers for the child.
+    unsafe {
+        let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
+        libc::clone(child, top as *mut libc::c_void, flags, arg)
+    }
+}
+
+/// Execs `sh -c true`, or exits 127.
+extern "C" fn exec_sh(_: *mut libc::c_void) -> libc::c_int {
+    let argv = [
+        c"sh".as_ptr(),
+        c"-c".as_ptr(),
+        c"true".as_ptr(),
+        std::ptr::null(),
+    ];
+    // SAFETY: NUL-terminated literals and a NULL-terminated array that live until the exec.
+    unsafe {
+        libc::execv(c"/bin/sh".as_ptr(), argv.as_ptr());
+        libc::_exit(127)
+    }
+}
+
+/// Pid 1 of the new namespaces: private mounts and a `/proc` of its own, then `sh -c true`, directly (`arg` null) or
+/// as the child of a minimal init that waits until the namespace is empty (`arg` a second stack of 64 KiB).
+extern "C" fn namespace_pid1(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: runs while the parent thread is suspended (CLONE_VFORK) until the exec or exit; raw system-call
+    // wrappers on NUL-terminated literals; errno, at most, is written in the parent's memory, and it reads none of it.
+    unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        );
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        );
+        if arg.is_null() {
+            return exec_sh(arg);
         }
+        // The init: the command on the second stack (this process is the one waiting on it, so nothing else runs
+        // on that stack), then reap until no child is left.
+        let stack = std::slice::from_raw_parts_mut(arg as *mut u8, 64 << 10);
+        if clone_on(stack, exec_sh, SPAWN_FLAGS, std::ptr::null_mut()) < 0 {
+            libc::_exit(126);
+        }
+        let mut status = 0;
+        while libc::wait(&mut status) > 0 {}
+        libc::_exit(0)
     }
+}
+
+/// `sh -c true` in a fresh PID and mount namespace with its own `/proc`, spawned as barely as the kernel allows: one
+/// `clone`, two mounts, the `execve` — with `init`, under a minimal init (one more `clone`, and a wait until the
+/// namespace is empty: the least a PID namespace's pid 1 must do when the command is not pid 1 itself, as under
+/// shellward, whose init also forwards signals and reports the status). What the per-command containment costs the
+/// kernel before shellward does anything. Panics where namespaces cannot be made (the row checks first).
+fn contained(init: bool) {
     thread_local! {
-        static STACK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 << 10]);
+        static STACKS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+            std::cell::RefCell::new((vec![0; 64 << 10], vec![0; 64 << 10]));
     }
-    STACK.with_borrow_mut(|stack| {
-        // SAFETY: the child's stack is this thread's 64 KiB buffer, 16-byte aligned at its top, borrowed for the whole
-        // call; CLONE_VFORK keeps this thread suspended until the child has exec'd or exited, so nothing else uses it.
+    STACKS.with_borrow_mut(|(stack, second)| {
+        let arg = if init {
+            second.as_mut_ptr() as *mut libc::c_void
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: `namespace_pid1` keeps to what a vfork child may do, and both stacks are this thread's, borrowed
+        // for the whole call, while CLONE_VFORK keeps the thread suspended until pid 1 has exec'd or exited.
         let pid = unsafe {
-            let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
-            libc::clone(
-                child,
-                top as *mut libc::c_void,
-                libc::CLONE_VM
-                    | libc::CLONE_VFORK
-                    | libc::CLONE_NEWPID
-                    | libc::CLONE_NEWNS
-                    | libc::SIGCHLD,
-                std::ptr::null_mut(),
+            clone_on(
+                stack,
+                namespace_pid1,
+                SPAWN_FLAGS | libc::CLONE_NEWPID | libc::CLONE_NEWNS,
+                arg,
             )
         };
         assert!(pid > 0, "clone: {}", std::io::Error::last_os_error());
@@ -828,7 +875,12 @@ fn throughput() {
         serve_rate(&["--max-connections", "512"], clients, "process_list", "{}");
     // The raw spawn rate of `sh -c true` on the same cores, and the same inside a fresh PID and mount namespace.
     let raw_rate = spawn_rate(raw_sh);
-    let contained_rate = namespaces_available().then(|| spawn_rate(contained_sh));
+    let contained_rates = namespaces_available().then(|| {
+        (
+            spawn_rate(|| contained(false)),
+            spawn_rate(|| contained(true)),
+        )
+    });
     println!(
         "{:.0} executes/s, p50 {:.1} ms, p99 {:.1} ms, {errors} errors; raw sh -c true {:.0}/s; ratio {:.2} (target ≥ 0.8)",
         rate,
@@ -850,19 +902,19 @@ fn throughput() {
         median(&lat_list),
         percentile(&lat_list, 0.99),
     );
-    match contained_rate {
-        Some(c) => {
-            // CPU-bound on the same cores, a server that spawned contained commands at no cost of its own and
-            // answered as cheaply as `process_list` is answered could reach no more than this.
-            let bound = 1.0 / (1.0 / c + 1.0 / rate_list);
+    match contained_rates {
+        Some((bare, init)) => {
             println!(
-                "raw sh -c true in its own PID + mount namespace with a /proc (clone, mounts, exec): {c:.0}/s, {:.2} \
-                 of raw; serve ÷ that {:.2}",
-                c / raw_rate,
-                rate / c
+                "raw sh -c true in its own PID + mount namespace with a /proc (clone, mounts, exec): {bare:.0}/s, \
+                 {:.2} of raw; under a minimal init (one more clone, a wait): {init:.0}/s, {:.2} of raw",
+                bare / raw_rate,
+                init / raw_rate
             );
+            // CPU-bound on the same cores, a server that spawned commands under an init at no cost of its own and
+            // answered as cheaply as `process_list` is answered could reach no more than this.
+            let bound = 1.0 / (1.0 / init + 1.0 / rate_list);
             println!(
-                "bound for execute with that containment and this protocol (1 / (1/contained + 1/process_list)): \
+                "bound for execute with that containment and this protocol (1 / (1/init + 1/process_list)): \
                  {bound:.0}/s, {:.2} of raw; serve ÷ bound {:.2}",
                 bound / raw_rate,
                 rate / bound

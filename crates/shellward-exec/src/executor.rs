@@ -850,6 +850,42 @@ mod tests {
         });
     }
 
+    /// With the static init in the build, the watchdog is that binary in its watchdog mode, not a shell: with
+    /// namespaces on (it shares the init's memfd) and off (it loads its own), and it still quits when told to.
+    #[cfg(shellward_embedded_init)]
+    #[test]
+    fn the_watchdog_is_the_static_binary() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for pid_namespace in [true, false] {
+            rt.block_on(async {
+                let ex = Executor::new(ExecutorConfig {
+                    pid_namespace,
+                    ..Default::default()
+                })
+                .unwrap();
+                let pid = ex.inner.platform.watchdog_pid();
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+                assert_eq!(comm.trim_end(), "shellward-watch", "{pid_namespace}");
+                assert!(
+                    cmdline.starts_with(b"shellward-watchdog\0__shellward-watchdog\0"),
+                    "{pid_namespace}: {:?}",
+                    String::from_utf8_lossy(&cmdline)
+                );
+                // Shutdown waits for it: it must have read `quit` and exited.
+                let dog = crate::sys::unix::pidfd::pidfd_open(pid).unwrap();
+                ex.shutdown().await;
+                assert!(
+                    crate::sys::unix::pidfd::pidfd_send_signal(&dog, Signal::SIGCONT).is_err(),
+                    "the watchdog is gone after shutdown"
+                );
+            });
+        }
+    }
+
     #[test]
     fn the_reaper_makes_at_most_one_pass_per_period_however_many_starts_wake_it() {
         let rt = tokio::runtime::Builder::new_multi_thread()

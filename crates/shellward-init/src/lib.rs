@@ -22,6 +22,8 @@
 //!
 //! Inside, `kill -9 -1`, `pkill` and `killall` (in any language) reach only the namespace: the command's own tree.
 //!
+//! The same binary is the executor's watchdog when started with [`WATCHDOG_ARG`] (see [`watchdog`]).
+//!
 //! The crate is `no_std` and allocates nothing: every system call goes through `rustix`'s raw Linux backend, so the
 //! static binary needs no C library. It starts in about a fifth of the time of a dynamically linked Rust program and is
 //! small enough to copy into memory once per executor.
@@ -33,6 +35,9 @@ use rustix::fd::BorrowedFd;
 use rustix::io::Errno;
 
 mod raw;
+pub mod watchdog;
+
+pub use watchdog::WATCHDOG_ARG;
 
 /// The first argument that puts a binary into init mode.
 pub const INIT_ARG: &str = "__shellward-init";

@@ -53,6 +53,8 @@ unsafe extern "C" fn start(stack: *const usize) -> ! {
         let first = (argc > 1).then(|| CStr::from_ptr((*argv.add(1)).cast()));
         if first.map(CStr::to_bytes) == Some(shellward_init::INIT_ARG.as_bytes()) {
             shellward_init::run(argv.add(2), envp)
+        } else if first.map(CStr::to_bytes) == Some(shellward_init::WATCHDOG_ARG.as_bytes()) {
+            shellward_init::watchdog::run(argv.add(2))
         } else {
             let stderr = rustix::fd::BorrowedFd::borrow_raw(2);
             let _ = rustix::io::write(

@@ -250,8 +250,19 @@ impl Platform {
             max_processes: config.limits.max_processes,
             rlimits: Arc::new(limits::rlimits(&config.limits)),
         };
+        // The watchdog runs from the embedded static binary when there is one (the init candidates hold it when
+        // namespaces are on), else from a shell.
+        let embedded = {
+            let candidates = platform.init.lock().unwrap_or_else(|p| p.into_inner());
+            candidates.iter().find_map(|c| match c {
+                InitProgram::Embedded(e) => Some(e.clone()),
+                InitProgram::File(_) => None,
+            })
+        }
+        .or_else(|| super::embedded_init::load().ok().flatten());
         let dog = Watchdog::start(
             platform.root.as_ref().map(|r| r.dir().to_path_buf()),
+            embedded,
             &platform,
         )?;
         platform

@@ -1,23 +1,29 @@
 //! The watchdog: a helper process that outlives a killed executor just long enough to kill what it started.
 //!
-//! It is a shell script, not a thread, because it must survive the executor's death (SIGKILL included). Without
-//! pidfds it proves what it can before it signals: a process is killed only when its environment, read just before,
-//! carries this executor's tree marker, and a process group only when such a marked process is in it and the
+//! It is a process, not a thread, because it must survive the executor's death (SIGKILL included). It is the
+//! embedded static `shellward-init` binary in its watchdog mode (`shellward_init::watchdog`, which documents the
+//! protocol and what it kills), started from the same sealed memfd as the namespace init: no shell to load and no
+//! script to parse at every executor start. Where that binary cannot run (a build without it, a host that forbids
+//! executing a memfd) the same protocol is served by a shell script.
+//!
+//! Without pidfds it proves what it can before it signals: a process is killed only when its environment, read just
+//! before, carries this executor's tree marker, and a process group only when such a marked process is in it and the
 //! executor had announced the group. (The remaining window between that read and the kill is a few microseconds;
 //! the executor itself never signals a number it has not verified through a pidfd.)
 
 use super::WATCHDOG_VAR;
+use super::embedded_init::EmbeddedInit;
 use super::platform::Platform;
 use std::io;
-use std::os::fd::FromRawFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 /// The running watchdog.
 ///
-/// It is `sh` reading commands from a pipe whose only write end is held by the executor (close-on-exec, so commands
-/// never inherit it). When the executor dies — even by SIGKILL — the pipe reaches EOF and the watchdog kills the
+/// It reads commands from a pipe whose only write end is held by the executor (close-on-exec, so commands never
+/// inherit it). When the executor dies — even by SIGKILL — the pipe reaches EOF and the watchdog kills the
 /// executor's cgroup (which holds every tree, escapers included) and every process group it was told about.
 pub(crate) struct Watchdog {
     pub(crate) child: Child,
@@ -61,32 +67,58 @@ fi
 "#;
 
 impl Watchdog {
-    /// Starts the watchdog (on the spawner thread, so the death signal of its leaders' thread does not apply to it).
-    pub(crate) fn start(cgroup_dir: Option<PathBuf>, platform: &Platform) -> io::Result<Watchdog> {
+    /// Starts the watchdog (on the spawner thread, so the death signal of its leaders' thread does not apply to it):
+    /// from `embedded` when given and runnable, else from a shell.
+    pub(crate) fn start(
+        cgroup_dir: Option<PathBuf>,
+        embedded: Option<EmbeddedInit>,
+        platform: &Platform,
+    ) -> io::Result<Watchdog> {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
         let token = platform.token().to_string();
         let cg = cgroup_dir.map(|d| d.into_os_string()).unwrap_or_default();
         let child = platform.on_spawner_sync(move || {
+            if let Some(embedded) = embedded {
+                let mut cmd = Command::new(embedded.path());
+                cmd.arg0("shellward-watchdog")
+                    .arg(shellward_init::WATCHDOG_ARG)
+                    .arg(&cg)
+                    .arg(&token);
+                match configure(&mut cmd, &r).and_then(|()| cmd.spawn()) {
+                    // The memfd's descriptor stays open (an `Arc`) until the child has exec'd it.
+                    Ok(child) => return Ok(child),
+                    Err(e) => {
+                        tracing::debug!("the static watchdog cannot run ({e}); using a shell")
+                    }
+                }
+            }
             let mut cmd = Command::new("/bin/sh");
             cmd.arg("-c")
                 .arg(WATCHDOG_SCRIPT)
                 .arg("shellward-watchdog")
-                .arg(cg)
-                .arg(token);
-            cmd.env_clear()
-                .env("PATH", "/usr/bin:/bin")
-                .env(WATCHDOG_VAR, "1")
-                .stdin(Stdio::from(r))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            // Its own process group: terminal signals go to the foreground group (the executor's), not to it. Set
-            // through `posix_spawn` (no `pre_exec` hook), so starting it does not copy the executor's page tables the
-            // way a `fork` would: about a millisecond saved for a large host process (`shellward run`'s start).
-            cmd.process_group(0);
+                .arg(&cg)
+                .arg(&token);
+            configure(&mut cmd, &r)?;
             cmd.spawn()
         })??;
         // SAFETY: `w` is an owned, open pipe write end.
         let pipe = unsafe { std::fs::File::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(w)) };
         Ok(Watchdog { child, pipe })
     }
+}
+
+/// What both forms of the watchdog start with: a clean environment that marks it, the pipe's read end as its
+/// standard input, no output, and a process group of its own.
+fn configure(cmd: &mut Command, pipe: &OwnedFd) -> io::Result<()> {
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env(WATCHDOG_VAR, "1")
+        .stdin(Stdio::from(pipe.try_clone()?))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // Its own process group: terminal signals go to the foreground group (the executor's), not to it. Set through
+    // `posix_spawn` (no `pre_exec` hook), so starting it does not copy the executor's page tables the way a `fork`
+    // would: about a millisecond saved for a large host process (`shellward run`'s start).
+    cmd.process_group(0);
+    Ok(())
 }

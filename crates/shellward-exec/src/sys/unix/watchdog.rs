@@ -122,3 +122,106 @@ fn configure(cmd: &mut Command, pipe: &OwnedFd) -> io::Result<()> {
     cmd.process_group(0);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::TREE_VAR;
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+
+    /// A `sleep 30` with `marker` as its tree marker (none when `None`), in process group `group` (its own when 0).
+    fn sleeper(marker: Option<&str>, group: i32) -> Child {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30").env_remove(TREE_VAR).process_group(group);
+        if let Some(m) = marker {
+            cmd.env(TREE_VAR, m);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    /// The child's wait status once it has exited, waiting up to `limit`.
+    fn ended_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Both forms, the static binary and the shell script, keep to one protocol: at end of input (the executor died)
+    /// they kill the processes carrying their executor's marker and, in an announced group holding one, the unmarked
+    /// members too; a process marked by another executor, and a group never announced, are left alone; `quit` ends
+    /// them with nothing killed.
+    #[test]
+    fn both_forms_kill_only_what_the_marker_and_the_announcements_allow() {
+        let config = crate::ExecutorConfig {
+            pid_namespace: false,
+            ..Default::default()
+        };
+        let platform = Platform::new(false, &config).unwrap();
+        let token = platform.token().to_string();
+        let mut forms = vec![None];
+        if let Some(embedded) = super::super::embedded_init::load().unwrap() {
+            forms.insert(0, Some(embedded));
+        }
+        for embedded in forms {
+            let form = if embedded.is_some() { "static" } else { "sh" };
+            // `quit`: nothing is killed, the watchdog exits.
+            let mut ours = sleeper(Some(&format!("{token}/t1")), 0);
+            let mut dog = Watchdog::start(None, embedded.clone(), &platform).unwrap();
+            writeln!(dog.pipe, "quit").unwrap();
+            assert!(
+                ended_within(&mut dog.child, Duration::from_secs(5)).is_some_and(|s| s.success()),
+                "{form}"
+            );
+            assert!(
+                ours.try_wait().unwrap().is_none(),
+                "{form}: quit killed a process"
+            );
+            // End of input.
+            let mut unmarked_member = sleeper(None, ours.id() as i32);
+            let mut theirs = sleeper(Some("someone-else/t1"), 0);
+            let mut unannounced = sleeper(Some(&format!("{token}/t2")), 0);
+            let mut unannounced_member = sleeper(None, unannounced.id() as i32);
+            let mut dog = Watchdog::start(None, embedded, &platform).unwrap();
+            writeln!(dog.pipe, "+ {}\n+ 999999\n- 999999", ours.id()).unwrap();
+            drop(dog.pipe);
+            assert!(
+                ended_within(&mut dog.child, Duration::from_secs(10)).is_some(),
+                "{form}: still running"
+            );
+            for (name, child) in [
+                ("marked", &mut ours),
+                ("in an announced group", &mut unmarked_member),
+                ("marked, group not announced", &mut unannounced),
+            ] {
+                let status = ended_within(child, Duration::from_secs(5));
+                assert_eq!(
+                    status.and_then(|s| s.signal()),
+                    Some(libc::SIGKILL),
+                    "{form}: {name}"
+                );
+            }
+            for (name, child) in [
+                ("another executor's", &mut theirs),
+                (
+                    "unmarked in a group never announced",
+                    &mut unannounced_member,
+                ),
+            ] {
+                assert!(
+                    child.try_wait().unwrap().is_none(),
+                    "{form}: {name} was killed"
+                );
+                child.kill().unwrap();
+                child.wait().unwrap();
+            }
+        }
+        platform.shutdown();
+    }
+}

@@ -13,6 +13,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "build/toolchain_target.rs"]
+mod toolchain_target;
+
 /// (package, constant) for every guest built here.
 const GUESTS: &[(&str, &str)] = &[
     ("shellward-default-policy", "DEFAULT_POLICY"),
@@ -65,7 +68,14 @@ fn main() {
 
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    check_target_installed(&rustc);
+    match toolchain_target::ensure(&rustc, "rustup".as_ref(), TARGET) {
+        Ok(Some(toolchain)) => println!(
+            "cargo:warning=added the {TARGET} target to the Rust toolchain {toolchain} (rustup target add), which \
+             rust-toolchain.toml asks for: the built-in policies are compiled for it"
+        ),
+        Ok(None) => {}
+        Err(message) => panic!("{message}"),
+    }
 
     let target_dir = env::var_os("SHELLWARD_GUEST_TARGET_DIR")
         .map(PathBuf::from)
@@ -173,21 +183,4 @@ fn write_builtin_digests(out_dir: &Path) {
 
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("OUT_DIR is not UTF-8")
-}
-
-fn check_target_installed(rustc: &std::ffi::OsStr) {
-    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
-        return;
-    };
-    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if sysroot.is_empty() {
-        return;
-    }
-    let lib = Path::new(&sysroot).join("lib/rustlib").join(TARGET);
-    if !lib.exists() {
-        panic!(
-            "the {TARGET} target is not installed for the toolchain at {sysroot}: run `rustup target add {TARGET}` \
-             and build again (the default policy is compiled to a WebAssembly component and embedded in shellward)"
-        );
-    }
 }

@@ -867,7 +867,16 @@ mod tests {
                 })
                 .unwrap();
                 let pid = ex.inner.platform.watchdog_pid();
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+                // `posix_spawn` returns once the child has left the spawner's memory (`CLONE_VFORK`), which the
+                // kernel signals before it renames the process and before the init names itself: wait for the name.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let comm = loop {
+                    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+                    if comm.trim_end() == "shellward-watch" || Instant::now() > deadline {
+                        break comm;
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                };
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
                 assert_eq!(comm.trim_end(), "shellward-watch", "{pid_namespace}");
                 assert!(

@@ -20,10 +20,22 @@ RULES = [
 
 PRIVILEGE = ("sudo", "su", "doas", "pkexec", "runuser")
 
-SYSTEM_DIRS = {
-    "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc", "/root", "/sbin",
-    "/srv", "/sys", "/usr", "/var",
+SYSTEM_DIRS = [
+    "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "opt", "proc", "root", "sbin", "srv", "sys",
+    "usr", "var",
+]
+
+SYSTEM_SUBDIRS = {
+    "usr": ["bin", "lib", "lib32", "lib64", "libexec", "local", "sbin", "share", "include"],
+    "var": ["lib", "log", "spool", "cache", "mail"],
 }
+
+MAX_ALTERNATIVES = 64
+
+POWER_VERBS = [
+    "poweroff", "reboot", "halt", "kexec", "soft-reboot", "suspend", "hibernate", "hybrid-sleep",
+    "suspend-then-hibernate", "rescue", "emergency", "default",
+]
 
 BLOCK_DEVICES = [
     "/dev/sd*", "/dev/hd*", "/dev/vd*", "/dev/xvd*", "/dev/nvme*", "/dev/mmcblk*", "/dev/disk*", "/dev/dm-*",
@@ -43,18 +55,19 @@ REASONS = {
     "fork-bomb": "this is a fork bomb: it would exhaust the machine's processes",
     "kill-by-name": "pkill/killall match processes by name and can kill the agent host or the user's programs; stop "
     "processes you started with process_signal, or kill one process by its id",
-    "kill-all": "kill -1 signals every process you may signal, including the agent host; stop processes you started "
-    "with process_signal",
-    "rm-root": "recursive removal of /, the home directory or a system directory would destroy the user's machine; "
-    "remove the specific paths you mean",
+    "kill-all": "kill -1 signals every process you may signal, including the agent host, and pid 1 is the machine's "
+    "init; stop processes you started with process_signal",
+    "rm-root": "removing /, the home directory or a system directory (rm -r, or moving it away, or rsync --delete "
+    "onto it) would destroy the user's machine; remove the specific paths you mean",
     "privilege": "the agent must not escalate privileges (sudo, su, doas, pkexec, runuser); ask the user to run it",
-    "chmod-root": "recursively changing the permissions or owner of /, the home directory or a system directory breaks "
-    "the machine (sudo, ssh and services refuse such files); change the specific paths you mean",
+    "chmod-root": "changing the permissions or owner of / or a system directory, or recursively of the home directory, "
+    "breaks the machine (sudo, ssh and services refuse such files); change the specific paths you mean",
     "find-root": "find from /, the home directory or a system directory with -delete or -exec rm removes files all over "
     "the machine; run find on your project's directories",
-    "power": "shutting down or rebooting the machine is not allowed; ask the user",
-    "block-device": "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, > /dev/sd…) destroys file systems; "
-    "ask the user",
+    "power": "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl "
+    "poweroff, init 0); ask the user",
+    "block-device": "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys "
+    "file systems; ask the user",
 }
 
 
@@ -483,6 +496,14 @@ PARALLEL_VALUES = ("-j", "-S", "-I", "-n", "-N", "-L", "-d", "-E", "-a", "--jobs
                    "--workdir", "--max-args", "--max-lines")
 
 
+NAMESPACE_VALUES = ("-t", "--target", "-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd",
+                    "--map-user", "--map-group", "--propagation", "--setgroups")
+TRACE_VALUES = ("-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P", "-n", "-l")
+SYSTEMD_RUN_VALUES = ("-p", "--property", "-u", "--unit", "-E", "--setenv", "--uid", "--gid", "-M", "--machine",
+                      "-H", "--host", "--description", "--slice", "--working-directory", "--nice", "--on-active",
+                      "--on-calendar", "--timer-property", "--path-property", "--socket-property")
+
+
 class Effective:
     """One command that would run: words [(text, dynamic)], wrappers it was reached through, write targets."""
 
@@ -538,10 +559,14 @@ class Reader:
             words = [(text, dynamic) for text, dynamic, _ in words[lead:]]
             printed = prints(words, stdin[0] if stdin else None)
             found = ([w for w, _ in words], cmd["targets"], stdin)
-            self.unwrap(words, ctx, found)
+            if not words:
+                # Redirections alone (`> /dev/sda`) still open their targets: yielded with no words.
+                self.emit(words, ctx, found)
+            else:
+                self.unwrap(words, ctx, found)
 
     def emit(self, words, ctx, found):
-        if not words or self.full():
+        if (not words and not found[1]) or self.full():
             return
         via, more_args, depth = ctx
         self.commands.append(Effective(words, via, more_args, found[1], found[0], depth))
@@ -673,6 +698,45 @@ class Reader:
                 if end == 0:
                     return self.emit(words, here, found)
                 return self.line(join(r[:end]), (via, True, depth), "parallel")
+            elif name == "chroot":
+                r = skip_options(rest, ("--userspec", "--groups"))[1:]
+                if not r:
+                    return self.emit(words, here, found)
+                nxt = r
+            elif name in ("unshare", "nsenter"):
+                nxt = skip_options(rest, NAMESPACE_VALUES)
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name in ("strace", "ltrace"):
+                if any(o == "--attach" or o.startswith("-p") for o in opts):
+                    return self.emit(words, here, found)
+                nxt = skip_options(rest, TRACE_VALUES)
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name == "unbuffer":
+                nxt = skip_options(rest, ())
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name == "systemd-run":
+                nxt = skip_options(rest, SYSTEMD_RUN_VALUES)
+                if not nxt:
+                    return self.emit(words, here, found)
+            elif name == "script":
+                at = next((k for k, (w, _) in enumerate(rest)
+                           if w == "--command" or w.startswith("--command=") or cluster_has(w, "c")), None)
+                if at is None:
+                    return self.emit(words, here, found)
+                w = rest[at][0]
+                if w.startswith("--command="):
+                    line = w[len("--command="):]
+                elif w.startswith("--"):
+                    line = rest[at + 1][0] if at + 1 < len(rest) else None
+                else:
+                    tail = w[w.index("c") + 1:]
+                    line = tail if tail else (rest[at + 1][0] if at + 1 < len(rest) else None)
+                if line is not None:
+                    self.line(line, (via + ["script"], more_args, depth), "script -c")
+                return
             elif name == "eval":
                 return self.line(join(rest), here, "eval")
             elif name == "find":
@@ -751,6 +815,9 @@ def is_block_device(path):
 
 
 def kill_all(args):
+    """`kill` whose targets include `-1` (every process the caller may signal) or `1` (init); `kill -l 1` lists."""
+    if args and args[0] in ("-l", "-L", "--list", "--table"):
+        return False
     pids = []
     options_done = False
     signal_seen = False
@@ -772,43 +839,274 @@ def kill_all(args):
                 continue
         pids.append(a)
         i += 1
-    return "-1" in pids
+    return "-1" in pids or "1" in pids
 
 
-def dangerous_path(t):
-    """`/`, the home directory, or a system directory (with or without a trailing `/` or `/*`)."""
-    if t.endswith("/*"):
-        t = t[:-2]
-    t = t.rstrip("/")
-    return t in ("", "~", "$HOME", "${HOME}", "/.", "/*") or t in SYSTEM_DIRS
+# -- Paths: resolved lexically (`..`, `//`, braces, globs, the working directory); see policies/guard/src/paths.rs.
+
+SLASH, HOME, ABOVE_HOME = "slash", "home", "above-home"
 
 
-def rm_root(args):
-    recursive = False
-    targets = []
+def fnmatch(pattern, name):
+    """Shell pattern matching of one path component: `*`, `?`, `[abc]`, `[a-z]`, `[!x]`/`[^x]`."""
+    pi = ti = 0
+    star = None
+    while ti < len(name):
+        step = None
+        c = pattern[pi] if pi < len(pattern) else None
+        if c == "*":
+            star = (pi, ti)
+            pi += 1
+            continue
+        if c == "?":
+            step = 1
+        elif c == "[":
+            cls = bracket(pattern[pi:], name[ti])
+            if cls is None:
+                step = 1 if name[ti] == "[" else None
+            elif cls[0]:
+                step = cls[1]
+        elif c is not None and c == name[ti]:
+            step = 1
+        if step is not None:
+            pi += step
+            ti += 1
+        elif star is not None:
+            pi = star[0] + 1
+            ti = star[1] + 1
+            star = (star[0], star[1] + 1)
+        else:
+            return False
+    return all(c == "*" for c in pattern[pi:])
+
+
+def bracket(p, c):
+    i = 1
+    negated = i < len(p) and p[i] in "!^"
+    if negated:
+        i += 1
+    matched = False
+    first = True
+    while True:
+        if i >= len(p):
+            return None
+        lo = p[i]
+        if lo == "]" and not first:
+            return (matched != negated, i + 1)
+        first = False
+        if i + 2 < len(p) and p[i + 1] == "-" and p[i + 2] != "]":
+            matched = matched or lo <= c <= p[i + 2]
+            i += 3
+        else:
+            matched = matched or lo == c
+            i += 1
+
+
+def has_glob(s):
+    return any(ch in s for ch in "*?[")
+
+
+def matches_name(component, name):
+    return component == name or (has_glob(component) and fnmatch(component, name))
+
+
+def is_wide_glob(component):
+    if "*" not in component:
+        return False
+    in_class = False
+    for ch in component:
+        if ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif in_class or ch in "*?.":
+            pass
+        else:
+            return False
+    return True
+
+
+def join_path(resolved, rest):
+    root, parts = resolved
+    parts = list(parts)
+    for part in rest.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            elif root == HOME:
+                root = ABOVE_HOME
+        else:
+            parts.append(part)
+    return (root, parts)
+
+
+def is_protected_path(resolved):
+    root, parts = resolved
+    if root == ABOVE_HOME:
+        return True
+    if root == HOME:
+        return not parts or (len(parts) == 1 and is_wide_glob(parts[0]))
+    if not parts:
+        return True
+    if len(parts) == 1:
+        return any(matches_name(parts[0], d) for d in SYSTEM_DIRS)
+    if parts[0] == "home" and len(parts) == 2:
+        return True
+    if parts[0] == "home" and len(parts) == 3:
+        return is_wide_glob(parts[2])
+    if len(parts) == 2:
+        top, sub = parts
+        return (top in SYSTEM_DIRS and is_wide_glob(sub)) or \
+            any(matches_name(sub, x) for x in SYSTEM_SUBDIRS.get(top, []))
+    return False
+
+
+def is_top_level(resolved):
+    return resolved[0] == SLASH and len(resolved[1]) <= 1 and is_protected_path(resolved)
+
+
+def resolve_one(word, cwd):
+    for home in ("~", "$HOME", "${HOME}"):
+        if word.startswith(home):
+            rest = word[len(home):]
+            if not rest or rest.startswith("/"):
+                return join_path((HOME, []), rest)
+    if word.startswith("/"):
+        return join_path((SLASH, []), word[1:])
+    if not word or word.startswith("~") or word.startswith("$"):
+        return None
+    return join_path(cwd, word) if cwd is not None else None
+
+
+def first_brace(word):
+    start = 0
+    while True:
+        open_ = word.find("{", start)
+        if open_ < 0:
+            return None
+        depth = 0
+        commas = []
+        for i in range(open_, len(word)):
+            b = word[i]
+            if b == "{":
+                depth += 1
+            elif b == "}":
+                depth -= 1
+                if depth == 0:
+                    if commas:
+                        return (open_, i, commas)
+                    break
+            elif b == "," and depth == 1:
+                commas.append(i - open_ - 1)
+        start = open_ + 1
+
+
+def expand_braces(word):
+    out = []
+
+    def expand(w):
+        if len(out) >= MAX_ALTERNATIVES:
+            return
+        found = first_brace(w)
+        if found is None:
+            out.append(w)
+            return
+        open_, close, commas = found
+        prefix, body, suffix = w[:open_], w[open_ + 1:close], w[close + 1:]
+        start = 0
+        for end in commas + [len(body)]:
+            expand(prefix + body[start:end] + suffix)
+            start = end + 1
+            if len(out) >= MAX_ALTERNATIVES:
+                return
+
+    expand(word)
+    return out or [word]
+
+
+def resolve(word, cwd):
+    return [r for r in (resolve_one(w, cwd) for w in expand_braces(word)) if r is not None]
+
+
+def is_protected(word, cwd):
+    return any(is_protected_path(r) for r in resolve(word, cwd))
+
+
+def cwd_from_workdir(workdir):
+    return resolve_one(workdir, None) if workdir else None
+
+
+def change_dir(args, cwd):
+    """The working directory after `cd`/`pushd` ARGS (None: not known)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] not in ("-", "--"):
+        i += 1
+    if i < len(args) and args[i] == "--":
+        i += 1
+    operands = args[i:]
+    for a in operands:
+        rest = a
+        for h in ("~", "$HOME", "${HOME}"):
+            if a.startswith(h):
+                rest = a[len(h):]
+                break
+        if "$" in rest or "`" in rest:
+            return None
+    if not operands:
+        return (HOME, [])
+    if len(operands) == 1 and operands[0] != "-":
+        return resolve_one(operands[0], cwd)
+    return None
+
+
+# -- The rules on one command.
+
+
+def operands(args):
+    out = []
     options_done = False
     for a in args:
         if not options_done and a == "--":
             options_done = True
-        elif not options_done and a == "--recursive":
-            recursive = True
-        elif not options_done and a.startswith("--"):
-            pass
-        elif not options_done and a.startswith("-") and len(a) > 1:
-            if "r" in a[1:] or "R" in a[1:]:
-                recursive = True
-        else:
-            targets.append(a)
-    return recursive and any(dangerous_path(t) for t in targets)
+        elif options_done or not (a.startswith("-") and len(a) > 1):
+            out.append(a)
+    return out
 
 
-def chmod_root(args):
-    recursive = any(a == "--recursive" or (a.startswith("-") and not a.startswith("--") and "R" in a[1:])
-                    for a in args)
-    return recursive and any(not a.startswith("-") and dangerous_path(a) for a in args)
+def has_flag(args, short, long):
+    for a in args:
+        if a == "--":
+            break
+        if a in long or (a.startswith("-") and not a.startswith("--") and any(ch in a[1:] for ch in short)):
+            return True
+    return False
 
 
-def find_root(args):
+def rm_root(args, cwd):
+    return has_flag(args, "rR", ("--recursive",)) and any(is_protected(t, cwd) for t in operands(args))
+
+
+def mv_root(args, cwd):
+    ops = operands(args)
+    if not any(a == "-t" or a.startswith("--target-directory") for a in args):
+        ops = ops[:-1]
+    return any(is_protected(t, cwd) for t in ops)
+
+
+def rsync_root(args, cwd):
+    ops = operands(args)
+    return any(a.startswith("--del") for a in args) and bool(ops) and is_protected(ops[-1], cwd)
+
+
+def chmod_root(args, cwd):
+    recursive = has_flag(args, "R", ("--recursive",))
+    return any(is_top_level(r) or (recursive and is_protected_path(r))
+               for a in operands(args) for r in resolve(a, cwd))
+
+
+def find_root(args, cwd):
     rest = list(args)
     while rest:
         a = rest[0]
@@ -823,7 +1121,8 @@ def find_root(args):
     roots = 0
     while roots < len(rest) and not rest[roots].startswith("-") and rest[roots] not in ("(", "!", ","):
         roots += 1
-    if not any(dangerous_path(a) for a in rest[:roots]):
+    starts = rest[:roots] if roots else ["."]
+    if not any(is_protected(a, cwd) for a in starts):
         return False
     expression = rest[roots:]
     for i, a in enumerate(expression):
@@ -835,22 +1134,66 @@ def find_root(args):
     return False
 
 
-def unknown_program_rule(args):
+def power(name, args):
+    if name in ("shutdown", "reboot", "halt", "poweroff"):
+        return True
+    if name in ("init", "telinit"):
+        return bool(args) and args[0] in ("0", "6", "1", "s", "S")
+    if name in ("systemctl", "loginctl"):
+        ops = operands(args)
+        if not ops:
+            return False
+        if ops[0] in POWER_VERBS:
+            return True
+        if ops[0] in ("isolate", "start", "restart"):
+            return any((t[:-len(".target")] if t.endswith(".target") else t) in POWER_VERBS for t in ops[1:])
+    return False
+
+
+READ_ONLY_PARTITIONER_FLAGS = {"-l", "--list", "-d", "--dump", "-J", "--json", "-p", "--print", "print", "-s",
+                               "--show-size", "-V", "--version", "-h", "--help"}
+
+
+def block_device_write(name, args):
+    def device(a):
+        return is_block_device(a) or ("=" in a and is_block_device(a.split("=", 1)[1]))
+
+    if name == "dd":
+        return any(a.startswith("of=") and is_block_device(a[3:]) for a in args)
+    if name in ("shred", "wipefs", "blkdiscard", "mkswap", "mke2fs", "mkdosfs", "mkntfs", "tee", "truncate"):
+        return any(device(a) for a in args)
+    if name.startswith("mkfs"):
+        return True
+    if name in ("cp", "install", "mv", "ln"):
+        if "-t" in args:
+            i = args.index("-t")
+            if i + 1 < len(args) and device(args[i + 1]):
+                return True
+        ops = operands(args)
+        return bool(ops) and device(ops[-1])
+    if name in ("fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "cgdisk", "parted"):
+        return not any(a in READ_ONLY_PARTITIONER_FLAGS for a in args) and any(device(a) for a in args)
+    if name == "badblocks":
+        return has_flag(args, "wn", ()) and any(device(a) for a in args)
+    return False
+
+
+def unknown_program_rule(args, cwd):
     """The rule a command whose program is unknown (`$k -9 -1`) breaks by its arguments alone."""
-    if kill_all(args):
+    if kill_all(args) and "-1" in args:
         return "kill-all"
-    if rm_root(args):
+    if rm_root(args, cwd):
         return "rm-root"
-    if chmod_root(args):
+    if has_flag(args, "R", ("--recursive",)) and chmod_root(args, cwd):
         return "chmod-root"
-    if find_root(args):
+    if find_root(args, cwd):
         return "find-root"
     if any(a.startswith("of=") and is_block_device(a[3:]) for a in args):
         return "block-device"
     return None
 
 
-def builtin_rule(words):
+def builtin_rule(words, cwd):
     if not words:
         return None
     program, args = words[0], words[1:]
@@ -859,23 +1202,21 @@ def builtin_rule(words):
         return "kill-by-name"
     if name == "kill" and kill_all(args):
         return "kill-all"
-    if name == "rm" and rm_root(args):
+    if name == "rm" and rm_root(args, cwd):
+        return "rm-root"
+    if name == "mv" and mv_root(args, cwd):
+        return "rm-root"
+    if name == "rsync" and rsync_root(args, cwd):
         return "rm-root"
     if name in PRIVILEGE:
         return "privilege"
-    if name in ("chmod", "chown", "chgrp") and chmod_root(args):
+    if name in ("chmod", "chown", "chgrp") and chmod_root(args, cwd):
         return "chmod-root"
-    if name == "find" and find_root(args):
+    if name == "find" and find_root(args, cwd):
         return "find-root"
-    if name in ("shutdown", "reboot", "halt", "poweroff"):
+    if power(name, args):
         return "power"
-    if name == "init" and args and args[0] in ("0", "6"):
-        return "power"
-    if name == "dd" and any(a.startswith("of=") and is_block_device(a[3:]) for a in args):
-        return "block-device"
-    if name in ("shred", "wipefs", "blkdiscard") and any(is_block_device(a) for a in args):
-        return "block-device"
-    if name.startswith("mkfs"):
+    if block_device_write(name, args):
         return "block-device"
     return None
 
@@ -905,7 +1246,7 @@ class Guard:
             return None
         return f"guard[{rule}]: {REASONS[rule]}"
 
-    def check(self, command):
+    def check(self, command, workdir=None):
         if fork_bomb(command):
             d = self.denial("fork-bomb")
             if d:
@@ -914,13 +1255,20 @@ class Guard:
             commands = effective_commands(command)
         except ParseError:
             return None
+        cwd = cwd_from_workdir(workdir)
         for c in commands:
-            d = self.check_command(c)
+            d = self.check_command(c, cwd)
             if d:
                 return d
+            if c.program_known() and c.words:
+                name = base_name(c.words[0])
+                if name in ("cd", "pushd"):
+                    cwd = change_dir(c.words[1:], cwd)
+                elif name == "popd":
+                    cwd = None
         return None
 
-    def check_command(self, c):
+    def check_command(self, c, cwd):
         def sees(p):
             return p.matches(c.words) or p.matches(c.written)
 
@@ -933,7 +1281,7 @@ class Guard:
             d = self.denial("privilege")
             if d:
                 return d
-        rule = builtin_rule(c.words) if c.program_known() else unknown_program_rule(c.words[1:])
+        rule = builtin_rule(c.words, cwd) if c.program_known() else unknown_program_rule(c.words[1:], cwd)
         if rule:
             d = self.denial(rule)
             if d:
@@ -987,7 +1335,7 @@ class Policy(exports.Policy):
         host.log(host.Level.DEBUG, f"configured: {len(GUARD.deny)} deny and {len(GUARD.allow)} allow patterns")
 
     def evaluate(self, request: types.Request) -> types.Outcome:
-        reason = GUARD.check(request.command)
+        reason = GUARD.check(request.command, request.workdir)
         if reason is not None:
             return types.Outcome_Deny(reason)
         return types.Outcome_Run(

@@ -32,7 +32,10 @@ impl Guest for GuardPolicy {
     }
 
     fn evaluate(request: wit::Request) -> wit::Outcome {
-        if let Some(denial) = GUARD.with(|g| g.borrow().check(&request.command)) {
+        if let Some(denial) = GUARD.with(|g| {
+            g.borrow()
+                .check_in(&request.command, request.workdir.as_deref())
+        }) {
             return wit::Outcome::Deny(denial.reason);
         }
         // Everything else passes through unchanged. A pass-through must still state an on-timeout; it keeps an

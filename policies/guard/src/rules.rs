@@ -5,6 +5,7 @@
 //! (`$(…)`, `` `…` ``) are checked recursively. Quoted text is data: `echo "rm -rf /"` is allowed. The exact
 //! procedure is in README.md; `policies/guard-py` implements the same procedure in Python and passes the same cases.
 
+use crate::paths::{Cwd, is_protected, resolve};
 use shellward_kit::effective::{CommandView, visit_effective_commands};
 use shellward_kit::pattern::{Pattern, glob};
 use shellward_kit::shell::tokenize;
@@ -25,12 +26,6 @@ pub const RULES: &[&str] = &[
 
 /// Programs that run a command as another user.
 const PRIVILEGE: &[&str] = &["sudo", "su", "doas", "pkexec", "runuser"];
-
-/// Top-level system directories `rm -r` must not remove.
-const SYSTEM_DIRS: &[&str] = &[
-    "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc", "/root",
-    "/sbin", "/srv", "/sys", "/usr", "/var",
-];
 
 /// Block devices (globs).
 const BLOCK_DEVICES: &[&str] = &[
@@ -83,36 +78,45 @@ fn reason(rule: &str) -> String {
              processes you started with process_signal, or kill one process by its id"
         }
         "kill-all" => {
-            "kill -1 signals every process you may signal, including the agent host; stop processes you started \
-             with process_signal"
+            "kill -1 signals every process you may signal, including the agent host, and pid 1 is the machine's \
+             init; stop processes you started with process_signal"
         }
         "rm-root" => {
-            "recursive removal of /, the home directory or a system directory would destroy the user's machine; \
-             remove the specific paths you mean"
+            "removing /, the home directory or a system directory (rm -r, or moving it away, or rsync --delete \
+             onto it) would destroy the user's machine; remove the specific paths you mean"
         }
         "privilege" => {
             "the agent must not escalate privileges (sudo, su, doas, pkexec, runuser); ask the user to run it"
         }
         "chmod-root" => {
-            "recursively changing the permissions or owner of /, the home directory or a system directory breaks \
-             the machine (sudo, ssh and services refuse such files); change the specific paths you mean"
+            "changing the permissions or owner of / or a system directory, or recursively of the home directory, \
+             breaks the machine (sudo, ssh and services refuse such files); change the specific paths you mean"
         }
         "find-root" => {
             "find from /, the home directory or a system directory with -delete or -exec rm removes files all over \
              the machine; run find on your project's directories"
         }
-        "power" => "shutting down or rebooting the machine is not allowed; ask the user",
+        "power" => {
+            "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl \
+             poweroff, init 0); ask the user"
+        }
         "block-device" => {
-            "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, > /dev/sd…) destroys file systems; ask \
-             the user"
+            "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys file \
+             systems; ask the user"
         }
         _ => "refused by the guard policy",
     };
     format!("guard[{rule}]: {why}")
 }
 
-/// `kill` targets: the words after an optional leading signal option.
+/// `kill` whose targets include `-1` (every process the caller may signal) or `1` (init); `kill -l 1` lists.
 fn kill_all(args: &[&str]) -> bool {
+    if args
+        .first()
+        .is_some_and(|a| matches!(*a, "-l" | "-L" | "--list" | "--table"))
+    {
+        return false;
+    }
     let mut pids: Vec<&str> = Vec::new();
     let mut options_done = false;
     let mut signal_seen = false;
@@ -139,50 +143,66 @@ fn kill_all(args: &[&str]) -> bool {
         pids.push(a);
         i += 1;
     }
-    pids.contains(&"-1")
+    pids.iter().any(|p| matches!(*p, "-1" | "1"))
 }
 
-/// Whether a path names `/`, the home directory, or a system directory (with or without a trailing `/` or `/*`).
-fn dangerous_path(t: &str) -> bool {
-    let t = t.strip_suffix("/*").unwrap_or(t);
-    let t = t.trim_end_matches('/');
-    matches!(t, "" | "~" | "$HOME" | "${HOME}" | "/." | "/*") || SYSTEM_DIRS.contains(&t)
-}
-
-fn rm_root(args: &[&str]) -> bool {
-    let mut recursive = false;
-    let mut targets: Vec<&str> = Vec::new();
+/// The operands of a command: its words that are not options, up to and after a `--`.
+fn operands<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut out = Vec::new();
     let mut options_done = false;
     for &a in args {
         if !options_done && a == "--" {
             options_done = true;
-        } else if !options_done && a == "--recursive" {
-            recursive = true;
-        } else if !options_done && a.starts_with("--") {
-        } else if !options_done && a.starts_with('-') && a.len() > 1 {
-            if a[1..].contains(['r', 'R']) {
-                recursive = true;
-            }
-        } else {
-            targets.push(a);
+        } else if options_done || !(a.starts_with('-') && a.len() > 1) {
+            out.push(a);
         }
     }
-    recursive && targets.iter().any(|t| dangerous_path(t))
+    out
 }
 
-/// `chmod`/`chown`/`chgrp` with `-R` (or `--recursive`) of a dangerous path.
-fn chmod_root(args: &[&str]) -> bool {
-    let recursive = args.iter().any(|a| {
-        *a == "--recursive" || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('R'))
-    });
-    recursive
-        && args
+/// Whether an option cluster or long option is given (`-rf` holds `r`; `--recursive`).
+fn has_flag(args: &[&str], short: &[char], long: &[&str]) -> bool {
+    args.iter().take_while(|a| **a != "--").any(|a| {
+        long.contains(a) || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(short))
+    })
+}
+
+fn rm_root(args: &[&str], cwd: &Cwd) -> bool {
+    has_flag(args, &['r', 'R'], &["--recursive"])
+        && operands(args).iter().any(|t| is_protected(t, cwd))
+}
+
+/// `mv` of a protected path: its sources are every operand but the last, or all of them with `-t DIR`.
+fn mv_root(args: &[&str], cwd: &Cwd) -> bool {
+    let mut ops = operands(args);
+    let target_dir = args
+        .iter()
+        .any(|a| *a == "-t" || a.starts_with("--target-directory"));
+    if !target_dir {
+        ops.pop();
+    }
+    ops.iter().any(|t| is_protected(t, cwd))
+}
+
+/// `rsync --delete…` onto a protected path (the last operand).
+fn rsync_root(args: &[&str], cwd: &Cwd) -> bool {
+    args.iter().any(|a| a.starts_with("--del"))
+        && operands(args).last().is_some_and(|t| is_protected(t, cwd))
+}
+
+/// `chmod`/`chown`/`chgrp` with `-R` (or `--recursive`) of a protected path, or of `/` or a top-level system
+/// directory at all (`chmod 000 /`).
+fn chmod_root(args: &[&str], cwd: &Cwd) -> bool {
+    let recursive = has_flag(args, &['R'], &["--recursive"]);
+    operands(args).iter().any(|a| {
+        resolve(a, cwd)
             .iter()
-            .any(|a| !a.starts_with('-') && dangerous_path(a))
+            .any(|r| r.is_top_level() || (recursive && r.is_protected()))
+    })
 }
 
-/// `find` from a dangerous path with `-delete`, or with `-exec`/`-execdir`/`-ok` of `rm`, `shred` or `unlink`.
-fn find_root(args: &[&str]) -> bool {
+/// `find` from a protected path with `-delete`, or with `-exec`/`-execdir`/`-ok` of `rm`, `shred` or `unlink`.
+fn find_root(args: &[&str], cwd: &Cwd) -> bool {
     let mut rest = args;
     // Leading options: -H, -L, -P, -D DEBUGOPTS, -O LEVEL.
     while let Some((a, tail)) = rest.split_first() {
@@ -197,7 +217,9 @@ fn find_root(args: &[&str]) -> bool {
         .iter()
         .take_while(|a| !a.starts_with('-') && !matches!(**a, "(" | "!" | ","))
         .count();
-    if !rest[..roots].iter().any(|a| dangerous_path(a)) {
+    // With no starting point, find starts at `.`.
+    let starts: &[&str] = if roots == 0 { &["."] } else { &rest[..roots] };
+    if !starts.iter().any(|a| is_protected(a, cwd)) {
         return false;
     }
     let expression = &rest[roots..];
@@ -210,16 +232,96 @@ fn find_root(args: &[&str]) -> bool {
     })
 }
 
+/// `systemctl`/`loginctl` verbs and targets that stop, restart or suspend the machine.
+const POWER_VERBS: &[&str] = &[
+    "poweroff",
+    "reboot",
+    "halt",
+    "kexec",
+    "soft-reboot",
+    "suspend",
+    "hibernate",
+    "hybrid-sleep",
+    "suspend-then-hibernate",
+    "rescue",
+    "emergency",
+    "default",
+];
+
+fn power(name: &str, args: &[&str]) -> bool {
+    match name {
+        "shutdown" | "reboot" | "halt" | "poweroff" => true,
+        "init" | "telinit" => args
+            .first()
+            .is_some_and(|a| matches!(*a, "0" | "6" | "1" | "s" | "S")),
+        "systemctl" | "loginctl" => {
+            let ops = operands(args);
+            match ops.first() {
+                Some(verb) if POWER_VERBS.contains(verb) => true,
+                Some(&("isolate" | "start" | "restart")) => ops[1..].iter().any(|t| {
+                    let unit = t.strip_suffix(".target").unwrap_or(t);
+                    POWER_VERBS.contains(&unit)
+                }),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// Programs that write to a device named among their arguments, and those that do unless told only to read it.
+fn block_device_write(name: &str, args: &[&str]) -> bool {
+    let device =
+        |a: &&str| is_block_device(a) || a.split_once('=').is_some_and(|(_, v)| is_block_device(v));
+    match name {
+        "dd" => args
+            .iter()
+            .any(|a| a.strip_prefix("of=").is_some_and(is_block_device)),
+        "shred" | "wipefs" | "blkdiscard" | "mkswap" | "mke2fs" | "mkdosfs" | "mkntfs" | "tee"
+        | "truncate" => args.iter().any(device),
+        _ if name.starts_with("mkfs") => true,
+        "cp" | "install" | "mv" | "ln" => {
+            let to_dir = args.iter().position(|a| *a == "-t");
+            to_dir.and_then(|i| args.get(i + 1)).is_some_and(device)
+                || operands(args).last().is_some_and(device)
+        }
+        "fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "cgdisk" | "parted" => {
+            let reads_only = args.iter().any(|a| {
+                matches!(
+                    *a,
+                    "-l" | "--list"
+                        | "-d"
+                        | "--dump"
+                        | "-J"
+                        | "--json"
+                        | "-p"
+                        | "--print"
+                        | "print"
+                        | "-s"
+                        | "--show-size"
+                        | "-V"
+                        | "--version"
+                        | "-h"
+                        | "--help"
+                )
+            });
+            !reads_only && args.iter().any(device)
+        }
+        "badblocks" => has_flag(args, &['w', 'n'], &[]) && args.iter().any(device),
+        _ => false,
+    }
+}
+
 /// The rule a command whose program is unknown (`$k -9 -1`) breaks by its arguments alone, if any: only rules that
 /// judge arguments, so `$CC main.c` passes.
-fn unknown_program_rule(args: &[&str]) -> Option<&'static str> {
-    if kill_all(args) {
+fn unknown_program_rule(args: &[&str], cwd: &Cwd) -> Option<&'static str> {
+    if kill_all(args) && args.contains(&"-1") {
         Some("kill-all")
-    } else if rm_root(args) {
+    } else if rm_root(args, cwd) {
         Some("rm-root")
-    } else if chmod_root(args) {
+    } else if has_flag(args, &['R'], &["--recursive"]) && chmod_root(args, cwd) {
         Some("chmod-root")
-    } else if find_root(args) {
+    } else if find_root(args, cwd) {
         Some("find-root")
     } else if args
         .iter()
@@ -232,28 +334,20 @@ fn unknown_program_rule(args: &[&str]) -> Option<&'static str> {
 }
 
 /// The built-in rule a simple command (program first, wrappers stripped) breaks, if any.
-fn builtin_rule(words: &[&str]) -> Option<&'static str> {
+fn builtin_rule(words: &[&str], cwd: &Cwd) -> Option<&'static str> {
     let (program, args) = words.split_first()?;
     let name = basename(program);
     match name {
         "pkill" | "killall" | "killall5" => Some("kill-by-name"),
         "kill" if kill_all(args) => Some("kill-all"),
-        "rm" if rm_root(args) => Some("rm-root"),
+        "rm" if rm_root(args, cwd) => Some("rm-root"),
+        "mv" if mv_root(args, cwd) => Some("rm-root"),
+        "rsync" if rsync_root(args, cwd) => Some("rm-root"),
         "sudo" | "su" | "doas" | "pkexec" | "runuser" => Some("privilege"),
-        "chmod" | "chown" | "chgrp" if chmod_root(args) => Some("chmod-root"),
-        "find" if find_root(args) => Some("find-root"),
-        "shutdown" | "reboot" | "halt" | "poweroff" => Some("power"),
-        "init" if args.first().is_some_and(|a| *a == "0" || *a == "6") => Some("power"),
-        "dd" if args
-            .iter()
-            .any(|a| a.strip_prefix("of=").is_some_and(is_block_device)) =>
-        {
-            Some("block-device")
-        }
-        "shred" | "wipefs" | "blkdiscard" if args.iter().any(|a| is_block_device(a)) => {
-            Some("block-device")
-        }
-        _ if name.starts_with("mkfs") => Some("block-device"),
+        "chmod" | "chown" | "chgrp" if chmod_root(args, cwd) => Some("chmod-root"),
+        "find" if find_root(args, cwd) => Some("find-root"),
+        _ if power(name, args) => Some("power"),
+        _ if block_device_write(name, args) => Some("block-device"),
         _ => None,
     }
 }
@@ -289,8 +383,14 @@ impl Guard {
         })
     }
 
-    /// Checks a whole command line.
+    /// Checks a whole command line whose working directory is not known.
     pub fn check(&self, command: &str) -> Option<Denial> {
+        self.check_in(command, None)
+    }
+
+    /// Checks a whole command line run in `workdir` (the request's; `None` or a relative one: not known). Relative
+    /// targets are resolved against it and against the `cd`s the line makes before them.
+    pub fn check_in(&self, command: &str, workdir: Option<&str>) -> Option<Denial> {
         if fork_bomb(command)
             && let Some(d) = self.deny("fork-bomb")
         {
@@ -298,21 +398,31 @@ impl Guard {
         }
         // A line that does not tokenize is run unchanged: the shell refuses it too.
         let script = tokenize(command).ok()?;
+        let mut cwd = Cwd::from_workdir(workdir);
         // Each command is checked as it is read (borrowed, not copied); the reading stops at the first denial.
         let mut denial = None;
         visit_effective_commands(&script, &script.simple_commands(), |c| {
-            denial = self.check_command(c);
+            denial = self.check_command(c, &cwd);
             if denial.is_some() {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
+                return ControlFlow::Break(());
             }
+            if c.program_known() {
+                match c.name() {
+                    Some("cd" | "pushd") => {
+                        let args: Vec<&str> = c.args().iter().map(|w| w.text).collect();
+                        cwd.change(&args);
+                    }
+                    Some("popd") => cwd.forget(),
+                    _ => {}
+                }
+            }
+            ControlFlow::Continue(())
         });
         denial
     }
 
     /// Checks one effective command (wrappers stripped, nested shell strings already read).
-    fn check_command(&self, c: &CommandView<'_>) -> Option<Denial> {
+    fn check_command(&self, c: &CommandView<'_>, cwd: &Cwd) -> Option<Denial> {
         let patterns_see = |p: &Pattern| p.matches(c.words) || p.matches(c.written);
         if self.allow.iter().any(patterns_see) {
             return None;
@@ -333,10 +443,10 @@ impl Guard {
         }
         let words: Vec<&str> = c.words.iter().map(|w| w.text).collect();
         let rule = if c.program_known() {
-            builtin_rule(&words)
+            builtin_rule(&words, cwd)
         } else {
             // `$k -9 -1`: the program is unknown, so only its arguments can be judged.
-            unknown_program_rule(&words[1..])
+            unknown_program_rule(&words[1..], cwd)
         };
         if let Some(rule) = rule
             && let Some(d) = self.deny(rule)
@@ -424,6 +534,50 @@ mod tests {
             ("parallel 'pkill {}' ::: node", "kill-by-name"),
             ("mkfs.ext4 /dev/sdb", "block-device"),
             ("bash -c 'echo x > /dev/sda'", "block-device"),
+            // Paths however written: `..`, doubled slashes, globs, braces, the working directory.
+            ("rm -rf /../", "rm-root"),
+            ("rm -rf /tmp/../../", "rm-root"),
+            ("rm -rf /usr/..", "rm-root"),
+            ("rm -rf /{,}", "rm-root"),
+            ("rm -rf /{tmp,etc}", "rm-root"),
+            ("rm -rf /u*", "rm-root"),
+            ("rm -rf ~/.*", "rm-root"),
+            ("rm -rf /home/alice", "rm-root"),
+            ("rm -rf /usr/lib", "rm-root"),
+            ("rm -rf /etc/*", "rm-root"),
+            ("cd / && rm -rf *", "rm-root"),
+            ("cd /; rm -rf .", "rm-root"),
+            ("cd ~ && rm -rf ./*", "rm-root"),
+            ("cd && rm -rf *", "rm-root"),
+            ("cd /tmp && rm -rf ..", "rm-root"),
+            ("pushd / >/dev/null; rm -rf usr", "rm-root"),
+            ("cd / && find . -delete", "find-root"),
+            ("cd / && chmod -R 777 .", "chmod-root"),
+            ("mv ~ /dev/null", "rm-root"),
+            ("mv /usr /tmp/old", "rm-root"),
+            ("mv -t /tmp /etc", "rm-root"),
+            ("rsync -a --delete /empty/ /", "rm-root"),
+            ("chmod 000 /", "chmod-root"),
+            ("chown nobody /usr", "chmod-root"),
+            ("kill -9 1", "kill-all"),
+            ("kill -TERM 1", "kill-all"),
+            ("systemctl poweroff", "power"),
+            ("systemctl --force reboot", "power"),
+            ("systemctl isolate rescue.target", "power"),
+            ("loginctl suspend", "power"),
+            ("telinit 6", "power"),
+            ("> /dev/sda", "block-device"),
+            ("bash -c '>/dev/nvme0n1'", "block-device"),
+            ("tee /dev/sda < /dev/zero", "block-device"),
+            ("truncate -s 0 /dev/sda", "block-device"),
+            ("mkswap /dev/sdb2", "block-device"),
+            ("fdisk /dev/sda", "block-device"),
+            ("parted /dev/sda mklabel gpt", "block-device"),
+            ("cp disk.img /dev/sdb", "block-device"),
+            ("chroot / rm -rf /", "rm-root"),
+            ("unshare -r rm -rf ~", "rm-root"),
+            ("strace -f kill -9 -1", "kill-all"),
+            ("script -qc 'rm -rf /' /dev/null", "rm-root"),
         ] {
             assert_eq!(rule(cmd).as_deref(), Some(want), "{cmd}");
         }
@@ -467,9 +621,62 @@ mod tests {
             "watch -n 5 'ls -la'",
             "bash ./scripts/kill-all.sh",
             "cat script.sh | bash",
+            "rm -rf /tmp/build/..",
+            "rm -rf ~/project/target",
+            "rm -rf ~/*.log",
+            "rm -rf /t*",
+            "rm -rf /home/alice/project/node_modules",
+            "rm -rf {build,dist}",
+            "cd /tmp && rm -rf *",
+            "cd ~/project && rm -rf ./target",
+            "cd \"$DIR\" && rm -rf *",
+            "cd - && rm -rf *",
+            "mv build /tmp/old-build",
+            "mv ~/notes.txt ~/docs/",
+            "rsync -a --delete ./dist/ /srv/www/app/",
+            "chmod 700 ~",
+            "chmod 755 /usr/local/bin/tool",
+            "kill -l 1",
+            "kill 12345",
+            "systemctl status nginx",
+            "systemctl --user restart app",
+            "fdisk -l /dev/sda",
+            "parted /dev/sda print",
+            "cp /dev/sda disk.img",
+            "tee out.log",
+            "truncate -s 0 app.log",
+            "> out.log",
+            "chroot /srv/jail ls",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
         }
+    }
+
+    #[test]
+    fn relative_paths_follow_the_requests_working_directory() {
+        let g = Guard::default();
+        let rule = |cmd, dir| g.check_in(cmd, dir).map(|d| d.rule);
+        assert_eq!(rule("rm -rf *", Some("/")).as_deref(), Some("rm-root"));
+        assert_eq!(
+            rule("rm -rf ..", Some("/home/alice")).as_deref(),
+            Some("rm-root")
+        );
+        assert_eq!(
+            rule("rm -rf ../..", Some("/home/alice/project")).as_deref(),
+            Some("rm-root")
+        );
+        assert_eq!(rule("rm -rf *", Some("/home/alice/project")), None);
+        assert_eq!(
+            rule("rm -rf *", Some("project")),
+            None,
+            "a relative workdir is not known"
+        );
+        assert_eq!(rule("rm -rf *", None), None);
+        assert_eq!(
+            rule("cd /tmp && rm -rf *", Some("/")),
+            None,
+            "the cd is followed"
+        );
     }
 
     #[test]

@@ -8,15 +8,18 @@
 //!   `nice [-n N | -N]`, `env [-i] [-u NAME] [-C DIR] [NAME=value]…` (and `env -S 'LINE'`), `sudo [-u USER] [-E]…`,
 //!   `doas`, `pkexec`, `runuser`, `su … -c LINE`, `xargs [options]`, `busybox APPLET`, `command`, `builtin`, `exec`,
 //!   `time`, `nohup`, `setsid`, `stdbuf -oL`, `ionice`, `chrt PRIORITY`, `taskset MASK`, `flock FILE` (and
-//!   `flock FILE -c LINE`), `watch`, `parallel … :::`, and the reserved words `!`, `if`, `then`, `do`, `{`…;
+//!   `flock FILE -c LINE`), `watch`, `parallel … :::`, `chroot NEWROOT`, `unshare`, `nsenter`, `strace`, `ltrace`,
+//!   `unbuffer`, `systemd-run`, and the reserved words `!`, `if`, `then`, `do`, `{`…;
 //!   each stripped wrapper is recorded in [`EffectiveCommand::via`];
 //! - **`find` runs commands**: `find … -exec CMD … {} ;` / `+`, `-execdir`, `-ok`, `-okdir` yield `CMD …` (with
 //!   [`EffectiveCommand::more_args`] set), and the `find` itself is yielded too (its `-delete` matters);
 //! - **shell strings are read recursively**: `sh|bash|dash|zsh|ksh|ash -c LINE` with any option cluster holding `c`
 //!   (`-lc`, `-ec`, `-xc`, `-o pipefail -c`), `eval WORDS`, `$(…)` and backquotes in any word (assignments and
-//!   redirection targets included), `watch LINE`, `parallel LINE`, and a shell reading its standard input from a
+//!   redirection targets included), `watch LINE`, `parallel LINE`, `script -c LINE`, and a shell reading its standard input from a
 //!   here-string (`bash <<< LINE`), a here-document, or a pipe from `echo`/`printf`/`cat <<EOF`
 //!   (`echo LINE | sh`);
+//! - **a command of redirections alone** (`> /dev/sda`) is yielded with no words, so its
+//!   [`EffectiveCommand::writes`] are seen;
 //! - **words that cannot be known statically are marked**: [`EffectiveCommand::dynamic`] says which words hold a
 //!   parameter expansion or a substitution outside single quotes (`$k -9 -1`: the program is unknown).
 //!
@@ -39,7 +42,8 @@ pub const MAX_COMMANDS: usize = 4096;
 /// One command that would run, wrappers stripped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EffectiveCommand {
-    /// The program and its arguments after quote removal (expansions kept as written), wrappers stripped.
+    /// The program and its arguments after quote removal (expansions kept as written), wrappers stripped; empty
+    /// only for a command of redirections alone (then [`writes`](Self::writes) is not).
     pub words: Vec<String>,
     /// Per word of [`words`](Self::words): whether its value is only known at run time (it holds `$NAME`, `${…}`,
     /// `$(…)` or a backquote outside single quotes).
@@ -585,7 +589,12 @@ impl Reader<'_> {
                 writes: &writes,
                 stdin,
             };
-            self.unwrap(words, ctx.clone(), &found);
+            if words.is_empty() {
+                // Redirections alone (`> /dev/sda`) still open their targets: yielded with no words.
+                self.emit(words, ctx, &found);
+            } else {
+                self.unwrap(words, ctx.clone(), &found);
+            }
         }
     }
 
@@ -891,6 +900,127 @@ impl Reader<'_> {
                     inner.more_args = true;
                     return self.line(&join(&r[..end]), &inner, "parallel");
                 }
+                "chroot" => {
+                    // `chroot [--userspec U:G] [--groups G] NEWROOT [COMMAND…]`; without a command it runs a shell.
+                    let r = skip_options(rest, &["--userspec", "--groups"]);
+                    match r.get(1..) {
+                        Some(cmd) if !cmd.is_empty() => cmd,
+                        _ => return self.emit(words, &ctx, found),
+                    }
+                }
+                "unshare" | "nsenter" => {
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-t",
+                            "--target",
+                            "-S",
+                            "--setuid",
+                            "-G",
+                            "--setgid",
+                            "-R",
+                            "--root",
+                            "-w",
+                            "--wd",
+                            "--map-user",
+                            "--map-group",
+                            "--propagation",
+                            "--setgroups",
+                        ],
+                    );
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "strace" | "ltrace" => {
+                    // Attached to a running process (`-p PID`), it runs nothing.
+                    if rest
+                        .iter()
+                        .take_while(|w| is_option(w.text))
+                        .any(|w| w.text == "--attach" || w.text.starts_with("-p"))
+                    {
+                        return self.emit(words, &ctx, found);
+                    }
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P",
+                            "-n", "-l",
+                        ],
+                    );
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "unbuffer" => {
+                    let r = skip_options(rest, &[]);
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "systemd-run" => {
+                    let r = skip_options(
+                        rest,
+                        &[
+                            "-p",
+                            "--property",
+                            "-u",
+                            "--unit",
+                            "-E",
+                            "--setenv",
+                            "--uid",
+                            "--gid",
+                            "-M",
+                            "--machine",
+                            "-H",
+                            "--host",
+                            "--description",
+                            "--slice",
+                            "--working-directory",
+                            "--nice",
+                            "--on-active",
+                            "--on-calendar",
+                            "--timer-property",
+                            "--path-property",
+                            "--socket-property",
+                        ],
+                    );
+                    if r.is_empty() {
+                        return self.emit(words, &ctx, found);
+                    }
+                    r
+                }
+                "script" => {
+                    // `script -c LINE [FILE]` runs LINE in a shell (an agent's way to get a terminal).
+                    if let Some(at) = rest.iter().position(|w| {
+                        w.text == "--command"
+                            || w.text.starts_with("--command=")
+                            || cluster_has(w.text, 'c')
+                    }) {
+                        let w = rest[at].text;
+                        let line = if let Some(l) = w.strip_prefix("--command=") {
+                            Some(l)
+                        } else if w.starts_with("--") {
+                            rest.get(at + 1).map(|w| w.text)
+                        } else {
+                            // `-qc LINE`, or `-cLINE`: the value follows the `c`.
+                            let tail = &w[w.find('c').map_or(w.len(), |i| i + 1)..];
+                            if tail.is_empty() {
+                                rest.get(at + 1).map(|w| w.text)
+                            } else {
+                                Some(tail)
+                            }
+                        };
+                        if let Some(line) = line {
+                            self.line(line, &ctx.with("script"), "script -c");
+                        }
+                        return;
+                    }
+                    return self.emit(words, &ctx, found);
+                }
                 "eval" => return self.line(&join(rest), &ctx, "eval"),
                 "find" => return self.find(words, &ctx, found),
                 _ if is_shell(name) => return self.shell(words, &ctx, found),
@@ -984,7 +1114,7 @@ impl Reader<'_> {
     }
 
     fn emit(&mut self, words: &[Word<'_>], ctx: &Context, found: &Found<'_>) {
-        if words.is_empty() || self.full() {
+        if (words.is_empty() && found.writes.is_empty()) || self.full() {
             return;
         }
         self.emitted += 1;
@@ -1094,6 +1224,27 @@ mod tests {
             ("watch -x pkill node", "watch => pkill node"),
             ("xargs -0 -n1 pkill", "xargs => pkill"),
             ("! sudo id", "sudo => id"),
+            ("chroot / rm -rf /", "chroot => rm -rf /"),
+            (
+                "chroot --userspec 1:1 /srv kill -9 -1",
+                "chroot => kill -9 -1",
+            ),
+            ("unshare -r -m rm -rf /", "unshare => rm -rf /"),
+            ("nsenter -t 1 -m -p kill -9 -1", "nsenter => kill -9 -1"),
+            ("strace -f -o /tmp/t rm -rf /", "strace => rm -rf /"),
+            ("unbuffer pkill node", "unbuffer => pkill node"),
+            (
+                "systemd-run --user -p MemoryMax=1G pkill node",
+                "systemd-run => pkill node",
+            ),
+            (
+                "script -qc 'pkill node' /dev/null",
+                "script, script -c => pkill node",
+            ),
+            (
+                "script --command='kill -9 -1'",
+                "script, script -c => kill -9 -1",
+            ),
         ] {
             assert_eq!(read(line), [want], "{line}");
         }
@@ -1172,6 +1323,17 @@ mod tests {
         assert_eq!(c.writes, ["/dev/sdb"]);
         assert_eq!(c.written, ["sudo", "tee", "/dev/sda"]);
         assert!(c.via("sudo"));
+    }
+
+    #[test]
+    fn redirections_alone_are_commands_without_words() {
+        for line in ["> /dev/sda", "bash -c '>/dev/sda'", "true; >>/dev/sdb"] {
+            let r = effective_commands(line).unwrap();
+            let c = r.commands.iter().find(|c| c.words.is_empty()).expect(line);
+            assert!(c.writes[0].starts_with("/dev/sd"), "{line}: {c:?}");
+        }
+        // Nothing to run and nothing written: nothing yielded.
+        assert!(effective_commands("< in").unwrap().commands.is_empty());
     }
 
     #[test]

@@ -407,7 +407,7 @@ def simple_commands(tokens, bodies):
             piped = text in ("|", "|&")
             continue
         if current is None:
-            current = {"words": [], "targets": [], "subs": [], "stdin": "pipe" if piped else None}
+            current = {"words": [], "targets": [], "subs": [], "assigns": [], "stdin": "pipe" if piped else None}
         if kind == "op":
             pending = text
             if text in ("<<", "<<-"):
@@ -427,7 +427,7 @@ def simple_commands(tokens, bodies):
                 current["stdin"] = (text, "<<<")
             pending = None
         elif not current["words"] and is_assignment(raw):
-            pass
+            current["assigns"].append((text, is_dynamic(raw)))
         else:
             current["words"].append((text, is_dynamic(raw), raw))
     if current is not None:
@@ -507,7 +507,8 @@ SYSTEMD_RUN_VALUES = ("-p", "--property", "-u", "--unit", "-E", "--setenv", "--u
 class Effective:
     """One command that would run: words [(text, dynamic)], wrappers it was reached through, write targets."""
 
-    def __init__(self, words, via, more_args, writes, written, depth):
+    def __init__(self, words, via, more_args, writes, written, depth, assignments=()):
+        self.assignments = list(assignments)
         self.words = [w for w, _ in words]
         self.dynamic = [d for _, d in words]
         self.via = list(via)
@@ -558,7 +559,7 @@ class Reader:
                 lead += 1
             words = [(text, dynamic) for text, dynamic, _ in words[lead:]]
             printed = prints(words, stdin[0] if stdin else None)
-            found = ([w for w, _ in words], cmd["targets"], stdin)
+            found = ([w for w, _ in words], cmd["targets"], stdin, cmd["assigns"])
             if not words:
                 # Redirections alone (`> /dev/sda`) still open their targets: yielded with no words.
                 self.emit(words, ctx, found)
@@ -566,10 +567,10 @@ class Reader:
                 self.unwrap(words, ctx, found)
 
     def emit(self, words, ctx, found):
-        if (not words and not found[1]) or self.full():
+        if (not words and not found[1] and not found[3]) or self.full():
             return
         via, more_args, depth = ctx
-        self.commands.append(Effective(words, via, more_args, found[1], found[0], depth))
+        self.commands.append(Effective(words, via, more_args, found[1], found[0], depth, found[3]))
 
     def unwrap(self, words, ctx, found):
         via, more_args, depth = ctx
@@ -794,7 +795,7 @@ class Reader:
                 end = start
                 while end < len(words) and words[end][0] not in (";", "+"):
                     end += 1
-                self.unwrap(words[start:end], (via + ["find -exec"], True, depth), (found[0], [], None))
+                self.unwrap(words[start:end], (via + ["find -exec"], True, depth), (found[0], [], None, []))
                 i = end
             i += 1
 
@@ -1061,6 +1062,142 @@ def change_dir(args, cwd):
     return None
 
 
+# -- Variables the line sets before it uses them; see policies/guard/src/vars.rs.
+
+MAX_VALUES = 16
+
+
+def is_name(s):
+    return bool(s) and (s[0] == "_" or (s[0].isascii() and s[0].isalpha())) and all(
+        ch == "_" or (ch.isascii() and ch.isalnum()) for ch in s)
+
+
+def product(prefixes, values):
+    out = []
+    for p in prefixes:
+        for v in values:
+            if len(out) == MAX_VALUES:
+                return out
+            out.append(p + v)
+    return out
+
+
+class Vars:
+    def __init__(self):
+        self.values = {}
+
+    def set(self, name, values):
+        self.values.pop(name, None)
+        if values is not None:
+            self.values[name] = values
+
+    def assign(self, word, dynamic):
+        if "=" not in word:
+            return
+        name, value = word.split("=", 1)
+        if name.endswith("+"):
+            name = name[:-1]
+        if not is_name(name):
+            return
+        self.set(name, self.expand(value) if dynamic else [value])
+
+    def follow(self, words):
+        if not words:
+            return
+        program, args = words[0][0], words[1:]
+        if program in ("export", "declare", "typeset", "local", "readonly"):
+            for a, dynamic in args:
+                if not a.startswith("-"):
+                    self.assign(a, dynamic)
+        elif program == "for":
+            if len(args) >= 2 and args[1][0] == "in" and is_name(args[0][0]):
+                values = []
+                for w, dynamic in args[2:]:
+                    if dynamic:
+                        values.extend(self.expand(w) or [])
+                    else:
+                        values.append(w)
+                self.set(args[0][0], values[:MAX_VALUES])
+        elif program in ("unset", "read"):
+            for a, _ in args:
+                if not a.startswith("-"):
+                    self.set(a, None)
+
+    def expand(self, word):
+        out = [""]
+        i = 0
+        literal_from = 0
+        while i < len(word):
+            ch = word[i]
+            if ch == "`":
+                return None
+            if ch == "$":
+                out = [o + word[literal_from:i] for o in out]
+                got = self.parameter(word, i)
+                if got is None:
+                    return None
+                values, end = got
+                out = product(out, values)
+                i = literal_from = end
+            else:
+                i += 1
+        return [o + word[literal_from:] for o in out]
+
+    def parameter(self, word, at):
+        rest = word[at + 1:]
+        default = None
+        if rest.startswith("{"):
+            close = rest.find("}")
+            if close < 0:
+                return None
+            body = rest[1:close]
+            end = at + 1 + close + 1
+            p = min([k for k in (body.find(":"), body.find("-")) if k >= 0], default=-1)
+            if p >= 0:
+                name, op = body[:p], body[p:]
+                if op.startswith(":-"):
+                    default = op[2:]
+                elif op.startswith("-"):
+                    default = op[1:]
+                else:
+                    return None
+            else:
+                name = body
+        else:
+            n = 0
+            while n < len(rest) and (rest[n] == "_" or (rest[n].isascii() and rest[n].isalnum())):
+                n += 1
+            name = rest[:n]
+            end = at + 1 + n
+        if not is_name(name):
+            return None
+        if name in self.values:
+            return (list(self.values[name]), end)
+        if default is not None and "$" not in default and "`" not in default:
+            return ([default], end)
+        if default is None and name == "HOME":
+            return ([word[at:end]], end)
+        return None
+
+
+def variants(c, vars_):
+    """The forms a command's words may take once the line's variables are expanded, each with whether its program
+    is then known."""
+    out = [([], True)]
+    for i, (w, dynamic) in enumerate(zip(c.words, c.dynamic)):
+        values = vars_.expand(w) if dynamic else None
+        known = not dynamic or values is not None
+        if values is None:
+            values = [w]
+        nxt = []
+        for words, program_known in out:
+            for v in values:
+                if len(nxt) < MAX_VALUES:
+                    nxt.append((words + [v], program_known and (i > 0 or known)))
+        out = nxt
+    return out
+
+
 # -- The rules on one command.
 
 
@@ -1256,19 +1393,28 @@ class Guard:
         except ParseError:
             return None
         cwd = cwd_from_workdir(workdir)
+        vars_ = Vars()
         for c in commands:
-            d = self.check_command(c, cwd)
-            if d:
-                return d
-            if c.program_known() and c.words:
-                name = base_name(c.words[0])
+            forms = variants(c, vars_)
+            for words, program_known in forms:
+                d = self.check_command(c, words, program_known, cwd, vars_)
+                if d:
+                    return d
+            if not c.words:
+                for text, dynamic in c.assignments:
+                    vars_.assign(text, dynamic)
+            words, program_known = forms[0]
+            if program_known and words:
+                name = base_name(words[0])
                 if name in ("cd", "pushd"):
-                    cwd = change_dir(c.words[1:], cwd)
+                    cwd = change_dir(words[1:], cwd)
                 elif name == "popd":
                     cwd = None
+                else:
+                    vars_.follow(list(zip(words, c.dynamic)))
         return None
 
-    def check_command(self, c, cwd):
+    def check_command(self, c, words, program_known, cwd, vars_):
         def sees(p):
             return p.matches(c.words) or p.matches(c.written)
 
@@ -1281,12 +1427,18 @@ class Guard:
             d = self.denial("privilege")
             if d:
                 return d
-        rule = builtin_rule(c.words, cwd) if c.program_known() else unknown_program_rule(c.words[1:], cwd)
+        rule = builtin_rule(words, cwd) if program_known else unknown_program_rule(words[1:], cwd)
         if rule:
             d = self.denial(rule)
             if d:
                 return d
-        if any(is_block_device(t) for t in c.writes):
+        def device(t):
+            if is_block_device(t):
+                return True
+            values = vars_.expand(t) if "$" in t else None
+            return values is not None and any(is_block_device(v) for v in values)
+
+        if any(device(t) for t in c.writes):
             d = self.denial("block-device")
             if d:
                 return d

@@ -6,6 +6,7 @@
 //! procedure is in README.md; `policies/guard-py` implements the same procedure in Python and passes the same cases.
 
 use crate::paths::{Cwd, is_protected, resolve};
+use crate::vars::{MAX_ALTERNATIVES, Vars};
 use shellward_kit::effective::{CommandView, visit_effective_commands};
 use shellward_kit::pattern::{Pattern, glob};
 use shellward_kit::shell::tokenize;
@@ -352,6 +353,31 @@ fn builtin_rule(words: &[&str], cwd: &Cwd) -> Option<&'static str> {
     }
 }
 
+/// The forms a command's words may take once the line's variables are expanded (each dynamic word's values, at
+/// most [`MAX_ALTERNATIVES`] combinations), each with whether its program is then known. A word that cannot be
+/// expanded stays as written.
+fn variants(c: &CommandView<'_>, vars: &Vars) -> Vec<(Vec<String>, bool)> {
+    let mut out = vec![(Vec::with_capacity(c.words.len()), true)];
+    for (i, w) in c.words.iter().enumerate() {
+        let values = if w.dynamic { vars.expand(w.text) } else { None };
+        let known = !w.dynamic || values.is_some();
+        let values = values.unwrap_or_else(|| vec![w.text.to_string()]);
+        let mut next = Vec::with_capacity(out.len() * values.len());
+        'fill: for (words, program_known) in &out {
+            for v in &values {
+                if next.len() == MAX_ALTERNATIVES {
+                    break 'fill;
+                }
+                let mut words = words.clone();
+                words.push(v.clone());
+                next.push((words, *program_known && (i > 0 || known)));
+            }
+        }
+        out = next;
+    }
+    out
+}
+
 /// Whether the command line holds a fork bomb (`NAME(){ NAME|NAME& };NAME`), looked for with blanks removed.
 fn fork_bomb(command: &str) -> bool {
     let squashed: String = command.chars().filter(|c| !c.is_whitespace()).collect();
@@ -399,20 +425,45 @@ impl Guard {
         // A line that does not tokenize is run unchanged: the shell refuses it too.
         let script = tokenize(command).ok()?;
         let mut cwd = Cwd::from_workdir(workdir);
+        let mut vars = Vars::default();
         // Each command is checked as it is read (borrowed, not copied); the reading stops at the first denial.
         let mut denial = None;
         visit_effective_commands(&script, &script.simple_commands(), |c| {
-            denial = self.check_command(c, &cwd);
-            if denial.is_some() {
-                return ControlFlow::Break(());
+            // The words as they would run: as written unless some must be expanded (no copies then).
+            let expanded;
+            let forms: Vec<(Vec<&str>, bool)> = if c.words.iter().any(|w| w.dynamic) {
+                expanded = variants(c, &vars);
+                expanded
+                    .iter()
+                    .map(|(w, known)| (w.iter().map(String::as_str).collect(), *known))
+                    .collect()
+            } else {
+                vec![(c.words.iter().map(|w| w.text).collect(), true)]
+            };
+            for (words, program_known) in &forms {
+                denial = self.check_command(c, words, *program_known, &cwd, &vars);
+                if denial.is_some() {
+                    return ControlFlow::Break(());
+                }
             }
-            if c.program_known() {
-                match c.name() {
-                    Some("cd" | "pushd") => {
-                        let args: Vec<&str> = c.args().iter().map(|w| w.text).collect();
-                        cwd.change(&args);
-                    }
+            // What the command changes for the ones after it: variables, the working directory.
+            if c.words.is_empty() {
+                for a in c.assignments {
+                    vars.assign(a.text, a.dynamic);
+                }
+            }
+            if let Some((words, true)) = forms.first() {
+                match words.first().map(|p| basename(p)) {
+                    Some("cd" | "pushd") => cwd.change(&words[1..]),
                     Some("popd") => cwd.forget(),
+                    Some(
+                        "export" | "declare" | "typeset" | "local" | "readonly" | "for" | "unset"
+                        | "read",
+                    ) => {
+                        let flags = c.words.iter().map(|w| w.dynamic);
+                        let pairs: Vec<(&str, bool)> = words.iter().copied().zip(flags).collect();
+                        vars.follow(&pairs);
+                    }
                     _ => {}
                 }
             }
@@ -421,8 +472,16 @@ impl Guard {
         denial
     }
 
-    /// Checks one effective command (wrappers stripped, nested shell strings already read).
-    fn check_command(&self, c: &CommandView<'_>, cwd: &Cwd) -> Option<Denial> {
+    /// Checks one effective command (wrappers stripped, nested shell strings already read) whose words, the line's
+    /// variables expanded, are `words`.
+    fn check_command(
+        &self,
+        c: &CommandView<'_>,
+        words: &[&str],
+        program_known: bool,
+        cwd: &Cwd,
+        vars: &Vars,
+    ) -> Option<Denial> {
         let patterns_see = |p: &Pattern| p.matches(c.words) || p.matches(c.written);
         if self.allow.iter().any(patterns_see) {
             return None;
@@ -441,9 +500,8 @@ impl Guard {
         {
             return Some(d);
         }
-        let words: Vec<&str> = c.words.iter().map(|w| w.text).collect();
-        let rule = if c.program_known() {
-            builtin_rule(&words, cwd)
+        let rule = if program_known {
+            builtin_rule(words, cwd)
         } else {
             // `$k -9 -1`: the program is unknown, so only its arguments can be judged.
             unknown_program_rule(&words[1..], cwd)
@@ -453,7 +511,14 @@ impl Guard {
         {
             return Some(d);
         }
-        if c.writes.iter().any(|t| is_block_device(t))
+        let device = |t: &&str| {
+            is_block_device(t)
+                || (t.contains('$')
+                    && vars
+                        .expand(t)
+                        .is_some_and(|v| v.iter().any(|t| is_block_device(t))))
+        };
+        if c.writes.iter().any(device)
             && let Some(d) = self.deny("block-device")
         {
             return Some(d);
@@ -578,6 +643,16 @@ mod tests {
             ("unshare -r rm -rf ~", "rm-root"),
             ("strace -f kill -9 -1", "kill-all"),
             ("script -qc 'rm -rf /' /dev/null", "rm-root"),
+            // Variables the line sets before it uses them.
+            ("X=/; rm -rf $X", "rm-root"),
+            ("X=/ Y=usr; rm -rf \"$X$Y\"", "rm-root"),
+            ("export D=~; rm -rf ${D}/", "rm-root"),
+            ("for d in /tmp /; do rm -rf \"$d\"; done", "rm-root"),
+            ("rm -rf ${TARGET:-/}", "rm-root"),
+            ("K=kill; $K -9 1", "kill-all"),
+            ("P=/; cd $P && rm -rf *", "rm-root"),
+            ("bash -c 'X=/; rm -rf $X'", "rm-root"),
+            ("D=/dev/sda; echo x > $D", "block-device"),
         ] {
             assert_eq!(rule(cmd).as_deref(), Some(want), "{cmd}");
         }
@@ -647,6 +722,13 @@ mod tests {
             "truncate -s 0 app.log",
             "> out.log",
             "chroot /srv/jail ls",
+            "X=build; rm -rf $X",
+            "X=/tmp/x; rm -rf $X/..",
+            "for f in *.o; do rm -f $f; done",
+            "for d in /; do ls $d; done",
+            "rm -rf $UNKNOWN",
+            "rm -rf ${TARGET:-./build}",
+            "X=/; unset X; rm -rf $X",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
         }

@@ -18,8 +18,8 @@
 //!   redirection targets included), `watch LINE`, `parallel LINE`, `script -c LINE`, and a shell reading its standard input from a
 //!   here-string (`bash <<< LINE`), a here-document, or a pipe from `echo`/`printf`/`cat <<EOF`
 //!   (`echo LINE | sh`);
-//! - **a command of redirections alone** (`> /dev/sda`) is yielded with no words, so its
-//!   [`EffectiveCommand::writes`] are seen;
+//! - **a command of redirections or assignments alone** (`> /dev/sda`, `X=/`) is yielded with no words, so its
+//!   [`EffectiveCommand::writes`] and [`EffectiveCommand::assignments`] are seen;
 //! - **words that cannot be known statically are marked**: [`EffectiveCommand::dynamic`] says which words hold a
 //!   parameter expansion or a substitution outside single quotes (`$k -9 -1`: the program is unknown).
 //!
@@ -43,7 +43,8 @@ pub const MAX_COMMANDS: usize = 4096;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EffectiveCommand {
     /// The program and its arguments after quote removal (expansions kept as written), wrappers stripped; empty
-    /// only for a command of redirections alone (then [`writes`](Self::writes) is not).
+    /// only for a command of redirections or assignments alone (then [`writes`](Self::writes) or
+    /// [`assignments`](Self::assignments) is not).
     pub words: Vec<String>,
     /// Per word of [`words`](Self::words): whether its value is only known at run time (it holds `$NAME`, `${…}`,
     /// `$(…)` or a backquote outside single quotes).
@@ -57,6 +58,9 @@ pub struct EffectiveCommand {
     pub writes: Vec<String>,
     /// The simple command as written (reserved words dropped, wrappers kept), for patterns that name a wrapper.
     pub written: Vec<String>,
+    /// The simple command's leading `NAME=value` assignments, after quote removal. A command of assignments alone
+    /// (`X=/`) is yielded with no words: it sets shell variables the later commands of its line may expand.
+    pub assignments: Vec<String>,
     /// How many shell strings deep the command was found (0: in the command line itself).
     pub depth: u32,
 }
@@ -194,6 +198,8 @@ pub struct CommandView<'a> {
     pub writes: &'a [&'a str],
     /// The simple command as written (reserved words dropped, wrappers kept).
     pub written: &'a [Word<'a>],
+    /// The simple command's leading `NAME=value` assignments (see [`EffectiveCommand::assignments`]).
+    pub assignments: &'a [Word<'a>],
     /// How many shell strings deep the command was found.
     pub depth: u32,
 }
@@ -238,6 +244,11 @@ impl<'a> CommandView<'a> {
             more_args: self.more_args,
             writes: self.writes.iter().map(|w| w.to_string()).collect(),
             written: self.written.iter().map(|w| w.text.to_string()).collect(),
+            assignments: self
+                .assignments
+                .iter()
+                .map(|w| w.text.to_string())
+                .collect(),
             depth: self.depth,
         }
     }
@@ -518,6 +529,8 @@ impl Reader<'_> {
             // and redirections, so each word's bytes are scanned once.
             let mut words = WordBuf::new();
             let mut next_word = lead;
+            let mut assignments = WordBuf::new();
+            let mut next_assignment = 0;
             let tokens = script.tokens.iter().enumerate();
             for (i, t) in tokens.take(cmd.last_token + 1).skip(cmd.first_token) {
                 if t.kind == TokenKind::Word {
@@ -528,12 +541,16 @@ impl Reader<'_> {
                             self.line(inner, ctx, "$(…)");
                         }
                     }
+                    let word = Word {
+                        text: &t.text,
+                        dynamic: expands && is_dynamic(raw),
+                    };
                     if cmd.words.get(next_word) == Some(&i) {
-                        words.push(Word {
-                            text: &t.text,
-                            dynamic: expands && is_dynamic(raw),
-                        });
+                        words.push(word);
                         next_word += 1;
+                    } else if cmd.assignments.get(next_assignment) == Some(&i) {
+                        assignments.push(word);
+                        next_assignment += 1;
                     }
                     continue;
                 }
@@ -587,10 +604,11 @@ impl Reader<'_> {
             let found = Found {
                 written: words,
                 writes: &writes,
+                assignments: assignments.as_slice(),
                 stdin,
             };
             if words.is_empty() {
-                // Redirections alone (`> /dev/sda`) still open their targets: yielded with no words.
+                // Redirections or assignments alone (`> /dev/sda`, `X=/`) still matter: yielded with no words.
                 self.emit(words, ctx, &found);
             } else {
                 self.unwrap(words, ctx.clone(), &found);
@@ -1104,6 +1122,7 @@ impl Reader<'_> {
                 let none = Found {
                     written: found.written,
                     writes: &[],
+                    assignments: &[],
                     stdin: None,
                 };
                 self.unwrap(&words[start..end], inner, &none);
@@ -1114,7 +1133,9 @@ impl Reader<'_> {
     }
 
     fn emit(&mut self, words: &[Word<'_>], ctx: &Context, found: &Found<'_>) {
-        if (words.is_empty() && found.writes.is_empty()) || self.full() {
+        if (words.is_empty() && found.writes.is_empty() && found.assignments.is_empty())
+            || self.full()
+        {
             return;
         }
         self.emitted += 1;
@@ -1124,6 +1145,7 @@ impl Reader<'_> {
             more_args: ctx.more_args,
             writes: found.writes,
             written: found.written,
+            assignments: found.assignments,
             depth: ctx.depth,
         };
         if (self.visit)(&view).is_break() {
@@ -1136,6 +1158,7 @@ impl Reader<'_> {
 struct Found<'a> {
     written: &'a [Word<'a>],
     writes: &'a [&'a str],
+    assignments: &'a [Word<'a>],
     /// The text on standard input and how it got there (`|`, `<<<`, `<<`).
     stdin: Option<(&'a str, &'a str)>,
 }
@@ -1323,6 +1346,16 @@ mod tests {
         assert_eq!(c.writes, ["/dev/sdb"]);
         assert_eq!(c.written, ["sudo", "tee", "/dev/sda"]);
         assert!(c.via("sudo"));
+    }
+
+    #[test]
+    fn assignments_are_kept_and_alone_are_commands_without_words() {
+        let r = effective_commands("X=/ Y=\"$Z\"; X=1 timeout 5 rm -rf $X").unwrap();
+        assert_eq!(r.commands.len(), 2);
+        assert!(r.commands[0].words.is_empty());
+        assert_eq!(r.commands[0].assignments, ["X=/", "Y=$Z"]);
+        assert_eq!(r.commands[1].words, ["rm", "-rf", "$X"]);
+        assert_eq!(r.commands[1].assignments, ["X=1"]);
     }
 
     #[test]

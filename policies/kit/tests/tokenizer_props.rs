@@ -66,7 +66,7 @@ proptest! {
         if let Ok(reading) = effective_commands(&src) {
             prop_assert!(reading.commands.len() <= MAX_COMMANDS);
             for c in &reading.commands {
-                prop_assert!(!c.words.is_empty() || !c.writes.is_empty());
+                prop_assert!(!c.words.is_empty() || !c.writes.is_empty() || !c.assignments.is_empty());
                 prop_assert_eq!(c.words.len(), c.dynamic.len());
                 prop_assert!(c.depth <= MAX_SHELL_DEPTH);
             }

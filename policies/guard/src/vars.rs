@@ -1,0 +1,219 @@
+//! Shell variables a line sets before it uses them: `X=/; rm -rf $X`, `for d in / ~; do rm -rf "$d"; done`.
+//!
+//! The guard follows the assignments a line makes (`NAME=value` alone, `export`/`declare`/`local`/`readonly`,
+//! `for NAME in WORDS`, `unset`) and expands `$NAME`, `${NAME}` and the default forms `${NAME:-WORD}`/`${NAME-WORD}`
+//! in the words of later commands, so the rules judge what would run. A variable the line did not set is not known
+//! (`$HOME` is left as written: the paths module reads it as the home directory); a word holding a command
+//! substitution or a special parameter (`$1`, `$@`) is not expanded. Alternatives (a `for` list, a default) are each
+//! judged, at most [`MAX_ALTERNATIVES`] per word.
+
+/// At most this many values are kept for one word or variable.
+pub const MAX_ALTERNATIVES: usize = 16;
+
+/// The variables a line has set so far: each with the values it may hold.
+#[derive(Debug, Clone, Default)]
+pub struct Vars(Vec<(String, Vec<String>)>);
+
+impl Vars {
+    fn get(&self, name: &str) -> Option<&[String]> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    fn set(&mut self, name: &str, values: Option<Vec<String>>) {
+        self.0.retain(|(n, _)| n != name);
+        if let Some(values) = values {
+            self.0.push((name.to_string(), values));
+        }
+    }
+
+    /// Records `NAME=value` (a word as the kit gives it: after quote removal, `dynamic` when it holds expansions).
+    pub fn assign(&mut self, word: &str, dynamic: bool) {
+        let Some((name, value)) = word.split_once('=') else {
+            return;
+        };
+        let name = name.strip_suffix('+').unwrap_or(name);
+        if !is_name(name) {
+            return;
+        }
+        let values = if dynamic {
+            self.expand(value)
+        } else {
+            Some(vec![value.to_string()])
+        };
+        self.set(name, values);
+    }
+
+    /// Follows a command that sets or clears variables (`export`, `declare`, `local`, `readonly`, `typeset`,
+    /// `for NAME in …`, `unset`, `read`); other commands change nothing. `words` are (text, dynamic).
+    pub fn follow(&mut self, words: &[(&str, bool)]) {
+        let Some(((program, _), args)) = words.split_first() else {
+            return;
+        };
+        match *program {
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                for &(a, dynamic) in args.iter().filter(|(a, _)| !a.starts_with('-')) {
+                    self.assign(a, dynamic);
+                }
+            }
+            "for" => {
+                if let [(name, _), ("in", _), list @ ..] = args
+                    && is_name(name)
+                {
+                    let mut values = Vec::new();
+                    for &(w, dynamic) in list {
+                        if dynamic {
+                            values.extend(self.expand(w).unwrap_or_default());
+                        } else {
+                            values.push(w.to_string());
+                        }
+                    }
+                    values.truncate(MAX_ALTERNATIVES);
+                    self.set(name, Some(values));
+                }
+            }
+            "unset" | "read" => {
+                for &(a, _) in args.iter().filter(|(a, _)| !a.starts_with('-')) {
+                    self.set(a, None);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The values a word may take once the line's variables are expanded; `None` when it holds something not known
+    /// (a variable the line did not set, a command substitution, a special parameter).
+    pub fn expand(&self, word: &str) -> Option<Vec<String>> {
+        let mut out = vec![String::new()];
+        let bytes = word.as_bytes();
+        let mut i = 0;
+        let mut literal_from = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'`' => return None,
+                b'$' => {
+                    push_all(&mut out, &word[literal_from..i]);
+                    let (values, end) = self.parameter(word, i)?;
+                    out = product(&out, &values);
+                    i = end;
+                    literal_from = end;
+                }
+                _ => i += 1,
+            }
+        }
+        push_all(&mut out, &word[literal_from..]);
+        Some(out)
+    }
+
+    /// The values of the parameter expansion starting at `word[at]` (a `$`) and where it ends.
+    fn parameter(&self, word: &str, at: usize) -> Option<(Vec<String>, usize)> {
+        let rest = &word[at + 1..];
+        let (name, default, end) = if let Some(inner) = rest.strip_prefix('{') {
+            let close = inner.find('}')?;
+            let body = &inner[..close];
+            let end = at + 2 + close + 1;
+            match body.find([':', '-']) {
+                Some(p) => {
+                    let (name, op) = body.split_at(p);
+                    let default = op.strip_prefix(":-").or_else(|| op.strip_prefix('-'))?;
+                    (name, Some(default), end)
+                }
+                None => (body, None, end),
+            }
+        } else {
+            let len = rest
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                .count();
+            (&rest[..len], None, at + 1 + len)
+        };
+        if !is_name(name) {
+            return None;
+        }
+        let values = match (self.get(name), default) {
+            (Some(v), _) => v.to_vec(),
+            // `${X:-/}` with X not set by the line: the default is what it may well be.
+            (None, Some(d)) if !d.contains(['$', '`']) => vec![d.to_string()],
+            // Left as written for the paths module.
+            (None, None) if name == "HOME" => vec![word[at..end].to_string()],
+            _ => return None,
+        };
+        Some((values, end))
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+fn push_all(out: &mut [String], text: &str) {
+    for o in out {
+        o.push_str(text);
+    }
+}
+
+fn product(prefixes: &[String], values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in prefixes {
+        for v in values {
+            if out.len() == MAX_ALTERNATIVES {
+                return out;
+            }
+            out.push(format!("{p}{v}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments_and_loops_are_followed() {
+        let mut v = Vars::default();
+        v.assign("X=/", false);
+        v.assign("Y=$X/usr", true);
+        v.assign("Z=$(pwd)", true);
+        assert_eq!(v.expand("$X").unwrap(), ["/"]);
+        assert_eq!(v.expand("${Y}/").unwrap(), ["//usr/"]);
+        assert_eq!(v.expand("$Z"), None);
+        assert_eq!(v.expand("$UNSET"), None);
+        assert_eq!(v.expand("${UNSET:-/}").unwrap(), ["/"]);
+        assert_eq!(v.expand("${UNSET-~}").unwrap(), ["~"]);
+        assert_eq!(v.expand("$HOME/x").unwrap(), ["$HOME/x"]);
+        assert_eq!(v.expand("$1"), None);
+        assert_eq!(v.expand("`pwd`"), None);
+        v.follow(&[
+            ("for", false),
+            ("d", false),
+            ("in", false),
+            ("/tmp", false),
+            ("$X", true),
+        ]);
+        assert_eq!(v.expand("$d").unwrap(), ["/tmp", "/"]);
+        v.follow(&[("export", false), ("-n", false), ("W=~", false)]);
+        assert_eq!(v.expand("$W").unwrap(), ["~"]);
+        v.follow(&[("unset", false), ("W", false)]);
+        assert_eq!(v.expand("$W"), None);
+        v.assign("HOME=/", false);
+        assert_eq!(v.expand("$HOME").unwrap(), ["/"]);
+    }
+
+    #[test]
+    fn alternatives_are_bounded() {
+        let mut v = Vars::default();
+        let list: Vec<(&str, bool)> = [("for", false), ("a", false), ("in", false)]
+            .into_iter()
+            .chain(std::iter::repeat_n(("x", false), 40))
+            .collect();
+        v.follow(&list);
+        assert_eq!(v.expand("$a$a$a$a").unwrap().len(), MAX_ALTERNATIVES);
+    }
+}

@@ -451,6 +451,87 @@ fn heredoc_text<'s>(script: &Script<'s>, index: usize) -> Option<&'s str> {
     })
 }
 
+/// Wrappers that are their options, then the command they run (nothing left: they are the command), with the options
+/// that take a value.
+const PLAIN_WRAPPERS: &[(&str, &[&str])] = &[
+    (
+        "sudo",
+        &[
+            "-u",
+            "-g",
+            "-h",
+            "-p",
+            "-C",
+            "-D",
+            "-r",
+            "-t",
+            "-U",
+            "-T",
+            "-R",
+            "--user",
+            "--group",
+            "--host",
+            "--prompt",
+            "--close-from",
+            "--chdir",
+            "--role",
+            "--type",
+            "--other-user",
+            "--command-timeout",
+            "--chroot",
+        ],
+    ),
+    ("doas", &["-u", "-C"]),
+    ("pkexec", &["--user"]),
+    ("unshare", NAMESPACE_VALUES),
+    ("nsenter", NAMESPACE_VALUES),
+    ("unbuffer", &[]),
+    (
+        "systemd-run",
+        &[
+            "-p",
+            "--property",
+            "-u",
+            "--unit",
+            "-E",
+            "--setenv",
+            "--uid",
+            "--gid",
+            "-M",
+            "--machine",
+            "-H",
+            "--host",
+            "--description",
+            "--slice",
+            "--working-directory",
+            "--nice",
+            "--on-active",
+            "--on-calendar",
+            "--timer-property",
+            "--path-property",
+            "--socket-property",
+        ],
+    ),
+];
+
+/// The options of `unshare` and `nsenter` that take a value.
+const NAMESPACE_VALUES: &[&str] = &[
+    "-t",
+    "--target",
+    "-S",
+    "--setuid",
+    "-G",
+    "--setgid",
+    "-R",
+    "--root",
+    "-w",
+    "--wd",
+    "--map-user",
+    "--map-group",
+    "--propagation",
+    "--setgroups",
+];
+
 /// Whether a word is an option (`-x`, `--long`), not `-` (standard input) or a negative number used as an operand.
 fn is_option(w: &str) -> bool {
     w.len() > 1 && w.starts_with('-')
@@ -629,6 +710,15 @@ impl Reader<'_> {
                 return self.emit(words, &ctx, found);
             }
             let name = base_name(first.text);
+            if let Some((_, values)) = PLAIN_WRAPPERS.iter().find(|(n, _)| *n == name) {
+                let r = skip_options(rest, values);
+                if r.is_empty() {
+                    return self.emit(words, &ctx, found);
+                }
+                ctx.via.push(name.to_string());
+                words = r;
+                continue;
+            }
             let next: &[Word] = match name {
                 "nohup" | "builtin" => skip_options(rest, &[]),
                 "command" => {
@@ -696,53 +786,6 @@ impl Reader<'_> {
                             line.push_str(w.text);
                         }
                         return self.line(&line, &ctx.with("env"), "env -S");
-                    }
-                    r
-                }
-                "sudo" => {
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-u",
-                            "-g",
-                            "-h",
-                            "-p",
-                            "-C",
-                            "-D",
-                            "-r",
-                            "-t",
-                            "-U",
-                            "-T",
-                            "-R",
-                            "--user",
-                            "--group",
-                            "--host",
-                            "--prompt",
-                            "--close-from",
-                            "--chdir",
-                            "--role",
-                            "--type",
-                            "--other-user",
-                            "--command-timeout",
-                            "--chroot",
-                        ],
-                    );
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
-                "doas" => {
-                    let r = skip_options(rest, &["-u", "-C"]);
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
-                "pkexec" => {
-                    let r = skip_options(rest, &["--user"]);
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
                     }
                     r
                 }
@@ -926,31 +969,6 @@ impl Reader<'_> {
                         _ => return self.emit(words, &ctx, found),
                     }
                 }
-                "unshare" | "nsenter" => {
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-t",
-                            "--target",
-                            "-S",
-                            "--setuid",
-                            "-G",
-                            "--setgid",
-                            "-R",
-                            "--root",
-                            "-w",
-                            "--wd",
-                            "--map-user",
-                            "--map-group",
-                            "--propagation",
-                            "--setgroups",
-                        ],
-                    );
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
                 "strace" | "ltrace" => {
                     // Attached to a running process (`-p PID`), it runs nothing.
                     if rest
@@ -965,45 +983,6 @@ impl Reader<'_> {
                         &[
                             "-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P",
                             "-n", "-l",
-                        ],
-                    );
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
-                "unbuffer" => {
-                    let r = skip_options(rest, &[]);
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
-                "systemd-run" => {
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-p",
-                            "--property",
-                            "-u",
-                            "--unit",
-                            "-E",
-                            "--setenv",
-                            "--uid",
-                            "--gid",
-                            "-M",
-                            "--machine",
-                            "-H",
-                            "--host",
-                            "--description",
-                            "--slice",
-                            "--working-directory",
-                            "--nice",
-                            "--on-active",
-                            "--on-calendar",
-                            "--timer-property",
-                            "--path-property",
-                            "--socket-property",
                         ],
                     );
                     if r.is_empty() {

@@ -496,6 +496,31 @@ PARALLEL_VALUES = ("-j", "-S", "-I", "-n", "-N", "-L", "-d", "-E", "-a", "--jobs
                    "--workdir", "--max-args", "--max-lines")
 
 
+MAX_XARGS_INPUT = 64
+
+
+def xargs_input(options):
+    """How xargs with these options reads its input: "append" (blank-separated words), the marker each line replaces
+    (`-I {}`), or None where a guess could be wrong (`-0`, `-d`, `-a FILE`, `-E EOF`)."""
+    mode = "append"
+    for i, t in enumerate(options):
+        if t in ("-0", "--null", "-d", "--delimiter", "-a", "--arg-file", "-E", "--eof"):
+            return None
+        if t == "-I":
+            if i + 1 >= len(options):
+                return None
+            mode = options[i + 1]
+        elif t in ("-i", "--replace"):
+            mode = "{}"
+        elif t.startswith("--replace="):
+            mode = t[len("--replace="):]
+        elif t.startswith("-I"):
+            mode = t[2:]
+        elif t.startswith("--delimiter=") or t.startswith("--arg-file=") or t.startswith("-d"):
+            return None
+    return None if mode == "" else mode
+
+
 NAMESPACE_VALUES = ("-t", "--target", "-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd",
                     "--map-user", "--map-group", "--propagation", "--setgroups")
 TRACE_VALUES = ("-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P", "-n", "-l")
@@ -661,6 +686,9 @@ class Reader:
                 nxt = skip_options(rest, XARGS_VALUES)
                 if not nxt:
                     return self.emit(words, here, found)
+                mode = xargs_input([w for w, _ in rest[:len(rest) - len(nxt)]])
+                if found[2] is not None and mode is not None:
+                    return self.xargs(nxt, found[2][0], mode, (via + ["xargs"], False, depth), found)
                 more_args = True
             elif name == "busybox":
                 if not rest or is_option(rest[0][0]):
@@ -748,6 +776,15 @@ class Reader:
                 return self.emit(words, here, found)
             via = via + [name]
             words = nxt
+
+    def xargs(self, command, text, mode, ctx, found):
+        consumed = (found[0], found[1], None, found[3])
+        if mode == "append":
+            extra = [(w, False) for w in text.split()[:MAX_XARGS_INPUT]]
+            return self.unwrap(command + extra, ctx, consumed)
+        lines = [line.rstrip("\r").lstrip() for line in text.split("\n")]
+        for line in [line for line in lines if line][:MAX_XARGS_INPUT]:
+            self.unwrap([(w.replace(mode, line), d) for w, d in command], ctx, consumed)
 
     def shell(self, words, ctx, found):
         name = base_name(words[0][0])

@@ -653,6 +653,8 @@ mod tests {
             ("P=/; cd $P && rm -rf *", "rm-root"),
             ("bash -c 'X=/; rm -rf $X'", "rm-root"),
             ("D=/dev/sda; echo x > $D", "block-device"),
+            ("echo / | xargs rm -rf", "rm-root"),
+            ("echo ~ | xargs -I{} rm -rf {}", "rm-root"),
         ] {
             assert_eq!(rule(cmd).as_deref(), Some(want), "{cmd}");
         }
@@ -729,6 +731,8 @@ mod tests {
             "rm -rf $UNKNOWN",
             "rm -rf ${TARGET:-./build}",
             "X=/; unset X; rm -rf $X",
+            "echo build dist | xargs rm -rf",
+            "find . -name '*.o' | xargs rm -f",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
         }

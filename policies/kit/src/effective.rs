@@ -6,7 +6,9 @@
 //!
 //! - **wrappers are stripped with their own options and operands**: `timeout [-s SIG] [-k D] DURATION`,
 //!   `nice [-n N | -N]`, `env [-i] [-u NAME] [-C DIR] [NAME=value]…` (and `env -S 'LINE'`), `sudo [-u USER] [-E]…`,
-//!   `doas`, `pkexec`, `runuser`, `su … -c LINE`, `xargs [options]`, `busybox APPLET`, `command`, `builtin`, `exec`,
+//!   `doas`, `pkexec`, `runuser`, `su … -c LINE`, `xargs [options]` (its arguments appended from a standard input
+//!   known statically, `echo / | xargs rm -rf`, or put in place of `-I`'s marker), `busybox APPLET`, `command`,
+//!   `builtin`, `exec`,
 //!   `time`, `nohup`, `setsid`, `stdbuf -oL`, `ionice`, `chrt PRIORITY`, `taskset MASK`, `flock FILE` (and
 //!   `flock FILE -c LINE`), `watch`, `parallel … :::`, `chroot NEWROOT`, `unshare`, `nsenter`, `strace`, `ltrace`,
 //!   `unbuffer`, `systemd-run`, and the reserved words `!`, `if`, `then`, `do`, `{`…;
@@ -532,6 +534,47 @@ const NAMESPACE_VALUES: &[&str] = &[
     "--setgroups",
 ];
 
+/// At most this many arguments (or, with `-I`, lines) are read from a known standard input of `xargs`.
+const MAX_XARGS_INPUT: usize = 64;
+
+/// How `xargs` turns its standard input into arguments.
+#[derive(Clone, Copy)]
+enum XargsInput<'w> {
+    /// Blank-separated words appended to the command.
+    Append,
+    /// Each line replaces this marker (`-I {}`).
+    Replace(&'w str),
+}
+
+/// How `xargs` with these options reads its input; `None` where a guess could be wrong (`-0`, `-d`, `-a FILE`,
+/// `-E EOF`, an empty marker).
+fn xargs_input<'w>(options: &[Word<'w>]) -> Option<XargsInput<'w>> {
+    let mut mode = XargsInput::Append;
+    for (i, w) in options.iter().enumerate() {
+        let t = w.text;
+        mode = match t {
+            "-0" | "--null" | "-d" | "--delimiter" | "-a" | "--arg-file" | "-E" | "--eof" => {
+                return None;
+            }
+            "-I" => XargsInput::Replace(options.get(i + 1)?.text),
+            "-i" | "--replace" => XargsInput::Replace("{}"),
+            _ if t.starts_with("--replace=") => XargsInput::Replace(&t["--replace=".len()..]),
+            _ if t.starts_with("-I") => XargsInput::Replace(&t[2..]),
+            _ if t.starts_with("--delimiter=")
+                || t.starts_with("--arg-file=")
+                || t.starts_with("-d") =>
+            {
+                return None;
+            }
+            _ => mode,
+        };
+    }
+    match mode {
+        XargsInput::Replace("") => None,
+        mode => Some(mode),
+    }
+}
+
 /// Whether a word is an option (`-x`, `--long`), not `-` (standard input) or a negative number used as an operand.
 fn is_option(w: &str) -> bool {
     w.len() > 1 && w.starts_with('-')
@@ -838,6 +881,13 @@ impl Reader<'_> {
                     if r.is_empty() {
                         return self.emit(words, &ctx, found);
                     }
+                    // Arguments read from a known standard input (`echo / | xargs rm -rf`) are known too.
+                    let options = &rest[..rest.len() - r.len()];
+                    if let Some((input, _)) = found.stdin
+                        && let Some(mode) = xargs_input(options)
+                    {
+                        return self.xargs(r, input, mode, &ctx, found);
+                    }
                     ctx.more_args = true;
                     r
                 }
@@ -1025,6 +1075,57 @@ impl Reader<'_> {
             };
             ctx.via.push(name.to_string());
             words = next;
+        }
+    }
+
+    /// `xargs COMMAND` fed a known `input`: the command with the arguments it would get (each line in place of the
+    /// marker, with `-I`), standard input consumed.
+    fn xargs(
+        &mut self,
+        command: &[Word<'_>],
+        input: &str,
+        mode: XargsInput<'_>,
+        ctx: &Context,
+        found: &Found<'_>,
+    ) {
+        let mut inner = ctx.with("xargs");
+        inner.more_args = false;
+        let consumed = Found {
+            stdin: None,
+            ..*found
+        };
+        match mode {
+            XargsInput::Append => {
+                let mut all: Vec<Word<'_>> = command.to_vec();
+                all.extend(
+                    input
+                        .split_whitespace()
+                        .take(MAX_XARGS_INPUT)
+                        .map(|text| Word {
+                            text,
+                            dynamic: false,
+                        }),
+                );
+                self.unwrap(&all, inner, &consumed);
+            }
+            XargsInput::Replace(marker) => {
+                let lines = input.lines().map(str::trim_start);
+                for line in lines.filter(|l| !l.is_empty()).take(MAX_XARGS_INPUT) {
+                    let replaced: Vec<String> = command
+                        .iter()
+                        .map(|w| w.text.replace(marker, line))
+                        .collect();
+                    let all: Vec<Word<'_>> = replaced
+                        .iter()
+                        .zip(command)
+                        .map(|(text, w)| Word {
+                            text,
+                            dynamic: w.dynamic,
+                        })
+                        .collect();
+                    self.unwrap(&all, inner.clone(), &consumed);
+                }
+            }
         }
     }
 
@@ -1325,6 +1426,29 @@ mod tests {
         assert_eq!(c.writes, ["/dev/sdb"]);
         assert_eq!(c.written, ["sudo", "tee", "/dev/sda"]);
         assert!(c.via("sudo"));
+    }
+
+    #[test]
+    fn xargs_fed_a_known_input_gets_known_arguments() {
+        for (line, want) in [
+            ("echo / | xargs rm -rf", "xargs => rm -rf /"),
+            ("printf 'a b' | xargs -n1 rm -f", "xargs => rm -f a b"),
+            ("echo / | xargs -I{} rm -rf {}/", "xargs => rm -rf //"),
+            ("xargs rm -rf <<< '~'", "xargs => rm -rf ~"),
+            // Where the input is not read as blank-separated words, its arguments stay unknown.
+            ("echo /tmp | xargs -0 rm -rf", "xargs => rm -rf"),
+            ("ls | xargs rm -rf", "xargs => rm -rf"),
+        ] {
+            let got = read(line);
+            assert_eq!(
+                got.last().map(String::as_str),
+                Some(want),
+                "{line}: {got:?}"
+            );
+        }
+        let r = effective_commands("echo a | xargs rm; ls | xargs rm").unwrap();
+        assert!(!r.commands[1].more_args, "known arguments");
+        assert!(r.commands[3].more_args, "arguments only known at run time");
     }
 
     #[test]

@@ -8,6 +8,7 @@ module (wrappers stripped, nested shell strings read, run-time-only words marked
 """
 
 import json
+import re
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -53,7 +54,7 @@ WRITE_REDIRECTS = {">", ">>", ">|", "<>", "&>", "&>>", ">&"}
 
 REASONS = {
     "fork-bomb": "this is a fork bomb: it would exhaust the machine's processes",
-    "kill-by-name": "pkill/killall match processes by name and can kill the agent host or the user's programs; stop "
+    "kill-by-name": "pkill/killall (or kill $(pgrep …)) match processes by name and can kill the agent host or the user's programs; stop "
     "processes you started with process_signal, or kill one process by its id",
     "kill-all": "kill -1 signals every process you may signal, including the agent host, and pid 1 is the machine's "
     "init; stop processes you started with process_signal",
@@ -65,7 +66,7 @@ REASONS = {
     "find-root": "find from /, the home directory or a system directory with -delete or -exec rm removes files all over "
     "the machine; run find on your project's directories",
     "power": "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl "
-    "poweroff, init 0); ask the user",
+    "poweroff, init 0, /proc/sysrq-trigger); ask the user",
     "block-device": "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys "
     "file systems; ask the user",
 }
@@ -945,10 +946,23 @@ def has_glob(s):
 
 
 def matches_name(component, name):
-    return component == name or (has_glob(component) and fnmatch(component, name))
+    return component == name or is_unknown(component) or (has_glob(component) and fnmatch(component, name))
+
+
+def is_unknown(component):
+    """A component that is only a parameter expansion not known statically (`$X`, `${DIR}`)."""
+    if not component.startswith("$"):
+        return False
+    rest = component[1:]
+    if rest.startswith("{"):
+        inner = rest[1:]
+        return inner.endswith("}") and not any(ch in inner[:-1] for ch in "{}$")
+    return bool(rest) and all(ch == "_" or (ch.isascii() and ch.isalnum()) for ch in rest)
 
 
 def is_wide_glob(component):
+    if is_unknown(component):
+        return True
     if "*" not in component:
         return False
     in_class = False
@@ -1013,6 +1027,13 @@ def resolve_one(word, cwd):
                 return join_path((HOME, []), rest)
     if word.startswith("/"):
         return join_path((SLASH, []), word[1:])
+    if word.startswith("~+") and (len(word) == 2 or word[2] == "/"):
+        return join_path(cwd, word[2:]) if cwd is not None else None
+    if word.startswith("~"):
+        name, _, rest = word[1:].partition("/")
+        if name and (name[0] == "_" or (name[0].isascii() and name[0].isalnum())) and \
+                all(ch in "_-." or (ch.isascii() and ch.isalnum()) for ch in name):
+            return join_path((SLASH, ["home", name]), rest)
     if not word or word.startswith("~") or word.startswith("$"):
         return None
     return join_path(cwd, word) if cwd is not None else None
@@ -1166,8 +1187,22 @@ class Vars:
         literal_from = 0
         while i < len(word):
             ch = word[i]
-            if ch == "`":
-                return None
+            if ch == "`" or word.startswith("$(", i):
+                out = [o + word[literal_from:i] for o in out]
+                if ch == "`":
+                    close = word.find("`", i + 1)
+                    inner = word[i + 1:close]
+                else:
+                    close = closing_paren(word, i + 1)
+                    inner = word[i + 2:close] if close is not None else ""
+                if close is None or close < 0:
+                    return None
+                values = substitution(inner)
+                if values is None:
+                    return None
+                out = product(out, values)
+                i = literal_from = close + 1
+                continue
             if ch == "$":
                 out = [o + word[literal_from:i] for o in out]
                 got = self.parameter(word, i)
@@ -1217,6 +1252,52 @@ class Vars:
         return None
 
 
+def static_output(line):
+    """What a line prints when that is known statically: one echo or printf of words without expansions or
+    redirections, trailing newlines removed (the twin of shellward-kit's `static_output`)."""
+    try:
+        tokens, bodies = tokenize(line)
+    except ParseError:
+        return None
+    if any(kind not in ("word", "newline") for kind, _, _ in tokens):
+        return None
+    commands = simple_commands(tokens, bodies)
+    if len(commands) != 1 or commands[0]["assigns"]:
+        return None
+    words = commands[0]["words"]
+    if any(dynamic for _, dynamic, _ in words):
+        return None
+    out = prints([(text, False) for text, _, _ in words], None)
+    return None if out is None else out.rstrip("\n")
+
+
+def substitution(line):
+    output = static_output(line)
+    if output is None:
+        return None
+    fields = output.split()[:MAX_VALUES]
+    return fields or [""]
+
+
+def closing_paren(word, open_):
+    depth = 0
+    quote = None
+    for i in range(open_, len(word)):
+        b = word[i]
+        if quote is not None:
+            if b == quote:
+                quote = None
+        elif b in "'\"":
+            quote = b
+        elif b == "(":
+            depth += 1
+        elif b == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
 def variants(c, vars_):
     """The forms a command's words may take once the line's variables are expanded, each with whether its program
     is then known."""
@@ -1253,7 +1334,8 @@ def has_flag(args, short, long):
     for a in args:
         if a == "--":
             break
-        if a in long or (a.startswith("-") and not a.startswith("--") and any(ch in a[1:] for ch in short)):
+        if any(a == x or (len(a) >= 5 and x.startswith(a)) for x in long) or \
+                (a.startswith("-") and not a.startswith("--") and any(ch in a[1:] for ch in short)):
             return True
     return False
 
@@ -1308,9 +1390,27 @@ def find_root(args, cwd):
     return False
 
 
+SYSRQ = "/proc/sysrq-trigger"
+
+
+def looks_up_by_name(word):
+    """A substitution that finds processes by name (`$(pgrep -f node)`): a kill of its output is a pkill."""
+    starts = [m.end() for m in re.finditer(r"\$\(|`", word)]
+    for at in starts:
+        inner = word[at:].lstrip()
+        for p in ("pgrep", "pidof"):
+            if inner.startswith(p):
+                rest = inner[len(p):]
+                if not rest or rest[0] in " )`":
+                    return True
+    return False
+
+
 def power(name, args):
     if name in ("shutdown", "reboot", "halt", "poweroff"):
         return True
+    if name in ("tee", "cp", "dd"):
+        return any(a == SYSRQ or a == "of=" + SYSRQ for a in args)
     if name in ("init", "telinit"):
         return bool(args) and args[0] in ("0", "6", "1", "s", "S")
     if name in ("systemctl", "loginctl"):
@@ -1376,6 +1476,8 @@ def builtin_rule(words, cwd):
         return "kill-by-name"
     if name == "kill" and kill_all(args):
         return "kill-all"
+    if name == "kill" and any(looks_up_by_name(a) for a in args):
+        return "kill-by-name"
     if name == "rm" and rm_root(args, cwd):
         return "rm-root"
     if name == "mv" and mv_root(args, cwd):
@@ -1477,6 +1579,10 @@ class Guard:
 
         if any(device(t) for t in c.writes):
             d = self.denial("block-device")
+            if d:
+                return d
+        if SYSRQ in c.writes:
+            d = self.denial("power")
             if d:
                 return d
         return None

@@ -108,7 +108,18 @@ impl Resolved {
 
 /// Whether a path component (possibly a glob) could name `name`.
 fn matches_name(component: &str, name: &str) -> bool {
-    component == name || (has_glob(component) && fnmatch(component, name))
+    component == name || is_unknown(component) || (has_glob(component) && fnmatch(component, name))
+}
+
+/// A component that is only a parameter expansion not known statically (`$X`, `${DIR}`, `${X:-}`): any name, or none.
+fn is_unknown(component: &str) -> bool {
+    let Some(rest) = component.strip_prefix('$') else {
+        return false;
+    };
+    match rest.strip_prefix('{') {
+        Some(inner) => inner.ends_with('}') && !inner[..inner.len() - 1].contains(['{', '}', '$']),
+        None => !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+    }
 }
 
 /// Shell pattern matching of one path component: `*`, `?`, `[abc]`, `[a-z]`, `[!x]`/`[^x]`; a `[` without its `]`
@@ -183,6 +194,9 @@ fn has_glob(s: &str) -> bool {
 
 /// A glob that matches (nearly) every entry of a directory: `*`, `.*`, `**`, `?*`, `*.*`, `[a-z]*`.
 fn is_wide_glob(component: &str) -> bool {
+    if is_unknown(component) {
+        return true;
+    }
     if !component.contains('*') {
         return false;
     }
@@ -265,6 +279,22 @@ fn resolve_one(word: &str, cwd: &Cwd) -> Option<Resolved> {
     if let Some(rest) = word.strip_prefix('/') {
         return Some(Resolved::root().join(rest));
     }
+    if let Some(rest) = word.strip_prefix("~+")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return cwd.0.clone().map(|dir| dir.join(rest));
+    }
+    if let Some(user) = word.strip_prefix('~') {
+        // `~NAME`: that user's home directory.
+        let (name, rest) = user.split_once('/').unwrap_or((user, ""));
+        if name.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Some(Resolved::root().join("home").join(name).join(rest));
+        }
+    }
     if word.is_empty() || word.starts_with('~') || word.starts_with('$') {
         // `~user`, an unknown variable or an empty word: not statically known.
         return None;
@@ -343,6 +373,14 @@ mod tests {
     fn the_root_home_and_system_directories_however_written() {
         for w in [
             "/",
+            "/$X",
+            "/${X}",
+            "/${X}/",
+            "~/$DIR",
+            "/usr/$X",
+            "/home/$USER",
+            "~root",
+            "~bob/",
             "//",
             "/.",
             "/./",
@@ -384,6 +422,12 @@ mod tests {
     fn ordinary_paths_are_not_protected() {
         for w in [
             "/tmp",
+            "/tmp/$X",
+            "~/$DIR/build",
+            "/$X/project",
+            "~+",
+            "~-",
+            "~bob/project",
             "/tmp/x",
             "/tmp/*",
             "/usr/local/bin/tool",
@@ -398,7 +442,6 @@ mod tests {
             "..",
             "$DIR",
             "${DIR}/x",
-            "~bob",
             "",
             "/t*",
             "{a,b}",
@@ -420,6 +463,8 @@ mod tests {
         assert!(!protected("..", Some("/home/alice/project/src")));
         assert!(!protected("build", Some("/")));
         assert!(!protected("*", Some("relative/dir")));
+        assert!(protected("~+", Some("/")));
+        assert!(protected("~+/..", Some("/tmp")));
 
         let mut cwd = Cwd::default();
         cwd.change(&[]);

@@ -75,7 +75,7 @@ fn reason(rule: &str) -> String {
     let why = match rule {
         "fork-bomb" => "this is a fork bomb: it would exhaust the machine's processes",
         "kill-by-name" => {
-            "pkill/killall match processes by name and can kill the agent host or the user's programs; stop \
+            "pkill/killall (or kill $(pgrep …)) match processes by name and can kill the agent host or the user's programs; stop \
              processes you started with process_signal, or kill one process by its id"
         }
         "kill-all" => {
@@ -99,7 +99,7 @@ fn reason(rule: &str) -> String {
         }
         "power" => {
             "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl \
-             poweroff, init 0); ask the user"
+             poweroff, init 0, /proc/sysrq-trigger); ask the user"
         }
         "block-device" => {
             "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys file \
@@ -161,10 +161,13 @@ fn operands<'a>(args: &[&'a str]) -> Vec<&'a str> {
     out
 }
 
-/// Whether an option cluster or long option is given (`-rf` holds `r`; `--recursive`).
+/// Whether an option cluster or long option is given (`-rf` holds `r`; `--recursive`, or a prefix of it as getopt
+/// accepts, `--rec`).
 fn has_flag(args: &[&str], short: &[char], long: &[&str]) -> bool {
     args.iter().take_while(|a| **a != "--").any(|a| {
-        long.contains(a) || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(short))
+        long.iter()
+            .any(|l| *a == *l || (a.len() >= 5 && l.starts_with(a)))
+            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(short))
     })
 }
 
@@ -233,6 +236,23 @@ fn find_root(args: &[&str], cwd: &Cwd) -> bool {
     })
 }
 
+/// Whether a word holds a substitution that finds processes by name (`$(pgrep -f node)`, `` `pidof node` ``): a
+/// `kill` of its output is a `pkill`.
+fn looks_up_by_name(word: &str) -> bool {
+    let starts = word.match_indices("$(").chain(word.match_indices('`'));
+    starts.into_iter().any(|(i, open)| {
+        let inner = word[i + open.len()..].trim_start();
+        ["pgrep", "pidof"].iter().any(|p| {
+            inner
+                .strip_prefix(p)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ')', '`']))
+        })
+    })
+}
+
+/// The kernel's magic SysRq trigger: writing `b` reboots, `o` powers off, `c` crashes the machine.
+const SYSRQ: &str = "/proc/sysrq-trigger";
+
 /// `systemctl`/`loginctl` verbs and targets that stop, restart or suspend the machine.
 const POWER_VERBS: &[&str] = &[
     "poweroff",
@@ -252,6 +272,9 @@ const POWER_VERBS: &[&str] = &[
 fn power(name: &str, args: &[&str]) -> bool {
     match name {
         "shutdown" | "reboot" | "halt" | "poweroff" => true,
+        "tee" | "cp" | "dd" => args
+            .iter()
+            .any(|a| *a == SYSRQ || a.strip_prefix("of=") == Some(SYSRQ)),
         "init" | "telinit" => args
             .first()
             .is_some_and(|a| matches!(*a, "0" | "6" | "1" | "s" | "S")),
@@ -341,6 +364,7 @@ fn builtin_rule(words: &[&str], cwd: &Cwd) -> Option<&'static str> {
     match name {
         "pkill" | "killall" | "killall5" => Some("kill-by-name"),
         "kill" if kill_all(args) => Some("kill-all"),
+        "kill" if args.iter().any(|a| looks_up_by_name(a)) => Some("kill-by-name"),
         "rm" if rm_root(args, cwd) => Some("rm-root"),
         "mv" if mv_root(args, cwd) => Some("rm-root"),
         "rsync" if rsync_root(args, cwd) => Some("rm-root"),
@@ -523,6 +547,11 @@ impl Guard {
         {
             return Some(d);
         }
+        if c.writes.contains(&SYSRQ)
+            && let Some(d) = self.deny("power")
+        {
+            return Some(d);
+        }
         None
     }
 }
@@ -655,6 +684,18 @@ mod tests {
             ("D=/dev/sda; echo x > $D", "block-device"),
             ("echo / | xargs rm -rf", "rm-root"),
             ("echo ~ | xargs -I{} rm -rf {}", "rm-root"),
+            ("rm -rf $(echo /)", "rm-root"),
+            ("rm -rf `echo ~`", "rm-root"),
+            ("rm -rf \"$(printf /)\"", "rm-root"),
+            ("rm -rf /$EMPTY", "rm-root"),
+            ("rm -rf \"$HOME/$PROJECT\"", "rm-root"),
+            ("rm -rf ~root", "rm-root"),
+            ("rm --rec /", "rm-root"),
+            ("chmod --recurs 777 /usr/lib", "chmod-root"),
+            ("echo b > /proc/sysrq-trigger", "power"),
+            ("echo o | tee /proc/sysrq-trigger", "power"),
+            ("kill -9 $(pgrep -f node)", "kill-by-name"),
+            ("kill `pidof python3`", "kill-by-name"),
         ] {
             assert_eq!(rule(cmd).as_deref(), Some(want), "{cmd}");
         }
@@ -733,6 +774,13 @@ mod tests {
             "X=/; unset X; rm -rf $X",
             "echo build dist | xargs rm -rf",
             "find . -name '*.o' | xargs rm -f",
+            "rm -rf /tmp/$BUILD",
+            "rm -rf \"$HOME/$PROJECT/target\"",
+            "rm -rf ~alice/project/build",
+            "kill -9 $PID",
+            "kill $(cat server.pid)",
+            "cat /proc/sysrq-trigger",
+            "rm --force ./x",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
         }

@@ -5,7 +5,11 @@
 //! in the words of later commands, so the rules judge what would run. A variable the line did not set is not known
 //! (`$HOME` is left as written: the paths module reads it as the home directory); a word holding a command
 //! substitution or a special parameter (`$1`, `$@`) is not expanded. Alternatives (a `for` list, a default) are each
-//! judged, at most [`MAX_ALTERNATIVES`] per word.
+//! judged, at most [`MAX_ALTERNATIVES`] per word. A command substitution whose output is known statically
+//! (`$(echo /)`, `` `printf ~` ``, see `shellward_kit::effective::static_output`) is replaced by that output, each of
+//! its blank-separated fields a value.
+
+use shellward_kit::effective::static_output;
 
 /// At most this many values are kept for one word or variable.
 pub const MAX_ALTERNATIVES: usize = 16;
@@ -92,7 +96,20 @@ impl Vars {
         let mut literal_from = 0;
         while i < bytes.len() {
             match bytes[i] {
-                b'`' => return None,
+                b'`' => {
+                    push_all(&mut out, &word[literal_from..i]);
+                    let close = i + 1 + word[i + 1..].find('`')?;
+                    out = product(&out, &substitution(&word[i + 1..close])?);
+                    i = close + 1;
+                    literal_from = i;
+                }
+                b'$' if bytes.get(i + 1) == Some(&b'(') => {
+                    push_all(&mut out, &word[literal_from..i]);
+                    let close = closing_paren(word, i + 1)?;
+                    out = product(&out, &substitution(&word[i + 2..close])?);
+                    i = close + 1;
+                    literal_from = i;
+                }
                 b'$' => {
                     push_all(&mut out, &word[literal_from..i]);
                     let (values, end) = self.parameter(word, i)?;
@@ -144,6 +161,43 @@ impl Vars {
     }
 }
 
+/// The values of a command substitution whose output is known statically: its blank-separated fields (one empty
+/// value when it prints nothing).
+fn substitution(line: &str) -> Option<Vec<String>> {
+    let output = static_output(line)?;
+    let mut fields: Vec<String> = output
+        .split_whitespace()
+        .take(MAX_ALTERNATIVES)
+        .map(str::to_string)
+        .collect();
+    if fields.is_empty() {
+        fields.push(String::new());
+    }
+    Some(fields)
+}
+
+/// The index of the `)` closing the `(` at `open`, skipping quoted text; `None` when it is not closed.
+fn closing_paren(word: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    for (i, &b) in word.as_bytes().iter().enumerate().skip(open) {
+        match (quote, b) {
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'\'' | b'"') => quote = Some(b),
+            (None, b'(') => depth += 1,
+            (None, b')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 fn is_name(s: &str) -> bool {
     let mut chars = s.chars();
     chars
@@ -190,6 +244,13 @@ mod tests {
         assert_eq!(v.expand("$HOME/x").unwrap(), ["$HOME/x"]);
         assert_eq!(v.expand("$1"), None);
         assert_eq!(v.expand("`pwd`"), None);
+        assert_eq!(v.expand("$(echo /)").unwrap(), ["/"]);
+        assert_eq!(v.expand("`echo ~`/x").unwrap(), ["~/x"]);
+        assert_eq!(v.expand("$(printf '/ /usr')").unwrap(), ["/", "/usr"]);
+        assert_eq!(v.expand("/$(echo)").unwrap(), ["/"]);
+        assert_eq!(v.expand("$(echo \"(\")").unwrap(), ["("]);
+        assert_eq!(v.expand("$(ls)"), None);
+        assert_eq!(v.expand("$(echo /"), None);
         v.follow(&[
             ("for", false),
             ("d", false),

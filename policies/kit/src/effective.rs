@@ -112,6 +112,35 @@ impl Reading {
     }
 }
 
+/// What a command line prints when that is known statically: one `echo` or `printf` of words without expansions and
+/// without redirections (`echo /` prints `/`), trailing newlines removed as a command substitution removes them.
+/// `None` for anything else.
+pub fn static_output(line: &str) -> Option<String> {
+    let script = tokenize(line).ok()?;
+    let commands = script.simple_commands();
+    let [command] = commands.as_slice() else {
+        return None;
+    };
+    let tokens = &script.tokens[command.first_token..=command.last_token];
+    if !command.assignments.is_empty() || tokens.iter().any(|t| t.kind != TokenKind::Word) {
+        return None;
+    }
+    let mut words = Vec::with_capacity(command.words.len());
+    for &i in &command.words {
+        let raw = script.raw(i);
+        if may_expand(raw) && is_dynamic(raw) {
+            return None;
+        }
+        words.push(Word {
+            text: &script.tokens[i].text,
+            dynamic: false,
+        });
+    }
+    let mut out = prints(&words, None)?;
+    out.truncate(out.trim_end_matches('\n').len());
+    Some(out)
+}
+
 /// Reads the effective commands of a command line. Fails only when the line itself does not tokenize (nested shell
 /// strings that do not tokenize are skipped).
 pub fn effective_commands(line: &str) -> Result<Reading, ParseError> {
@@ -1426,6 +1455,26 @@ mod tests {
         assert_eq!(c.writes, ["/dev/sdb"]);
         assert_eq!(c.written, ["sudo", "tee", "/dev/sda"]);
         assert!(c.via("sudo"));
+    }
+
+    #[test]
+    fn static_output_is_what_echo_and_printf_print() {
+        assert_eq!(static_output("echo /").as_deref(), Some("/"));
+        assert_eq!(static_output("echo -n '~'").as_deref(), Some("~"));
+        assert_eq!(static_output("printf '/\\n'").as_deref(), Some("/"));
+        assert_eq!(static_output(" echo a  b ").as_deref(), Some("a b"));
+        for line in [
+            "echo $X",
+            "echo /; ls",
+            "echo / > f",
+            "ls /",
+            "X=1 echo /",
+            "echo $(pwd)",
+            "",
+            "echo '",
+        ] {
+            assert_eq!(static_output(line), None, "{line}");
+        }
     }
 
     #[test]

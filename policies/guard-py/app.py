@@ -482,6 +482,16 @@ def prints(words, stdin):
         return join(args[k:])
     if name == "printf":
         return join(args).replace("\\n", "\n")
+    if name == "find":
+        texts = [w for w, _ in args]
+        k = 0
+        while k < len(texts) and texts[k] in ("-H", "-L", "-P"):
+            k += 1
+        roots = []
+        while k < len(texts) and not texts[k].startswith("-") and texts[k] not in ("(", "!", ","):
+            roots.append(texts[k])
+            k += 1
+        return " ".join(r.rstrip("/") + "/*" for r in (roots or ["."]))
     if name == "cat" and all(w == "-" for w, _ in args):
         return stdin
     return None
@@ -775,6 +785,9 @@ class Reader:
                 return self.shell(words, here, found)
             else:
                 return self.emit(words, here, found)
+            if not nxt:
+                # A wrapper with no command (`exec 3>/dev/sda`, `nohup`) is itself the command.
+                return self.emit(words, here, found)
             via = via + [name]
             words = nxt
 
@@ -878,7 +891,14 @@ def kill_all(args):
                 continue
         pids.append(a)
         i += 1
-    return "-1" in pids or "1" in pids
+    # kill reads its targets as numbers: -0001 is -1.
+    for p in pids:
+        try:
+            if int(p) in (-1, 1):
+                return True
+        except ValueError:
+            pass
+    return False
 
 
 # -- Paths: resolved lexically (`..`, `//`, braces, globs, the working directory); see policies/guard/src/paths.rs.
@@ -1227,7 +1247,9 @@ class Vars:
             p = min([k for k in (body.find(":"), body.find("-")) if k >= 0], default=-1)
             if p >= 0:
                 name, op = body[:p], body[p:]
-                if op.startswith(":-"):
+                if op.startswith(":?") or op.startswith("?"):
+                    default = None
+                elif op.startswith(":-"):
                     default = op[2:]
                 elif op.startswith("-"):
                     default = op[1:]
@@ -1248,7 +1270,9 @@ class Vars:
         if default is not None and "$" not in default and "`" not in default:
             return ([default], end)
         if default is None and name == "HOME":
-            return ([word[at:end]], end)
+            return (["$HOME"], end)
+        if default is None and name == "PWD":
+            return (["~+"], end)
         return None
 
 
@@ -1272,6 +1296,8 @@ def static_output(line):
 
 
 def substitution(line):
+    if line.strip() in ("pwd", "pwd -P", "pwd -L"):
+        return ["~+"]
     output = static_output(line)
     if output is None:
         return None

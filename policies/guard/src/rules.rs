@@ -144,7 +144,8 @@ fn kill_all(args: &[&str]) -> bool {
         pids.push(a);
         i += 1;
     }
-    pids.iter().any(|p| matches!(*p, "-1" | "1"))
+    // `kill` reads its targets as numbers: `-0001` is `-1`.
+    pids.iter().any(|p| matches!(p.parse::<i64>(), Ok(-1 | 1)))
 }
 
 /// The operands of a command: its words that are not options, up to and after a `--`.
@@ -696,6 +697,12 @@ mod tests {
             ("echo o | tee /proc/sysrq-trigger", "power"),
             ("kill -9 $(pgrep -f node)", "kill-by-name"),
             ("kill `pidof python3`", "kill-by-name"),
+            ("kill -9 -0001", "kill-all"),
+            ("rm -rf ${HOME:?}", "rm-root"),
+            ("cd / && rm -rf \"$PWD\"", "rm-root"),
+            ("cd ~ && rm -rf \"$(pwd)\"/*", "rm-root"),
+            ("find ~ -type f | xargs rm -rf", "rm-root"),
+            ("exec 3>/dev/sda", "block-device"),
         ] {
             assert_eq!(rule(cmd).as_deref(), Some(want), "{cmd}");
         }
@@ -781,6 +788,10 @@ mod tests {
             "kill $(cat server.pid)",
             "cat /proc/sysrq-trigger",
             "rm --force ./x",
+            "rm -rf \"$PWD/build\"",
+            "rm -rf $(pwd)/target",
+            "find . -name '*.pyc' | xargs rm -f",
+            "kill 12",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
         }

@@ -1,5 +1,7 @@
 //! Shell variables a line sets before it uses them: `X=/; rm -rf $X`, `for d in / ~; do rm -rf "$d"; done`.
 //!
+//! `$PWD` and `$(pwd)` are the working directory (`~+` to the paths module).
+//!
 //! The guard follows the assignments a line makes (`NAME=value` alone, `export`/`declare`/`local`/`readonly`,
 //! `for NAME in WORDS`, `unset`) and expands `$NAME`, `${NAME}` and the default forms `${NAME:-WORD}`/`${NAME-WORD}`
 //! in the words of later commands, so the rules judge what would run. A variable the line did not set is not known
@@ -134,8 +136,12 @@ impl Vars {
             match body.find([':', '-']) {
                 Some(p) => {
                     let (name, op) = body.split_at(p);
-                    let default = op.strip_prefix(":-").or_else(|| op.strip_prefix('-'))?;
-                    (name, Some(default), end)
+                    // `${X:?msg}` is X (or an error); `${X:-WORD}` may be WORD.
+                    let default = match op.strip_prefix(":?").or_else(|| op.strip_prefix('?')) {
+                        Some(_) => None,
+                        None => Some(op.strip_prefix(":-").or_else(|| op.strip_prefix('-'))?),
+                    };
+                    (name, default, end)
                 }
                 None => (body, None, end),
             }
@@ -153,8 +159,9 @@ impl Vars {
             (Some(v), _) => v.to_vec(),
             // `${X:-/}` with X not set by the line: the default is what it may well be.
             (None, Some(d)) if !d.contains(['$', '`']) => vec![d.to_string()],
-            // Left as written for the paths module.
-            (None, None) if name == "HOME" => vec![word[at..end].to_string()],
+            // Left for the paths module: the home directory, the working directory.
+            (None, None) if name == "HOME" => vec!["$HOME".to_string()],
+            (None, None) if name == "PWD" => vec!["~+".to_string()],
             _ => return None,
         };
         Some((values, end))
@@ -164,6 +171,9 @@ impl Vars {
 /// The values of a command substitution whose output is known statically: its blank-separated fields (one empty
 /// value when it prints nothing).
 fn substitution(line: &str) -> Option<Vec<String>> {
+    if matches!(line.trim(), "pwd" | "pwd -P" | "pwd -L") {
+        return Some(vec!["~+".to_string()]);
+    }
     let output = static_output(line)?;
     let mut fields: Vec<String> = output
         .split_whitespace()
@@ -234,7 +244,7 @@ mod tests {
         let mut v = Vars::default();
         v.assign("X=/", false);
         v.assign("Y=$X/usr", true);
-        v.assign("Z=$(pwd)", true);
+        v.assign("Z=$(ls)", true);
         assert_eq!(v.expand("$X").unwrap(), ["/"]);
         assert_eq!(v.expand("${Y}/").unwrap(), ["//usr/"]);
         assert_eq!(v.expand("$Z"), None);
@@ -242,8 +252,13 @@ mod tests {
         assert_eq!(v.expand("${UNSET:-/}").unwrap(), ["/"]);
         assert_eq!(v.expand("${UNSET-~}").unwrap(), ["~"]);
         assert_eq!(v.expand("$HOME/x").unwrap(), ["$HOME/x"]);
+        assert_eq!(v.expand("${HOME:?}/x").unwrap(), ["$HOME/x"]);
+        assert_eq!(v.expand("$PWD/x").unwrap(), ["~+/x"]);
+        assert_eq!(v.expand("$(pwd)").unwrap(), ["~+"]);
+        assert_eq!(v.expand("${X:?unset}").unwrap(), ["/"]);
         assert_eq!(v.expand("$1"), None);
-        assert_eq!(v.expand("`pwd`"), None);
+        assert_eq!(v.expand("`pwd`").unwrap(), ["~+"]);
+        assert_eq!(v.expand("`ls`"), None);
         assert_eq!(v.expand("$(echo /)").unwrap(), ["/"]);
         assert_eq!(v.expand("`echo ~`/x").unwrap(), ["~/x"]);
         assert_eq!(v.expand("$(printf '/ /usr')").unwrap(), ["/", "/usr"]);

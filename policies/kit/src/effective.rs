@@ -113,8 +113,8 @@ impl Reading {
 }
 
 /// What a command line prints when that is known statically: one `echo` or `printf` of words without expansions and
-/// without redirections (`echo /` prints `/`), trailing newlines removed as a command substitution removes them.
-/// `None` for anything else.
+/// without redirections (`echo /` prints `/`), trailing newlines removed as a command substitution removes them; for
+/// `find ROOT…`, `ROOT/*` stands for the paths it prints. `None` for anything else.
 pub fn static_output(line: &str) -> Option<String> {
     let script = tokenize(line).ok()?;
     let commands = script.simple_commands();
@@ -1102,6 +1102,10 @@ impl Reader<'_> {
                 _ if is_shell(name) => return self.shell(words, &ctx, found),
                 _ => return self.emit(words, &ctx, found),
             };
+            if next.is_empty() {
+                // A wrapper with no command (`exec 3>/dev/sda`, `nohup`) is itself the command.
+                return self.emit(words, &ctx, found);
+            }
             ctx.via.push(name.to_string());
             words = next;
         }
@@ -1296,6 +1300,21 @@ fn prints(words: &[Word<'_>], stdin: Option<&str>) -> Option<String> {
             Some(join(&args[start..]))
         }
         "printf" => Some(join(args).replace("\\n", "\n")),
+        // Paths under each starting point: `ROOT/*` stands for them (`find ~ | xargs rm -rf`).
+        "find" => {
+            let roots: Vec<&str> = args
+                .iter()
+                .map(|w| w.text)
+                .skip_while(|a| matches!(*a, "-H" | "-L" | "-P"))
+                .take_while(|a| !a.starts_with('-') && !matches!(*a, "(" | "!" | ","))
+                .collect();
+            let roots = if roots.is_empty() { vec!["."] } else { roots };
+            let under: Vec<String> = roots
+                .iter()
+                .map(|r| format!("{}/*", r.trim_end_matches('/')))
+                .collect();
+            Some(under.join(" "))
+        }
         "cat" if args.is_empty() || args.iter().all(|w| w.text == "-") => stdin.map(str::to_string),
         _ => None,
     }
@@ -1356,6 +1375,8 @@ mod tests {
             ("watch -x pkill node", "watch => pkill node"),
             ("xargs -0 -n1 pkill", "xargs => pkill"),
             ("! sudo id", "sudo => id"),
+            ("nohup", "nohup"),
+            ("exec 3>/dev/sda", "exec"),
             ("chroot / rm -rf /", "chroot => rm -rf /"),
             (
                 "chroot --userspec 1:1 /srv kill -9 -1",
@@ -1486,6 +1507,8 @@ mod tests {
             ("xargs rm -rf <<< '~'", "xargs => rm -rf ~"),
             // Where the input is not read as blank-separated words, its arguments stay unknown.
             ("echo /tmp | xargs -0 rm -rf", "xargs => rm -rf"),
+            ("find ~ -type f | xargs rm -rf", "xargs => rm -rf ~/*"),
+            ("find / | xargs -I{} rm -rf {}", "xargs => rm -rf /*"),
             ("ls | xargs rm -rf", "xargs => rm -rf"),
         ] {
             let got = read(line);

@@ -24,7 +24,7 @@ const SYSTEM_SUBDIRS: &[(&str, &[&str])] = &[
 ];
 
 /// At most this many alternatives are read from one word's braces; a word with more is judged by its first ones.
-const MAX_ALTERNATIVES: usize = 64;
+pub const MAX_ALTERNATIVES: usize = 64;
 
 /// Where a resolved path starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

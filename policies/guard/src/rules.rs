@@ -2,7 +2,9 @@
 //!
 //! A command line is tokenized with `shellward-kit` and checked one simple command at a time (so `&&`, `||`, `;`,
 //! pipes and subshells are checked part by part); nested shells (`sh -c '…'`, `eval …`) and command substitutions
-//! (`$(…)`, `` `…` ``) are checked recursively. Quoted text is data: `echo "rm -rf /"` is allowed. The exact
+//! (`$(…)`, `` `…` ``) are checked recursively. Quoted text is data: `echo "rm -rf /"` is allowed. Before a command
+//! is judged, the variables the line has set are expanded in its words ([`crate::vars`]), and its targets are resolved
+//! ([`crate::paths`]) against the working directory: the request's, moved by each `cd` the line makes. The exact
 //! procedure is in README.md; `policies/guard-py` implements the same procedure in Python and passes the same cases.
 
 use crate::paths::{Cwd, is_protected, resolve};

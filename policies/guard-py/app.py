@@ -80,23 +80,7 @@ def glob(pattern, text):
     """`*` matches any run of characters; everything else matches itself."""
     if "*" not in pattern:
         return pattern == text
-    p, t = pattern, text
-    pi = ti = 0
-    star = None
-    while ti < len(t):
-        if pi < len(p) and p[pi] == "*":
-            star = (pi, ti)
-            pi += 1
-        elif pi < len(p) and p[pi] == t[ti]:
-            pi += 1
-            ti += 1
-        elif star is not None:
-            pi = star[0] + 1
-            ti = star[1] + 1
-            star = (star[0], star[1] + 1)
-        else:
-            return False
-    return all(c == "*" for c in p[pi:])
+    return fnmatch(pattern, text, classes=False)
 
 
 class Pattern:
@@ -906,8 +890,9 @@ def kill_all(args):
 SLASH, HOME, ABOVE_HOME = "slash", "home", "above-home"
 
 
-def fnmatch(pattern, name):
-    """Shell pattern matching of one path component: `*`, `?`, `[abc]`, `[a-z]`, `[!x]`/`[^x]`."""
+def fnmatch(pattern, name, classes=True):
+    """Shell pattern matching of one path component: `*`, `?`, `[abc]`, `[a-z]`, `[!x]`/`[^x]`; with `classes`
+    false only `*` is special (the word patterns' `glob`)."""
     pi = ti = 0
     star = None
     while ti < len(name):
@@ -917,7 +902,9 @@ def fnmatch(pattern, name):
             star = (pi, ti)
             pi += 1
             continue
-        if c == "?":
+        if not classes:
+            step = 1 if c == name[ti] else None
+        elif c == "?":
             step = 1
         elif c == "[":
             cls = bracket(pattern[pi:], name[ti])

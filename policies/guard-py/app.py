@@ -32,6 +32,7 @@ SYSTEM_SUBDIRS = {
 }
 
 MAX_ALTERNATIVES = 64
+MAX_BRACE_GROUPS = 16
 
 POWER_VERBS = [
     "poweroff", "reboot", "halt", "kexec", "soft-reboot", "suspend", "hibernate", "hybrid-sleep",
@@ -1046,27 +1047,26 @@ def resolve_one(word, cwd):
     return join_path(cwd, word) if cwd is not None else None
 
 
+def brace_groups(word):
+    """Every `{…}` holding a top-level comma, found in one pass: (open, close, commas' offsets in the body)."""
+    stack = []
+    groups = []
+    for i, b in enumerate(word):
+        if b == "{":
+            stack.append((i, []))
+        elif b == "," and stack:
+            at, commas = stack[-1]
+            commas.append(i - at - 1)
+        elif b == "}" and stack:
+            at, commas = stack.pop()
+            if commas:
+                groups.append((at, i, commas))
+    return groups
+
+
 def first_brace(word):
-    start = 0
-    while True:
-        open_ = word.find("{", start)
-        if open_ < 0:
-            return None
-        depth = 0
-        commas = []
-        for i in range(open_, len(word)):
-            b = word[i]
-            if b == "{":
-                depth += 1
-            elif b == "}":
-                depth -= 1
-                if depth == 0:
-                    if commas:
-                        return (open_, i, commas)
-                    break
-            elif b == "," and depth == 1:
-                commas.append(i - open_ - 1)
-        start = open_ + 1
+    groups = brace_groups(word)
+    return min(groups, key=lambda g: g[0]) if groups else None
 
 
 def expand_braces(word):
@@ -1093,6 +1093,8 @@ def expand_braces(word):
 
 
 def resolve(word, cwd):
+    if len(brace_groups(word)) > MAX_BRACE_GROUPS:
+        return [(SLASH, [])]
     return [r for r in (resolve_one(w, cwd) for w in expand_braces(word)) if r is not None]
 
 

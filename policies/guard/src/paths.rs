@@ -23,6 +23,9 @@ const SYSTEM_SUBDIRS: &[(&str, &[&str])] = &[
     ("var", &["lib", "log", "spool", "cache", "mail"]),
 ];
 
+/// A word with more brace groups than this is not expanded: it is judged as if it could be `/`.
+pub const MAX_BRACE_GROUPS: usize = 16;
+
 /// At most this many alternatives are read from one word's braces; a word with more is judged by its first ones.
 pub const MAX_ALTERNATIVES: usize = 64;
 
@@ -257,6 +260,10 @@ impl Cwd {
 /// Every path `word` can name once braces are expanded, each resolved against `cwd`; relative ones are left out
 /// when `cwd` is unknown.
 pub fn resolve(word: &str, cwd: &Cwd) -> Vec<Resolved> {
+    if brace_groups(word).len() > MAX_BRACE_GROUPS {
+        // Too many to expand in bounded work: judged as if it could be `/` (no real command needs so many).
+        return vec![Resolved::root()];
+    }
     expand_braces(word)
         .iter()
         .filter_map(|w| resolve_one(w, cwd))
@@ -334,31 +341,33 @@ fn expand_into(word: &str, out: &mut Vec<String>) {
 
 /// The first `{…}` holding a top-level comma: its byte offsets and the commas' offsets within its body.
 fn first_brace(word: &str) -> Option<(usize, usize, Vec<usize>)> {
-    let bytes = word.as_bytes();
-    let mut from = 0;
-    while let Some(rel) = word[from..].find('{') {
-        let open = from + rel;
-        let mut depth = 0usize;
-        let mut commas = Vec::new();
-        for (i, &b) in bytes.iter().enumerate().skip(open) {
-            match b {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        if !commas.is_empty() {
-                            return Some((open, i, commas));
-                        }
-                        break;
-                    }
+    brace_groups(word).into_iter().min_by_key(|g| g.0)
+}
+
+/// Every `{…}` of `word` holding a top-level comma (its byte offsets and its commas' offsets within its body), found
+/// in one pass: each `}` closes the nearest open `{`, and a comma belongs to the innermost open one.
+fn brace_groups(word: &str) -> Vec<(usize, usize, Vec<usize>)> {
+    let mut open: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut groups = Vec::new();
+    for (i, b) in word.bytes().enumerate() {
+        match b {
+            b'{' => open.push((i, Vec::new())),
+            b',' => {
+                if let Some((at, commas)) = open.last_mut() {
+                    commas.push(i - *at - 1);
                 }
-                b',' if depth == 1 => commas.push(i - open - 1),
-                _ => {}
             }
+            b'}' => {
+                if let Some((at, commas)) = open.pop()
+                    && !commas.is_empty()
+                {
+                    groups.push((at, i, commas));
+                }
+            }
+            _ => {}
         }
-        from = open + 1;
     }
-    None
+    groups
 }
 
 #[cfg(test)]
@@ -515,7 +524,20 @@ mod tests {
         assert_eq!(expand_braces("{a}"), ["{a}"]);
         assert_eq!(expand_braces("${HOME}"), ["${HOME}"]);
         assert_eq!(expand_braces("{a,b"), ["{a,b"]);
-        let many = "{a,b}".repeat(20);
+        let many = "{a,b}".repeat(12);
         assert_eq!(expand_braces(&many).len(), MAX_ALTERNATIVES);
+        // Hostile words cost bounded work and are not a way around the rules.
+        let padded = format!("{}/", "{,}".repeat(MAX_BRACE_GROUPS + 1));
+        assert!(protected(&padded, None));
+        assert!(protected(
+            &format!("{}/", "{,}".repeat(MAX_BRACE_GROUPS)),
+            None
+        ));
+        assert!(!protected(
+            &format!("/tmp/{}", "{a,b}".repeat(MAX_BRACE_GROUPS)),
+            None
+        ));
+        let unclosed = format!("/tmp/{}", "{".repeat(100_000));
+        assert!(!protected(&unclosed, None));
     }
 }

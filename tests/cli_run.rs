@@ -114,6 +114,47 @@ fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
     assert!(left.is_empty(), "survivors: {left:?}");
 }
 
+/// The files that decide what runs — the config, its drop-in policy directory, the compiled-policy cache — are
+/// read-only for commands: one command cannot change what judges the next.
+#[test]
+fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellward.toml");
+    let drop_ins = dir.path().join("policies.d");
+    let cache = dir.path().join("cache");
+    std::fs::create_dir(&drop_ins).unwrap();
+    let text_before = format!(
+        "[policies]\ndir = \"policies.d\"\n[sandbox]\ncache_dir = \"{}\"\n",
+        cache.display()
+    );
+    std::fs::write(&config, &text_before).unwrap();
+    let out = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        &format!(
+            "echo '[[policy]]' >> {c}; echo config=$?; touch {d}/evil.wasm; echo dropin=$?; \
+             touch {k}/evil.cwasm; echo cache=$?; touch {dir}/beside; echo beside=$?",
+            c = config.display(),
+            d = drop_ins.display(),
+            k = cache.display(),
+            dir = dir.path().display(),
+        ),
+    ]);
+    let stdout = text(&out.stdout);
+    for step in ["config", "dropin", "cache"] {
+        assert!(
+            !stdout.contains(&format!("{step}=0")),
+            "{step} was writable: {stdout}{}",
+            text(&out.stderr)
+        );
+    }
+    assert!(stdout.contains("beside=0"), "{stdout}{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text_before);
+    assert!(!drop_ins.join("evil.wasm").exists());
+    assert!(!cache.join("evil.cwasm").exists());
+}
+
 #[test]
 fn a_denied_command_exits_126_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();

@@ -70,6 +70,17 @@ pub struct ExecutorConfig {
     pub init_program: Option<PathBuf>,
     /// Per-command resource limits, inherited by every process of the tree.
     pub limits: ResourceLimits,
+    /// Capabilities a command of a root executor keeps beyond [`KEPT_CAPABILITIES`](crate::KEPT_CAPABILITIES)
+    /// (`"CAP_SYS_ADMIN"` or `"sys_admin"`). Every other one is dropped from the command's bounding set, so it can
+    /// neither unmount its private `/proc`, nor trace, nor load modules. Default none. An unknown name fails
+    /// [`Executor::new`](crate::Executor::new).
+    pub keep_capabilities: Vec<String>,
+    /// Absolute paths commands see read-only (in their own mount namespace: where PID namespaces are on): the host's
+    /// own files — its configuration, policy components and drop-in directory, compiled-policy cache, audit log —
+    /// so a command cannot change what judges the next one. The executor adds `/sys` (with the cgroup
+    /// hierarchies), the kernel's writable `/proc` files and its own log directory. A path that does not exist when
+    /// a command starts is skipped. Default none.
+    pub read_only_paths: Vec<PathBuf>,
 }
 
 /// Resource limits of one command's tree. `RLIMIT_CORE` is always 0 (a crashing command does not write a core file
@@ -119,6 +130,8 @@ impl Default for ExecutorConfig {
             pid_namespace: true,
             init_program: None,
             limits: ResourceLimits::default(),
+            keep_capabilities: Vec::new(),
+            read_only_paths: Vec::new(),
         }
     }
 }

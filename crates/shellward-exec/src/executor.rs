@@ -95,8 +95,12 @@ impl Executor {
             .clone()
             .unwrap_or_else(LogDir::default_parent);
         let log_dir = LogDir::create(&parent).map_err(|e| ExecError::Setup(e.to_string()))?;
-        let platform = Platform::new(config.containment == ContainmentPreference::Auto, &config)
-            .map_err(|e| ExecError::Setup(e.to_string()))?;
+        let platform = Platform::new(
+            config.containment == ContainmentPreference::Auto,
+            &config,
+            log_dir.path(),
+        )
+        .map_err(|e| ExecError::Setup(e.to_string()))?;
         tracing::info!(containment = %platform.kind(), pid_namespaces = platform.pid_namespaces(), max_processes = ?platform.process_limit(), log_dir = %log_dir.path().display(), "shellward executor ready");
         let base_env = BaseEnv::new(config.env.base_env(std::env::vars_os()))
             .map(Arc::new)

@@ -53,5 +53,6 @@ pub use results::{
 };
 #[cfg(unix)]
 pub use sys::unix::ContainmentKind;
+pub use sys::unix::child_setup::{KEPT_CAPABILITIES, capability_number};
 #[cfg(unix)]
 pub use sys::unix::nsinit::init_main_if_requested;

@@ -6,8 +6,9 @@
 //! `shellward_exec::init_main_if_requested()` first; either way it ends up in [`run`]. As pid 1 of the new namespace
 //! it:
 //!
-//! 1. makes its mounts private and mounts a fresh `/proc`, so `ps` inside shows the namespace only (on failure the
-//!    host's `/proc` stays visible; nothing else depends on it);
+//! 1. finds its mounts already made private by the executor before the exec, with a fresh `/proc` (so `ps` inside
+//!    shows the namespace only), the host's own files read-only and the capabilities a command could escape with
+//!    dropped (shellward-exec's `child_setup`: that needs privileges the init no longer holds);
 //! 2. blocks every signal, forks, and execs the command (signals unblocked, `SIGPIPE` back to default) in the
 //!    init's process group, which is the tree's;
 //! 3. waits for signals: `SIGCHLD` reaps every exited process (orphans are reparented to it); every other catchable
@@ -135,24 +136,6 @@ pub unsafe fn run(args: *const *const u8, envp: *const *const u8) -> i32 {
     // SAFETY: `report` is the pipe the executor put on that number for this process.
     let report = unsafe { BorrowedFd::borrow_raw(report) };
     let _ = rustix::io::fcntl_setfd(report, rustix::io::FdFlags::CLOEXEC);
-    if rustix::process::getpid().is_init() {
-        // Private mounts, then a /proc of this namespace (only when pid 1 of a new namespace).
-        use rustix::mount::{MountFlags, MountPropagationFlags};
-        if rustix::mount::mount_change(
-            c"/",
-            MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
-        )
-        .is_ok()
-        {
-            let _ = rustix::mount::mount(
-                c"proc",
-                c"/proc",
-                c"proc",
-                MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-                None,
-            );
-        }
-    }
     // This process is single-threaded and installs no handlers: blocking every signal only defers them to the
     // `sigwaitinfo` loop below.
     raw::block_all_signals();

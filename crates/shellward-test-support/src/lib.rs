@@ -138,3 +138,85 @@ pub fn rerun_in_fresh_process(test: &str, marker: &str) -> String {
     );
     stdout
 }
+
+/// The dedicated unprivileged user [`rerun_as_user`] runs tests as; created on first use when the tests run as root.
+pub const TEST_USER: &str = "shellward-test";
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs the test `test` of the current test binary again, alone, as an unprivileged user, with `marker` set, and
+/// returns its standard output (as [`rerun_in_fresh_process`]). As root, the user is [`TEST_USER`] (created with
+/// `useradd --system` when missing) and the switch is `setpriv` with every capability and supplementary group
+/// dropped; as a normal user already, the test reruns as that user. Panics when the user cannot be created or the
+/// test fails there: a test of the non-root path must not pass without running it.
+pub fn rerun_as_user(test: &str, marker: &str) -> String {
+    let exe = std::env::current_exe().expect("the path of the running test binary");
+    let mut cmd = if is_root() {
+        ensure_test_user();
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            &format!("--reuid={TEST_USER}"),
+            &format!("--regid={TEST_USER}"),
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(&exe);
+        c
+    } else {
+        std::process::Command::new(&exe)
+    };
+    // A directory the user can write for whatever the test makes (its log directories).
+    let scratch = std::env::temp_dir();
+    let out = cmd
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(marker, "1")
+        .env("HOME", &scratch)
+        .env("TMPDIR", &scratch)
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(&scratch)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} as {TEST_USER}: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{test} failed as an unprivileged user: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{test} did not run as an unprivileged user (is the name its full path?): {stdout}"
+    );
+    stdout
+}
+
+/// Creates [`TEST_USER`] when it does not exist (as root).
+fn ensure_test_user() {
+    let exists = std::process::Command::new("id")
+        .arg(TEST_USER)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if exists {
+        return;
+    }
+    let out = std::process::Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            TEST_USER,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run useradd to create {TEST_USER}: {e}"));
+    // Another test binary may have created it meanwhile (exit 9: the user exists).
+    assert!(
+        out.status.success() || out.status.code() == Some(9),
+        "cannot create the test user {TEST_USER}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

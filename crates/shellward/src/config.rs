@@ -49,6 +49,8 @@
 //! max_address_space_bytes = 0     # RLIMIT_AS per process; 0 = unlimited (the default)
 //! max_file_size_bytes = 0         # RLIMIT_FSIZE; 0 = unlimited
 //! max_cpu_seconds = 0             # RLIMIT_CPU; 0 = unlimited
+//! keep_capabilities = []          # root commands keep these beyond the default set (e.g. "CAP_SYS_PTRACE")
+//! read_only_paths = []            # more paths commands see read-only (the config, policies, caches always are)
 //!
 //! [env]                           # what commands inherit from shellward's environment, and what is set
 //! inherit = "all"                 # or "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TMPDIR, TZ) or "none"
@@ -176,6 +178,33 @@ pub struct Config {
     pub source_file: Option<PathBuf>,
     /// The audit log (`[audit]`): one JSON line per decision and per process end. `None`: no audit log.
     pub audit: Option<crate::AuditConfig>,
+}
+
+impl Config {
+    /// The host's own files that commands must not write: this configuration file, its policy components and
+    /// drop-in directory, the compiled-policy and OCI caches, the audit log. Absolute (symbolic links resolved where
+    /// the path exists); the executor makes them read-only in every command's mount namespace.
+    pub fn host_files(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = Vec::new();
+        paths.extend(self.source_file.clone());
+        paths.extend(self.policy_dir.clone());
+        paths.extend(self.policies.iter().filter_map(|e| match &e.source {
+            PolicySource::File(p) => Some(p.clone()),
+            _ => None,
+        }));
+        paths.extend(self.sandbox.cache_dir.clone());
+        paths.extend(crate::oci::default_cache_dir());
+        paths.extend(
+            self.audit
+                .as_ref()
+                .map(|a| a.path.clone())
+                .filter(|p| p.as_os_str() != "-"),
+        );
+        paths
+            .into_iter()
+            .filter_map(|p| p.canonicalize().or_else(|_| std::path::absolute(&p)).ok())
+            .collect()
+    }
 }
 
 impl Default for Config {
@@ -1154,6 +1183,33 @@ impl Walker {
         if let Some(b) = self.boolean(&mut t, "pid_namespace", p) {
             e.pid_namespace = b;
         }
+        if let Some(names) = self.strings(&mut t, "keep_capabilities", p) {
+            for (i, name) in &names {
+                if shellward_exec::capability_number(name).is_none() {
+                    self.problem(
+                        format!("executor.keep_capabilities[{i}]"),
+                        format!(
+                            "{name:?} is not a Linux capability; write it as \"CAP_SYS_ADMIN\" or \"sys_admin\" \
+                             (see capabilities(7))"
+                        ),
+                    );
+                }
+            }
+            e.keep_capabilities = names.into_iter().map(|(_, n)| n).collect();
+        }
+        if let Some(paths) = self.strings(&mut t, "read_only_paths", p) {
+            e.read_only_paths = paths
+                .into_iter()
+                .map(|(_, s)| {
+                    let path = PathBuf::from(s);
+                    if path.is_relative() {
+                        base.join(path)
+                    } else {
+                        path
+                    }
+                })
+                .collect();
+        }
         let some = |n: u64| (n > 0).then_some(n);
         if let Some(n) = self.integer(&mut t, "max_processes", p, 0, 4_194_304) {
             e.limits.max_processes = some(n);
@@ -1192,8 +1248,45 @@ impl Walker {
                 "max_address_space_bytes",
                 "max_file_size_bytes",
                 "max_cpu_seconds",
+                "keep_capabilities",
+                "read_only_paths",
             ],
         );
+    }
+
+    /// A list of non-empty strings without NUL at `path.key`, each with its index; each bad item is a problem of its
+    /// own.
+    fn strings(
+        &mut self,
+        table: &mut toml::Table,
+        key: &str,
+        path: &str,
+    ) -> Option<Vec<(usize, String)>> {
+        let key_path = join(path, key);
+        match table.remove(key)? {
+            toml::Value::Array(items) => {
+                let mut out = Vec::new();
+                for (i, item) in items.into_iter().enumerate() {
+                    match item {
+                        toml::Value::String(s) if !s.is_empty() && !s.contains('\0') => {
+                            out.push((i, s))
+                        }
+                        other => self.problem(
+                            format!("{key_path}[{i}]"),
+                            format!("expected a non-empty string, found {}", type_name(&other)),
+                        ),
+                    }
+                }
+                Some(out)
+            }
+            other => {
+                self.problem(
+                    key_path,
+                    format!("expected an array of strings, found {}", type_name(&other)),
+                );
+                None
+            }
+        }
     }
 
     /// A list of strings (patterns), each non-empty and free of `=` and NUL.
@@ -1457,6 +1550,45 @@ mod tests {
             assert!(keys.contains(&want), "no problem for {want} in {p:#?}");
         }
         assert_eq!(p.len(), 13, "{p:#?}");
+    }
+
+    #[test]
+    fn confinement_keys_name_each_bad_item_and_host_files_include_the_config() {
+        let p = problems(
+            r#"
+            [executor]
+            keep_capabilities = ["sys_ptrace", "CAP_NOPE", 3]
+            read_only_paths = "secrets"
+            "#,
+        );
+        let mut keys: Vec<&str> = p.iter().map(|s| s.split(':').next().unwrap()).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "executor.keep_capabilities[1]",
+                "executor.keep_capabilities[2]",
+                "executor.read_only_paths"
+            ],
+            "{p:#?}"
+        );
+        assert!(
+            p[1].contains("\"CAP_SYS_ADMIN\" or \"sys_admin\""),
+            "{p:#?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("shellward.toml");
+        std::fs::write(
+            &file,
+            "[executor]\nkeep_capabilities = [\"sys_ptrace\"]\nread_only_paths = [\"secrets\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(&file).unwrap();
+        assert_eq!(c.executor.keep_capabilities, ["sys_ptrace"]);
+        assert_eq!(c.executor.read_only_paths, [dir.path().join("secrets")]);
+        let files = c.host_files();
+        assert!(files.contains(&file.canonicalize().unwrap()), "{files:?}");
+        assert!(files.iter().all(|f| f.is_absolute()), "{files:?}");
     }
 
     #[test]

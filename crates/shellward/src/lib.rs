@@ -204,6 +204,29 @@ impl ShellwardBuilder {
         self
     }
 
+    /// The executor's settings with the host's own files ([`Config::host_files`]) read-only for commands. The caches
+    /// are made first (private to this user) when missing: a path that does not exist when a command starts cannot be
+    /// protected, and the command could then plant entries in it.
+    fn executor_config_for_build(&self) -> ExecutorConfig {
+        let mut executor = self.config.executor.clone();
+        for dir in self
+            .config
+            .sandbox
+            .cache_dir
+            .iter()
+            .cloned()
+            .chain(oci::default_cache_dir())
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir);
+        }
+        executor.read_only_paths.extend(self.config.host_files());
+        executor
+    }
+
     /// Loads the policies and starts the executor. Needs a Tokio runtime (the executor spawns its reaper task).
     ///
     /// The two are independent, so the policies load (precompiled components deserialized, instances configured) on
@@ -211,6 +234,7 @@ impl ShellwardBuilder {
     /// `shellward run` starts milliseconds sooner on two cores. A policy error is reported first, as before; the
     /// executor started meanwhile is dropped, which stops it.
     pub fn build(self) -> Result<Shellward, BuildError> {
+        let executor_config = self.executor_config_for_build();
         let (active, executor) = match self.chain {
             Some(chain) => {
                 let summaries = chain
@@ -233,7 +257,7 @@ impl ShellwardBuilder {
                     },
                     None,
                 );
-                (active, Executor::new(self.config.executor.clone()))
+                (active, Executor::new(executor_config))
             }
             None => {
                 let config = &self.config;
@@ -247,7 +271,7 @@ impl ShellwardBuilder {
                     let policies = std::thread::Builder::new()
                         .name("shellward-policy-load".into())
                         .spawn_scoped(scope, load);
-                    let executor = Executor::new(config.executor.clone());
+                    let executor = Executor::new(executor_config);
                     let loaded = match policies {
                         Ok(handle) => handle
                             .join()

@@ -126,3 +126,38 @@ pub fn fd_count() -> usize {
 pub fn zombie_children() -> Vec<i32> {
     shellward_test_support::zombie_children()
 }
+
+/// Starts an executor whose commands run in PID namespaces, and proves it: a command sees itself as a low pid in a
+/// `/proc` of its own. Panics when the host does not allow namespaces (this project's CI machine does).
+pub async fn confined(config: ExecutorConfig) -> Executor {
+    let ex = Executor::new(config).unwrap();
+    let r = ex
+        .execute(ExecPlan::new(
+            "echo $$; ls /proc | grep -c '^[0-9]'; readlink /proc/self/ns/pid",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        ex.pid_namespaces(),
+        "PID namespaces are not active here (run the tests as root); refusing to run commands that need them"
+    );
+    let lines: Vec<&str> = r.output.text.lines().collect();
+    assert_eq!(lines.len(), 3, "{r:?}");
+    let pid: i32 = lines[0].parse().unwrap();
+    assert!(
+        pid <= 3,
+        "the shell is pid {pid}: not in a namespace of its own"
+    );
+    let visible: usize = lines[1].parse().unwrap();
+    assert!(
+        visible <= 6,
+        "{visible} processes visible in /proc: it is not the namespace's own"
+    );
+    let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    assert_ne!(
+        lines[2],
+        ours.to_str().unwrap(),
+        "same PID namespace as the test"
+    );
+    ex
+}

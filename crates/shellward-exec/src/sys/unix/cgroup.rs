@@ -54,7 +54,7 @@ pub(crate) fn discover() -> Option<PathBuf> {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
+pub(super) fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let b = s.as_bytes();
     let mut i = 0;

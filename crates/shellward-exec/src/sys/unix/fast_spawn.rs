@@ -68,6 +68,8 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) rlimits: &'a [(u32, u64)],
     /// Start a session (instead of only a process group) and take fd 0, a terminal, as the controlling terminal.
     pub(crate) new_session: bool,
+    /// The executor's hardening: mounts (in a new namespace), capabilities, `no_new_privs`.
+    pub(crate) hardening: &'a super::child_setup::Hardening,
 }
 
 #[repr(C)]
@@ -88,8 +90,13 @@ struct ChildArgs {
     new_session: c_int,
     /// Bit `n` set: reset signal `n` to its default disposition in the child.
     reset_signals: u64,
+    /// The hardening steps (see `child_setup`), and whether the child has a mount namespace of its own.
+    hardening: *const super::child_setup::Hardening,
+    new_mount_namespace: c_int,
     /// errno of the failing step, written by the child (shared memory).
     errno: c_int,
+    /// Non-zero: the hardening step that failed (`child_setup::Failure::step`), written by the child.
+    failed_step: c_int,
 }
 
 /// The signals a command starts with at their default disposition, as a bit set: every standard signal, and each
@@ -146,6 +153,12 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             a.errno = *libc::__errno_location();
             libc::_exit(127)
         };
+        let hardening_failed = |a: &mut ChildArgs, f: super::child_setup::Failure| -> ! {
+            a.failed_step = f.step;
+            a.errno = f.errno;
+            libc::_exit(127)
+        };
+        let hardening = &*a.hardening;
         // Handlers of the parent must not run in the child, and what the parent ignores the command must not.
         reset_signals(a.reset_signals);
         // A session leader is also a group leader: the tree's group is the child's pid either way.
@@ -172,6 +185,12 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
                 fail(a);
             }
         }
+        // Pid 1 of a new PID and mount namespace: its /proc, and what the command must not write.
+        if a.new_mount_namespace != 0
+            && let Err(f) = hardening.mounts()
+        {
+            hardening_failed(a, f);
+        }
         for (target, &fd) in a.fds.iter().enumerate() {
             if fd != target as RawFd && libc::dup2(fd, target as RawFd) < 0 {
                 fail(a);
@@ -186,6 +205,10 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         }
         if libc::chdir(a.workdir) != 0 {
             fail(a);
+        }
+        // Last: every step before may need a capability this drops.
+        if let Err(f) = hardening.privileges() {
+            hardening_failed(a, f);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -308,7 +331,10 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             rlimit_count: req.rlimits.len().min(MAX_RLIMITS),
             new_session: req.new_session as c_int,
             reset_signals: signals_to_reset(),
+            hardening: req.hardening,
+            new_mount_namespace: req.new_pid_namespace as c_int,
             errno: 0,
+            failed_step: 0,
         };
         let mut pidfd: c_int = -1;
         let mut args = CloneArgs {
@@ -345,9 +371,15 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
         let pidfd = OwnedFd::from_raw_fd(pidfd);
         // Reading what the child wrote before it exec'd or exited (the parent was suspended until then).
         let errno = std::ptr::read_volatile(&child.errno);
-        if errno != 0 {
+        let step = std::ptr::read_volatile(&child.failed_step);
+        if errno != 0 || step != 0 {
             let mut status = 0;
             libc::waitpid(pid, &mut status, 0);
+            if step != 0 {
+                return Err(req
+                    .hardening
+                    .describe(super::child_setup::Failure { step, errno }));
+            }
             return Err(io::Error::from_raw_os_error(errno));
         }
         Ok((pid, pidfd))
@@ -452,7 +484,6 @@ impl SpawnCache {
 }
 
 /// What a spawn adds around the command: a PID-namespace init, a process-count group, resource limits.
-#[derive(Default)]
 pub(crate) struct Confinement<'a> {
     /// Start the command under this init program in a new PID namespace: its path, the `argv[0]` it gets (what `ps`
     /// shows), and the init's report pipe (write end).
@@ -461,6 +492,8 @@ pub(crate) struct Confinement<'a> {
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits.
     pub(crate) rlimits: &'a [(u32, u64)],
+    /// Read-only mounts (under an init), capabilities, `no_new_privs`.
+    pub(crate) hardening: &'a super::child_setup::Hardening,
 }
 
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
@@ -545,6 +578,7 @@ pub(crate) fn spawn_spec(
         join_procs_fd: confine.join_procs_fd,
         rlimits: confine.rlimits,
         new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),
+        hardening: confine.hardening,
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -573,6 +607,18 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// No init, no limits, no hardening beyond `no_new_privs`.
+    fn plain() -> Confinement<'static> {
+        static NONE: std::sync::LazyLock<super::super::child_setup::Hardening> =
+            std::sync::LazyLock::new(super::super::child_setup::Hardening::none);
+        Confinement {
+            init: None,
+            join_procs_fd: None,
+            rlimits: &[],
+            hardening: &NONE,
+        }
+    }
+
     fn program(dir: &std::path::Path, code: i32) {
         let p = dir.join("shellward-test-prog");
         std::fs::write(&p, format!("#!/bin/sh\nexit {code}\n")).unwrap();
@@ -593,7 +639,7 @@ mod tests {
                 null.as_raw_fd(),
                 None,
                 cache,
-                &Confinement::default(),
+                &plain(),
             ) {
                 Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempts < 100 => {
                     attempts += 1;
@@ -637,7 +683,7 @@ mod tests {
             write.as_raw_fd(),
             None,
             &SpawnCache::default(),
-            &Confinement::default(),
+            &plain(),
         );
         for (&sig, &old) in ignored.iter().zip(&saved) {
             // SAFETY: restores what was saved above.

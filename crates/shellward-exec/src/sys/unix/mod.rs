@@ -9,11 +9,14 @@
 //! - [`nsinit`]: which program is a command's PID-namespace init (the init itself is the `shellward-init` crate), and
 //!   reading its report; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
 //! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
+//! - [`child_setup`]: what a command's first process does to itself before exec (read-only mounts, capabilities,
+//!   `no_new_privs`) so the supervisor is out of its reach;
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
 //! - [`stale`]: removing what executors that died left in the cgroup hierarchies.
 
 pub(crate) mod cgroup;
+pub(crate) mod child_setup;
 mod embedded_init;
 mod fast_spawn;
 pub(crate) mod limits;

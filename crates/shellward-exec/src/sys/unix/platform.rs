@@ -2,6 +2,7 @@
 //! fork happens on, the watchdog, and spawning one command's leader with its pipes into a new [`Tree`].
 
 use super::cgroup::{self, CgroupRoot};
+use super::child_setup;
 use super::fast_spawn;
 use super::limits::{self, PidsRoot};
 use super::pipes::pipe;
@@ -42,6 +43,8 @@ pub(crate) struct Platform {
     max_processes: Option<u64>,
     /// `RLIMIT_*` set in every leader.
     rlimits: Arc<Vec<(u32, u64)>>,
+    /// What every leader does to itself before exec: read-only mounts, capabilities, `no_new_privs`.
+    hardening: Arc<child_setup::Hardening>,
 }
 
 type SpawnJob = Box<dyn FnOnce() + Send>;
@@ -169,7 +172,22 @@ impl Streams {
 impl Platform {
     /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and `allow_cgroup`),
     /// PID namespaces and per-command limits as `config` asks and the host allows, and the spawner thread.
-    pub(crate) fn new(allow_cgroup: bool, config: &crate::ExecutorConfig) -> io::Result<Platform> {
+    ///
+    /// It also marks this process non-dumpable (`PR_SET_DUMPABLE 0`): a command running as the same user can then
+    /// neither read its `/proc/PID/environ` or `mem` nor trace it, and it writes no core file.
+    pub(crate) fn new(
+        allow_cgroup: bool,
+        config: &crate::ExecutorConfig,
+        log_dir: &std::path::Path,
+    ) -> io::Result<Platform> {
+        // SAFETY: prctl with constant arguments.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+            return Err(io::Error::other(format!(
+                "cannot mark the host process non-dumpable, so its commands could read its memory: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        let hardening = Arc::new(child_setup::Hardening::new(config, Some(log_dir))?);
         let root = if allow_cgroup {
             match cgroup::discover() {
                 Some(base) => match CgroupRoot::create(&base) {
@@ -249,6 +267,7 @@ impl Platform {
             pids_root,
             max_processes: config.limits.max_processes,
             rlimits: Arc::new(limits::rlimits(&config.limits)),
+            hardening,
         };
         // The watchdog runs from the embedded static binary when there is one (the init candidates hold it when
         // namespaces are on), else from a shell.
@@ -380,6 +399,7 @@ impl Platform {
         };
         let init_slot = self.init.clone();
         let rlimits = self.rlimits.clone();
+        let hardening = self.hardening.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
         let job = move || -> io::Result<(Unclaimed, Streams)> {
             let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
@@ -409,6 +429,7 @@ impl Platform {
                             .map(|(i, (_, w))| (i.path(), i.argv0(), w.as_raw_fd())),
                         join_procs_fd,
                         rlimits: &rlimits,
+                        hardening: &hardening,
                     };
                     let (pid, pidfd) = fast_spawn::spawn_spec(
                         &spec,
@@ -488,7 +509,7 @@ impl Platform {
             let rlimits = rlimits.clone();
             let reset = fast_spawn::signals_to_reset();
             // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close,
-            // setrlimit, sigaction) on memory allocated before the fork.
+            // setrlimit, sigaction, capget/capset) on memory allocated before the fork.
             unsafe {
                 cmd.pre_exec(move || {
                     fast_spawn::reset_signals(reset);
@@ -519,7 +540,10 @@ impl Platform {
                             return Err(io::Error::last_os_error());
                         }
                     }
-                    Ok(())
+                    // No mount namespace on this path: capabilities and `no_new_privs` only.
+                    hardening
+                        .privileges()
+                        .map_err(|f| io::Error::from_raw_os_error(f.errno))
                 });
             }
             let child = cmd.spawn()?;

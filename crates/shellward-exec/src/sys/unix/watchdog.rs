@@ -163,7 +163,7 @@ mod tests {
             pid_namespace: false,
             ..Default::default()
         };
-        let platform = Platform::new(false, &config).unwrap();
+        let platform = Platform::new(false, &config, &std::env::temp_dir()).unwrap();
         let token = platform.token().to_string();
         let mut forms = vec![None];
         if let Some(embedded) = super::super::embedded_init::load().unwrap() {

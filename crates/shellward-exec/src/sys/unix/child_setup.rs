@@ -1,0 +1,560 @@
+//! What a command's first process does to itself between clone and exec to put the supervisor out of its reach, on
+//! every spawn path (the `clone3` fast path and the `pre_exec` fallback).
+//!
+//! [`Hardening`] is prepared once per executor (paths turned into C strings, the capability mask computed), so the
+//! child allocates nothing and makes only async-signal-safe system calls:
+//!
+//! - **mounts** (only where the child is in a mount namespace of its own, i.e. under a namespace init): mounts made
+//!   private, a `/proc` of the command's PID namespace, then every path of [`Hardening::read_only`] bound onto itself
+//!   and made read-only with its sub-mounts (`mount_setattr(AT_RECURSIVE)`): `/sys` with every cgroup hierarchy,
+//!   the kernel's writable `/proc` files (`/proc/sys`, `/proc/sysrq-trigger`, …), the cgroup hierarchies mounted
+//!   elsewhere, the executor's log directory and the host's own files (config, policies, caches, audit log). A path
+//!   that does not exist is skipped; any other failure fails the start (fail closed), naming the path.
+//! - **privileges**: as root (the executor holds `CAP_SETPCAP`), every capability outside [`KEPT_CAPABILITIES`] and
+//!   [`crate::ExecutorConfig::keep_capabilities`] is dropped from the bounding set, the inheritable set is cleared and
+//!   the ambient set emptied, so the command's programs never hold them (`umount /proc`, `ptrace`, module loading,
+//!   raw I/O, `mount`, …); for every user, `no_new_privs` is set, so no set-user-id program or file capability can
+//!   give them back.
+//!
+//! Without `CAP_SYS_ADMIN` the command cannot undo the mounts (no `umount`, no `mount -o remount,rw`).
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Capabilities a root command keeps by default: what ordinary root work needs (files of any owner, users and
+/// groups, signals within its own namespace, low ports, `ping`, `chroot`), close to a container runtime's default
+/// set without `CAP_MKNOD` (there is no device cgroup here). Everything else is dropped: among them `CAP_SYS_ADMIN`
+/// (mounts, namespaces), `CAP_SYS_PTRACE`, `CAP_SYS_MODULE`, `CAP_SYS_BOOT`, `CAP_SYS_RAWIO`, `CAP_DAC_READ_SEARCH`
+/// (`open_by_handle_at` escapes), `CAP_NET_ADMIN`, `CAP_SYS_TIME`, `CAP_BPF`, `CAP_PERFMON`, `CAP_SYS_RESOURCE`,
+/// `CAP_MAC_ADMIN`, `CAP_SYSLOG`, `CAP_MKNOD`.
+pub const KEPT_CAPABILITIES: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_RAW",
+    "CAP_SYS_CHROOT",
+    "CAP_AUDIT_WRITE",
+    "CAP_SETFCAP",
+];
+
+/// Linux capability names in number order (`capabilities(7)`).
+const CAPABILITY_NAMES: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+];
+
+/// The number of a capability named `CAP_SYS_ADMIN`, `cap_sys_admin` or `sys_admin`; `None` for an unknown name.
+pub fn capability_number(name: &str) -> Option<u32> {
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("CAP_") {
+        upper
+    } else {
+        format!("CAP_{upper}")
+    };
+    CAPABILITY_NAMES
+        .iter()
+        .position(|n| *n == full)
+        .map(|i| i as u32)
+}
+
+/// Paths every command sees read-only, when it has a mount namespace of its own: the kernel's writable files and
+/// the cgroup hierarchies (under `/sys/fs/cgroup`).
+const SYSTEM_READ_ONLY: &[&str] = &[
+    "/sys",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
+
+/// The executor's preparation of every command's set-up (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Hardening {
+    /// Bit `n` set: drop capability `n` from the bounding set (0 where the executor cannot, i.e. is not root).
+    drop_caps: u64,
+    /// Paths made read-only in a command's own mount namespace, in order.
+    read_only: Vec<CString>,
+}
+
+/// Why a child's set-up failed: the step and the `errno`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// [`STEP_PRIVATE`], [`STEP_CAPS`], [`STEP_NO_NEW_PRIVS`], or [`STEP_READ_ONLY`] + the path's index.
+    pub(crate) step: i32,
+    /// The error number.
+    pub(crate) errno: i32,
+}
+
+/// Making the mounts private failed.
+pub(crate) const STEP_PRIVATE: i32 = 1;
+/// Dropping capabilities failed.
+pub(crate) const STEP_CAPS: i32 = 2;
+/// Setting `no_new_privs` failed.
+pub(crate) const STEP_NO_NEW_PRIVS: i32 = 3;
+/// Making read-only path `n` failed: this plus `n`.
+pub(crate) const STEP_READ_ONLY: i32 = 100;
+
+impl Hardening {
+    /// Prepares the set-up from the executor's settings; `log_dir` is the executor's log directory.
+    pub(crate) fn new(
+        config: &crate::ExecutorConfig,
+        log_dir: Option<&Path>,
+    ) -> io::Result<Hardening> {
+        let mut kept = 0u64;
+        for name in KEPT_CAPABILITIES
+            .iter()
+            .copied()
+            .chain(config.keep_capabilities.iter().map(String::as_str))
+        {
+            let n = capability_number(name).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "keep_capabilities: {name:?} is not a Linux capability (write it as CAP_SYS_ADMIN or \
+                         sys_admin; see capabilities(7))"
+                    ),
+                )
+            })?;
+            kept |= 1 << n;
+        }
+        let drop_caps = if holds_setpcap() {
+            let last = last_capability();
+            let all = if last >= 63 {
+                u64::MAX
+            } else {
+                (1u64 << (last + 1)) - 1
+            };
+            all & !kept
+        } else {
+            0
+        };
+        let mut paths: Vec<PathBuf> = SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect();
+        paths.extend(cgroup_mounts_outside_sys());
+        paths.extend(log_dir.map(Path::to_path_buf));
+        paths.extend(config.read_only_paths.iter().cloned());
+        let mut read_only = Vec::with_capacity(paths.len());
+        for p in paths {
+            if !p.is_absolute() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "read_only_paths: {} is not an absolute path (give it from /)",
+                        p.display()
+                    ),
+                ));
+            }
+            let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("read_only_paths: {} contains a NUL byte", p.display()),
+                )
+            })?;
+            if !read_only.contains(&c) {
+                read_only.push(c);
+            }
+        }
+        Ok(Hardening {
+            drop_caps,
+            read_only,
+        })
+    }
+
+    /// Nothing beyond `no_new_privs`: for tests of the spawn path itself.
+    #[cfg(test)]
+    pub(crate) fn none() -> Hardening {
+        Hardening {
+            drop_caps: 0,
+            read_only: Vec::new(),
+        }
+    }
+
+    /// Says what failed, for the start error.
+    pub(crate) fn describe(&self, failure: Failure) -> io::Error {
+        let os = io::Error::from_raw_os_error(failure.errno);
+        let what = match failure.step {
+            STEP_PRIVATE => "cannot make the command's mounts private".to_string(),
+            STEP_CAPS => "cannot drop the command's capabilities".to_string(),
+            STEP_NO_NEW_PRIVS => "cannot set no_new_privs for the command".to_string(),
+            n if n >= STEP_READ_ONLY => match self.read_only.get((n - STEP_READ_ONLY) as usize) {
+                Some(p) => format!(
+                    "cannot make {} read-only in the command's mount namespace",
+                    p.to_string_lossy()
+                ),
+                None => "cannot make a path read-only in the command's mount namespace".into(),
+            },
+            _ => "the command's set-up failed".into(),
+        };
+        // Not an OS error: a failed hardening step must fail the start, never read as "namespaces unavailable".
+        io::Error::other(format!(
+            "{what}: {os}; the command was not started (the host refused a confinement step shellward relies on)"
+        ))
+    }
+
+    /// In the child of a new mount and PID namespace: private mounts, a fresh `/proc`, the read-only paths.
+    ///
+    /// # Safety
+    /// Call only in a child between clone and exec (it changes the calling process's mounts); async-signal-safe.
+    pub(crate) unsafe fn mounts(&self) -> Result<(), Failure> {
+        // SAFETY: plain system calls on NUL-terminated strings that outlive them; no allocation.
+        unsafe {
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(failure(STEP_PRIVATE));
+            }
+            // A /proc of this namespace: `ps` shows the namespace only. Where the host refuses, the host's stays (the
+            // PID namespace still fences signals); nothing else depends on it.
+            let _ = libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            );
+            for (i, path) in self.read_only.iter().enumerate() {
+                if let Err(errno) = read_only(path) {
+                    if errno == libc::ENOENT {
+                        continue;
+                    }
+                    return Err(Failure {
+                        step: STEP_READ_ONLY + i as i32,
+                        errno,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// In the child, last before exec: capabilities dropped (as root) and `no_new_privs` set.
+    ///
+    /// # Safety
+    /// Call only in a child between clone and exec (it changes the calling process's credentials);
+    /// async-signal-safe.
+    pub(crate) unsafe fn privileges(&self) -> Result<(), Failure> {
+        // SAFETY: prctl and capget/capset on this task's own credentials, with stack memory only.
+        unsafe {
+            if self.drop_caps != 0 {
+                for cap in 0..64u32 {
+                    if self.drop_caps & (1 << cap) != 0
+                        && libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0
+                    {
+                        return Err(failure(STEP_CAPS));
+                    }
+                }
+                // The inheritable set would give them back at exec (root's file sets are full): empty it.
+                let mut header = CapHeader {
+                    version: LINUX_CAPABILITY_VERSION_3,
+                    pid: 0,
+                };
+                let mut data = [CapData::default(); 2];
+                if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
+                    return Err(failure(STEP_CAPS));
+                }
+                for d in &mut data {
+                    d.inheritable = 0;
+                }
+                if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+                    return Err(failure(STEP_CAPS));
+                }
+            }
+            // Empty already unless the host was given ambient capabilities; `EINVAL` on kernels without them.
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            ) != 0
+                && *libc::__errno_location() != libc::EINVAL
+            {
+                return Err(failure(STEP_CAPS));
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(failure(STEP_NO_NEW_PRIVS));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// The current `errno` as a failure of `step`.
+fn failure(step: i32) -> Failure {
+    // SAFETY: reading this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    Failure { step, errno }
+}
+
+/// `mount_setattr(2)` and its argument (Linux 5.12+).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_int = 0x8000;
+
+/// Makes `path` read-only in this mount namespace, with everything mounted below it. Returns the errno on failure.
+///
+/// # Safety
+/// As [`Hardening::mounts`].
+unsafe fn read_only(path: &CStr) -> Result<(), i32> {
+    // SAFETY: system calls on a NUL-terminated string and stack memory.
+    unsafe {
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        let setattr = || {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                AT_RECURSIVE,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        };
+        let errno = || *libc::__errno_location();
+        // A mount point (`/sys`, a cgroup hierarchy) is changed where it is; anything else is first bound onto
+        // itself (`EINVAL`: not the root of a mount).
+        if setattr() == 0 {
+            return Ok(());
+        }
+        match errno() {
+            libc::EINVAL => {}
+            libc::ENOSYS => return remount_read_only(path),
+            e => return Err(e),
+        }
+        if libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(errno());
+        }
+        if setattr() == 0 {
+            return Ok(());
+        }
+        match errno() {
+            libc::ENOSYS => remount_read_only(path),
+            e => Err(e),
+        }
+    }
+}
+
+/// Kernels before 5.12: a read-only bind remount of `path` (not of the mounts below it).
+///
+/// # Safety
+/// As [`Hardening::mounts`].
+unsafe fn remount_read_only(path: &CStr) -> Result<(), i32> {
+    // SAFETY: as the caller's.
+    unsafe {
+        if libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(*libc::__errno_location());
+        }
+        if libc::mount(
+            std::ptr::null(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(*libc::__errno_location());
+        }
+    }
+    Ok(())
+}
+
+/// Whether this process may drop capabilities from its children's bounding sets (`CAP_SETPCAP` effective).
+fn holds_setpcap() -> bool {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget into stack memory of the documented layout.
+    let ok = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } == 0;
+    const CAP_SETPCAP: u32 = 8;
+    ok && data[0].effective & (1 << CAP_SETPCAP) != 0
+}
+
+/// The highest capability number this kernel knows.
+fn last_capability() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(CAPABILITY_NAMES.len() as u32 - 1)
+        .min(63)
+}
+
+/// Mount points of cgroup hierarchies outside `/sys` (under it they are covered by `/sys`).
+fn cgroup_mounts_outside_sys() -> Vec<PathBuf> {
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fstype = right.split(' ').next()?;
+            if fstype != "cgroup" && fstype != "cgroup2" {
+                return None;
+            }
+            let point = super::cgroup::unescape(left.split(' ').nth(4)?);
+            let point = PathBuf::from(point);
+            (!point.starts_with("/sys")).then_some(point)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_named_as_people_write_them() {
+        assert_eq!(capability_number("CAP_SYS_ADMIN"), Some(21));
+        assert_eq!(capability_number("cap_sys_admin"), Some(21));
+        assert_eq!(capability_number("sys_ptrace"), Some(19));
+        assert_eq!(capability_number("CAP_CHOWN"), Some(0));
+        assert_eq!(capability_number("CAP_CHECKPOINT_RESTORE"), Some(40));
+        assert_eq!(capability_number("CAP_SYS_ADMN"), None);
+        assert_eq!(capability_number(""), None);
+        for name in KEPT_CAPABILITIES {
+            assert!(capability_number(name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_capability_to_keep_is_refused_with_its_name() {
+        let mut config = crate::ExecutorConfig::default();
+        config.keep_capabilities = vec!["CAP_SYS_ADMN".into()];
+        let e = Hardening::new(&config, None).unwrap_err();
+        assert!(e.to_string().contains("\"CAP_SYS_ADMN\""), "{e}");
+        assert!(e.to_string().contains("CAP_SYS_ADMIN or sys_admin"), "{e}");
+    }
+
+    #[test]
+    fn escape_capabilities_are_dropped_for_root_and_kept_ones_stay() {
+        let mut config = crate::ExecutorConfig::default();
+        config.keep_capabilities = vec!["sys_nice".into()];
+        let h = Hardening::new(&config, None).unwrap();
+        if !holds_setpcap() {
+            assert_eq!(
+                h.drop_caps, 0,
+                "a process without CAP_SETPCAP drops nothing"
+            );
+            return;
+        }
+        for name in [
+            "CAP_SYS_ADMIN",
+            "CAP_SYS_PTRACE",
+            "CAP_SYS_MODULE",
+            "CAP_SYS_BOOT",
+            "CAP_SYS_RAWIO",
+            "CAP_DAC_READ_SEARCH",
+            "CAP_MKNOD",
+        ] {
+            let n = capability_number(name).unwrap();
+            assert!(h.drop_caps & (1 << n) != 0, "{name} is kept");
+        }
+        for name in KEPT_CAPABILITIES.iter().chain(&["CAP_SYS_NICE"]) {
+            let n = capability_number(name).unwrap();
+            assert!(h.drop_caps & (1 << n) == 0, "{name} is dropped");
+        }
+    }
+
+    #[test]
+    fn relative_read_only_paths_are_refused() {
+        let mut config = crate::ExecutorConfig::default();
+        config.read_only_paths = vec!["etc/shellward.toml".into()];
+        let e = Hardening::new(&config, None).unwrap_err();
+        assert!(e.to_string().contains("not an absolute path"), "{e}");
+    }
+}

@@ -16,7 +16,7 @@ from wit_world.imports import host, types
 
 RULES = [
     "fork-bomb", "kill-by-name", "kill-all", "rm-root", "privilege", "power", "block-device", "chmod-root",
-    "find-root",
+    "find-root", "unreadable",
 ]
 
 PRIVILEGE = ("sudo", "su", "doas", "pkexec", "runuser")
@@ -68,13 +68,22 @@ REASONS = {
     "the machine; run find on your project's directories",
     "power": "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl "
     "poweroff, init 0, /proc/sysrq-trigger); ask the user",
+    "unreadable": "the guard could not read the whole line, so it cannot tell what would run; split it into shorter "
+    "commands or run the nested script from a file",
     "block-device": "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys "
     "file systems; ask the user",
 }
 
 
 class ParseError(Exception):
-    pass
+    def __init__(self, message, too_deep=False):
+        super().__init__(message)
+        # The line nests expansions deeper than MAX_NESTING: refused rather than followed.
+        self.too_deep = too_deep
+
+
+# Expansions ($(…), ${…}) nested deeper than this are not read (as the Rust kit's shell::MAX_NESTING).
+MAX_NESTING = 64
 
 
 def glob(pattern, text):
@@ -208,6 +217,8 @@ def skip_expansion(src, i):
                 continue
             if ch == openc:
                 depth += 1
+                if depth > MAX_NESTING:
+                    raise ParseError("expansions nested too deep", too_deep=True)
             elif ch == close:
                 depth -= 1
                 if depth == 0:
@@ -560,7 +571,8 @@ class Reader:
             return
         try:
             tokens, bodies = tokenize(line)
-        except ParseError:
+        except ParseError as e:
+            self.too_deep = self.too_deep or e.too_deep
             return
         self.script(tokens, bodies, (via_list + [via], more_args, depth + 1))
 
@@ -838,10 +850,15 @@ class Reader:
 
 def effective_commands(line):
     """The effective commands of a line (raises ParseError when the line itself does not tokenize)."""
+    return read_line(line).commands
+
+
+def read_line(line):
+    """The Reader of a whole line: its commands, and whether a limit stopped it (raises ParseError as above)."""
     tokens, bodies = tokenize(line)
     reader = Reader()
     reader.script(tokens, bodies, ([], False, 0))
-    return reader.commands
+    return reader
 
 
 # ---- The rules ----
@@ -1543,9 +1560,14 @@ class Guard:
             if d:
                 return d
         try:
-            commands = effective_commands(command)
-        except ParseError:
+            reading = read_line(command)
+        except ParseError as e:
+            if e.too_deep:
+                return self.unreadable(
+                    f"expansions ($(…), ${{…}}, quotes inside them) are nested more than {MAX_NESTING} deep"
+                )
             return None
+        commands = reading.commands
         cwd = cwd_from_workdir(workdir)
         vars_ = Vars()
         for c in commands:
@@ -1566,7 +1588,22 @@ class Guard:
                     cwd = None
                 else:
                     vars_.follow(list(zip(words, c.dynamic)))
+        # What was not read may be anything: a reading that stopped at a limit is refused.
+        if reading.too_deep:
+            return self.unreadable(
+                f"shell strings (sh -c, eval, bash <<<, $(…)) are nested more than {MAX_SHELL_DEPTH} deep"
+            )
+        if reading.truncated:
+            return self.unreadable(f"the line has more than {MAX_COMMANDS} commands")
         return None
+
+    def unreadable(self, limit):
+        if not self.denial("unreadable"):
+            return None
+        return (
+            f"guard[unreadable]: {limit}; the guard could not read the whole line, so it cannot tell what would "
+            "run: split it into shorter commands, or put the nested script in a file and run that"
+        )
 
     def check_command(self, c, words, program_known, cwd, vars_):
         def sees(p):

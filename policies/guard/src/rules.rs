@@ -9,7 +9,9 @@
 
 use crate::paths::{Cwd, is_protected, resolve};
 use crate::vars::{MAX_ALTERNATIVES, Vars};
-use shellward_kit::effective::{CommandView, visit_effective_commands};
+use shellward_kit::effective::{
+    CommandView, MAX_COMMANDS, MAX_SHELL_DEPTH, visit_effective_commands,
+};
 use shellward_kit::pattern::{Pattern, glob};
 use shellward_kit::shell::tokenize;
 use std::ops::ControlFlow;
@@ -25,6 +27,7 @@ pub const RULES: &[&str] = &[
     "block-device",
     "chmod-root",
     "find-root",
+    "unreadable",
 ];
 
 /// Programs that run a command as another user.
@@ -106,6 +109,10 @@ fn reason(rule: &str) -> String {
         "block-device" => {
             "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys file \
              systems; ask the user"
+        }
+        "unreadable" => {
+            "the guard could not read the whole line, so it cannot tell what would run; split it into shorter \
+             commands or run the nested script from a file"
         }
         _ => "refused by the guard policy",
     };
@@ -449,13 +456,23 @@ impl Guard {
         {
             return Some(d);
         }
-        // A line that does not tokenize is run unchanged: the shell refuses it too.
-        let script = tokenize(command).ok()?;
+        // A line that does not tokenize is run unchanged: the shell refuses it too. One nested deeper than the
+        // tokenizer follows is another matter: the shell would run it, unread.
+        let script = match tokenize(command) {
+            Ok(script) => script,
+            Err(e) if e.too_deep => {
+                return self.unreadable(&format!(
+                    "expansions ($(…), ${{…}}, quotes inside them) are nested more than {} deep",
+                    shellward_kit::shell::MAX_NESTING
+                ));
+            }
+            Err(_) => return None,
+        };
         let mut cwd = Cwd::from_workdir(workdir);
         let mut vars = Vars::default();
         // Each command is checked as it is read (borrowed, not copied); the reading stops at the first denial.
         let mut denial = None;
-        visit_effective_commands(&script, &script.simple_commands(), |c| {
+        let visit = visit_effective_commands(&script, &script.simple_commands(), |c| {
             // The words as they would run: as written unless some must be expanded (no copies then).
             let expanded;
             let forms: Vec<(Vec<&str>, bool)> = if c.words.iter().any(|w| w.dynamic) {
@@ -496,7 +513,27 @@ impl Guard {
             }
             ControlFlow::Continue(())
         });
+        // What was not read may be anything: a reading that stopped at a limit (not at a denial) is refused.
+        if denial.is_none() && visit.too_deep {
+            return self.unreadable(&format!(
+                "shell strings (sh -c, eval, bash <<<, $(…)) are nested more than {MAX_SHELL_DEPTH} deep"
+            ));
+        }
+        if denial.is_none() && visit.truncated {
+            return self.unreadable(&format!("the line has more than {MAX_COMMANDS} commands"));
+        }
         denial
+    }
+
+    /// The `unreadable` denial, saying which limit the line passed.
+    fn unreadable(&self, limit: &str) -> Option<Denial> {
+        self.deny("unreadable").map(|mut d| {
+            d.reason = format!(
+                "guard[unreadable]: {limit}; the guard could not read the whole line, so it cannot tell what \
+                 would run: split it into shorter commands, or put the nested script in a file and run that"
+            );
+            d
+        })
     }
 
     /// Checks one effective command (wrappers stripped, nested shell strings already read) whose words, the line's
@@ -565,6 +602,45 @@ mod tests {
 
     fn rule(command: &str) -> Option<String> {
         Guard::default().check(command).map(|d| d.rule)
+    }
+
+    /// A line the guard could not read to its end is refused, whatever its readable part holds: what was not read
+    /// may be `rm -rf /`. Each limit says itself in the reason.
+    #[test]
+    fn a_line_read_only_in_part_is_refused_naming_the_limit() {
+        let many = format!("{} rm -rf /", "true;".repeat(MAX_COMMANDS + 4));
+        let many_harmless = format!("{} echo done", "true;".repeat(MAX_COMMANDS + 4));
+        let evals = format!("{}rm -rf /", "eval ".repeat(MAX_SHELL_DEPTH as usize + 1));
+        let mut nested = String::from("rm -rf /");
+        for _ in 0..=MAX_SHELL_DEPTH {
+            nested = format!("sh -c '{}'", nested.replace('\'', "'\\''"));
+        }
+        let deep = format!("echo {}x{}", "$(".repeat(70), ")".repeat(70));
+        for (line, limit) in [
+            (&many, "more than 4096 commands"),
+            (&many_harmless, "more than 4096 commands"),
+            (&evals, "nested more than 8 deep"),
+            (&nested, "nested more than 8 deep"),
+            (&deep, "nested more than 64 deep"),
+        ] {
+            let d = Guard::default()
+                .check(line)
+                .unwrap_or_else(|| panic!("ran: {}", &line[line.len().saturating_sub(80)..]));
+            assert_eq!(d.rule, "unreadable", "{}", d.reason);
+            assert!(d.reason.contains(limit), "{}", d.reason);
+            assert!(d.reason.contains("split it"), "{}", d.reason);
+        }
+        // Below the limits the line is read and judged as usual.
+        let fits = format!("{} echo done", "true;".repeat(100));
+        assert_eq!(Guard::default().check(&fits), None);
+        let shallow = format!("{}echo hi", "eval ".repeat(3));
+        assert_eq!(Guard::default().check(&shallow), None);
+        // An operator may turn the rule off, as any other.
+        let lenient = Guard {
+            disabled: vec!["unreadable".into()],
+            ..Guard::default()
+        };
+        assert_eq!(lenient.check(&many_harmless), None);
     }
 
     #[test]

@@ -400,16 +400,7 @@ unsafe fn read_only(path: &CStr) -> Result<(), i32> {
             libc::ENOSYS => return remount_read_only(path),
             e => return Err(e),
         }
-        if libc::mount(
-            path.as_ptr(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(errno());
-        }
+        bind_onto_itself(path)?;
         if setattr() == 0 {
             return Ok(());
         }
@@ -420,12 +411,10 @@ unsafe fn read_only(path: &CStr) -> Result<(), i32> {
     }
 }
 
-/// Kernels before 5.12: a read-only bind remount of `path` (not of the mounts below it).
-///
-/// # Safety
-/// As [`Hardening::mounts`].
-unsafe fn remount_read_only(path: &CStr) -> Result<(), i32> {
-    // SAFETY: as the caller's.
+/// Binds `path` (with what is mounted below it) onto itself, so it is the root of a mount of its own. Returns the errno
+/// on failure. Async-signal-safe.
+fn bind_onto_itself(path: &CStr) -> Result<(), i32> {
+    // SAFETY: mount(2) on a NUL-terminated string; no allocation.
     unsafe {
         if libc::mount(
             path.as_ptr(),
@@ -437,6 +426,18 @@ unsafe fn remount_read_only(path: &CStr) -> Result<(), i32> {
         {
             return Err(*libc::__errno_location());
         }
+    }
+    Ok(())
+}
+
+/// Kernels before 5.12: a read-only bind remount of `path` (not of the mounts below it).
+///
+/// # Safety
+/// As [`Hardening::mounts`].
+unsafe fn remount_read_only(path: &CStr) -> Result<(), i32> {
+    bind_onto_itself(path)?;
+    // SAFETY: as the caller's.
+    unsafe {
         if libc::mount(
             std::ptr::null(),
             path.as_ptr(),
@@ -513,8 +514,10 @@ mod tests {
 
     #[test]
     fn an_unknown_capability_to_keep_is_refused_with_its_name() {
-        let mut config = crate::ExecutorConfig::default();
-        config.keep_capabilities = vec!["CAP_SYS_ADMN".into()];
+        let config = crate::ExecutorConfig {
+            keep_capabilities: vec!["CAP_SYS_ADMN".into()],
+            ..Default::default()
+        };
         let e = Hardening::new(&config, None).unwrap_err();
         assert!(e.to_string().contains("\"CAP_SYS_ADMN\""), "{e}");
         assert!(e.to_string().contains("CAP_SYS_ADMIN or sys_admin"), "{e}");
@@ -522,8 +525,10 @@ mod tests {
 
     #[test]
     fn escape_capabilities_are_dropped_for_root_and_kept_ones_stay() {
-        let mut config = crate::ExecutorConfig::default();
-        config.keep_capabilities = vec!["sys_nice".into()];
+        let config = crate::ExecutorConfig {
+            keep_capabilities: vec!["sys_nice".into()],
+            ..Default::default()
+        };
         let h = Hardening::new(&config, None).unwrap();
         if !holds_setpcap() {
             assert_eq!(
@@ -552,8 +557,10 @@ mod tests {
 
     #[test]
     fn relative_read_only_paths_are_refused() {
-        let mut config = crate::ExecutorConfig::default();
-        config.read_only_paths = vec!["etc/shellward.toml".into()];
+        let config = crate::ExecutorConfig {
+            read_only_paths: vec!["etc/shellward.toml".into()],
+            ..Default::default()
+        };
         let e = Hardening::new(&config, None).unwrap_err();
         assert!(e.to_string().contains("not an absolute path"), "{e}");
     }

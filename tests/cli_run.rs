@@ -46,7 +46,7 @@ fn exit_codes_follow_the_command() {
 }
 
 #[test]
-fn each_command_runs_under_the_embedded_init_in_its_own_namespace_when_root() {
+fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_root() {
     // The shell's own pid, the processes it can see, the command line and name of pid 1 of its /proc, and the file
     // pid 1 runs.
     let o = run(&[
@@ -67,7 +67,7 @@ fn each_command_runs_under_the_embedded_init_in_its_own_namespace_when_root() {
         assert!(lines[1].parse::<usize>().unwrap() <= 6, "{out}");
         // Named for `ps`, not after the descriptor it was started from.
         assert!(
-            lines[2].starts_with("shellward-init __shellward-init 3 "),
+            lines[2].starts_with("shellward-init __shellward-session"),
             "{out}"
         );
         // The static init built into the binary (a sealed memfd), not a file beside it or the binary itself: an

@@ -3,8 +3,8 @@
 //! Run: `cargo bench -p shellward-exec --bench executor` (add a group name to run one, e.g. `-- spawn`).
 //!
 //! - `spawn/*`: execute `true` end to end vs a raw `tokio::process::Command` spawn + wait of `sh -c true`;
-//! - `namespace/*`: execute `true` in a PID namespace (under the embedded static init) vs without, and vs the
-//!   dynamically linked `shellward-init` from disk;
+//! - `namespace/*`: execute `true` in the session's sandbox (PID and mount namespace under the embedded static init)
+//!   vs without, and vs a sandbox under the dynamically linked `shellward-init` from disk;
 //! - `capture-1GiB/*`: capturing 1 GiB of output vs `sh -c 'head -c 1G /dev/zero | cat >/dev/null'`;
 //! - `kill-100-tree`: SIGKILL of a 100-process tree until no member is alive;
 //! - `list-1000`: list latency with 1,000 live background processes (RSS printed before and after starting them).
@@ -254,9 +254,9 @@ fn list_1000(c: &mut Criterion) {
     rt.block_on(ex.shutdown());
 }
 
-/// The cost of a PID namespace per command: `true` under the embedded static init (new PID and mount namespace,
-/// private `/proc`, fork + exec of the command) against the same executor settings without one, and against the
-/// dynamically linked `shellward-init` from disk, interleaved.
+/// The cost of the session sandbox per command: `true` started into the session's PID and mount namespace (made once,
+/// at the first command, under the embedded static init) against the same executor settings without one, and
+/// against a sandbox whose pid 1 is the dynamically linked `shellward-init` from disk, interleaved.
 fn namespace(c: &mut Criterion) {
     let rt = runtime();
     let (plain, ns, from_disk) = rt.block_on(async {

@@ -55,9 +55,10 @@ pub struct ExecutorConfig {
     pub log_parent: Option<PathBuf>,
     /// Containment preference.
     pub containment: ContainmentPreference,
-    /// Run each command in its own PID namespace (and mount namespace with a private `/proc`) when the host allows
-    /// it, under a minimal init that forwards signals and reaps: `kill -9 -1` or `pkill` inside reach only the
-    /// command's tree. Needs privilege for `CLONE_NEWPID` (root here) and an init that can run (below: the embedded
+    /// Run each session's commands in a PID namespace of the session's own (and mount namespace with a private
+    /// `/proc`) when the host allows it, under a minimal init that reaps what they leave: they see and can signal
+    /// each other's processes (`pgrep`, `kill PID` of a server an earlier command started), and `kill -9 -1` or
+    /// `pkill` inside reach only the session. Commands without a session share one such sandbox. Needs privilege for `CLONE_NEWPID` (root here) and an init that can run (below: the embedded
     /// one, unless the host forbids executing a memfd); otherwise commands run without one, the executor logs why,
     /// and [`Executor::pid_namespaces`] is false. Default true.
     ///
@@ -75,6 +76,9 @@ pub struct ExecutorConfig {
     /// neither unmount its private `/proc`, nor trace, nor load modules. Default none. An unknown name fails
     /// [`Executor::new`](crate::Executor::new).
     pub keep_capabilities: Vec<String>,
+    /// How long a session's sandbox (its PID and mount namespace, see [`pid_namespace`](Self::pid_namespace)) is kept
+    /// after its last command started once nothing runs in it any more. Default 60 s.
+    pub session_idle: Duration,
     /// Absolute paths commands see read-only (in their own mount namespace: where PID namespaces are on): the host's
     /// own files — its configuration, policy components and drop-in directory, compiled-policy cache, audit log —
     /// so a command cannot change what judges the next one. The executor adds `/sys` (with the cgroup
@@ -131,6 +135,7 @@ impl Default for ExecutorConfig {
             init_program: None,
             limits: ResourceLimits::default(),
             keep_capabilities: Vec::new(),
+            session_idle: Duration::from_secs(60),
             read_only_paths: Vec::new(),
         }
     }

@@ -222,12 +222,7 @@ impl Executor {
         let leftovers = if proc.tree.certainly_gone() {
             0
         } else {
-            proc.tree
-                .members()
-                .iter()
-                // A namespace's init stays until the namespace is empty: it is no leftover of the command.
-                .filter(|m| !(proc.namespaced && m.pid == proc.pid))
-                .count()
+            proc.tree.members().len()
         };
         (drained, leftovers)
     }
@@ -262,9 +257,9 @@ impl Executor {
     /// its result without waiting for the release. The entry (and its log) stays readable by id until its retention
     /// expires, so the agent can page through output the head/tail view dropped.
     ///
-    /// Under a namespace init the result comes with the init's report, before the init itself has exited: then the
-    /// release waits for the init to be reaped (bounded) instead of leaving the tree to the reaper's next pass, which
-    /// kept every namespaced command's cgroup and `pids` group out of reuse for up to half a second.
+    /// When the result comes before the leader has been reaped, the release waits for the reap (bounded) instead of
+    /// leaving the tree to the reaper's next pass, which would keep the command's cgroup and `pids` group out of reuse
+    /// for up to half a second.
     fn forget(&self, proc: &Arc<Proc>) {
         let inner = self.inner.clone();
         let proc = proc.clone();
@@ -364,6 +359,7 @@ impl Executor {
                 separate_stderr: config.separate_stderr,
                 name: id.clone(),
                 stdin: plan.stdin,
+                session: plan.session.clone(),
             })
             .await
             .map_err(ExecError::Spawn)?;
@@ -392,7 +388,6 @@ impl Executor {
             readers_open: AtomicU64::new(1 + spawned.stderr.is_some() as u64),
             readers_done: watch::Sender::new(false),
             cleaned: AtomicBool::new(false),
-            namespaced: spawned.leader.namespaced(),
             spawn_micros,
             interactive: spawned.stdin.is_some(),
             terminal: spawned.terminal,

@@ -35,8 +35,6 @@ pub(crate) struct Proc {
     pub(crate) readers_open: AtomicU64,
     pub(crate) readers_done: watch::Sender<bool>,
     pub(crate) cleaned: AtomicBool,
-    /// The leader is a PID-namespace init: the command is its child, and the init itself is no leftover.
-    pub(crate) namespaced: bool,
     /// How long starting the leader took (clone to exec), in microseconds.
     pub(crate) spawn_micros: u64,
     /// Started with an open stdin (a pipe or a terminal).
@@ -67,13 +65,9 @@ impl Proc {
         self.exit.borrow().is_some()
     }
 
-    /// Whether anything the command started is alive: the tree, not counting a namespace's init (which stays a
-    /// moment after the command's last process, and is no process of the command's). For what callers are told.
+    /// Whether anything the command started is alive (its tree). For what callers are told.
     pub(crate) fn command_alive(&self) -> bool {
-        if !self.namespaced {
-            return self.tree.alive();
-        }
-        self.tree.members().iter().any(|m| m.pid != self.pid)
+        self.tree.alive()
     }
 
     pub(crate) fn info(&self) -> ProcessInfo {

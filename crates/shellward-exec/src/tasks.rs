@@ -165,43 +165,14 @@ pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
 
 pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
     let pid = leader.pid();
-    let (pidfd, child, report) = match leader {
-        Leader::Raw { pidfd, report, .. } => (Ok(pidfd), None, report),
-        Leader::Std(child) => (pidfd_open(pid), Some(child), None),
+    let (pidfd, child) = match leader {
+        Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
+        Leader::Std(child) => (pidfd_open(pid), Some(child)),
     };
     let registered = pidfd.and_then(|fd| {
         // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
         unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
     });
-    // Under a namespace init, the command's end is the init's report, which may come long before the init exits
-    // (it stays while processes the command left behind live on).
-    if let (Some(report), Ok(pidfd)) = (report, &registered) {
-        // SAFETY: the report's `OwnedFd` moves into the `AsyncFd`, which keeps it open for its whole lifetime.
-        let watched = unsafe { AsyncFd::register_with_interest(report, Interest::READABLE) };
-        let reported = match watched {
-            Ok(report) => {
-                tokio::select! {
-                    _ = report.readable() => crate::sys::unix::nsinit::read_report(report.get_ref()),
-                    _ = pidfd.readable() => crate::sys::unix::nsinit::read_report(report.get_ref()),
-                }
-            }
-            Err(e) => {
-                tracing::debug!(id = %proc.id, "cannot watch the init's report ({e})");
-                None
-            }
-        };
-        if let Some(raw) = reported {
-            publish_exit(&inner, &proc, Ok(std::process::ExitStatus::from_raw(raw)));
-            let _ = pidfd.readable().await;
-            if let Some(inner) = inner.upgrade() {
-                inner.platform.leader_exited(pid);
-            }
-            let _ = proc.tree.leader().reap(move || waitpid_blocking(pid));
-            proc.tick.send_modify(|t| *t += 1);
-            return;
-        }
-        // No report: the init died before the command ended (killed); its own status stands.
-    }
     let wait = move || match child {
         Some(mut c) => c.wait(),
         None => waitpid_blocking(pid),
@@ -276,6 +247,7 @@ const RETAINED_PERIOD: Duration = Duration::from_secs(60);
 pub(crate) async fn reaper(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
     let mut next = BUSY_PERIOD;
     let mut last_pass: Option<tokio::time::Instant> = None;
+    let mut last_session_check = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(next) => {}
@@ -306,6 +278,13 @@ pub(crate) async fn reaper(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
             known.remove(&p.pid);
         }
         inner.platform.reap_orphans(&known);
+        // Sessions' sandboxes that have been idle long enough end (checked at most every 10 s: a `/proc` scan each).
+        let sessions = inner.platform.has_sessions();
+        let session_check = SESSION_CHECK.min(inner.config.session_idle);
+        if sessions && last_session_check.elapsed() >= session_check {
+            last_session_check = tokio::time::Instant::now();
+            inner.platform.end_idle_sessions(inner.config.session_idle);
+        }
         next = if procs.iter().any(|p| !p.finished()) {
             BUSY_PERIOD
         } else {
@@ -318,5 +297,11 @@ pub(crate) async fn reaper(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
                 None => Duration::from_secs(24 * 3600),
             }
         };
+        if sessions {
+            next = next.min(session_check);
+        }
     }
 }
+
+/// How often the reaper looks for idle sessions' sandboxes while there are any.
+const SESSION_CHECK: Duration = Duration::from_secs(10);

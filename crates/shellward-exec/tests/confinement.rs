@@ -286,8 +286,16 @@ async fn an_init_that_cannot_run_gives_way_to_the_embedded_one() {
     let mut config = namespaced();
     config.init_program = Some("/nonexistent/shellward-init".into());
     let ex = confined(config).await;
-    let r = ex.execute(ExecPlan::new("echo $$")).await.unwrap();
-    assert_eq!(r.output.text, "2\n", "{r:?}");
+    let r = ex
+        .execute(ExecPlan::new("cat /proc/1/comm; readlink /proc/1/exe"))
+        .await
+        .unwrap();
+    assert!(
+        r.output
+            .text
+            .starts_with("shellward-init\n/memfd:shellward-init"),
+        "{r:?}"
+    );
     ex.shutdown().await;
 }
 

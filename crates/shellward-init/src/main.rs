@@ -1,6 +1,6 @@
-//! `shellward-init-static`: the PID-namespace init as a program of its own, with no C library: the kernel jumps to
-//! `_start` below, which hands the initial stack (argument count, arguments, environment) to [`shellward_init::run`]
-//! and exits with what it returns. Linked statically and without start files (`build.rs`), it maps one small file and
+//! `shellward-init-static`: pid 1 of a session's sandbox (and the watchdog) as a program of its own, with no C
+//! library: the kernel jumps to `_start` below, which reads the initial stack (argument count, arguments,
+//! environment), runs [`shellward_init::session`] or the watchdog, and exits with what it returns. Linked statically and without start files (`build.rs`), it maps one small file and
 //! runs no loader, no relocation and no libc start-up, so an exec costs little more than the kernel's own work.
 //! shellward-exec's build script builds it and embeds it in the executor, which runs it from a sealed memfd.
 //!
@@ -51,15 +51,15 @@ unsafe extern "C" fn start(stack: *const usize) -> ! {
         let argv = stack.add(1) as *const *const u8;
         let envp = argv.add(argc + 1);
         let first = (argc > 1).then(|| CStr::from_ptr((*argv.add(1)).cast()));
-        if first.map(CStr::to_bytes) == Some(shellward_init::INIT_ARG.as_bytes()) {
-            shellward_init::run(argv.add(2), envp)
+        if first.map(CStr::to_bytes) == Some(shellward_init::SESSION_ARG.as_bytes()) {
+            shellward_init::session()
         } else if first.map(CStr::to_bytes) == Some(shellward_init::WATCHDOG_ARG.as_bytes()) {
             shellward_init::watchdog::run(argv.add(2))
         } else {
             let stderr = rustix::fd::BorrowedFd::borrow_raw(2);
             let _ = rustix::io::write(
                 stderr,
-                b"shellward-init is started by shellward's executor as the init of a command's PID namespace; \
+                b"shellward-init is started by shellward's executor as pid 1 of a session's sandbox; \
                   it is not run by hand.\n",
             );
             2

@@ -4,14 +4,11 @@
 //! The structures passed are the kernel's own (not libc's): a signal set is one 64-bit word on every architecture
 //! this crate builds for (x86_64, aarch64), and a `siginfo` starts with `si_signo`, `si_errno`, `si_code` there.
 
-use core::ffi::CStr;
 use rustix::io::Errno;
 use syscalls::{Sysno, syscall};
 
 /// `SIGCHLD`.
 pub(crate) const SIGCHLD: i32 = 17;
-/// `SIGPIPE`.
-pub(crate) const SIGPIPE: i32 = 13;
 /// `SIG_SETMASK` for `rt_sigprocmask`.
 const SIG_SETMASK: usize = 2;
 /// Bytes of the kernel's signal set.
@@ -39,27 +36,6 @@ pub(crate) fn block_all_signals() {
     set_mask(u64::MAX);
 }
 
-/// Unblocks every signal.
-pub(crate) fn unblock_all_signals() {
-    set_mask(0);
-}
-
-/// Gives `signal` its default disposition.
-pub(crate) fn default_disposition(signal: i32) {
-    // The kernel's `struct sigaction`: handler (0 = SIG_DFL), flags, restorer, mask — all zero.
-    let action = [0usize; 4];
-    // SAFETY: rt_sigaction reads one kernel sigaction from a live local; no old action is asked for.
-    let _ = unsafe {
-        syscall!(
-            Sysno::rt_sigaction,
-            signal,
-            action.as_ptr(),
-            0usize,
-            SIGSET_SIZE
-        )
-    };
-}
-
 /// Waits for one of the blocked signals; returns its number and `si_code`.
 pub(crate) fn wait_for_signal() -> Result<(i32, i32), Errno> {
     let all = u64::MAX;
@@ -78,38 +54,6 @@ pub(crate) fn wait_for_signal() -> Result<(i32, i32), Errno> {
     .map_err(errno)?;
     // si_signo, si_errno, si_code.
     Ok((info[0], info[2]))
-}
-
-/// `kill(-1, signal)`: every process the caller may signal except itself — in a PID namespace's init, every other
-/// process of the namespace. (rustix's `Pid` holds positive ids only.)
-pub(crate) fn signal_everyone(signal: i32) {
-    // SAFETY: kill takes plain integers; -1 is the documented "every process but the caller".
-    let _ = unsafe { syscall!(Sysno::kill, -1isize, signal) };
-}
-
-/// `fork()`: `Ok(None)` in the child, `Ok(Some(pid))` in the parent.
-///
-/// # Safety
-/// The process must be single-threaded, and the child must only make system calls until it execs or exits.
-pub(crate) unsafe fn fork() -> Result<Option<i32>, Errno> {
-    // clone with only the exit signal and no new stack is fork; the other arguments (in whatever order the
-    // architecture takes them) are all zero.
-    // SAFETY: upheld by the caller.
-    let pid = unsafe { syscall!(Sysno::clone, SIGCHLD, 0usize, 0usize, 0usize, 0usize) }
-        .map_err(errno)?;
-    Ok((pid != 0).then_some(pid as i32))
-}
-
-/// `execve(path, argv, envp)`; returns only on failure.
-///
-/// # Safety
-/// `argv` and `envp` must be NULL-terminated arrays of NUL-terminated strings.
-pub(crate) unsafe fn execve(path: &CStr, argv: *const *const u8, envp: *const *const u8) -> Errno {
-    // SAFETY: upheld by the caller; `path` is NUL-terminated.
-    match unsafe { syscall!(Sysno::execve, path.as_ptr(), argv, envp) } {
-        Ok(_) => Errno::from_raw_os_error(0),
-        Err(e) => errno(e),
-    }
 }
 
 /// Ends the process (every thread) with `code`.

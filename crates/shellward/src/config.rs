@@ -44,7 +44,8 @@
 //! max_running_per_session = 64
 //! max_retained_per_session = 100
 //! max_log_bytes = 536870912
-//! pid_namespace = true            # each command in its own PID namespace when the host allows it
+//! pid_namespace = true            # each session's commands in a PID namespace of its own when the host allows it
+//! session_idle = "60s"            # a session's namespace ends this long after its last start once it is empty
 //! max_processes = 4096            # processes per command tree (cgroup pids); 0 = unlimited
 //! max_address_space_bytes = 0     # RLIMIT_AS per process; 0 = unlimited (the default)
 //! max_file_size_bytes = 0         # RLIMIT_FSIZE; 0 = unlimited
@@ -1136,6 +1137,9 @@ impl Walker {
         if let Some(d) = self.duration(&mut t, "drain", p, true) {
             e.drain = d;
         }
+        if let Some(d) = self.duration(&mut t, "session_idle", p, false) {
+            e.session_idle = d;
+        }
         if let Some(n) = self.integer(&mut t, "max_running", p, 1, 100_000) {
             e.max_running = n as usize;
         }
@@ -1250,6 +1254,7 @@ impl Walker {
                 "max_cpu_seconds",
                 "keep_capabilities",
                 "read_only_paths",
+                "session_idle",
             ],
         );
     }

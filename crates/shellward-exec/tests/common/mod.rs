@@ -102,10 +102,15 @@ pub fn namespaced() -> ExecutorConfig {
 
 /// Waits until the output of `id` contains `needle` (or panics after 10 s).
 pub async fn wait_for_output(ex: &Executor, id: &str, needle: &str) {
+    wait_for_output_in(ex, id, None, needle).await
+}
+
+/// [`wait_for_output`] for a process of `session`.
+pub async fn wait_for_output_in(ex: &Executor, id: &str, session: Option<&str>, needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let r = ex
-            .read_output(id, None, None, Duration::from_millis(100), 1 << 20)
+            .read_output(id, session, None, Duration::from_millis(100), 1 << 20)
             .await
             .unwrap();
         if r.view.as_ref().unwrap().text.contains(needle) {

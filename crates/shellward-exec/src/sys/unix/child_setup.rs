@@ -4,8 +4,8 @@
 //! [`Hardening`] is prepared once per executor (paths turned into C strings, the capability mask computed), so the
 //! child allocates nothing and makes only async-signal-safe system calls:
 //!
-//! - **mounts** (only where the child is in a mount namespace of its own, i.e. under a namespace init): mounts made
-//!   private, a `/proc` of the command's PID namespace, then every path of [`Hardening::read_only`] bound onto itself
+//! - **mounts** (only in the child that becomes pid 1 of a session's new sandbox; the session's commands enter the
+//!   mount namespace it made): mounts made private, a `/proc` of the new PID namespace, then every path of [`Hardening::read_only`] bound onto itself
 //!   and made read-only with its sub-mounts (`mount_setattr(AT_RECURSIVE)`): `/sys` with every cgroup hierarchy,
 //!   the kernel's writable `/proc` files (`/proc/sys`, `/proc/sysrq-trigger`, …), the cgroup hierarchies mounted
 //!   elsewhere, the executor's log directory and the host's own files (config, policies, caches, audit log). A path

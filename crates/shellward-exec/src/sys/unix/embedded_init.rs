@@ -86,9 +86,9 @@ pub(crate) fn load() -> io::Result<Option<EmbeddedInit>> {
 }
 
 /// The lowest descriptor number the init's descriptor may have: the spawned child puts its standard streams on 0-2
-/// and the init's report pipe on 3 (`dup2`) before it execs `/proc/self/fd/N`, so an `N` of 3 or less would exec
-/// one of those instead (`EACCES`: a pipe). A host with descriptor 3 free when the executor starts got exactly that,
-/// and silently ran every command without a PID namespace.
+/// (`dup2`) before it execs `/proc/self/fd/N`, so an `N` of 2 or less would exec one of those instead (`EACCES`: a
+/// pipe), and the per-command init once also took 3. A host with such a descriptor free when the executor started
+/// got exactly that, and silently ran every command without a PID namespace.
 const FIRST_SAFE_FD: i32 = 4;
 
 /// `fd`, or a copy of it numbered [`FIRST_SAFE_FD`] or above (close-on-exec) when it is lower.

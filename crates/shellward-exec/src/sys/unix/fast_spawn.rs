@@ -39,6 +39,9 @@ const CLONE_PIDFD: u64 = 0x1000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 const CLONE_NEWNS: u64 = 0x2_0000;
 const CLONE_NEWPID: u64 = 0x2000_0000;
+const CLONE_NEWUSER: u64 = 0x1000_0000;
+const CLONE_FILES: u64 = 0x400;
+const CLONE_PARENT: u64 = 0x8000;
 /// Most resource limits one spawn sets.
 pub(crate) const MAX_RLIMITS: usize = 6;
 const SYS_CLONE3: isize = 435;
@@ -60,8 +63,8 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) cgroup_dir_fd: Option<RawFd>,
     /// Start in a new PID and mount namespace (the program is then the namespace's init).
     pub(crate) new_pid_namespace: bool,
-    /// A descriptor the child gets as fd 3 (the init's report pipe).
-    pub(crate) fd3: Option<RawFd>,
+    /// With `new_pid_namespace`: in a new user namespace too (a sandbox made without privilege).
+    pub(crate) new_user_namespace: bool,
     /// An open `tasks` file the child joins (writes `0` to) before exec: a cgroup v1 `pids` group.
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits set in the child before exec: `(RLIMIT_*, value)`.
@@ -70,6 +73,23 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) new_session: bool,
     /// The executor's hardening: mounts (in a new namespace), capabilities, `no_new_privs`.
     pub(crate) hardening: &'a super::child_setup::Hardening,
+    /// Start in a session's sandbox: its PID namespace (entered by this thread for the clone) and mount namespace
+    /// (entered by the child), plus this process's own PID namespace to return to.
+    pub(crate) enter: Option<Enter>,
+}
+
+/// The namespaces a command enters (see `session`).
+#[derive(Clone, Copy)]
+pub(crate) struct Enter {
+    /// The session's user namespace, when the sandbox was made without privilege: the command then starts from a
+    /// helper process that enters all three (see [`spawn`]).
+    pub(crate) user_ns: Option<RawFd>,
+    /// The session's PID namespace.
+    pub(crate) pid_ns: RawFd,
+    /// The session's mount namespace.
+    pub(crate) mnt_ns: RawFd,
+    /// This process's own PID namespace, for the spawning thread's children after the clone.
+    pub(crate) own_pid_ns: RawFd,
 }
 
 #[repr(C)]
@@ -79,8 +99,6 @@ struct ChildArgs {
     envp: *const *const c_char,
     workdir: *const c_char,
     fds: [RawFd; 3],
-    /// Descriptor to put on fd 3, or -1.
-    fd3: RawFd,
     /// `tasks` of a v1 `pids` group to write `0` to, or -1.
     join_procs_fd: RawFd,
     /// Resource limits: the first `rlimit_count` entries.
@@ -93,10 +111,20 @@ struct ChildArgs {
     /// The hardening steps (see `child_setup`), and whether the child has a mount namespace of its own.
     hardening: *const super::child_setup::Hardening,
     new_mount_namespace: c_int,
+    /// A session's mount namespace to enter, or -1.
+    enter_mnt_ns: RawFd,
     /// errno of the failing step, written by the child (shared memory).
     errno: c_int,
     /// Non-zero: the hardening step that failed (`child_setup::Failure::step`), written by the child.
     failed_step: c_int,
+    /// The helper of a start in an unprivileged sandbox (`hop_main`): the namespaces it enters, the clone of the
+    /// command it makes, where that clone's pidfd lands, and the pipe it reports on.
+    hop_user_ns: RawFd,
+    hop_mnt_ns: RawFd,
+    hop_pid_ns: RawFd,
+    hop_inner: *const CloneArgs,
+    hop_pidfd: *const c_int,
+    hop_report: RawFd,
 }
 
 /// The signals a command starts with at their default disposition, as a bit set: every standard signal, and each
@@ -185,8 +213,13 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
                 fail(a);
             }
         }
-        // Pid 1 of a new PID and mount namespace: its /proc, and what the command must not write.
-        if a.new_mount_namespace != 0
+        // A session's sandbox: its mounts are made already. Pid 1 of a new PID and mount namespace: its /proc, and
+        // what the command must not write.
+        if a.enter_mnt_ns >= 0 {
+            if libc::setns(a.enter_mnt_ns, libc::CLONE_NEWNS) != 0 {
+                fail(a);
+            }
+        } else if a.new_mount_namespace != 0
             && let Err(f) = hardening.mounts()
         {
             hardening_failed(a, f);
@@ -197,10 +230,6 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             }
         }
         if a.new_session != 0 && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
-            fail(a);
-        }
-        // After 0-2, whose sources may have been fd 3; dup2 clears close-on-exec on the copy.
-        if a.fd3 >= 0 && libc::dup2(a.fd3, 3) < 0 {
             fail(a);
         }
         if libc::chdir(a.workdir) != 0 {
@@ -217,6 +246,59 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         fail(a)
     }
 }
+
+/// The helper of a start in an unprivileged sandbox: a process of its own (not sharing the executor's memory, which
+/// the kernel requires of a process entering a user namespace, and sharing its descriptor table) that enters the
+/// session's user, mount and PID namespaces, clones the command with `CLONE_PARENT` (so the command is the
+/// executor's child, as on every other path) running [`child_main`], and reports `[pid, errno, failed step, pidfd]`
+/// on its pipe before it exits.
+extern "C" fn hop_main(arg: *mut ChildArgs) -> ! {
+    // SAFETY: runs in a fork-style child (its own copy of the parent's memory) on its own stack; only
+    // async-signal-safe calls, no allocation; `arg` points into that copy.
+    unsafe {
+        let a = &mut *arg;
+        let mut out = [0 as c_int; 4];
+        let report = |out: &[c_int; 4]| -> ! {
+            libc::write(
+                a.hop_report,
+                out.as_ptr().cast(),
+                std::mem::size_of_val(out),
+            );
+            libc::_exit(0)
+        };
+        for (step, fd, kind) in [
+            (HOP_USER, a.hop_user_ns, libc::CLONE_NEWUSER),
+            (HOP_MNT, a.hop_mnt_ns, libc::CLONE_NEWNS),
+            (HOP_PID, a.hop_pid_ns, libc::CLONE_NEWPID),
+        ] {
+            if libc::setns(fd, kind) != 0 {
+                out[1] = *libc::__errno_location();
+                out[2] = step;
+                report(&out);
+            }
+        }
+        let ret = clone3_call(&*a.hop_inner, child_main, arg);
+        if ret < 0 {
+            out[1] = -ret as c_int;
+            out[2] = HOP_CLONE;
+        } else {
+            // The command has exec'd or failed (CLONE_VFORK): what it wrote is in this process's memory.
+            out = [
+                ret as c_int,
+                std::ptr::read_volatile(&a.errno),
+                std::ptr::read_volatile(&a.failed_step),
+                std::ptr::read_volatile(a.hop_pidfd),
+            ];
+        }
+        report(&out)
+    }
+}
+
+/// Steps of [`hop_main`] that can fail, as reported: entering the user, mount and PID namespaces, the clone.
+const HOP_USER: c_int = -1;
+const HOP_MNT: c_int = -2;
+const HOP_PID: c_int = -3;
+const HOP_CLONE: c_int = -4;
 
 /// The stack a vfork-style child runs on until it execs: one mapping, reused by every spawn that holds it.
 ///
@@ -319,7 +401,6 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             envp: req.envp.as_ptr(),
             workdir: req.workdir.as_ptr(),
             fds: req.fds,
-            fd3: req.fd3.unwrap_or(-1),
             join_procs_fd: req.join_procs_fd.unwrap_or(-1),
             rlimits: {
                 let mut r = [(0u32, 0u64); MAX_RLIMITS];
@@ -333,8 +414,18 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             reset_signals: signals_to_reset(),
             hardening: req.hardening,
             new_mount_namespace: req.new_pid_namespace as c_int,
+            enter_mnt_ns: req
+                .enter
+                .filter(|e| e.user_ns.is_none())
+                .map_or(-1, |e| e.mnt_ns),
             errno: 0,
             failed_step: 0,
+            hop_user_ns: -1,
+            hop_mnt_ns: -1,
+            hop_pid_ns: -1,
+            hop_inner: std::ptr::null(),
+            hop_pidfd: std::ptr::null(),
+            hop_report: -1,
         };
         let mut pidfd: c_int = -1;
         let mut args = CloneArgs {
@@ -351,12 +442,41 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
         }
         if req.new_pid_namespace {
             args.flags |= CLONE_NEWPID | CLONE_NEWNS;
+            if req.new_user_namespace {
+                args.flags |= CLONE_NEWUSER;
+            }
+        }
+        if let Some(e) = req.enter
+            && let Some(user_ns) = e.user_ns
+        {
+            return spawn_through_helper(args, child, e, user_ns, stack);
         }
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        // This thread's children start in the session's PID namespace (only this thread's: `pid_for_children`).
+        if let Some(e) = req.enter
+            && libc::setns(e.pid_ns, libc::CLONE_NEWPID) != 0
+        {
+            let err = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            return Err(io::Error::other(format!(
+                "cannot enter the session's PID namespace: {err}"
+            )));
+        }
         let ret = clone3_call(&args, child_main, &mut child);
+        if let Some(e) = req.enter
+            && libc::setns(e.own_pid_ns, libc::CLONE_NEWPID) != 0
+        {
+            // Every later child of this thread (other sessions' sandboxes included) would start inside this
+            // session: never go on like that.
+            tracing::error!(
+                "cannot return the spawner thread to its own PID namespace: {}; aborting",
+                io::Error::last_os_error()
+            );
+            std::process::abort();
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if ret < 0 {
             let errno = -ret as i32;
@@ -386,6 +506,92 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
     }
 }
 
+/// A start in an unprivileged sandbox, through [`hop_main`]: `command` is the clone the helper makes (its stack is the
+/// lower half of `stack`, the helper's the upper half), `child` what the command runs.
+///
+/// # Safety
+/// As [`spawn`]'s body: `stack` is held exclusively, the pointers in `child` stay valid until the clone returns.
+#[cfg(target_arch = "x86_64")]
+unsafe fn spawn_through_helper(
+    mut command: CloneArgs,
+    mut child: ChildArgs,
+    enter: Enter,
+    user_ns: RawFd,
+    stack: *mut libc::c_void,
+) -> io::Result<(i32, OwnedFd)> {
+    // SAFETY: upheld by the caller; the helper only reads `child` and its own copy of this frame.
+    unsafe {
+        let mut fds = [0 as c_int; 2];
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (report_r, report_w) = (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]));
+        let half = (CHILD_STACK / 2) as u64;
+        // With CLONE_PARENT the kernel takes the exit signal from the helper (SIGCHLD) and refuses one given here.
+        command.flags |= CLONE_PARENT;
+        command.exit_signal = 0;
+        command.stack_size = half;
+        let pidfd_slot = command.pidfd as *const c_int;
+        child.hop_user_ns = user_ns;
+        child.hop_mnt_ns = enter.mnt_ns;
+        child.hop_pid_ns = enter.pid_ns;
+        child.hop_inner = &command;
+        child.hop_pidfd = pidfd_slot;
+        child.hop_report = std::os::fd::AsRawFd::as_raw_fd(&report_w);
+        let helper = CloneArgs {
+            flags: CLONE_VFORK | CLONE_FILES,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: stack as u64 + half,
+            stack_size: half,
+            ..Default::default()
+        };
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let ret = clone3_call(&helper, hop_main, &mut child);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if ret < 0 {
+            return Err(io::Error::from_raw_os_error(-ret as i32));
+        }
+        drop(report_w);
+        let mut out = [0 as c_int; 4];
+        let n = libc::read(
+            std::os::fd::AsRawFd::as_raw_fd(&report_r),
+            out.as_mut_ptr().cast(),
+            std::mem::size_of_val(&out),
+        );
+        let mut status = 0;
+        libc::waitpid(ret as i32, &mut status, 0);
+        if n != std::mem::size_of_val(&out) as isize {
+            return Err(io::Error::other(
+                "the helper that enters the session's sandbox died before it reported",
+            ));
+        }
+        let [pid, errno, step, pidfd] = out;
+        if errno != 0 || step != 0 {
+            if pidfd >= 0 && pid > 0 {
+                drop(OwnedFd::from_raw_fd(pidfd));
+            }
+            if pid > 0 {
+                libc::waitpid(pid, &mut status, 0);
+            }
+            let what = match step {
+                HOP_USER => "enter the session's user namespace",
+                HOP_MNT => "enter the session's mount namespace",
+                HOP_PID => "enter the session's PID namespace",
+                HOP_CLONE => "start the command in the session's sandbox",
+                _ => return Err(io::Error::from_raw_os_error(errno)),
+            };
+            return Err(io::Error::other(format!(
+                "cannot {what}: {}",
+                io::Error::from_raw_os_error(errno)
+            )));
+        }
+        Ok((pid, OwnedFd::from_raw_fd(pidfd)))
+    }
+}
+
 /// Finds `program` on `path` (a `PATH` value) unless it already names a file.
 fn resolve(
     program: &std::ffi::OsStr,
@@ -403,22 +609,6 @@ fn resolve(
                 .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
                 .unwrap_or(false)
         })
-}
-
-/// An error unless `program` is an executable file.
-fn check_runnable(program: &std::path::Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    match std::fs::metadata(program) {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
-        Ok(_) => Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("{} is not an executable file", program.display()),
-        )),
-        Err(e) => Err(io::Error::new(
-            e.kind(),
-            format!("{}: {e}", program.display()),
-        )),
-    }
 }
 
 fn cstring(s: impl Into<Vec<u8>>) -> io::Result<std::ffi::CString> {
@@ -444,6 +634,8 @@ pub(crate) struct SpawnCache {
     devnull: std::sync::OnceLock<std::fs::File>,
     /// The child stack, mapped at the first spawn.
     stack: std::sync::Mutex<Option<ChildStack>>,
+    /// This process's own PID namespace (`/proc/self/ns/pid`), opened at the first start in a session.
+    own_pid_ns: std::sync::OnceLock<std::fs::File>,
 }
 
 impl SpawnCache {
@@ -473,6 +665,16 @@ impl SpawnCache {
         *self.resolved.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
+    /// This process's own PID namespace, for the spawner thread to return to after a start in a session.
+    pub(crate) fn own_pid_ns(&self) -> io::Result<RawFd> {
+        use std::os::fd::AsRawFd;
+        if let Some(f) = self.own_pid_ns.get() {
+            return Ok(f.as_raw_fd());
+        }
+        let f = std::fs::File::open("/proc/self/ns/pid")?;
+        Ok(self.own_pid_ns.get_or_init(|| f).as_raw_fd())
+    }
+
     fn devnull(&self) -> io::Result<RawFd> {
         use std::os::fd::AsRawFd;
         if let Some(f) = self.devnull.get() {
@@ -483,17 +685,64 @@ impl SpawnCache {
     }
 }
 
-/// What a spawn adds around the command: a PID-namespace init, a process-count group, resource limits.
+/// Starts pid 1 of a new session sandbox: `init` (with `argv0`) in session mode, in a new PID and mount namespace
+/// whose mounts the child sets up, with `/dev/null` on its standard streams and `marker` (`SHELLWARD_TREE=…`) as its
+/// whole environment. Returns its pid and pidfd.
+pub(crate) fn spawn_session_init(
+    init: &std::path::Path,
+    argv0: &std::ffi::OsStr,
+    marker: &str,
+    cache: &SpawnCache,
+    hardening: &super::child_setup::Hardening,
+    new_user_namespace: bool,
+) -> io::Result<(i32, OwnedFd)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = cstring(init.as_os_str().as_bytes())?;
+    let argv_c = [
+        cstring(argv0.as_bytes())?,
+        cstring(shellward_init::SESSION_ARG)?,
+    ];
+    let argv: Vec<*const c_char> = argv_c
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let env_c = cstring(marker)?;
+    let envp = [env_c.as_ptr(), std::ptr::null()];
+    let devnull = cache.devnull()?;
+    let request = FastSpawn {
+        path: &path,
+        argv: &argv,
+        envp: &envp,
+        workdir: c"/",
+        fds: [devnull; 3],
+        cgroup_dir_fd: None,
+        new_pid_namespace: true,
+        new_user_namespace,
+        join_procs_fd: None,
+        rlimits: &[],
+        new_session: false,
+        hardening,
+        enter: None,
+    };
+    let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
+    let stack = match &mut *stack {
+        Some(s) => s,
+        None => stack.insert(ChildStack::new()?),
+    };
+    spawn(&request, stack)
+}
+
+/// What a spawn adds around the command: a session's sandbox, a process-count group, resource limits, hardening.
 pub(crate) struct Confinement<'a> {
-    /// Start the command under this init program in a new PID namespace: its path, the `argv[0]` it gets (what `ps`
-    /// shows), and the init's report pipe (write end).
-    pub(crate) init: Option<(&'a std::path::Path, &'a std::ffi::OsStr, RawFd)>,
     /// An open `tasks` file of a v1 `pids` group to join before exec.
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits.
     pub(crate) rlimits: &'a [(u32, u64)],
-    /// Read-only mounts (under an init), capabilities, `no_new_privs`.
+    /// Capabilities and `no_new_privs` (the mounts are the sandbox's, made when it was).
     pub(crate) hardening: &'a super::child_setup::Hardening,
+    /// Start in a session's sandbox.
+    pub(crate) enter: Option<Enter>,
 }
 
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
@@ -516,33 +765,8 @@ pub(crate) fn spawn_spec(
             format!("{:?} not found on PATH", spec.program),
         )
     })?;
-    if confine.init.is_some() {
-        // Under an init a missing program would only show as the init's exit 127: say so here, as a start error
-        // (not an errno, which would read as the init's own failure). A cached path is checked too: it may have gone.
-        if let Err(e) = check_runnable(&program) {
-            cache.forget();
-            return Err(e);
-        }
-    }
     let path = cstring(program.as_os_str().as_bytes())?;
-    // Under an init: `INIT __shellward-init 3 PROGRAM -- ARGV0 ARGS…`.
-    let init_prefix: Vec<&std::ffi::OsStr> = match confine.init {
-        Some((_, argv0, _)) => vec![
-            argv0,
-            std::ffi::OsStr::new(super::nsinit::INIT_ARG),
-            std::ffi::OsStr::new("3"),
-            program.as_os_str(),
-            std::ffi::OsStr::new("--"),
-        ],
-        None => Vec::new(),
-    };
-    let init_path = match confine.init {
-        Some((init, _, _)) => Some(cstring(init.as_os_str().as_bytes())?),
-        None => None,
-    };
-    let argv_c: Vec<std::ffi::CString> = init_prefix
-        .into_iter()
-        .chain(std::iter::once(spec.program.as_os_str()))
+    let argv_c: Vec<std::ffi::CString> = std::iter::once(spec.program.as_os_str())
         .chain(spec.args.iter().map(|a| a.as_os_str()))
         .map(|a| cstring(a.as_bytes()))
         .collect::<io::Result<_>>()?;
@@ -567,18 +791,19 @@ pub(crate) fn spawn_spec(
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let mut request = FastSpawn {
-        path: init_path.as_deref().unwrap_or(&path),
+        path: &path,
         argv: &argv,
         envp: envp.ptrs(),
         workdir: &workdir,
         fds: [stdin.unwrap_or(devnull), stdout, stderr],
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
-        new_pid_namespace: confine.init.is_some(),
-        fd3: confine.init.map(|(_, _, fd)| fd),
+        new_pid_namespace: false,
+        new_user_namespace: false,
         join_procs_fd: confine.join_procs_fd,
         rlimits: confine.rlimits,
         new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),
         hardening: confine.hardening,
+        enter: confine.enter,
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -586,8 +811,6 @@ pub(crate) fn spawn_spec(
         None => stack.insert(ChildStack::new()?),
     };
     match spawn(&request, stack) {
-        // Under an init, the program path is an argument of the init: a moved program fails inside it.
-        Err(e) if confine.init.is_some() => Err(e),
         Err(e) if cached && e.raw_os_error().is_some() => {
             // The program may have moved since it was resolved: look it up afresh and try once more.
             cache.forget();
@@ -612,10 +835,10 @@ mod tests {
         static NONE: std::sync::LazyLock<super::super::child_setup::Hardening> =
             std::sync::LazyLock::new(super::super::child_setup::Hardening::none);
         Confinement {
-            init: None,
             join_procs_fd: None,
             rlimits: &[],
             hardening: &NONE,
+            enter: None,
         }
     }
 
@@ -675,6 +898,7 @@ mod tests {
             separate_stderr: false,
             name: "t".into(),
             stdin: Default::default(),
+            session: None,
         };
         let spawned = spawn_spec(
             &spec,
@@ -726,6 +950,7 @@ mod tests {
             separate_stderr: false,
             name: "t".into(),
             stdin: Default::default(),
+            session: None,
         };
         let cache = SpawnCache::default();
         program(a.path(), 3);

@@ -6,12 +6,13 @@
 //! - [`pidfd`]: pidfds and signals sent only to a process whose identity was just proven;
 //! - [`watchdog`]: the helper that kills what the executor started if the executor itself is killed;
 //! - [`pipes`]: output pipes and blocking waits for a child;
-//! - [`nsinit`]: which program is a command's PID-namespace init (the init itself is the `shellward-init` crate), and
-//!   reading its report; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
+//! - [`nsinit`]: which program is pid 1 of a session's sandbox (the program itself is the `shellward-init` crate), and
+//!   the hook that runs it; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
 //! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
 //! - [`child_setup`]: what a command's first process does to itself before exec (read-only mounts, capabilities,
 //!   `no_new_privs`) so the supervisor is out of its reach;
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
+//! - [`session`]: one sandbox (PID and mount namespace) per session, which its commands start in;
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
 //! - [`stale`]: removing what executors that died left in the cgroup hierarchies.
 
@@ -26,6 +27,7 @@ pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
 mod pty;
+mod session;
 pub(crate) mod spawn_env;
 mod stale;
 mod tree;

@@ -7,6 +7,7 @@ use super::fast_spawn;
 use super::limits::{self, PidsRoot};
 use super::pipes::pipe;
 use super::procfs;
+use super::session;
 use super::tree::{Children, Tree};
 use super::watchdog::Watchdog;
 use super::{ContainmentKind, TREE_VAR};
@@ -45,6 +46,10 @@ pub(crate) struct Platform {
     rlimits: Arc<Vec<(u32, u64)>>,
     /// What every leader does to itself before exec: read-only mounts, capabilities, `no_new_privs`.
     hardening: Arc<child_setup::Hardening>,
+    /// The sessions' sandboxes (PID and mount namespaces), made at each session's first command.
+    sessions: Arc<session::Sessions>,
+    /// Numbers the sandboxes' markers.
+    session_serial: Arc<std::sync::atomic::AtomicU64>,
 }
 
 type SpawnJob = Box<dyn FnOnce() + Send>;
@@ -72,8 +77,6 @@ pub(crate) enum Leader {
         pid: i32,
         /// A pidfd for it.
         pidfd: OwnedFd,
-        /// When the leader is a PID-namespace init: the read end of its report (the command's status, leftovers).
-        report: Option<OwnedFd>,
     },
 }
 
@@ -84,17 +87,6 @@ impl Leader {
             Leader::Std(c) => c.id() as i32,
             Leader::Raw { pid, .. } => *pid,
         }
-    }
-
-    /// Whether the leader is a PID-namespace init (reporting the command's status on its report pipe).
-    pub(crate) fn namespaced(&self) -> bool {
-        matches!(
-            self,
-            Leader::Raw {
-                report: Some(_),
-                ..
-            }
-        )
     }
 }
 
@@ -114,6 +106,8 @@ pub(crate) struct SpawnSpec {
     pub(crate) name: String,
     /// Standard input: /dev/null, a pipe, or a pseudo-terminal (which then also takes stdout and stderr).
     pub(crate) stdin: crate::StdinMode,
+    /// The session: its commands share one sandbox.
+    pub(crate) session: Option<String>,
 }
 
 /// The descriptors of a command's standard streams: the child's ends, and the host's.
@@ -268,6 +262,8 @@ impl Platform {
             max_processes: config.limits.max_processes,
             rlimits: Arc::new(limits::rlimits(&config.limits)),
             hardening,
+            sessions: Arc::default(),
+            session_serial: Arc::default(),
         };
         // The watchdog runs from the embedded static binary when there is one (the init candidates hold it when
         // namespaces are on), else from a shell.
@@ -400,6 +396,9 @@ impl Platform {
         let init_slot = self.init.clone();
         let rlimits = self.rlimits.clone();
         let hardening = self.hardening.clone();
+        let sessions = self.sessions.clone();
+        let session_serial = self.session_serial.clone();
+        let token = self.token.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
         let job = move || -> io::Result<(Unclaimed, Streams)> {
             let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
@@ -417,35 +416,64 @@ impl Platform {
                 .unwrap_or_else(|p| p.into_inner())
                 .first()
                 .cloned();
-            let attempt =
-                |init: Option<&InitProgram>| -> io::Result<(i32, OwnedFd, Option<OwnedFd>)> {
-                    let report = match init {
-                        Some(_) => Some(pipe()?),
-                        None => None,
-                    };
-                    let confine = fast_spawn::Confinement {
-                        init: init
-                            .zip(report.as_ref())
-                            .map(|(i, (_, w))| (i.path(), i.argv0(), w.as_raw_fd())),
-                        join_procs_fd,
-                        rlimits: &rlimits,
-                        hardening: &hardening,
-                    };
-                    let (pid, pidfd) = fast_spawn::spawn_spec(
-                        &spec,
-                        in_r,
-                        out_w,
-                        err_w,
-                        cgroup_dir.as_deref(),
-                        &cache,
-                        &confine,
-                    )?;
-                    // The write end is the init's alone now: closing ours makes the report readable without blocking.
-                    Ok((pid, pidfd, report.map(|(r, _)| r)))
+            // The command itself: in a session's sandbox (`enter`), or without namespaces.
+            let spawn_plain = |enter: Option<fast_spawn::Enter>| -> io::Result<(i32, OwnedFd)> {
+                let confine = fast_spawn::Confinement {
+                    join_procs_fd,
+                    rlimits: &rlimits,
+                    hardening: &hardening,
+                    enter,
                 };
+                fast_spawn::spawn_spec(
+                    &spec,
+                    in_r,
+                    out_w,
+                    err_w,
+                    cgroup_dir.as_deref(),
+                    &cache,
+                    &confine,
+                )
+            };
+            // The session's sandbox, made at its first command with the best init not yet known to fail. A
+            // candidate the host refuses to run is dropped for the next; with none left commands run without one.
             let spawned = loop {
-                match attempt(init.as_ref()) {
-                    Err(e) if init.is_some() && init_refused(&e) => {
+                let Some(candidate) = init.as_ref() else {
+                    break spawn_plain(None);
+                };
+                let create = || -> io::Result<session::Sandbox> {
+                    let marker = format!(
+                        "{TREE_VAR}={token}/session-{n}",
+                        n = session_serial.fetch_add(1, Ordering::Relaxed)
+                    );
+                    // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
+                    // SAFETY: geteuid has no preconditions.
+                    let user_ns = unsafe { libc::geteuid() } != 0;
+                    let (pid, pidfd) = fast_spawn::spawn_session_init(
+                        candidate.path(),
+                        candidate.argv0(),
+                        &marker,
+                        &cache,
+                        &hardening,
+                        user_ns,
+                    )?;
+                    session::Sandbox::new(pid, pidfd, user_ns)
+                };
+                let own = match cache.own_pid_ns() {
+                    Ok(fd) => fd,
+                    Err(e) => break Err(e),
+                };
+                let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
+                    let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
+                    spawn_plain(Some(fast_spawn::Enter {
+                        user_ns,
+                        pid_ns,
+                        mnt_ns,
+                        own_pid_ns: own,
+                    }))
+                });
+                match started {
+                    Ok(result) => break result,
+                    Err(e) if init_refused(&e) => {
                         let failed = init.take().expect("checked above");
                         let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
                         // Another spawn may have dropped it already.
@@ -467,15 +495,15 @@ impl Platform {
                             ),
                         }
                     }
-                    other => break other,
+                    Err(e) => break Err(e),
                 }
             };
             match spawned {
-                Ok((pid, pidfd, report)) => {
+                Ok((pid, pidfd)) => {
                     // The child has its copies: closing ours makes EOF (or, on a terminal, EIO) arrive when the tree
                     // is done.
                     (streams.child_in, streams.child_out, streams.child_err) = (None, None, None);
-                    return Ok((Unclaimed(Some(Leader::Raw { pid, pidfd, report })), streams));
+                    return Ok((Unclaimed(Some(Leader::Raw { pid, pidfd })), streams));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
                 Err(e) => return Err(e),
@@ -647,12 +675,26 @@ impl Platform {
         if let Some(root) = &self.root {
             root.kill_all_and_remove();
         }
+        // What is left in the sessions' namespaces dies with their pid 1.
+        self.sessions.end_all();
         if let Some(pids) = &self.pids_root {
             pids.remove_all();
         }
         if let Some(mut child) = dog {
             let _ = child.wait();
         }
+    }
+
+    /// Whether any session has a sandbox.
+    pub(crate) fn has_sessions(&self) -> bool {
+        !self.sessions.is_empty()
+    }
+
+    /// Ends the sessions' sandboxes that have had no start for `idle` and hold nothing but their pid 1 (on the
+    /// spawner thread, so no start races the end).
+    pub(crate) fn end_idle_sessions(&self, idle: std::time::Duration) {
+        let sessions = self.sessions.clone();
+        let _ = self.submit(Box::new(move || sessions.end_idle(idle)));
     }
 
     /// In fallback mode: reaps zombies of tree members that were re-parented to this process (subreaper). `known`
@@ -673,7 +715,7 @@ impl Platform {
     }
 }
 
-/// A program that can serve as a command's PID-namespace init.
+/// A program that can serve as pid 1 of a session's sandbox.
 #[derive(Clone, Debug)]
 pub(crate) enum InitProgram {
     /// A binary on disk (configured, beside the executable, or the executable itself).

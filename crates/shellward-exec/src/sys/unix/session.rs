@@ -1,0 +1,257 @@
+//! One sandbox per session: a PID and mount namespace every command of the session starts in, so its commands see
+//! and can signal each other's processes, and nothing else.
+//!
+//! A session's sandbox is made at its first command: its pid 1 is the init program in session mode
+//! (`shellward_init::session`: it reaps orphans and holds the namespace), started by the fast spawn path with
+//! `CLONE_NEWPID | CLONE_NEWNS`, whose child set-up (`child_setup`) gives the namespace its private `/proc` and its
+//! read-only paths. Each command then starts straight into it: the spawner thread enters the PID namespace for its
+//! children (`setns(CLONE_NEWPID)`, which moves only that thread's `pid_for_children`) around the clone, and the child
+//! enters the mount namespace (`setns(CLONE_NEWNS)`) before its privileges are dropped. The command's leader is the
+//! executor's own child, tracked exactly as without namespaces (cgroup or process group, marker); its orphans go to
+//! the session's pid 1.
+//!
+//! Lifetime: a sandbox lives until the executor shuts down ([`Sessions::end_all`]) or it has been idle — no start
+//! for `ExecutorConfig::session_idle` and no process in it but its pid 1 — when the reaper ends it ([`Sessions::end_idle`]). A sandbox
+//! whose pid 1 died (killed from outside) is noticed at the next start and made anew. Ending one sends its pid 1
+//! `SIGTERM` (it exits), after which the kernel kills whatever else is in the namespace. Signals to a command go to
+//! its tree, never to the sandbox.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One session's namespaces.
+pub(crate) struct Sandbox {
+    /// Pid 1 of the namespace (the executor's child, in the executor's numbering) and a pidfd for it.
+    pid: i32,
+    pidfd: OwnedFd,
+    /// The namespaces, held open (the user namespace only when the sandbox was made without privilege).
+    user_ns: Option<OwnedFd>,
+    pid_ns: OwnedFd,
+    mnt_ns: OwnedFd,
+    /// When a command last started in it.
+    last_start: Instant,
+}
+
+impl Sandbox {
+    /// Takes the freshly started pid 1 of a new namespace: opens its namespaces. With `user_ns` it was made in a
+    /// user namespace of its own (without privilege): this user's uid and gid are mapped to themselves in it first,
+    /// so the session's files stay theirs.
+    pub(crate) fn new(pid: i32, pidfd: OwnedFd, user_ns: bool) -> io::Result<Sandbox> {
+        // The pid is an unreaped child of this process: it names that process and no other.
+        let open = |kind: &str| -> io::Result<OwnedFd> {
+            Ok(std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))?.into())
+        };
+        let user = || -> io::Result<Option<OwnedFd>> {
+            if !user_ns {
+                return Ok(None);
+            }
+            map_ids(pid)?;
+            open("user").map(Some)
+        };
+        match (user(), open("pid"), open("mnt")) {
+            (Ok(user_ns), Ok(pid_ns), Ok(mnt_ns)) => Ok(Sandbox {
+                pid,
+                pidfd,
+                user_ns,
+                pid_ns,
+                mnt_ns,
+                last_start: Instant::now(),
+            }),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                // SAFETY: SIGKILL through our own pidfd, then the reap of our own child.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        pidfd.as_raw_fd(),
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    );
+                    libc::waitpid(pid, &mut 0, 0);
+                }
+                Err(io::Error::other(format!(
+                    "cannot open the new session sandbox's namespaces: {e}"
+                )))
+            }
+        }
+    }
+
+    /// Whether its pid 1 still runs (its pidfd is not readable yet).
+    fn alive(&self) -> bool {
+        let mut fds = [libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one valid pollfd, no wait.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+        n == 0
+    }
+
+    /// The namespaces a command enters: `(user namespace if any, pid namespace, mount namespace)`.
+    pub(crate) fn namespaces(&self) -> (Option<RawFd>, RawFd, RawFd) {
+        (
+            self.user_ns.as_ref().map(|f| f.as_raw_fd()),
+            self.pid_ns.as_raw_fd(),
+            self.mnt_ns.as_raw_fd(),
+        )
+    }
+
+    /// Whether any process other than pid 1 is in the namespace (one `/proc` scan).
+    fn occupied(&self) -> bool {
+        // SAFETY: fstat of a descriptor held by `self`, into zeroed memory of the right type.
+        let ns = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(self.pid_ns.as_raw_fd(), &mut st) != 0 {
+                return true;
+            }
+            st
+        };
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        entries.flatten().any(|e| {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                return false;
+            };
+            pid != self.pid
+                && std::fs::metadata(format!("/proc/{pid}/ns/pid"))
+                    .is_ok_and(|m| m.ino() == ns.st_ino && m.dev() == ns.st_dev)
+        })
+    }
+
+    /// Ends the sandbox: `SIGTERM` to its pid 1 (the kernel then kills the rest of the namespace), `SIGKILL` if it
+    /// has not exited within a second, and the reap.
+    fn end(self) {
+        let send = |sig: i32| {
+            // SAFETY: pidfd_send_signal on our own pidfd; no siginfo.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    self.pidfd.as_raw_fd(),
+                    sig,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            }
+        };
+        send(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while self.alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if self.alive() {
+            send(libc::SIGKILL);
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child, whose pid cannot have been reused (it is unreaped until this call).
+        unsafe { libc::waitpid(self.pid, &mut status, 0) };
+    }
+}
+
+/// Maps this process's effective uid and gid to themselves in the user namespace of `pid` (a fresh sandbox's pid 1,
+/// this process's child): `setgroups` denied first, as the kernel requires of an unprivileged writer.
+fn map_ids(pid: i32) -> io::Result<()> {
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let write = |file: &str, text: String| {
+        // The parent of a vfork-style child resumes at the exec's switch of memory, a moment before the kernel
+        // marks the new program dumpable; until then its /proc files are root's: retry briefly.
+        let path = format!("/proc/{pid}/{file}");
+        let mut tries = 0;
+        loop {
+            match std::fs::write(&path, &text) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied && tries < 200 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_micros(250));
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot write {file} of the session's new user namespace: {e}"),
+                    ));
+                }
+            }
+        }
+    };
+    write("uid_map", format!("{uid} {uid} 1\n"))?;
+    write("setgroups", "deny\n".into())?;
+    write("gid_map", format!("{gid} {gid} 1\n"))
+}
+
+/// The sandboxes of an executor's sessions, by session (`None`: commands started without one).
+#[derive(Default)]
+pub(crate) struct Sessions {
+    map: Mutex<HashMap<Option<String>, Sandbox>>,
+}
+
+impl Sessions {
+    /// Runs `f` with the session's sandbox, made by `create` when there is none or its pid 1 died. The map is locked
+    /// for the call, so the sandbox cannot be ended under it.
+    pub(crate) fn with<R>(
+        &self,
+        session: Option<&str>,
+        create: impl FnOnce() -> io::Result<Sandbox>,
+        f: impl FnOnce(&Sandbox) -> R,
+    ) -> io::Result<R> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let key = session.map(str::to_string);
+        if map.get(&key).is_some_and(|s| !s.alive())
+            && let Some(dead) = map.remove(&key)
+        {
+            tracing::info!(
+                session = session.unwrap_or(""),
+                "the session's sandbox had ended; making a new one"
+            );
+            dead.end();
+        }
+        let sandbox = match map.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(create()?),
+        };
+        sandbox.last_start = Instant::now();
+        Ok(f(sandbox))
+    }
+
+    /// Ends the sandboxes idle for at least `idle` with nothing in them but their pid 1.
+    pub(crate) fn end_idle(&self, idle: Duration) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let ended: Vec<Option<String>> = map
+            .iter()
+            .filter(|(_, s)| s.last_start.elapsed() >= idle && (!s.alive() || !s.occupied()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in ended {
+            if let Some(s) = map.remove(&key) {
+                s.end();
+            }
+        }
+    }
+
+    /// Ends every sandbox (executor shutdown).
+    pub(crate) fn end_all(&self) {
+        let all: Vec<Sandbox> = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for s in all {
+            s.end();
+        }
+    }
+
+    /// Whether there is no sandbox.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+}

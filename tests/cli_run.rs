@@ -155,6 +155,53 @@ fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
     assert!(!cache.join("evil.cwasm").exists());
 }
 
+/// `sandbox check` says what commands get, from a probe run in a session's sandbox: as root, as a normal user (a
+/// user namespace), and with the sandbox turned off (exit 1, with the reason).
+#[test]
+fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
+    let out = Command::new(bin())
+        .args(["sandbox", "check"])
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("yes  session sandbox: PID and mount namespace per session"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("yes  no_new_privs"), "{stdout}");
+
+    let out = shellward_test_support::command_as_user(std::path::Path::new(bin()))
+        .args(["sandbox", "check"])
+        .env_remove("SHELLWARD_CONFIG")
+        .current_dir(std::env::temp_dir())
+        .env("HOME", std::env::temp_dir())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("in a user namespace of its own"),
+        "{stdout}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("off.toml");
+    std::fs::write(&config, "[executor]\npid_namespace = false\n").unwrap();
+    let out = Command::new(bin())
+        .args(["sandbox", "check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("no   session sandbox: turned off ([executor] pid_namespace = false)"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_denied_command_exits_126_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,6 +11,7 @@ mod policy_cmd;
 mod policy_kit;
 mod policy_new;
 mod run_cmd;
+mod sandbox_cmd;
 mod serve;
 mod service;
 
@@ -72,6 +73,9 @@ Sessions: header X-Shellward-Session. Auth: header Authorization: Bearer TOKEN (
     /// Work with configuration files.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
+    /// Check what confinement commands get on this host (`sandbox check`).
+    #[command(subcommand)]
+    Sandbox(sandbox_cmd::SandboxCommand),
     /// Print a completion script for a shell.
     #[command(after_help = "\
 Examples:
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Policy(cmd) => policy_cmd::run(cmd),
         Command::Config(cmd) => config_cmd::run(cmd),
+        Command::Sandbox(cmd) => sandbox_cmd::run(cmd),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "shellward", &mut std::io::stdout());

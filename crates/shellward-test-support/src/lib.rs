@@ -155,21 +155,7 @@ pub fn is_root() -> bool {
 /// test fails there: a test of the non-root path must not pass without running it.
 pub fn rerun_as_user(test: &str, marker: &str) -> String {
     let exe = std::env::current_exe().expect("the path of the running test binary");
-    let mut cmd = if is_root() {
-        ensure_test_user();
-        let mut c = std::process::Command::new("setpriv");
-        c.args([
-            &format!("--reuid={TEST_USER}"),
-            &format!("--regid={TEST_USER}"),
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(&exe);
-        c
-    } else {
-        std::process::Command::new(&exe)
-    };
+    let mut cmd = command_as_user(&exe);
     // A directory the user can write for whatever the test makes (its log directories).
     let scratch = std::env::temp_dir();
     let out = cmd
@@ -192,6 +178,25 @@ pub fn rerun_as_user(test: &str, marker: &str) -> String {
         "{test} did not run as an unprivileged user (is the name its full path?): {stdout}"
     );
     stdout
+}
+
+/// A command that runs `program` as an unprivileged user: as root, [`TEST_USER`] (created when missing) through
+/// `setpriv` with every capability and supplementary group dropped; as a normal user already, that user.
+pub fn command_as_user(program: &std::path::Path) -> std::process::Command {
+    if !is_root() {
+        return std::process::Command::new(program);
+    }
+    ensure_test_user();
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        &format!("--reuid={TEST_USER}"),
+        &format!("--regid={TEST_USER}"),
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ])
+    .arg(program);
+    c
 }
 
 /// Creates [`TEST_USER`] when it does not exist (as root).

@@ -203,3 +203,87 @@ fn catastrophic_commands_are_denied_out_of_the_box() {
     assert_eq!(run.status.code(), Some(126));
     assert!(String::from_utf8_lossy(&run.stderr).contains("denied by guard"));
 }
+
+/// A mistyped option before the command is a usage error naming it (exit 2), never the first word of the command,
+/// for `run` and `policy check` alike; with `--`, a command may start with a dash.
+#[test]
+fn a_mistyped_option_is_a_usage_error_not_the_command() {
+    for args in [
+        &["run", "--timout", "5s", "--", "echo hi"][..],
+        &["policy", "check", "--polcy", "x.wasm", "--", "rm -rf /"][..],
+    ] {
+        let o = shellward(args);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("'{}'", args[if args[0] == "run" { 1 } else { 2 }])),
+            "{err}"
+        );
+        assert!(err.contains("use '-- "), "{err}");
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    // Options after the command's first word belong to the command.
+    let o = shellward(&["policy", "check", "echo", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("command:    echo --json\n"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// `policy check --config FILE` answers as the configured chain would: without the guard `rm -rf /` runs, with the
+/// built-in chain (an empty file) it is denied.
+#[test]
+fn policy_check_uses_the_configured_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_guard = dir.path().join("no-guard.toml");
+    std::fs::write(&no_guard, "[[policy]]\nbuiltin = \"default\"\n").unwrap();
+    let defaults = dir.path().join("defaults.toml");
+    std::fs::write(&defaults, "").unwrap();
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        no_guard.to_str().unwrap(),
+        "--",
+        "rm -rf /",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("decision:   run"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("command:    rm -rf /\n"),
+        "{}",
+        stdout(&o)
+    );
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        defaults.to_str().unwrap(),
+        "--",
+        "rm -rf /",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("guard[rm-root]"), "{}", stdout(&o));
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        "/nonexistent/shellward.toml",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("/nonexistent/shellward.toml"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -251,6 +251,10 @@ pub struct PolicyArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Check with the chain a configuration file loads (its `[[policy]]` entries, drop-in directory and sandbox
+    /// settings), as `run`, `mcp` and `serve` would with it. Instead of --policy.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "settings"])]
+    pub config: Option<PathBuf>,
     /// Foreground timeout the caller asks for, e.g. 500ms, 30s, 5m, 1m30s, 2h.
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
@@ -280,12 +284,10 @@ pub struct CheckArgs {
     pub json: bool,
     /// The command, after the options (or after `--`): one argument or several, joined with spaces. Quote it to
     /// keep `&`, `|`, `;` from your shell.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required = true,
-        value_name = "COMMAND"
-    )]
+    ///
+    /// A word starting with `-` before the command is an option: an unknown one (`--timout`) is a usage error, not
+    /// the first word of the command. A command that itself starts with `-` goes after `--`.
+    #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
@@ -385,7 +387,16 @@ impl PolicyArgs {
 }
 
 fn check(args: CheckArgs) -> Result<ExitCode> {
-    let chain = args.policy.chain()?;
+    let chain = match &args.config {
+        Some(file) => {
+            let config = shellward::Config::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let engine = shellward::PolicyEngine::new(config.sandbox.clone())?;
+            config
+                .load_chain(&engine)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+        None => args.policy.chain()?,
+    };
     let mut request = Request::new(args.command.join(" "));
     request.timeout_ms = args
         .timeout

@@ -54,12 +54,10 @@ pub struct RunArgs {
     pub tty: bool,
     /// The command, after the options (or after `--`): one argument or several, joined with spaces. Quote it to
     /// keep `&`, `|`, `;` from your shell.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required = true,
-        value_name = "COMMAND"
-    )]
+    ///
+    /// A word starting with `-` before the command is an option: an unknown one (`--timout`) is a usage error, not
+    /// the first word of the command. A command that itself starts with `-` goes after `--`.
+    #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 

@@ -76,6 +76,10 @@
 
 use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
 use shellward_policy::duration::parse_millis;
+
+/// A minute and an hour, for the upper bounds of duration settings.
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
 use shellward_policy::{FaultMode, InstanceMode, Policy, PolicyChain, PolicyEngine, SandboxConfig};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -720,11 +724,20 @@ impl Walker {
         key: &str,
         path: &str,
         allow_zero: bool,
+        max: Duration,
     ) -> Option<Duration> {
         let text = self.string(table, key, path)?;
         match parse_millis(&text) {
             Ok(0) if !allow_zero => {
                 self.problem(join(path, key), "must be greater than zero");
+                None
+            }
+            Ok(ms) if u128::from(ms) > max.as_millis() => {
+                let limit = shellward_policy::duration::format_millis(max.as_millis() as u64);
+                self.problem(
+                    join(path, key),
+                    format!("{text:?} is longer than this setting's limit of {limit}; give at most {limit}"),
+                );
                 None
             }
             Ok(ms) => Some(Duration::from_millis(ms)),
@@ -1058,7 +1071,7 @@ impl Walker {
 
     fn sandbox(&mut self, mut t: toml::Table, s: &mut SandboxConfig, base: &Path) {
         let p = "sandbox";
-        if let Some(d) = self.duration(&mut t, "deadline", p, false) {
+        if let Some(d) = self.duration(&mut t, "deadline", p, false, MINUTE) {
             s.deadline = d;
         }
         if let Some(m) = self.integer(&mut t, "memory_mib", p, 1, 4096) {
@@ -1131,13 +1144,13 @@ impl Walker {
         if let Some(dir) = self.string(&mut t, "workdir", p) {
             e.default_workdir = Some(self.directory(dir, base, "executor.workdir", ""));
         }
-        if let Some(d) = self.duration(&mut t, "grace", p, true) {
+        if let Some(d) = self.duration(&mut t, "grace", p, true, 10 * MINUTE) {
             e.grace = d;
         }
-        if let Some(d) = self.duration(&mut t, "drain", p, true) {
+        if let Some(d) = self.duration(&mut t, "drain", p, true, 10 * MINUTE) {
             e.drain = d;
         }
-        if let Some(d) = self.duration(&mut t, "session_idle", p, false) {
+        if let Some(d) = self.duration(&mut t, "session_idle", p, false, 24 * HOUR) {
             e.session_idle = d;
         }
         if let Some(n) = self.integer(&mut t, "max_running", p, 1, 100_000) {
@@ -1152,7 +1165,7 @@ impl Walker {
         if let Some(n) = self.integer(&mut t, "max_log_bytes", p, 0, 1 << 50) {
             e.max_log_bytes = n;
         }
-        if let Some(d) = self.duration(&mut t, "retention", p, true) {
+        if let Some(d) = self.duration(&mut t, "retention", p, true, 30 * 24 * HOUR) {
             e.retention = d;
         }
         let limits: &mut OutputLimits = &mut e.output;
@@ -1395,19 +1408,19 @@ impl Walker {
         if let Some(n) = self.integer(&mut t, "max_command_bytes", p, 1, 131_071) {
             l.max_command_bytes = n as usize;
         }
-        if let Some(d) = self.duration(&mut t, "default_wait", p, true) {
+        if let Some(d) = self.duration(&mut t, "default_wait", p, true, HOUR) {
             l.default_wait = d;
         }
-        if let Some(d) = self.duration(&mut t, "max_wait", p, true) {
+        if let Some(d) = self.duration(&mut t, "max_wait", p, true, HOUR) {
             l.max_wait = d;
         }
         if let Some(n) = self.integer(&mut t, "max_read_bytes", p, 1, 64 << 20) {
             l.max_read_bytes = n as usize;
         }
-        if let Some(d) = self.duration(&mut t, "startup_wait", p, true) {
+        if let Some(d) = self.duration(&mut t, "startup_wait", p, true, 10 * MINUTE) {
             l.startup_wait = d;
         }
-        if let Some(d) = self.duration(&mut t, "default_idle", p, true) {
+        if let Some(d) = self.duration(&mut t, "default_idle", p, true, 10 * MINUTE) {
             l.default_idle = d;
         }
         if let Some(n) = self.integer(&mut t, "list_limit", p, 1, 100_000) {
@@ -1555,6 +1568,50 @@ mod tests {
             assert!(keys.contains(&want), "no problem for {want} in {p:#?}");
         }
         assert_eq!(p.len(), 13, "{p:#?}");
+    }
+
+    /// A duration past its setting's bound (a grace or drain that would hold a shutdown for years) is refused with
+    /// its key path and the bound; one at the bound is taken.
+    #[test]
+    fn durations_past_their_bound_are_refused_with_the_key_and_the_limit() {
+        let p = problems(
+            r#"
+            [sandbox]
+            deadline = "2m"
+            [executor]
+            grace = "999999999999h"
+            drain = "11m"
+            retention = "800h"
+            session_idle = "25h"
+            [tools]
+            max_wait = "2h"
+            "#,
+        );
+        let mut keys: Vec<&str> = p.iter().map(|s| s.split(':').next().unwrap()).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "executor.drain",
+                "executor.grace",
+                "executor.retention",
+                "executor.session_idle",
+                "sandbox.deadline",
+                "tools.max_wait"
+            ],
+            "{p:#?}"
+        );
+        let grace = p.iter().find(|s| s.starts_with("executor.grace")).unwrap();
+        assert!(
+            grace.contains("limit of 10m") && grace.contains("give at most 10m"),
+            "{grace}"
+        );
+        let c = Config::parse(
+            "[executor]\ngrace = \"10m\"\nretention = \"720h\"\n",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.executor.grace, Duration::from_secs(600));
     }
 
     #[test]

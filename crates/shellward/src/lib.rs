@@ -1331,6 +1331,13 @@ fn shape_execute(
                 .into(),
         );
     }
+    if r.process_limit_hit {
+        notes.push(
+            "The command reached its limit of processes (a fork bomb, or too much parallelism): starting more \
+             failed, so its result is not to be trusted. Run fewer processes at once (e.g. make -j4)."
+                .into(),
+        );
+    }
     if r.output.omitted_bytes > 0 {
         notes.push(format!(
             "{} bytes of output were left out of the middle; read them with process_output (process_id {id}, \
@@ -1339,9 +1346,9 @@ fn shape_execute(
         ));
     }
     let success = if r.running {
-        true
+        !r.process_limit_hit
     } else {
-        !r.timed_out && r.exit == ExitState::Code(0)
+        !r.timed_out && !r.process_limit_hit && r.exit == ExitState::Code(0)
     };
     ExecuteResult {
         success,
@@ -1358,6 +1365,7 @@ fn shape_execute(
         stderr: r.stderr.map(|v| v.text),
         output_total_bytes: r.output.total_bytes,
         output_incomplete: r.output_incomplete,
+        process_limit_hit: r.process_limit_hit,
         log_path: r.log_path.map(|p| p.display().to_string()),
         cursor: r.cursor,
         process_id: Some(id),

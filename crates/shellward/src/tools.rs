@@ -174,6 +174,9 @@ pub struct ExecuteResult {
     /// A process kept the output open after the command exited, so later output was not waited for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_incomplete: bool,
+    /// The command's tree reached its process limit (a fork bomb, runaway parallelism): forks past it failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub process_limit_hit: bool,
     /// The file holding the full output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_path: Option<String>,

@@ -742,3 +742,37 @@ async fn a_policy_may_turn_interactive_and_tty_off() {
     sw2.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A command that reaches its process limit is not reported as a success, and the model is told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reaching_the_process_limit_is_reported_to_the_model() {
+    let mark = new_mark();
+    let mut config = Config::default();
+    config.executor.grace = Duration::from_millis(300);
+    config.executor.env.set_var(MARK, &mark);
+    config.executor.limits.max_processes = Some(16);
+    let sw = Shellward::builder().config(config).build().expect("build");
+    // Proven confined first: the limit is enforced on this host (CI's is); otherwise forking 40 processes is refused.
+    let probe = sw.execute(None, exec("true")).await.unwrap();
+    assert!(probe.success, "{probe:?}");
+    assert!(
+        sw.executor().process_limit().is_some(),
+        "no writable pids cgroup here: this test needs the process limit (run as root, as CI does)"
+    );
+    let r = sw
+        .execute(
+            None,
+            exec("for i in $(seq 40); do sleep 3 & done 2>/dev/null; wait; exit 0"),
+        )
+        .await
+        .unwrap();
+    assert!(r.process_limit_hit, "{r:?}");
+    assert!(!r.success, "{r:?}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("limit of processes")),
+        "{:?}",
+        r.notes
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -69,14 +69,49 @@ enum Sink {
 }
 
 /// Opens the log for appending, 0600 when created, never through a symbolic link planted at its path.
+/// Opens (or creates, 0600) the audit file for appending. Refused: a symbolic link, anything but a regular file (a
+/// FIFO would block every decision; a device is no log), and a file owned by another user (someone else could read
+/// or rewrite the record). Opened non-blocking, so a FIFO cannot hold the open itself.
 fn open_file(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    File::options()
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let not_regular = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is not a regular file (a FIFO, device, socket or link); give the path of a file",
+        )
+    };
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file()) {
+        return Err(not_regular());
+    }
+    let file = File::options()
         .create(true)
         .append(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "it is owned by uid {}, not by this user (uid {me}); remove it or give a path of your own",
+                meta.uid()
+            ),
+        ));
+    }
+    // Back to blocking writes for the writer thread.
+    // SAFETY: fcntl on a descriptor `file` owns.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    Ok(file)
 }
 
 impl Sink {
@@ -134,8 +169,15 @@ impl AuditLog {
                 io::Error::new(
                     e.kind(),
                     format!(
-                        "cannot open the audit log {}: {e}; check that its directory exists and is writable",
-                        config.path.display()
+                        "cannot use the audit log {}: {e}{}",
+                        config.path.display(),
+                        if e.kind() == io::ErrorKind::NotFound
+                            || e.raw_os_error() == Some(libc::EACCES)
+                        {
+                            "; check that its directory exists and is writable"
+                        } else {
+                            ""
+                        }
                     ),
                 )
             })?;
@@ -212,6 +254,40 @@ impl Drop for AuditLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO at the audit path is refused at once (it would block every decision), and so is a file another user
+    /// owns.
+    #[test]
+    fn an_audit_path_that_is_no_file_of_ours_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("audit.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        let e = AuditLog::open(&AuditConfig {
+            path: fifo,
+            ..AuditConfig::default()
+        })
+        .err()
+        .expect("a FIFO is refused");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = dir.path().join("theirs.jsonl");
+            std::fs::write(&theirs, "").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let e = AuditLog::open(&AuditConfig {
+                path: theirs.clone(),
+                ..AuditConfig::default()
+            })
+            .err()
+            .expect("another user's file is refused");
+            assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+            assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "");
+        }
+    }
 
     #[test]
     fn records_are_json_lines_rotated_by_size_and_flushed_on_close() {

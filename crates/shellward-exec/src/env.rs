@@ -6,8 +6,11 @@
 //!
 //! - `SHELLWARD_*` variables (the host's own configuration and credentials) are **never** inherited;
 //! - variables whose names look like secrets ([`DEFAULT_SECRET_PATTERNS`]: `*TOKEN*`, `*SECRET*`, `*KEY*`,
-//!   `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, case-insensitive) are not inherited unless the operator names them
-//!   in [`EnvPolicy::allow`] (or turns the default off with [`EnvPolicy::ignore_default_excludes`]);
+//!   `*PASS*`, `*PWD*`, `*CREDENTIAL*`, `*JWT*`, `*AUTH*`, `*COOKIE*`, `*DSN*`, `*PAT`, `*PRIVATE*`,
+//!   case-insensitive; `PWD`, `OLDPWD` and `GIT_AUTHOR_*` excepted), and variables whose *values*
+//!   carry a credential whatever the name ([`secret_value`]: a URL with a password, `Bearer …`, a PEM block), are
+//!   not inherited unless the operator names them in [`EnvPolicy::allow`] (or turns the default off with
+//!   [`EnvPolicy::ignore_default_excludes`]);
 //! - everything else is inherited ([`Inherit::All`]); [`Inherit::Core`] keeps only `PATH`, `HOME`, `USER`,
 //!   `LOGNAME`, `SHELL`, `LANG`, `LC_*`, `TMPDIR`, `TZ`, and [`Inherit::None`] nothing;
 //! - then [`EnvPolicy::exclude`] drops names, [`EnvPolicy::include_only`] (when not empty) keeps only the names it
@@ -35,19 +38,54 @@ pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
     ("DEBIAN_FRONTEND", "noninteractive"),
 ];
 
-/// Names that look like secrets; not inherited unless allowed.
+/// Names that look like secrets; not inherited unless allowed ([`SECRET_LOOKALIKES`] excepted).
 pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
     "*TOKEN*",
     "*SECRET*",
     "*KEY*",
-    "*PASSWORD*",
-    "*PASSWD*",
+    "*PASS*",
+    "*PWD*",
     "*CREDENTIAL*",
+    "*JWT*",
+    "*AUTH*",
+    "*COOKIE*",
+    "*DSN*",
+    "*PAT",
+    "*PRIVATE*",
 ];
+
+/// Ordinary variables the secret patterns would otherwise catch: the shell's working directories and git's author.
+pub const SECRET_LOOKALIKES: &[&str] = &["PWD", "OLDPWD", "GIT_AUTHOR_*"];
 
 /// The host's own variables: never inherited (an operator who wants one in commands puts it in
 /// [`EnvPolicy::set`]).
 pub const HOST_PATTERN: &str = "SHELLWARD_*";
+
+/// Whether a value carries a credential whatever its variable's name: a URL with a password in its user part
+/// (`postgres://user:pass@host`), an HTTP authorization (`Bearer …`, `Basic …`), a PEM block (`-----BEGIN …`).
+pub fn secret_value(value: &str) -> bool {
+    let v = value.trim_start();
+    if v.contains("-----BEGIN ") {
+        return true;
+    }
+    let lower = v.get(..7).unwrap_or(v).to_ascii_lowercase();
+    if lower.starts_with("bearer ") || lower.starts_with("basic ") {
+        return true;
+    }
+    // scheme://user:password@host — anywhere in the value (lists of URLs, `--url=…`).
+    v.match_indices("://").any(|(i, _)| {
+        let rest = &v[i + 3..];
+        let authority = rest
+            .split(['/', '?', '#', ' ', ',', ';'])
+            .next()
+            .unwrap_or("");
+        authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
+            userinfo
+                .split_once(':')
+                .is_some_and(|(_, pw)| !pw.is_empty())
+        })
+    })
+}
 
 /// The variables [`Inherit::Core`] keeps.
 pub const CORE_PATTERNS: &[&str] = &[
@@ -143,6 +181,7 @@ impl EnvPolicy {
         }
         if !self.ignore_default_excludes
             && any(DEFAULT_SECRET_PATTERNS, name)
+            && !any(SECRET_LOOKALIKES, name)
             && !any(&self.allow, name)
         {
             return false;
@@ -161,7 +200,13 @@ impl EnvPolicy {
     ) -> Vec<(OsString, OsString)> {
         let mut env: Vec<(OsString, OsString)> = vars
             .into_iter()
-            .filter(|(k, _)| self.inherits(&k.to_string_lossy()))
+            .filter(|(k, v)| {
+                let name = k.to_string_lossy();
+                self.inherits(&name)
+                    && (self.ignore_default_excludes
+                        || self.allow.iter().any(|p| name_matches(p, &name))
+                        || !secret_value(&v.to_string_lossy()))
+            })
             .collect();
         for (k, v) in &self.set {
             env.retain(|(name, _)| name.as_os_str() != OsStr::new(k));
@@ -254,6 +299,65 @@ mod tests {
         env.iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect()
+    }
+
+    /// Credentials under other names, and credentials in values whatever the name, are withheld by default; look-alikes
+    /// and ordinary values pass; `allow` still opts in.
+    #[test]
+    fn secrets_by_other_names_and_by_shape_are_withheld() {
+        let env = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()
+        };
+        let p = EnvPolicy::default();
+        let given = env(&[
+            ("DATABASE_URL", "postgres://u:pass@db.internal:5432/app"),
+            ("MYSQL_PWD", "x"),
+            ("PGPASS", "x"),
+            ("DB_PASS", "x"),
+            ("GH_PAT", "x"),
+            ("JWT", "x"),
+            ("CI_JOB_JWT", "x"),
+            ("REDIS_AUTH", "x"),
+            ("NPM_CONFIG__AUTH", "x"),
+            ("DOCKER_AUTH_CONFIG", "x"),
+            ("SESSION_COOKIE", "x"),
+            ("PASSPHRASE", "x"),
+            ("SENTRY_DSN", "https://k@o1.ingest.example/1"),
+            ("SSH_AUTH_SOCK", "/run/ssh.sock"),
+            ("UPSTREAM", "https://bot:hunter2@git.example/repo.git"),
+            ("HEADER", "Bearer abc.def"),
+            ("CERT", "-----BEGIN OPENSSH PRIVATE KEY-----\nxyz"),
+            ("PWD", "/work"),
+            ("OLDPWD", "/"),
+            ("GIT_AUTHOR_NAME", "Ada"),
+            ("PATH", "/usr/bin"),
+            ("HTTP_PROXY", "http://proxy.internal:3128"),
+            ("HOMEPAGE", "https://user@example.com/"),
+        ]);
+        let mut got = names(&p.base_env(given.clone()));
+        got.truncate(6);
+        assert_eq!(
+            got,
+            [
+                "PWD",
+                "OLDPWD",
+                "GIT_AUTHOR_NAME",
+                "PATH",
+                "HTTP_PROXY",
+                "HOMEPAGE"
+            ],
+            "{got:?}"
+        );
+        let p = EnvPolicy {
+            allow: vec!["DATABASE_URL".into(), "GH_PAT".into()],
+            ..EnvPolicy::default()
+        };
+        let got = names(&p.base_env(given));
+        assert!(
+            got.contains(&"DATABASE_URL".to_string()) && got.contains(&"GH_PAT".to_string()),
+            "{got:?}"
+        );
+        assert!(!got.contains(&"UPSTREAM".to_string()), "{got:?}");
     }
 
     #[test]

@@ -594,6 +594,46 @@ fn the_token_in_the_environment_does_not_reach_commands() {
     server.stop();
 }
 
+/// `--token-file` keeps the token out of the command line; `--token VALUE` still works but warns that every local
+/// user can read it in /proc/PID/cmdline.
+#[test]
+fn the_token_comes_from_a_file_and_a_token_on_the_command_line_is_warned_against() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "file-tok-91bb\n").unwrap();
+    let log = dir.path().join("serve.log");
+    let server = start_logging(&["--token-file", file.to_str().unwrap()], &log);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.child.id())).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains("file-tok-91bb"));
+    let list = |auth: &str| {
+        raw_http(
+            &server.base,
+            &format!(
+                "GET /api/v0/processes/list HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+            ),
+        )
+    };
+    assert!(list("Bearer file-tok-91bb").starts_with("HTTP/1.1 200"));
+    assert!(list("Bearer wrong").starts_with("HTTP/1.1 401"));
+    server.stop();
+    assert!(!std::fs::read_to_string(&log).unwrap().contains("cmdline"));
+
+    let log = dir.path().join("serve-argv.log");
+    let server = start_logging(&["--token", "argv-tok-33cc"], &log);
+    let served = raw_http(
+        &server.base,
+        "GET /api/v0/processes/list HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer argv-tok-33cc\r\nConnection: close\r\n\r\n",
+    );
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    server.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("readable by every local user") && text.contains("--token-file"),
+        "{text}"
+    );
+    assert!(!text.contains("argv-tok-33cc"), "{text}");
+}
+
 #[test]
 fn tokens_bound_to_sessions_only_reach_their_sessions() {
     let dir = tempfile::tempdir().unwrap();

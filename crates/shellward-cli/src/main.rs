@@ -58,7 +58,7 @@ When the client disconnects, every process the session started is terminated.")]
 Examples:
   shellward serve                                  # http://127.0.0.1:7878
   shellward serve --listen 127.0.0.1:0             # any free port (printed on stdout)
-  shellward serve --listen 0.0.0.0:7878 --token \"$TOKEN\"
+  shellward serve --listen 0.0.0.0:7878 --token-file /etc/shellward/token
   shellward serve --listen unix:/run/shellward.sock
   curl -s localhost:7878/v1/tools/execute -d '{\"command\": \"ls\"}'
 

@@ -47,14 +47,20 @@ pub struct ServeArgs {
     /// Address to listen on: HOST:PORT (port 0 picks a free one) or unix:/path/to/socket.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
     pub listen: String,
-    /// Bearer token required on every request (required when listening on a non-loopback address).
+    /// Bearer token required on every request (required when listening on a non-loopback address). Prefer
+    /// `--token-file` or `SHELLWARD_TOKEN`: a value on the command line is readable by every local user in
+    /// `/proc/PID/cmdline` (shellward warns).
     #[arg(
         long,
         value_name = "TOKEN",
         env = "SHELLWARD_TOKEN",
-        hide_env_values = true
+        hide_env_values = true,
+        conflicts_with = "token_file"
     )]
     pub token: Option<String>,
+    /// Read the bearer token from this file (its first line; keep it 0600).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Most connections open at once; further clients wait in the listen backlog until one closes.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
@@ -356,9 +362,22 @@ fn duration(flag: &str, text: &str) -> Result<std::time::Duration> {
         .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {e}"))
 }
 
-pub fn run(args: ServeArgs) -> Result<ExitCode> {
-    if let Some(token) = &args.token {
+pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
+    if let Some(file) = &args.token_file {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("--token-file {}: cannot read it", file.display()))?;
+        let token = text.lines().next().unwrap_or("").to_string();
+        check_token(&token).with_context(|| format!("--token-file {}", file.display()))?;
+        args.token = Some(token);
+    } else if let Some(token) = &args.token {
         check_token(token).context("--token (or SHELLWARD_TOKEN)")?;
+        if std::env::args().any(|a| a == "--token" || a.starts_with("--token=")) {
+            tracing::warn!(
+                "the token given with --token is readable by every local user in /proc/{}/cmdline; give it with \
+                 --token-file FILE or the SHELLWARD_TOKEN variable instead",
+                std::process::id()
+            );
+        }
     }
     if args.max_connections == 0 {
         bail!("--max-connections must be at least 1");

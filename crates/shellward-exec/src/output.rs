@@ -307,12 +307,17 @@ impl Capture {
         self.terminal = true;
     }
 
-    /// Text as shown: a terminal's cleaned for reading, anything else as it is.
+    /// Text as shown: a terminal's cleaned for reading, anything else without escape sequences and stray control
+    /// characters (an OSC 52 clipboard write or a screen clear is for a terminal, not for the model). The log keeps
+    /// the raw bytes.
     fn shown(&self, text: std::borrow::Cow<'_, str>) -> String {
         if self.terminal {
             crate::terminal::clean(&text)
         } else {
-            text.into_owned()
+            match crate::terminal::strip_controls(&text) {
+                std::borrow::Cow::Borrowed(_) => text.into_owned(),
+                std::borrow::Cow::Owned(stripped) => stripped,
+            }
         }
     }
 

@@ -15,6 +15,37 @@ pub(crate) fn clean(text: &str) -> String {
     screen.finish()
 }
 
+/// Output of a command without a terminal, as a model reads it: escape sequences (colours, `ESC [ 2 J`, titles,
+/// OSC 52 clipboard writes, …) and control characters other than `\n`, `\t` and `\r` removed; everything else kept as
+/// written. Text without an escape or such a control is returned as it is, without parsing.
+pub(crate) fn strip_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b >= 0x20 && b != 0x7f || matches!(b, b'\n' | b'\t' | b'\r');
+    if text.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = Stripped(String::with_capacity(text.len()));
+    let mut parser = vte::Parser::new();
+    parser.advance(&mut out, text.as_bytes());
+    std::borrow::Cow::Owned(out.0)
+}
+
+/// What [`strip_controls`] keeps.
+struct Stripped(String);
+
+impl vte::Perform for Stripped {
+    fn print(&mut self, c: char) {
+        if c != '\x7f' {
+            self.0.push(c);
+        }
+    }
+
+    fn execute(&mut self, byte: u8) {
+        if matches!(byte, b'\n' | b'\t' | b'\r') {
+            self.0.push(byte as char);
+        }
+    }
+}
+
 /// The line being drawn and the lines already finished.
 #[derive(Default)]
 struct Line {
@@ -91,7 +122,21 @@ impl vte::Perform for Line {
 
 #[cfg(test)]
 mod tests {
-    use super::clean;
+    use super::{clean, strip_controls};
+
+    #[test]
+    fn pipe_output_loses_escape_sequences_and_keeps_its_text() {
+        // A clipboard write (OSC 52), a screen clear, colours and a bell: gone; text, tabs and line ends: kept.
+        assert_eq!(
+            strip_controls("\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[31mred\x1b[0m\tok\x07\r\n"),
+            "red\tok\r\n"
+        );
+        assert!(matches!(
+            strip_controls("plain text\r\n\tand tabs, ünïcödé"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(strip_controls("a\x00b\x7fc"), "abc");
+    }
 
     #[test]
     fn colours_and_titles_are_removed() {

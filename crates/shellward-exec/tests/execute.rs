@@ -592,3 +592,29 @@ async fn shutdown_releases_the_log_directory() {
     assert!(!log_dir.exists());
     assert_eq!(held(), Vec::<std::path::PathBuf>::new());
 }
+
+/// Output without a terminal reaches the model without escape sequences (a clipboard write, a screen clear,
+/// colours); the log keeps the raw bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_sequences_are_kept_from_the_model_but_not_from_the_log() {
+    let ex = Executor::new(ExecutorConfig::default()).unwrap();
+    let r = ex
+        .execute(ExecPlan::new(
+            r"printf '\033]52;c;ZXZpbA==\007\033[2J\033[1;31mhello\033[0m\tworld\n'",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "hello\tworld\n", "{r:?}");
+    let log = std::fs::read(r.log_path.as_ref().expect("a log")).unwrap();
+    assert!(log.starts_with(b"\x1b]52;c;"), "{log:?}");
+    let read = ex
+        .read_output(&r.id, None, Some(0), Duration::ZERO, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        read.chunk.as_ref().unwrap().text,
+        "hello\tworld\n",
+        "{read:?}"
+    );
+    ex.shutdown().await;
+}

@@ -278,12 +278,10 @@ impl PolicyEngine {
         Ok(PolicyInfo::of(&self.inner.engine, &component))
     }
 
-    /// Loads a policy from a file and configures it with `settings` (JSON text; empty means `{}`).
+    /// Loads a policy from a file and configures it with `settings` (JSON text; empty means `{}`). The file is read
+    /// with [`read_component`]: bounded, and judged by its first bytes before the rest is read.
     pub fn load_file(&self, path: &Path, settings: &str) -> Result<Policy, PolicyError> {
-        let bytes = std::fs::read(path).map_err(|io| PolicyError::Read {
-            path: path.to_path_buf(),
-            io,
-        })?;
+        let bytes = read_component(path)?;
         self.load_bytes(&path.display().to_string(), &bytes, settings)
     }
 
@@ -366,4 +364,56 @@ mod tests {
             "creating a pooled engine added {added} mappings"
         );
     }
+}
+
+/// The largest policy component file read: 64 MiB (a Python policy built by componentize-py is about 19 MB).
+pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
+
+/// Reads a policy component file: a regular file of at most [`MAX_COMPONENT_BYTES`], whose first 8 bytes are a
+/// component's header (checked before anything else is read, so a 4 GiB file of anything costs 8 bytes of memory).
+pub fn read_component(path: &Path) -> Result<Vec<u8>, PolicyError> {
+    use std::io::Read;
+    let err = |io: std::io::Error| PolicyError::Read {
+        path: path.to_path_buf(),
+        io,
+    };
+    // Non-blocking: a FIFO would otherwise hold the open until something writes to it (regular files ignore it).
+    let mut options = std::fs::File::options();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let mut file = options.open(path).map_err(err)?;
+    let meta = file.metadata().map_err(err)?;
+    if !meta.is_file() {
+        return Err(err(std::io::Error::other(
+            "it is not a regular file; give the path of a .wasm component",
+        )));
+    }
+    let too_big = |len: u64| {
+        err(std::io::Error::other(format!(
+            "it is {len} bytes, over the limit of {} MiB for a policy component; is it the right file?",
+            MAX_COMPONENT_BYTES >> 20
+        )))
+    };
+    if meta.len() > MAX_COMPONENT_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut head = [0u8; 8];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..]).map_err(err)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    crate::compat::check_header(&path.display().to_string(), &head[..got])?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    bytes.extend_from_slice(&head);
+    file.take(MAX_COMPONENT_BYTES + 1 - head.len() as u64)
+        .read_to_end(&mut bytes)
+        .map_err(err)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }

@@ -30,7 +30,10 @@ mod policy;
 pub use bindings::types::{OnTimeout, Outcome, Plan, Request};
 pub use chain::{Decision, PolicyChain};
 pub use compat::{ADAPTED_WIT_VERSIONS, PolicyInfo, WIT_PACKAGE, WIT_VERSION, supported_ranges};
-pub use engine::{FaultMode, InstanceMode, PERFMAP_VAR, PolicyEngine, SandboxConfig};
+pub use engine::{
+    FaultMode, InstanceMode, MAX_COMPONENT_BYTES, PERFMAP_VAR, PolicyEngine, SandboxConfig,
+    read_component,
+};
 pub use error::{FaultKind, PolicyError};
 pub use limits::OutputLimits;
 pub use policy::Policy;

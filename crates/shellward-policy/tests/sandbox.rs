@@ -353,3 +353,38 @@ fn many_concurrent_callers_share_a_bounded_pool() {
         }
     });
 }
+
+/// A component file is judged by its first bytes and its size before it is read: a 4 GiB sparse file of anything,
+/// or a file over the limit, costs no memory; a FIFO is refused without blocking.
+#[test]
+fn component_files_are_bounded_and_judged_by_their_header_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.wasm");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(4 << 30).unwrap();
+    drop(f);
+    let err = shellward_policy::read_component(&big).unwrap_err();
+    assert!(
+        err.to_string().contains("over the limit of 64 MiB"),
+        "{err}"
+    );
+    let text = dir.path().join("notes.wasm");
+    std::fs::write(&text, b"hello, world").unwrap();
+    let err = shellward_policy::read_component(&text).unwrap_err();
+    assert!(matches!(err, PolicyError::NotWasm { .. }), "{err:?}");
+    let mut sparse_core = std::fs::File::create(dir.path().join("core.wasm")).unwrap();
+    std::io::Write::write_all(&mut sparse_core, b"\0asm\x01\0\0\0").unwrap();
+    sparse_core.set_len(60 << 20).unwrap();
+    let err = shellward_policy::read_component(&dir.path().join("core.wasm")).unwrap_err();
+    assert!(matches!(err, PolicyError::CoreModule { .. }), "{err:?}");
+    let ok = shellward_policy::read_component(std::path::Path::new(SCRIPTED_POLICY)).unwrap();
+    assert_eq!(ok, std::fs::read(SCRIPTED_POLICY).unwrap());
+    let err = shellward_policy::read_component(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    let fifo = dir.path().join("fifo.wasm");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let err = shellward_policy::read_component(&fifo).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}

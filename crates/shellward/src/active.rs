@@ -118,7 +118,7 @@ pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, Con
                 PolicySource::File(p) => (
                     p.display().to_string(),
                     None,
-                    sha256(&std::fs::read(p).unwrap_or_default()),
+                    sha256(&shellward_policy::read_component(p).unwrap_or_default()),
                 ),
                 PolicySource::Oci(reference) => (
                     format!("oci:{reference}"),

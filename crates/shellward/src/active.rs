@@ -241,6 +241,48 @@ impl std::fmt::Debug for PolicyWatcher {
     }
 }
 
+/// Which changes reload: the configuration file itself, and `*.wasm` / `NAME.toml` files of the drop-in directory.
+/// Anything else in the watched directories (the server's own log beside the config, an editor's swap file) is
+/// ignored: it used to reload the chain on every write.
+struct Relevant {
+    /// Directories whose `*.wasm` and `*.toml` entries count (canonical).
+    dirs: Vec<PathBuf>,
+    /// Files that count: (canonical parent, file name).
+    files: Vec<(PathBuf, std::ffi::OsString)>,
+}
+
+impl Relevant {
+    fn of(paths: &[PathBuf]) -> Relevant {
+        let canonical = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let mut r = Relevant {
+            dirs: Vec::new(),
+            files: Vec::new(),
+        };
+        for path in paths {
+            if path.is_dir() {
+                r.dirs.push(canonical(path));
+            } else if let Some(name) = path.file_name() {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                let parent = canonical(parent.unwrap_or(std::path::Path::new(".")));
+                r.files.push((parent, name.to_os_string()));
+            }
+        }
+        r
+    }
+
+    fn matches(&self, path: &std::path::Path) -> bool {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let parent = parent
+            .canonicalize()
+            .unwrap_or_else(|_| parent.to_path_buf());
+        let policy_file = path.extension().is_some_and(|x| x == "wasm" || x == "toml");
+        (policy_file && self.dirs.contains(&parent))
+            || self.files.iter().any(|(p, n)| *p == parent && n == name)
+    }
+}
+
 /// How long changes must settle before a reload (an editor or `cp` writes a file in several steps).
 const DEBOUNCE: Duration = Duration::from_millis(300);
 
@@ -254,8 +296,9 @@ pub(crate) fn watch(
         return Ok(None);
     }
     let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let relevant = Relevant::of(&paths);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
+        if event.is_ok_and(|e| !e.kind.is_access() && e.paths.iter().any(|p| relevant.matches(p))) {
             let _ = tx.send(());
         }
     })?;
@@ -288,4 +331,32 @@ pub(crate) fn watch(
         _watcher: watcher,
         _thread: thread,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Relevant;
+
+    #[test]
+    fn only_policy_files_and_the_config_file_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let drop_ins = dir.path().join("policies.d");
+        std::fs::create_dir(&drop_ins).unwrap();
+        let config = dir.path().join("shellward.toml");
+        std::fs::write(&config, "").unwrap();
+        let r = Relevant::of(&[drop_ins.clone(), config.clone()]);
+        assert!(r.matches(&config));
+        assert!(r.matches(&drop_ins.join("guard2.wasm")));
+        assert!(r.matches(&drop_ins.join("guard2.toml")));
+        assert!(
+            !r.matches(&dir.path().join("serve.log")),
+            "the server's own log beside the config"
+        );
+        assert!(!r.matches(&dir.path().join(".shellward.toml.swp")));
+        assert!(!r.matches(&drop_ins.join("notes.txt")));
+        assert!(
+            !r.matches(&dir.path().join("other.wasm")),
+            "a component outside the drop-in directory"
+        );
+    }
 }

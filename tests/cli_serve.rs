@@ -615,6 +615,19 @@ fn the_token_comes_from_a_file_and_a_token_on_the_command_line_is_warned_against
     };
     assert!(list("Bearer file-tok-91bb").starts_with("HTTP/1.1 200"));
     assert!(list("Bearer wrong").starts_with("HTTP/1.1 401"));
+    // Commands cannot rewrite it (it is read-only in their sandbox).
+    let (_, r) = send(
+        "POST",
+        &format!("{}/v1/tools/execute", server.base),
+        None,
+        Some("file-tok-91bb"),
+        Some(&format!(
+            r#"{{"command": "echo evil > {}; echo rc=$?"}}"#,
+            file.display()
+        )),
+    );
+    assert!(!r["output"].as_str().unwrap().contains("rc=0"), "{r}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "file-tok-91bb\n");
     server.stop();
     assert!(!std::fs::read_to_string(&log).unwrap().contains("cmdline"));
 

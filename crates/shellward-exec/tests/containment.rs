@@ -193,6 +193,7 @@ fn executor_sigkill_leaves_no_survivors() {
             .any(|l| l.contains("SHELLWARD-CHILD-READY"));
         assert!(ready, "the child executor did not start its trees");
         assert!(marked(&mark).len() >= 20);
+        let pids_roots = pids_roots_of(child.id());
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let left = survivors_after(&mark, SETTLE);
@@ -201,6 +202,18 @@ fn executor_sigkill_leaves_no_survivors() {
             left.is_empty(),
             "{containment}: survivors of a SIGKILLed executor: {left:?}"
         );
+        // Its watchdog removes its `pids` root too (where the hierarchy is writable: as root, as on CI).
+        if shellward_test_support::is_root() {
+            assert_eq!(pids_roots.len(), 1, "{containment}: {pids_roots:?}");
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !pids_roots_of(child.id()).is_empty() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                pids_roots_of(child.id()).is_empty(),
+                "{containment}: the killed executor's pids root stayed: {pids_roots:?}"
+            );
+        }
         // The killed executor's log directory is left behind, and swept at once by the next executor starting there.
         let leftover = shellward_test_support::entries_with_prefix(logs.path(), "shellward-");
         assert_eq!(leftover.len(), 1, "{leftover:?}");

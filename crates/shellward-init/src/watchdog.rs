@@ -278,17 +278,18 @@ fn remove_cgroup(cg: &CStr) -> bool {
 
 /// Runs the watchdog and returns its exit code: 0, or 2 on a usage error.
 ///
-/// `args` are the arguments after [`WATCHDOG_ARG`]: `CGROUP_DIR TOKEN`, a NULL-terminated array of NUL-terminated
-/// strings.
+/// `args` are the arguments after [`WATCHDOG_ARG`]: `CGROUP_DIR TOKEN [PIDS_DIR]`, a NULL-terminated array of
+/// NUL-terminated strings (an empty `CGROUP_DIR`: none).
 ///
 /// # Safety
 /// `args` must be a valid NULL-terminated array of NUL-terminated strings that lives as long as the call, and the
 /// process must be the one the executor started for this purpose, its standard input the executor's pipe.
 pub unsafe fn run(args: *const *const u8) -> i32 {
-    // SAFETY: NULL-terminated (caller); index 1 is read only after index 0 was not NULL.
-    let (cg, token) = unsafe {
+    // SAFETY: NULL-terminated (caller); each index is read only after the previous one was not NULL.
+    let (cg, token, pids) = unsafe {
         let cg = crate::arg(args, 0);
-        (cg, cg.and_then(|_| crate::arg(args, 1)))
+        let token = cg.and_then(|_| crate::arg(args, 1));
+        (cg, token, token.and_then(|_| crate::arg(args, 2)))
     };
     let (Some(cg), Some(token)) = (cg, token) else {
         crate::say(&[b"usage: __shellward-watchdog CGROUP_DIR TOKEN (started by shellward only)"]);
@@ -331,13 +332,17 @@ pub unsafe fn run(args: *const *const u8) -> i32 {
             }
         }
     }
-    if !cg.is_empty() {
-        let pause = rustix::thread::Timespec {
-            tv_sec: 0,
-            tv_nsec: 100_000_000,
-        };
+    // The cgroup v2 parent, then the v1 `pids` root (optional third argument): both emptied by the kills above.
+    let pause = rustix::thread::Timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    for dir in [Some(cg), pids].into_iter().flatten() {
+        if dir.is_empty() {
+            continue;
+        }
         for _ in 0..ROUNDS {
-            if remove_cgroup(cg) {
+            if remove_cgroup(dir) {
                 break;
             }
             let _ = rustix::thread::nanosleep(&pause);

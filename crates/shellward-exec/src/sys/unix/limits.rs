@@ -110,6 +110,11 @@ struct FreeGroup {
 }
 
 impl PidsRoot {
+    /// This executor's directory in the `pids` hierarchy (for the watchdog, which removes it if the executor dies).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Creates `shellward-<token>` in the v1 `pids` hierarchy, if there is one and it is writable.
     pub(crate) fn create(token: &str) -> io::Result<PidsRoot> {
         let base = discover_v1().ok_or_else(|| {

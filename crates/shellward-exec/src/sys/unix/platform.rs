@@ -277,6 +277,7 @@ impl Platform {
         .or_else(|| super::embedded_init::load().ok().flatten());
         let dog = Watchdog::start(
             platform.root.as_ref().map(|r| r.dir().to_path_buf()),
+            platform.pids_root.as_ref().map(|r| r.dir().to_path_buf()),
             embedded,
             &platform,
         )?;

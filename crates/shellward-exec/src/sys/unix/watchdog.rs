@@ -31,7 +31,7 @@ pub(crate) struct Watchdog {
 }
 
 const WATCHDOG_SCRIPT: &str = r#"
-cg="$1"; token="$2"; pgs=" "
+cg="$1"; token="$2"; pids="$3"; pgs=" "
 while read -r op pg; do
   case "$op" in
     +) pgs="$pgs$pg " ;;
@@ -56,14 +56,15 @@ if [ -n "$token" ]; then
     done
   done
 fi
-if [ -n "$cg" ]; then
+for dir in "$cg" "$pids"; do
+  [ -n "$dir" ] || continue
   i=0
   while [ $i -lt 50 ]; do
-    for d in "$cg"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
-    rmdir "$cg" 2>/dev/null && exit 0
+    for d in "$dir"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+    rmdir "$dir" 2>/dev/null && break
     i=$((i+1)); sleep 0.1
   done
-fi
+done
 "#;
 
 impl Watchdog {
@@ -71,19 +72,22 @@ impl Watchdog {
     /// from `embedded` when given and runnable, else from a shell.
     pub(crate) fn start(
         cgroup_dir: Option<PathBuf>,
+        pids_dir: Option<PathBuf>,
         embedded: Option<EmbeddedInit>,
         platform: &Platform,
     ) -> io::Result<Watchdog> {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
         let token = platform.token().to_string();
         let cg = cgroup_dir.map(|d| d.into_os_string()).unwrap_or_default();
+        let pids = pids_dir.map(|d| d.into_os_string()).unwrap_or_default();
         let child = platform.on_spawner_sync(move || {
             if let Some(embedded) = embedded {
                 let mut cmd = Command::new(embedded.path());
                 cmd.arg0("shellward-watchdog")
                     .arg(shellward_init::WATCHDOG_ARG)
                     .arg(&cg)
-                    .arg(&token);
+                    .arg(&token)
+                    .arg(&pids);
                 match configure(&mut cmd, &r).and_then(|()| cmd.spawn()) {
                     // The memfd's descriptor stays open (an `Arc`) until the child has exec'd it.
                     Ok(child) => return Ok(child),
@@ -97,7 +101,8 @@ impl Watchdog {
                 .arg(WATCHDOG_SCRIPT)
                 .arg("shellward-watchdog")
                 .arg(&cg)
-                .arg(&token);
+                .arg(&token)
+                .arg(&pids);
             configure(&mut cmd, &r)?;
             cmd.spawn()
         })??;
@@ -173,7 +178,7 @@ mod tests {
             let form = if embedded.is_some() { "static" } else { "sh" };
             // `quit`: nothing is killed, the watchdog exits.
             let mut ours = sleeper(Some(&format!("{token}/t1")), 0);
-            let mut dog = Watchdog::start(None, embedded.clone(), &platform).unwrap();
+            let mut dog = Watchdog::start(None, None, embedded.clone(), &platform).unwrap();
             writeln!(dog.pipe, "quit").unwrap();
             assert!(
                 ended_within(&mut dog.child, Duration::from_secs(5)).is_some_and(|s| s.success()),
@@ -188,7 +193,7 @@ mod tests {
             let mut theirs = sleeper(Some("someone-else/t1"), 0);
             let mut unannounced = sleeper(Some(&format!("{token}/t2")), 0);
             let mut unannounced_member = sleeper(None, unannounced.id() as i32);
-            let mut dog = Watchdog::start(None, embedded, &platform).unwrap();
+            let mut dog = Watchdog::start(None, None, embedded, &platform).unwrap();
             writeln!(dog.pipe, "+ {}\n+ 999999\n- 999999", ours.id()).unwrap();
             drop(dog.pipe);
             assert!(

@@ -205,6 +205,22 @@ impl Executor {
         if leftovers > 0 {
             // Something the command started lives on: keep it tracked (and signallable) under the same id.
             proc.background.store(true, Ordering::Relaxed);
+            // A foreground command that must not outlive its timeout: what it left behind is stopped at the deadline
+            // (a fork bomb's survivors, a server started with `&`), not left to run until someone signals it.
+            if let (Some(t), TimeoutAction::Kill) = (plan.timeout, plan.on_timeout) {
+                let inner = Arc::downgrade(&self.inner);
+                let p = proc.clone();
+                let deadline = p.started_at + t;
+                tokio::spawn(async move {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if !p.wait_tree_gone(left).await
+                        && let Some(inner) = inner.upgrade()
+                    {
+                        tracing::info!(id = %p.id, "timeout reached: terminating what the command left running");
+                        Executor { inner }.terminate(&p).await;
+                    }
+                });
+            }
         }
         let result = self.result(&proc, !exited, !drained, leftovers);
         if leftovers == 0 && drained {

@@ -618,3 +618,38 @@ async fn escape_sequences_are_kept_from_the_model_but_not_from_the_log() {
     );
     ex.shutdown().await;
 }
+
+/// A foreground command with a timeout that kills: what it leaves running when its leader exits is reported, tracked
+/// under its id, and stopped when the timeout expires — never left running until someone signals it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_of_a_killing_foreground_run_die_at_its_deadline() {
+    let ex = Executor::new(quick()).unwrap();
+    let mark = new_mark();
+    let mut plan = marked_plan("sleep 60 & sleep 61 & echo started", &mark);
+    plan.timeout = Some(Duration::from_millis(1500));
+    plan.on_timeout = TimeoutAction::Kill;
+    let started = Instant::now();
+    let r = ex.execute(plan).await.unwrap();
+    assert_eq!(r.exit.code(), Some(0), "{r:?}");
+    assert_eq!(r.leftover_processes, 2, "{r:?}");
+    assert!(started.elapsed() < Duration::from_millis(1500), "{r:?}");
+    assert_eq!(marked(&mark).len(), 2, "killed before the deadline");
+    let left = survivors_after(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert!(
+        left.is_empty(),
+        "still running after the deadline: {left:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+    // Without a timeout that kills, they stay (tracked, signallable).
+    let mark = new_mark();
+    let mut plan = marked_plan("sleep 60 & echo started", &mark);
+    plan.timeout = Some(Duration::from_millis(300));
+    plan.on_timeout = TimeoutAction::Background;
+    let r = ex.execute(plan).await.unwrap();
+    assert_eq!(r.leftover_processes, 1, "{r:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(marked(&mark).len(), 1);
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}

@@ -325,47 +325,6 @@ fn spawn_epoch_ticker(engine: &Engine, ticker: Arc<Ticker>) -> std::io::Result<(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mappings() -> usize {
-        std::fs::read_to_string("/proc/self/maps")
-            .expect("reading /proc/self/maps")
-            .lines()
-            .count()
-    }
-
-    /// The pooling allocator reserves its slots as a few large mappings; it must not cut thousands of small ones
-    /// (its default pool of 1,000 fiber stacks, which synchronous policies never use, took a guard-page `mprotect`
-    /// each: ~4 ms at every engine creation, 2,000 mappings to tear down at exit). Counted in a fresh process, where no
-    /// other test creates mappings meanwhile.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_pooled_engine_maps_its_slots_in_a_few_regions() {
-        const CHILD: &str = "SHELLWARD_TEST_POOLED_ENGINE_MAPPINGS";
-        let name = "engine::tests::a_pooled_engine_maps_its_slots_in_a_few_regions";
-        if shellward_test_support::in_fresh_process(CHILD) {
-            let before = mappings();
-            let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
-            let added = mappings().saturating_sub(before);
-            println!("added={added}");
-            drop(engine);
-            return;
-        }
-        let stdout = shellward_test_support::rerun_in_fresh_process(name, CHILD);
-        let added: usize = stdout
-            .lines()
-            .find_map(|l| l.split_once("added=").map(|(_, n)| n))
-            .and_then(|n| n.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("the child printed no count: {stdout}"));
-        assert!(
-            added < 100,
-            "creating a pooled engine added {added} mappings"
-        );
-    }
-}
-
 /// The largest policy component file read: 64 MiB (a Python policy built by componentize-py is about 19 MB).
 pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
 
@@ -416,4 +375,45 @@ pub fn read_component(path: &Path) -> Result<Vec<u8>, PolicyError> {
         return Err(too_big(bytes.len() as u64));
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mappings() -> usize {
+        std::fs::read_to_string("/proc/self/maps")
+            .expect("reading /proc/self/maps")
+            .lines()
+            .count()
+    }
+
+    /// The pooling allocator reserves its slots as a few large mappings; it must not cut thousands of small ones
+    /// (its default pool of 1,000 fiber stacks, which synchronous policies never use, took a guard-page `mprotect`
+    /// each: ~4 ms at every engine creation, 2,000 mappings to tear down at exit). Counted in a fresh process, where no
+    /// other test creates mappings meanwhile.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pooled_engine_maps_its_slots_in_a_few_regions() {
+        const CHILD: &str = "SHELLWARD_TEST_POOLED_ENGINE_MAPPINGS";
+        let name = "engine::tests::a_pooled_engine_maps_its_slots_in_a_few_regions";
+        if shellward_test_support::in_fresh_process(CHILD) {
+            let before = mappings();
+            let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+            let added = mappings().saturating_sub(before);
+            println!("added={added}");
+            drop(engine);
+            return;
+        }
+        let stdout = shellward_test_support::rerun_in_fresh_process(name, CHILD);
+        let added: usize = stdout
+            .lines()
+            .find_map(|l| l.split_once("added=").map(|(_, n)| n))
+            .and_then(|n| n.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("the child printed no count: {stdout}"));
+        assert!(
+            added < 100,
+            "creating a pooled engine added {added} mappings"
+        );
+    }
 }

@@ -121,20 +121,27 @@ pub fn in_fresh_process(marker: &str) -> bool {
 /// both of the child's outputs when it fails.
 pub fn rerun_in_fresh_process(test: &str, marker: &str) -> String {
     let exe = std::env::current_exe().expect("the path of the running test binary");
-    let out = std::process::Command::new(&exe)
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.env(marker, "1");
+    rerun(cmd, test, "in its fresh process")
+}
+
+/// Runs `test` alone through `cmd` (the test binary, or a wrapper that starts it) and returns its standard output;
+/// panics, saying `how` it ran, when it failed or did not run at all.
+fn rerun(mut cmd: std::process::Command, test: &str, how: &str) -> String {
+    let out = cmd
         .args(["--exact", test, "--test-threads=1", "--nocapture"])
-        .env(marker, "1")
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {} again: {e}", exe.display()));
+        .unwrap_or_else(|e| panic!("cannot run {test} {how}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{test} failed in its fresh process: {stdout}{}",
+        "{test} failed {how}: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
         stdout.contains("1 passed"),
-        "{test} did not run in its fresh process (is the name its full path?): {stdout}"
+        "{test} did not run {how} (is the name its full path?): {stdout}"
     );
     stdout
 }
@@ -158,26 +165,12 @@ pub fn rerun_as_user(test: &str, marker: &str) -> String {
     let mut cmd = command_as_user(&exe);
     // A directory the user can write for whatever the test makes (its log directories).
     let scratch = std::env::temp_dir();
-    let out = cmd
-        .args(["--exact", test, "--test-threads=1", "--nocapture"])
-        .env(marker, "1")
+    cmd.env(marker, "1")
         .env("HOME", &scratch)
         .env("TMPDIR", &scratch)
         .env_remove("XDG_RUNTIME_DIR")
-        .current_dir(&scratch)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {} as {TEST_USER}: {e}", exe.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{test} failed as an unprivileged user: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "{test} did not run as an unprivileged user (is the name its full path?): {stdout}"
-    );
-    stdout
+        .current_dir(&scratch);
+    rerun(cmd, test, "as an unprivileged user")
 }
 
 /// A command that runs `program` as an unprivileged user: as root, [`TEST_USER`] (created when missing) through

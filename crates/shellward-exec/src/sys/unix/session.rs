@@ -16,6 +16,8 @@
 //! `SIGTERM` (it exits), after which the kernel kills whatever else is in the namespace. Signals to a command go to
 //! its tree, never to the sandbox.
 
+use super::pidfd::pidfd_send_signal;
+use nix::sys::signal::Signal;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -62,17 +64,8 @@ impl Sandbox {
                 last_start: Instant::now(),
             }),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                // SAFETY: SIGKILL through our own pidfd, then the reap of our own child.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        pidfd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0,
-                    );
-                    libc::waitpid(pid, &mut 0, 0);
-                }
+                let _ = pidfd_send_signal(&pidfd, Signal::SIGKILL);
+                reap(pid);
                 Err(io::Error::other(format!(
                     "cannot open the new session sandbox's namespaces: {e}"
                 )))
@@ -127,30 +120,23 @@ impl Sandbox {
     /// Ends the sandbox: `SIGTERM` to its pid 1 (the kernel then kills the rest of the namespace), `SIGKILL` if it
     /// has not exited within a second, and the reap.
     fn end(self) {
-        let send = |sig: i32| {
-            // SAFETY: pidfd_send_signal on our own pidfd; no siginfo.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    self.pidfd.as_raw_fd(),
-                    sig,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                )
-            }
-        };
-        send(libc::SIGTERM);
+        let _ = pidfd_send_signal(&self.pidfd, Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(1);
         while self.alive() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
         if self.alive() {
-            send(libc::SIGKILL);
+            let _ = pidfd_send_signal(&self.pidfd, Signal::SIGKILL);
         }
-        let mut status = 0;
-        // SAFETY: reaping our own child, whose pid cannot have been reused (it is unreaped until this call).
-        unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        reap(self.pid);
     }
+}
+
+/// Reaps `pid`, a sandbox's pid 1 (this process's child, unreaped until this call, so the number is still its own).
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
 }
 
 /// Maps this process's effective uid and gid to themselves in the user namespace of `pid` (a fresh sandbox's pid 1,

@@ -153,6 +153,20 @@ fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), text_before);
     assert!(!drop_ins.join("evil.wasm").exists());
     assert!(!cache.join("evil.cwasm").exists());
+
+    // The cache's key, with which entries are authenticated, cannot even be read: no command can forge an entry.
+    let key = std::fs::read(cache.join("key")).expect("the run made the cache key");
+    assert_eq!(key.len(), 32);
+    let out = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        &format!("od -An -tx1 {}/key | tr -d ' \\n'; echo; echo done", cache.display()),
+    ]);
+    let stdout = text(&out.stdout);
+    let key_hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(stdout.contains("done"), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains(&key_hex), "the key was read: {stdout}");
 }
 
 /// `sandbox check` says what commands get, from a probe run in a session's sandbox: as root, as a normal user (a

@@ -401,11 +401,11 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
     let rt = runtime()?;
     let result = rt.block_on(async move {
         let mut config = args.service.config()?;
-        // The token file is the host's own: commands see it read-only, like the config.
+        // The token file is the host's secret: commands cannot read it (nor the directory entry be replaced).
         if let Some(file) = &args.token_file
             && let Ok(file) = file.canonicalize()
         {
-            config.executor.read_only_paths.push(file);
+            config.executor.hidden_paths.push(file);
         }
         let auth = config.auth.clone();
         let sw = shellward::Shellward::builder()

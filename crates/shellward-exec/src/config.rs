@@ -85,6 +85,11 @@ pub struct ExecutorConfig {
     /// hierarchies), the kernel's writable `/proc` files and its own log directory. A path that does not exist when
     /// a command starts is skipped. Default none.
     pub read_only_paths: Vec<PathBuf>,
+    /// Absolute paths commands cannot read at all (where PID namespaces are on): the host's secrets — a token file,
+    /// the compiled-policy cache's key, the audit log. A file is covered by `/dev/null` (reads are empty, writes discarded), a
+    /// directory by an empty read-only directory, in the command's mount namespace. A path that does not exist when a
+    /// session's sandbox starts is skipped. Default none.
+    pub hidden_paths: Vec<PathBuf>,
 }
 
 /// Resource limits of one command's tree. `RLIMIT_CORE` is always 0 (a crashing command does not write a core file
@@ -137,6 +142,7 @@ impl Default for ExecutorConfig {
             keep_capabilities: Vec::new(),
             session_idle: Duration::from_secs(60),
             read_only_paths: Vec::new(),
+            hidden_paths: Vec::new(),
         }
     }
 }

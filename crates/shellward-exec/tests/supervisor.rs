@@ -257,3 +257,60 @@ async fn a_normal_user_s_command_cannot_read_the_host() {
     the_host_stays_unreadable(&ex).await;
     ex.shutdown().await;
 }
+
+/// A token file and a directory of keys listed in `hidden_paths` read as empty inside, while the host still reads
+/// them, cannot be changed (a write to the covering `/dev/null` is discarded), and a file beside them stays readable.
+async fn secrets_are_hidden(config: ExecutorConfig) {
+    let scratch = tempfile::tempdir().unwrap();
+    let token = scratch.path().join("token");
+    let keys = scratch.path().join("keys");
+    let beside = scratch.path().join("beside");
+    std::fs::write(&token, "TOKEN-VALUE-1234\n").unwrap();
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::write(keys.join("key"), "KEY-VALUE-5678\n").unwrap();
+    std::fs::write(&beside, "visible\n").unwrap();
+    let mut config = config;
+    config.hidden_paths = vec![token.clone(), keys.clone(), scratch.path().join("missing")];
+    let ex = Executor::new(config).unwrap();
+    assert!(ex.pid_namespaces(), "this test needs the session sandbox");
+    let command = format!(
+        "cat {t}; cat {k}/key; ls -A {k}; echo overwritten > {t}; rm -f {t}; cat {b}",
+        t = token.display(),
+        k = keys.display(),
+        b = beside.display(),
+    );
+    let r = ex.execute(ExecPlan::new(command)).await.unwrap();
+    let text = &r.output.text;
+    assert!(!text.contains("TOKEN-VALUE"), "the token was read: {text}");
+    assert!(!text.contains("KEY-VALUE"), "the key was read: {text}");
+    assert!(text.contains("visible"), "the file beside was hidden too: {text}");
+    assert_eq!(
+        std::fs::read_to_string(&token).unwrap(),
+        "TOKEN-VALUE-1234\n"
+    );
+    ex.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_s_secrets_cannot_be_read_inside() {
+    secrets_are_hidden(namespaced()).await;
+}
+
+const HIDDEN_AS_USER: &str = "SHELLWARD_TEST_HIDDEN_AS_USER";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_normal_user_s_command_cannot_read_the_host_s_secrets() {
+    if !shellward_test_support::in_fresh_process(HIDDEN_AS_USER) {
+        let out = shellward_test_support::rerun_as_user(
+            "a_normal_user_s_command_cannot_read_the_host_s_secrets",
+            HIDDEN_AS_USER,
+        );
+        assert!(out.contains("ran as uid "), "{out}");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert_ne!(uid, 0, "the rerun is still root");
+    println!("ran as uid {uid}");
+    secrets_are_hidden(ExecutorConfig::default()).await;
+}

@@ -5,15 +5,22 @@
 //! version, target and compilation settings), so a changed policy or a different engine never picks up a stale entry.
 //! The built-in components' digests are computed by the build script, so a start hashes nothing for them.
 //!
-//! An entry is wasmtime's artifact as `Engine::precompile_component` wrote it, followed by a 20-byte trailer: the
-//! CRC-32 of the artifact, its length and a magic tag. Loading checks the trailer (over a read-only mapping of the
-//! file on Unix, streamed through a small buffer elsewhere), then maps the file with `Component::deserialize_file`:
-//! the code is used from the page cache in place, not read into memory and copied again, which was most of the cost
-//! of starting `shellward run` or `policy check`.
-//! `Component::deserialize_file` is `unsafe`: it trusts its input to be wasmtime's own output. A truncated,
-//! corrupted or foreign file fails the trailer check and is discarded and rebuilt, never loaded. The checksum guards
-//! against accidents (a torn or damaged file), not against someone who can write the cache directory — they could
-//! write a matching checksum, cryptographic or not — so a CRC, checked at memory speed, does the job a SHA-256 did.
+//! **An entry is native code, so it is authenticated, not only checksummed.** It is wasmtime's artifact as
+//! `Engine::precompile_component` wrote it, followed by a 48-byte trailer: a keyed BLAKE3 MAC over the component's
+//! digest and the artifact, the artifact's length and a magic tag. The key is 32 random bytes in the cache
+//! directory's `key` file (mode 0600, made on first use; one that is not a private regular file of this user, or not
+//! 32 bytes, is refused and the cache is not used). Loading checks the MAC (over a read-only mapping of the file on
+//! Unix, streamed through a small buffer elsewhere), then maps the file with `Component::deserialize_file`: the code
+//! is used from the page cache in place, not read into memory and copied again. An entry that fails the check —
+//! truncated, edited, written by someone without the key, or another component's valid entry copied over this file
+//! name — is discarded and compiled again, never loaded.
+//!
+//! Who can forge an entry: only someone who can read the key. Inside the session sandbox commands cannot — the
+//! facade hides the key file and makes the cache directory read-only (see `shellward`'s `Config::host_files`) —
+//! so a command can neither write an entry nor make one the host would accept. Without the sandbox (`shellward
+//! sandbox check` says so) commands run as the host's own user and can read the key as they can rewrite the
+//! configuration itself: the cache is then no weaker than the files it is built from.
+//!
 //! Writes go to a temporary file renamed into place, so readers never see a half-written entry and a file in use is
 //! never changed under a running policy (a mapped entry must not be modified in place; replacing or deleting it is
 //! safe).
@@ -31,9 +38,13 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 8] = b"SWPCACH2";
-/// CRC-32 (4 bytes), artifact length (8), magic (8); little endian.
-const TRAILER_LEN: usize = 4 + 8 + MAGIC.len();
+const MAGIC: &[u8; 8] = b"SWPCACH3";
+/// MAC (32 bytes), artifact length (8), magic (8); little endian.
+const TRAILER_LEN: usize = MAC_LEN + 8 + MAGIC.len();
+/// Bytes of a MAC, and of the key.
+const MAC_LEN: usize = 32;
+/// The key's file name in the cache directory.
+pub const KEY_FILE: &str = "key";
 
 /// A hit refreshes an entry's modification time (its place in the eviction order) when it is at least this old.
 const REFRESH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -94,32 +105,47 @@ impl Cache {
 
     /// The entry path for `bytes` under `engine`.
     pub fn entry_path(&self, engine: &Engine, bytes: &[u8]) -> PathBuf {
-        let content = match crate::embedded::builtin_sha256(bytes) {
-            Some(digest) => digest.to_string(),
-            None => hex(&Sha256::digest(bytes)),
-        };
+        self.entry_path_of(engine, &content_digest(bytes))
+    }
+
+    fn entry_path_of(&self, engine: &Engine, content: &str) -> PathBuf {
         let mut h = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
         env!("CARGO_PKG_VERSION").hash(&mut h);
         self.dir
-            .join(format!("{}-{:016x}.v2.cwasm", &content[..32], h.finish()))
+            .join(format!("{}-{:016x}.v3.cwasm", &content[..32], h.finish()))
     }
 
-    /// Loads `bytes` as a component, from the cache when a valid entry exists, else compiling and storing it.
-    /// Cache I/O problems are logged and never fail the load.
+    /// The path of the key entries are authenticated with.
+    pub fn key_path(&self) -> PathBuf {
+        self.dir.join(KEY_FILE)
+    }
+
+    /// Loads `bytes` as a component, from the cache when an authentic entry exists, else compiling and storing it.
+    /// Cache I/O problems are logged and never fail the load; a cache whose key cannot be trusted is not used at all
+    /// (the component is compiled in memory: [`CacheOutcome::Disabled`]).
     pub fn load(
         &self,
         engine: &Engine,
         bytes: &[u8],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let path = self.entry_path(engine, bytes);
+        let key = match self.key() {
+            Ok(key) => key,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), "not using the policy cache: {e}");
+                return Ok((Component::new(engine, bytes)?, CacheOutcome::Disabled));
+            }
+        };
+        let content = content_digest(bytes);
+        let path = self.entry_path_of(engine, &content);
         let mut outcome = CacheOutcome::Miss;
-        match fs::File::open(&path) {
-            Ok(mut file) => match verified(&mut file) {
+        match open_entry(&path) {
+            Ok(mut file) => match verified(&mut file, &key, &content) {
                 Ok(Some(meta)) => {
-                    // SAFETY: the artifact's checksum matches the one recorded when this host wrote it from
-                    // `Engine::precompile_component`, the key includes the engine's compatibility hash, and entries
-                    // are only ever replaced by renaming a new file over them, never modified in place.
+                    // SAFETY: the artifact's MAC, under a key only this host's user can read, matches the one recorded
+                    // when this host wrote it from `Engine::precompile_component` for exactly these component bytes;
+                    // the key includes the engine's compatibility hash, and entries are only ever replaced by
+                    // renaming a new file over them, never modified in place.
                     match unsafe { Component::deserialize_file(engine, &path) } {
                         Ok(c) => {
                             // Recently used: the last to be evicted. Best effort (a read-only cache still loads).
@@ -138,7 +164,7 @@ impl Cache {
                     }
                 }
                 Ok(None) => {
-                    tracing::warn!(path = %path.display(), "discarding corrupted policy cache entry");
+                    tracing::warn!(path = %path.display(), "discarding a policy cache entry that fails its authentication (corrupted, or not written by this host for this component)");
                     outcome = CacheOutcome::Rebuilt;
                 }
                 Err(e) => {
@@ -146,7 +172,10 @@ impl Cache {
                 }
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(path = %path.display(), "cannot read policy cache entry: {e}"),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "discarding an unreadable policy cache entry: {e}");
+                outcome = CacheOutcome::Rebuilt;
+            }
         }
         if outcome == CacheOutcome::Rebuilt {
             let _ = fs::remove_file(&path);
@@ -162,7 +191,7 @@ impl Cache {
             );
         }
         let compiled = engine.precompile_component(bytes)?;
-        if let Err(e) = self.store(&path, &compiled) {
+        if let Err(e) = self.store(&path, &compiled, &key, &content) {
             tracing::warn!(dir = %self.dir.display(), "cannot write the policy cache (policies still load, compiled each time): {e}");
         }
         // SAFETY: `compiled` was produced by `precompile_component` on this very engine just above.
@@ -170,11 +199,42 @@ impl Cache {
         Ok((component, outcome))
     }
 
-    fn store(&self, path: &Path, payload: &[u8]) -> std::io::Result<()> {
-        fs::create_dir_all(&self.dir)?;
+    /// The cache's key: read from [`Cache::key_path`], or made (32 random bytes, mode 0600) when there is none. A key
+    /// file that is not a regular file, is another user's, is readable by group or others, or is not 32 bytes long is
+    /// refused: whoever could write or read it could make entries this host would run as its own code.
+    fn key(&self) -> std::io::Result<[u8; MAC_LEN]> {
+        let path = self.key_path();
+        match read_key(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => return other,
+        }
+        create_private_dir(&self.dir)?;
+        let mut key = [0u8; MAC_LEN];
+        getrandom::fill(&mut key).map_err(|e| {
+            std::io::Error::other(format!("cannot draw a random policy cache key: {e}"))
+        })?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
+        tmp.write_all(&key)?;
+        tmp.as_file().sync_data()?;
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => Ok(key),
+            // Another process made it first: use theirs.
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => read_key(&path),
+            Err(e) => Err(e.error),
+        }
+    }
+
+    fn store(
+        &self,
+        path: &Path,
+        payload: &[u8],
+        key: &[u8; MAC_LEN],
+        content: &str,
+    ) -> std::io::Result<()> {
+        create_private_dir(&self.dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
         tmp.write_all(payload)?;
-        tmp.write_all(&crc32fast::hash(payload).to_le_bytes())?;
+        tmp.write_all(mac(key, content).update(payload).finalize().as_bytes())?;
         tmp.write_all(&(payload.len() as u64).to_le_bytes())?;
         tmp.write_all(MAGIC)?;
         tmp.as_file().sync_data()?;
@@ -221,9 +281,99 @@ impl Cache {
     }
 }
 
-/// `file`'s metadata if it is an intact entry: a trailer with the magic tag, the artifact's length and its CRC-32
-/// (see [`checksum`]; the entry is never read into an allocation of its size); `None` if it is not.
-fn verified(file: &mut fs::File) -> std::io::Result<Option<fs::Metadata>> {
+/// The component digest an entry is named by and authenticated for: the build script's for a built-in component,
+/// else the SHA-256 of the bytes.
+fn content_digest(bytes: &[u8]) -> String {
+    match crate::embedded::builtin_sha256(bytes) {
+        Some(digest) => digest.to_string(),
+        None => hex(&Sha256::digest(bytes)),
+    }
+}
+
+/// A MAC under `key` bound to the component digest `content`, ready for the artifact's bytes.
+fn mac(key: &[u8; MAC_LEN], content: &str) -> blake3::Hasher {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(b"shellward policy cache entry\0");
+    h.update(content.as_bytes());
+    h.update(b"\0");
+    h
+}
+
+/// Creates the cache directory (and its parents) private to this user where it does not exist yet.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Opens an entry without following a final symbolic link and without blocking on a FIFO; anything but a regular
+/// file is refused.
+fn open_entry(path: &Path) -> std::io::Result<fs::File> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true).write(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+/// Reads a key file, refusing one that others could have written or read (see [`Cache::key`]).
+fn read_key(path: &Path) -> std::io::Result<[u8; MAC_LEN]> {
+    let mut file = open_entry(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => e,
+        _ => std::io::Error::new(
+            e.kind(),
+            format!(
+                "the policy cache key {} cannot be opened as a regular file ({e}); remove it and shellward makes a new one",
+                path.display()
+            ),
+        ),
+    })?;
+    let meta = file.metadata()?;
+    let refuse = |why: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the policy cache key {} {why}; remove it (or the cache directory) and shellward makes a new one",
+                path.display()
+            ),
+        )
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        if meta.uid() != unsafe { libc::geteuid() } {
+            return Err(refuse("belongs to another user"));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(refuse("is readable or writable by group or others"));
+        }
+    }
+    if meta.len() != MAC_LEN as u64 {
+        return Err(refuse("is not 32 bytes long"));
+    }
+    let mut key = [0u8; MAC_LEN];
+    file.read_exact(&mut key)?;
+    Ok(key)
+}
+
+/// `file`'s metadata if it is an authentic entry for component `content`: a trailer with the magic tag, the
+/// artifact's length and a MAC under `key` that matches (see [`authenticate`]; the entry is never read into an
+/// allocation of its size); `None` if it is not.
+fn verified(
+    file: &mut fs::File,
+    key: &[u8; MAC_LEN],
+    content: &str,
+) -> std::io::Result<Option<fs::Metadata>> {
     let meta = file.metadata()?;
     let len = meta.len();
     if len < TRAILER_LEN as u64 {
@@ -232,25 +382,30 @@ fn verified(file: &mut fs::File) -> std::io::Result<Option<fs::Metadata>> {
     let mut trailer = [0u8; TRAILER_LEN];
     file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64))?;
     file.read_exact(&mut trailer)?;
-    let (crc, rest) = trailer.split_at(4);
+    let (recorded, rest) = trailer.split_at(MAC_LEN);
     let (artifact_len, magic) = rest.split_at(8);
     let artifact_len = u64::from_le_bytes(artifact_len.try_into().expect("8 bytes"));
     if magic != MAGIC || artifact_len != len - TRAILER_LEN as u64 {
         return Ok(None);
     }
-    let intact =
-        checksum(file, artifact_len)? == Some(u32::from_le_bytes(crc.try_into().expect("4 bytes")));
-    Ok(intact.then_some(meta))
+    let recorded = blake3::Hash::from_bytes(recorded.try_into().expect("32 bytes"));
+    // `blake3::Hash`'s equality is constant-time.
+    let authentic = authenticate(file, artifact_len, mac(key, content))? == Some(recorded);
+    Ok(authentic.then_some(meta))
 }
 
-/// The CRC-32 of the first `len` bytes of `file`, computed over a read-only mapping: the pages come from the page
+/// The MAC of the first `len` bytes of `file`, computed over a read-only mapping: the pages come from the page
 /// cache, which the component's own mapping shares next, instead of being copied into a buffer (copying was a third
 /// of a cached load's cost). `None` when the file is shorter than `len`.
 #[cfg(unix)]
-fn checksum(file: &fs::File, len: u64) -> std::io::Result<Option<u32>> {
+fn authenticate(
+    file: &fs::File,
+    len: u64,
+    mut mac: blake3::Hasher,
+) -> std::io::Result<Option<blake3::Hash>> {
     use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
     if len == 0 {
-        return Ok(Some(crc32fast::hash(&[])));
+        return Ok(Some(mac.finalize()));
     }
     let Ok(size) = usize::try_from(len) else {
         return Ok(None);
@@ -270,17 +425,20 @@ fn checksum(file: &fs::File, len: u64) -> std::io::Result<Option<u32>> {
     }
     .map_err(std::io::Error::from)?;
     // SAFETY: `ptr` is a readable mapping of `size` bytes, alive until the `munmap` below.
-    let crc = crc32fast::hash(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), size) });
+    mac.update(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), size) });
     // SAFETY: unmaps exactly the mapping made above; nothing refers to it any more.
     unsafe { munmap(ptr, size) }.map_err(std::io::Error::from)?;
-    Ok(Some(crc))
+    Ok(Some(mac.finalize()))
 }
 
-/// The CRC-32 of the first `len` bytes of `file`, streamed through a small buffer. `None` when the file is shorter.
+/// The MAC of the first `len` bytes of `file`, streamed through a small buffer. `None` when the file is shorter.
 #[cfg(not(unix))]
-fn checksum(file: &mut fs::File, len: u64) -> std::io::Result<Option<u32>> {
+fn authenticate(
+    file: &mut fs::File,
+    len: u64,
+    mut mac: blake3::Hasher,
+) -> std::io::Result<Option<blake3::Hash>> {
     file.rewind()?;
-    let mut hasher = crc32fast::Hasher::new();
     let mut buf = vec![0u8; 64 << 10];
     let mut left = len;
     while left > 0 {
@@ -289,10 +447,10 @@ fn checksum(file: &mut fs::File, len: u64) -> std::io::Result<Option<u32>> {
         if n == 0 {
             return Ok(None);
         }
-        hasher.update(&buf[..n]);
+        mac.update(&buf[..n]);
         left -= n as u64;
     }
-    Ok(Some(hasher.finalize()))
+    Ok(Some(mac.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {

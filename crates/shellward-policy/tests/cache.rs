@@ -1,4 +1,5 @@
-//! The precompile cache: hits after the first load, and corrupted entries are discarded and rebuilt.
+//! The precompile cache: hits after the first load; corrupted, swapped and forged entries are discarded and rebuilt,
+//! never run; a key others could read or write disables the cache.
 
 use shellward_policy::cache::{Cache, CacheOutcome};
 use shellward_policy::embedded::DEFAULT_POLICY_WASM;
@@ -20,6 +21,7 @@ fn entries_are_reused_and_corruption_is_repaired() {
     let entries: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let entry = &entries[0];
@@ -63,8 +65,9 @@ fn an_unwritable_cache_directory_does_not_fail_the_load() {
         ..Default::default()
     })
     .unwrap();
+    // No key can be made there, so nothing is cached: the policy is compiled in memory.
     let (_, outcome) = engine.compile("default", DEFAULT_POLICY_WASM).unwrap();
-    assert_eq!(outcome, CacheOutcome::Miss);
+    assert_eq!(outcome, CacheOutcome::Disabled);
 }
 
 #[test]
@@ -126,7 +129,11 @@ fn the_directory_is_trimmed_to_its_size_limit_least_recently_used_first() {
         .map(|e| e.unwrap().path())
         .collect();
     left.sort();
-    let mut want = vec![dir.path().join("notes.txt"), path(&guard)];
+    let mut want = vec![
+        dir.path().join("notes.txt"),
+        path(&guard),
+        unbounded.key_path(),
+    ];
     want.sort();
     assert_eq!(left, want);
 }
@@ -167,4 +174,122 @@ fn a_hit_refreshes_an_entry_s_time_only_when_it_is_an_hour_old() {
     );
     let age = modified().elapsed().unwrap_or_default();
     assert!(age < Duration::from_secs(60), "refreshed {age:?} ago");
+}
+
+/// The attack the MAC exists for: an entry that is valid for another component (the default policy allows `rm -rf
+/// /`, the guard denies it) copied over the guard's entry name must not be loaded as the guard.
+#[test]
+fn another_component_s_entry_copied_over_this_one_is_recompiled_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = wasmtime::Engine::default();
+    let cache = Cache::new(dir.path());
+    let guard = shellward_policy::embedded::builtin("guard").unwrap();
+    assert_eq!(cache.load(&engine, guard).unwrap().1, CacheOutcome::Miss);
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Miss
+    );
+    let guard_entry = cache.entry_path(&engine, guard);
+    std::fs::copy(cache.entry_path(&engine, DEFAULT_POLICY_WASM), &guard_entry).unwrap();
+    assert_eq!(
+        cache.load(&engine, guard).unwrap().1,
+        CacheOutcome::Rebuilt,
+        "the swapped entry is refused"
+    );
+    // And through the engine: the guard loaded from the repaired cache still denies.
+    std::fs::copy(cache.entry_path(&engine, DEFAULT_POLICY_WASM), &guard_entry).unwrap();
+    let policy_engine = PolicyEngine::new(SandboxConfig {
+        cache_dir: Some(dir.path().into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let policy = policy_engine.load_builtin("guard", "").unwrap().unwrap();
+    assert!(
+        matches!(
+            policy.evaluate(&Request::new("rm -rf /")).unwrap(),
+            Outcome::Deny(_)
+        ),
+        "the guard, not the default policy, answered"
+    );
+}
+
+/// Someone who can write the cache but not read the key (a command in the sandbox, where the key is hidden) cannot
+/// make an entry the host accepts, even with a well-formed trailer.
+#[test]
+fn an_entry_made_under_another_key_is_refused() {
+    let engine = wasmtime::Engine::default();
+    let ours = tempfile::tempdir().unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    let cache = Cache::new(ours.path());
+    let forger = Cache::new(theirs.path());
+    assert_eq!(
+        forger.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Miss
+    );
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Miss
+    );
+    assert_ne!(
+        std::fs::read(cache.key_path()).unwrap(),
+        std::fs::read(forger.key_path()).unwrap(),
+        "each cache draws its own key"
+    );
+    std::fs::copy(
+        forger.entry_path(&engine, DEFAULT_POLICY_WASM),
+        cache.entry_path(&engine, DEFAULT_POLICY_WASM),
+    )
+    .unwrap();
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Rebuilt
+    );
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Hit
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_key_others_can_read_or_that_is_not_a_key_disables_the_cache() {
+    use std::os::unix::fs::PermissionsExt;
+    let engine = wasmtime::Engine::default();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = Cache::new(dir.path());
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Miss
+    );
+    let key = cache.key_path();
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Disabled,
+        "a world-readable key is not trusted"
+    );
+    std::fs::remove_file(&key).unwrap();
+    std::fs::write(&key, b"short").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Disabled
+    );
+    std::fs::remove_file(&key).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &key).unwrap();
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Disabled,
+        "a symbolic link is not followed"
+    );
+    // Removing it is the fix the warning names: a new key, and the old entries (under the old key) are rebuilt.
+    std::fs::remove_file(&key).unwrap();
+    assert_eq!(
+        cache.load(&engine, DEFAULT_POLICY_WASM).unwrap().1,
+        CacheOutcome::Rebuilt
+    );
 }

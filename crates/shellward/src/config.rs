@@ -52,6 +52,7 @@
 //! max_cpu_seconds = 0             # RLIMIT_CPU; 0 = unlimited
 //! keep_capabilities = []          # root commands keep these beyond the default set (e.g. "CAP_SYS_PTRACE")
 //! read_only_paths = []            # more paths commands see read-only (the config, policies, caches always are)
+//! hidden_paths = []               # more paths commands cannot read (token file, cache key, audit log always are)
 //!
 //! [env]                           # what commands inherit from shellward's environment, and what is set
 //! inherit = "all"                 # or "core" (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TMPDIR, TZ) or "none"
@@ -190,6 +191,35 @@ impl Config {
     /// drop-in directory, the compiled-policy and OCI caches, the audit log. Absolute (symbolic links resolved where
     /// the path exists); the executor makes them read-only in every command's mount namespace.
     pub fn host_files(&self) -> Vec<PathBuf> {
+        let mut paths = self.host_file_paths();
+        paths.extend(self.host_secrets());
+        paths
+    }
+
+    /// The host's secrets, which commands must not even read: the compiled-policy cache's key (whoever reads it can
+    /// make cache entries the host runs as policy code) and the audit log (every session's commands). Absolute; the
+    /// executor covers them in every command's mount namespace. `serve` adds its token file.
+    pub fn host_secrets(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = Vec::new();
+        paths.extend(
+            self.sandbox
+                .cache_dir
+                .as_ref()
+                .map(|d| d.join(shellward_policy::cache::KEY_FILE)),
+        );
+        paths.extend(
+            self.audit
+                .as_ref()
+                .map(|a| a.path.clone())
+                .filter(|p| p.as_os_str() != "-"),
+        );
+        paths
+            .into_iter()
+            .filter_map(|p| p.canonicalize().or_else(|_| std::path::absolute(&p)).ok())
+            .collect()
+    }
+
+    fn host_file_paths(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = Vec::new();
         paths.extend(self.source_file.clone());
         paths.extend(self.policy_dir.clone());
@@ -1214,8 +1244,8 @@ impl Walker {
             }
             e.keep_capabilities = names.into_iter().map(|(_, n)| n).collect();
         }
-        if let Some(paths) = self.strings(&mut t, "read_only_paths", p) {
-            e.read_only_paths = paths
+        let absolute = |paths: Vec<(usize, String)>| -> Vec<PathBuf> {
+            paths
                 .into_iter()
                 .map(|(_, s)| {
                     let path = PathBuf::from(s);
@@ -1225,7 +1255,13 @@ impl Walker {
                         path
                     }
                 })
-                .collect();
+                .collect()
+        };
+        if let Some(paths) = self.strings(&mut t, "read_only_paths", p) {
+            e.read_only_paths = absolute(paths);
+        }
+        if let Some(paths) = self.strings(&mut t, "hidden_paths", p) {
+            e.hidden_paths = absolute(paths);
         }
         let some = |n: u64| (n > 0).then_some(n);
         if let Some(n) = self.integer(&mut t, "max_processes", p, 0, 4_194_304) {
@@ -1267,6 +1303,7 @@ impl Walker {
                 "max_cpu_seconds",
                 "keep_capabilities",
                 "read_only_paths",
+                "hidden_paths",
                 "session_idle",
             ],
         );

@@ -224,6 +224,7 @@ impl ShellwardBuilder {
                 .create(&dir);
         }
         executor.read_only_paths.extend(self.config.host_files());
+        executor.hidden_paths.extend(self.config.host_secrets());
         executor
     }
 

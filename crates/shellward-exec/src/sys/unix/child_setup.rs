@@ -8,8 +8,10 @@
 //!   mount namespace it made): mounts made private, a `/proc` of the new PID namespace, then every path of [`Hardening::read_only`] bound onto itself
 //!   and made read-only with its sub-mounts (`mount_setattr(AT_RECURSIVE)`): `/sys` with every cgroup hierarchy,
 //!   the kernel's writable `/proc` files (`/proc/sys`, `/proc/sysrq-trigger`, …), the cgroup hierarchies mounted
-//!   elsewhere, the executor's log directory and the host's own files (config, policies, caches, audit log). A path
-//!   that does not exist is skipped; any other failure fails the start (fail closed), naming the path.
+//!   elsewhere, the executor's log directory and the host's own files (config, policies, caches); then every path of
+//!   [`Hardening::hidden`] (the host's secrets: token file, cache key, audit log) covered by `/dev/null` (a file) or
+//!   an empty read-only `tmpfs` (a directory). A path that does not exist is skipped; any other failure fails the
+//!   start (fail closed), naming the path.
 //! - **privileges**: as root (the executor holds `CAP_SETPCAP`), every capability outside [`KEPT_CAPABILITIES`] and
 //!   [`crate::ExecutorConfig::keep_capabilities`] is dropped from the bounding set, the inheritable set is cleared and
 //!   the ambient set emptied, so the command's programs never hold them (`umount /proc`, `ptrace`, module loading,
@@ -122,6 +124,8 @@ pub(crate) struct Hardening {
     drop_caps: u64,
     /// Paths made read-only in a command's own mount namespace, in order.
     read_only: Vec<CString>,
+    /// Paths covered so commands cannot read them, in order.
+    hidden: Vec<CString>,
 }
 
 /// Why a child's set-up failed: the step and the `errno`.
@@ -141,6 +145,8 @@ pub(crate) const STEP_CAPS: i32 = 2;
 pub(crate) const STEP_NO_NEW_PRIVS: i32 = 3;
 /// Making read-only path `n` failed: this plus `n`.
 pub(crate) const STEP_READ_ONLY: i32 = 100;
+/// Hiding path `n` failed: this plus `n`.
+pub(crate) const STEP_HIDDEN: i32 = 100_000;
 
 impl Hardening {
     /// Prepares the set-up from the executor's settings; `log_dir` is the executor's log directory.
@@ -180,30 +186,12 @@ impl Hardening {
         paths.extend(cgroup_mounts_outside_sys());
         paths.extend(log_dir.map(Path::to_path_buf));
         paths.extend(config.read_only_paths.iter().cloned());
-        let mut read_only = Vec::with_capacity(paths.len());
-        for p in paths {
-            if !p.is_absolute() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "read_only_paths: {} is not an absolute path (give it from /)",
-                        p.display()
-                    ),
-                ));
-            }
-            let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("read_only_paths: {} contains a NUL byte", p.display()),
-                )
-            })?;
-            if !read_only.contains(&c) {
-                read_only.push(c);
-            }
-        }
+        let read_only = c_paths("read_only_paths", paths)?;
+        let hidden = c_paths("hidden_paths", config.hidden_paths.iter().cloned())?;
         Ok(Hardening {
             drop_caps,
             read_only,
+            hidden,
         })
     }
 
@@ -213,6 +201,7 @@ impl Hardening {
         Hardening {
             drop_caps: 0,
             read_only: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 
@@ -223,6 +212,13 @@ impl Hardening {
             STEP_PRIVATE => "cannot make the command's mounts private".to_string(),
             STEP_CAPS => "cannot drop the command's capabilities".to_string(),
             STEP_NO_NEW_PRIVS => "cannot set no_new_privs for the command".to_string(),
+            n if n >= STEP_HIDDEN => match self.hidden.get((n - STEP_HIDDEN) as usize) {
+                Some(p) => format!(
+                    "cannot hide {} from the command in its mount namespace",
+                    p.to_string_lossy()
+                ),
+                None => "cannot hide a path from the command in its mount namespace".into(),
+            },
             n if n >= STEP_READ_ONLY => match self.read_only.get((n - STEP_READ_ONLY) as usize) {
                 Some(p) => format!(
                     "cannot make {} read-only in the command's mount namespace",
@@ -271,6 +267,17 @@ impl Hardening {
                     }
                     return Err(Failure {
                         step: STEP_READ_ONLY + i as i32,
+                        errno,
+                    });
+                }
+            }
+            for (i, path) in self.hidden.iter().enumerate() {
+                if let Err(errno) = hide(path) {
+                    if errno == libc::ENOENT {
+                        continue;
+                    }
+                    return Err(Failure {
+                        step: STEP_HIDDEN + i as i32,
                         errno,
                     });
                 }
@@ -408,6 +415,69 @@ unsafe fn read_only(path: &CStr) -> Result<(), i32> {
             libc::ENOSYS => remount_read_only(path),
             e => Err(e),
         }
+    }
+}
+
+/// Absolute, NUL-free paths as C strings, without repeats; `key` names the setting in errors.
+fn c_paths(key: &str, paths: impl IntoIterator<Item = PathBuf>) -> io::Result<Vec<CString>> {
+    let mut out: Vec<CString> = Vec::new();
+    for p in paths {
+        if !p.is_absolute() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{key}: {} is not an absolute path (give it from /)", p.display()),
+            ));
+        }
+        let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{key}: {} contains a NUL byte", p.display()),
+            )
+        })?;
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// Covers `path` so it reads as empty: a file by a read-only bind of `/dev/null`, a directory by an empty read-only
+/// `tmpfs`. Returns the errno on failure (`ENOENT` when there is nothing to hide).
+///
+/// # Safety
+/// As [`Hardening::mounts`].
+unsafe fn hide(path: &CStr) -> Result<(), i32> {
+    // SAFETY: stat(2) and mount(2) on NUL-terminated strings and stack memory; no allocation.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::lstat(path.as_ptr(), &mut st) != 0 {
+            return Err(*libc::__errno_location());
+        }
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            if libc::mount(
+                c"tmpfs".as_ptr(),
+                path.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                c"size=4k,mode=0500".as_ptr().cast(),
+            ) != 0
+            {
+                return Err(*libc::__errno_location());
+            }
+            return Ok(());
+        }
+        // A symbolic link is covered where it points: the secret is what it names.
+        if libc::mount(
+            c"/dev/null".as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(*libc::__errno_location());
+        }
+        read_only(path)
     }
 }
 

@@ -230,8 +230,21 @@ fn push_pull_load_and_refuse_tampering() {
         "{}",
         text(&tampered)
     );
-    assert!(
-        std::fs::read_dir(&tampered_cache).map_or(true, |d| d.count() == 0),
+    fn files_below(dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .flat_map(|e| {
+                        let p = e.path();
+                        if p.is_dir() { files_below(&p) } else { vec![p] }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    assert_eq!(
+        files_below(&tampered_cache),
+        Vec::<PathBuf>::new(),
         "a refused component must not be cached"
     );
 

@@ -161,7 +161,10 @@ fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
         "--config",
         config.to_str().unwrap(),
         "--",
-        &format!("od -An -tx1 {}/key | tr -d ' \\n'; echo; echo done", cache.display()),
+        &format!(
+            "od -An -tx1 {}/key | tr -d ' \\n'; echo; echo done",
+            cache.display()
+        ),
     ]);
     let stdout = text(&out.stdout);
     let key_hex: String = key.iter().map(|b| format!("{b:02x}")).collect();

@@ -283,7 +283,10 @@ async fn secrets_are_hidden(config: ExecutorConfig) {
     let text = &r.output.text;
     assert!(!text.contains("TOKEN-VALUE"), "the token was read: {text}");
     assert!(!text.contains("KEY-VALUE"), "the key was read: {text}");
-    assert!(text.contains("visible"), "the file beside was hidden too: {text}");
+    assert!(
+        text.contains("visible"),
+        "the file beside was hidden too: {text}"
+    );
     assert_eq!(
         std::fs::read_to_string(&token).unwrap(),
         "TOKEN-VALUE-1234\n"

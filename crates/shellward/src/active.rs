@@ -93,7 +93,7 @@ pub(crate) struct Loaded {
 pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, ConfigError> {
     // Read once: the summaries describe exactly the entries the chain was loaded from.
     let entries = config.policy_entries()?;
-    let chain = Config::load_entries(&entries, engine)?;
+    let chain = config.load_entries(&entries, engine)?;
     let loaded_at = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -127,8 +127,7 @@ pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, Con
                     crate::oci::default_cache_dir()
                         .filter(|_| reference.contains("@sha256:"))
                         .and_then(|dir| crate::oci::pull(reference, &dir).ok())
-                        .and_then(|p| std::fs::read(p.path).ok())
-                        .map(|bytes| sha256(&bytes))
+                        .map(|p| sha256(&p.component))
                         .unwrap_or_else(|| sha256(&[])),
                 ),
             };

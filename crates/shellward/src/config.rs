@@ -73,6 +73,13 @@
 //! max_wait = "10m"
 //! max_read_bytes = 65536
 //! list_limit = 100
+//!
+//! [oci]                           # what pulling an `oci = "REF"` policy accepts from the registry
+//! max_manifest_bytes = 1048576
+//! max_component_bytes = 67108864
+//! connect_timeout = "10s"
+//! read_timeout = "30s"            # longest wait for the next bytes
+//! deadline = "5m"                 # the whole pull
 //! ```
 
 use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
@@ -184,6 +191,8 @@ pub struct Config {
     pub source_file: Option<PathBuf>,
     /// The audit log (`[audit]`): one JSON line per decision and per process end. `None`: no audit log.
     pub audit: Option<crate::AuditConfig>,
+    /// What a pull of an `oci = "REF"` policy accepts from the registry (`[oci]`).
+    pub oci: crate::oci::PullLimits,
 }
 
 impl Config {
@@ -197,10 +206,15 @@ impl Config {
     }
 
     /// The host's secrets, which commands must not even read: the compiled-policy cache's key (whoever reads it can
-    /// make cache entries the host runs as policy code) and the audit log (every session's commands). Absolute; the
+    /// make cache entries the host runs as policy code), the audit log (every session's commands) and, when it has
+    /// `[[auth]]` entries, the configuration file (it may hold `serve`'s tokens). Absolute; the
     /// executor covers them in every command's mount namespace. `serve` adds its token file.
     pub fn host_secrets(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = Vec::new();
+        // A configuration with `[[auth]]` entries may hold the tokens themselves (`token = "…"`).
+        if !self.auth.is_empty() {
+            paths.extend(self.source_file.clone());
+        }
         paths.extend(
             self.sandbox
                 .cache_dir
@@ -253,6 +267,7 @@ impl Default for Config {
             policy_dir: None,
             source_file: None,
             audit: None,
+            oci: crate::oci::PullLimits::default(),
         }
     }
 }
@@ -510,18 +525,22 @@ impl Config {
     /// Loads the policy chain this configuration describes (compiling, checking and configuring every policy).
     /// Problems are reported per entry (`policy[N]`, `policies.dir/NAME.wasm`), all of them.
     pub fn load_chain(&self, engine: &PolicyEngine) -> Result<PolicyChain, ConfigError> {
-        Self::load_entries(&self.policy_entries()?, engine)
+        self.load_entries(&self.policy_entries()?, engine)
     }
 
     /// Loads a chain from entries already read with [`Config::policy_entries`] (so a caller that also describes
     /// them reads the drop-in directory once, and describes exactly what was loaded).
     pub fn load_entries(
+        &self,
         entries: &[(String, PolicyEntry)],
         engine: &PolicyEngine,
     ) -> Result<PolicyChain, ConfigError> {
         let mut loaded_policies = Vec::new();
         let mut problems = Vec::new();
-        for ((_, entry), loaded) in entries.iter().zip(Self::load_each(entries, engine)) {
+        for ((_, entry), loaded) in entries
+            .iter()
+            .zip(Self::load_each(entries, engine, &self.oci))
+        {
             match loaded {
                 Ok(policy) => loaded_policies.push((
                     policy,
@@ -550,6 +569,7 @@ impl Config {
     fn load_each(
         entries: &[(String, PolicyEntry)],
         engine: &PolicyEngine,
+        oci: &crate::oci::PullLimits,
     ) -> Vec<Result<Policy, Problem>> {
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -557,7 +577,7 @@ impl Config {
         if workers <= 1 {
             return entries
                 .iter()
-                .map(|(key, entry)| Self::load_entry(key, entry, engine))
+                .map(|(key, entry)| Self::load_entry(key, entry, engine, oci))
                 .collect();
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
@@ -571,7 +591,7 @@ impl Config {
                 let Some((key, entry)) = entries.get(i) else {
                     return;
                 };
-                let loaded = Self::load_entry(key, entry, engine);
+                let loaded = Self::load_entry(key, entry, engine, oci);
                 *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded);
             }
         };
@@ -592,7 +612,7 @@ impl Config {
                     .unwrap_or_else(|p| p.into_inner())
                     // Not reached: every index was taken and filled, or its loader panicked and the scope re-raised
                     // the panic before this. Loading it here keeps the function total without a panic path.
-                    .unwrap_or_else(|| Self::load_entry(key, entry, engine))
+                    .unwrap_or_else(|| Self::load_entry(key, entry, engine, oci))
             })
             .collect()
     }
@@ -602,6 +622,7 @@ impl Config {
         key: &str,
         entry: &PolicyEntry,
         engine: &PolicyEngine,
+        oci: &crate::oci::PullLimits,
     ) -> Result<Policy, Problem> {
         let problem = |message: String| Problem {
             key: key.to_string(),
@@ -623,9 +644,14 @@ impl Config {
                             "no cache directory for pulled policies: set SHELLWARD_CACHE_DIR",
                         )
                     })
-                    .and_then(|dir| crate::oci::pull(reference, &dir));
+                    .and_then(|dir| crate::oci::pull_with(reference, &dir, oci));
                 match pulled {
-                    Ok(p) => engine.load_file(&p.path, &entry.settings),
+                    // The bytes that were verified, not the file read again.
+                    Ok(p) => engine.load_bytes(
+                        &p.path.display().to_string(),
+                        &p.component,
+                        &entry.settings,
+                    ),
                     Err(e) => return Err(problem(e.to_string())),
                 }
             }
@@ -861,6 +887,35 @@ impl Walker {
         }
         if let Some(t) = self.table(&mut root, "tools", "") {
             self.tools(t, &mut config.tools);
+        }
+        if let Some(mut t) = self.table(&mut root, "oci", "") {
+            let oci = &mut config.oci;
+            if let Some(n) = self.integer(&mut t, "max_manifest_bytes", "oci", 1024, 64 << 20) {
+                oci.max_manifest_bytes = n;
+            }
+            if let Some(n) = self.integer(&mut t, "max_component_bytes", "oci", 1024, 1 << 30) {
+                oci.max_component_bytes = n;
+            }
+            if let Some(d) = self.duration(&mut t, "connect_timeout", "oci", false, 5 * MINUTE) {
+                oci.connect_timeout = d;
+            }
+            if let Some(d) = self.duration(&mut t, "read_timeout", "oci", false, HOUR) {
+                oci.read_timeout = d;
+            }
+            if let Some(d) = self.duration(&mut t, "deadline", "oci", false, HOUR) {
+                oci.deadline = d;
+            }
+            self.unknown_keys(
+                t,
+                "oci",
+                &[
+                    "max_manifest_bytes",
+                    "max_component_bytes",
+                    "connect_timeout",
+                    "read_timeout",
+                    "deadline",
+                ],
+            );
         }
         match root.remove("auth") {
             None => {}
@@ -1622,6 +1677,10 @@ mod tests {
             session_idle = "25h"
             [tools]
             max_wait = "2h"
+            [oci]
+            deadline = "2h"
+            connect_timeout = "6m"
+            max_component_bytes = 2147483648
             "#,
         );
         let mut keys: Vec<&str> = p.iter().map(|s| s.split(':').next().unwrap()).collect();
@@ -1633,6 +1692,9 @@ mod tests {
                 "executor.grace",
                 "executor.retention",
                 "executor.session_idle",
+                "oci.connect_timeout",
+                "oci.deadline",
+                "oci.max_component_bytes",
                 "sandbox.deadline",
                 "tools.max_wait"
             ],
@@ -1649,6 +1711,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.executor.grace, Duration::from_secs(600));
+        let c = Config::parse(
+            "[oci]\ndeadline = \"30s\"\nmax_manifest_bytes = 4096\n",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.oci.deadline, Duration::from_secs(30));
+        assert_eq!(c.oci.max_manifest_bytes, 4096);
+        assert_eq!(c.oci.max_component_bytes, 64 << 20);
     }
 
     #[test]
@@ -1688,6 +1758,21 @@ mod tests {
         let files = c.host_files();
         assert!(files.contains(&file.canonicalize().unwrap()), "{files:?}");
         assert!(files.iter().all(|f| f.is_absolute()), "{files:?}");
+        assert!(
+            !c.host_secrets().contains(&file.canonicalize().unwrap()),
+            "a config without tokens stays readable"
+        );
+        std::fs::write(
+            &file,
+            "[[auth]]\ntoken = \"a-long-enough-token-0123456789\"\nsessions = [\"a\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(&file).unwrap();
+        assert!(
+            c.host_secrets().contains(&file.canonicalize().unwrap()),
+            "a config holding tokens is hidden: {:?}",
+            c.host_secrets()
+        );
     }
 
     #[test]

@@ -425,7 +425,10 @@ fn c_paths(key: &str, paths: impl IntoIterator<Item = PathBuf>) -> io::Result<Ve
         if !p.is_absolute() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{key}: {} is not an absolute path (give it from /)", p.display()),
+                format!(
+                    "{key}: {} is not an absolute path (give it from /)",
+                    p.display()
+                ),
             ));
         }
         let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| {

@@ -1,0 +1,409 @@
+//! Pulls from a hostile registry: a small HTTP server on loopback, written here, that answers with endless
+//! manifests, components longer or shorter than declared, bytes at a trickle, and a cache whose entry was edited
+//! after it was pulled. Every case must be refused within its bound, with memory bounded by the limits (the server
+//! counts what it managed to send before the client hung up).
+
+use sha2::{Digest, Sha256};
+use shellward::oci::{PullLimits, pull_with};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// What the server answers for one path.
+#[derive(Clone)]
+enum Answer {
+    /// 200 with this body and its true length.
+    Body(Vec<u8>),
+    /// 200 with `declared` as Content-Length (or none), then `byte` repeated until the client hangs up.
+    Endless { declared: Option<u64> },
+    /// 200 with Content-Length `declared`, one byte every `every`.
+    Trickle { declared: u64, every: Duration },
+    /// 404.
+    Missing,
+}
+
+struct Server {
+    address: String,
+    sent: Arc<AtomicU64>,
+    hits: Arc<AtomicU64>,
+}
+
+/// Serves `route(path)` for every request on a free loopback port, one thread per connection, for the test's life.
+fn serve(route: impl Fn(&str) -> Answer + Send + Sync + 'static) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let sent = Arc::new(AtomicU64::new(0));
+    let hits = Arc::new(AtomicU64::new(0));
+    let route = Arc::new(route);
+    let (s, h) = (sent.clone(), hits.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (route, sent, hits) = (route.clone(), s.clone(), h.clone());
+            std::thread::spawn(move || {
+                let _ = answer(stream, &*route, &sent, &hits);
+            });
+        }
+    });
+    Server {
+        address,
+        sent,
+        hits,
+    }
+}
+
+fn answer(
+    stream: TcpStream,
+    route: &(dyn Fn(&str) -> Answer + Send + Sync),
+    sent: &AtomicU64,
+    hits: &AtomicU64,
+) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(Duration::from_secs(20)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header)? == 0 || header == "\r\n" {
+                break;
+            }
+        }
+        let path = request_line.split(' ').nth(1).unwrap_or("/").to_string();
+        if path.contains("/blobs/") {
+            hits.fetch_add(1, Ordering::Relaxed);
+        }
+        match route(&path) {
+            Answer::Body(body) => {
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                )?;
+                out.write_all(&body)?;
+            }
+            Answer::Missing => {
+                write!(out, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")?;
+            }
+            Answer::Endless { declared } => {
+                match declared {
+                    Some(n) => write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n")?,
+                    None => write!(out, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")?,
+                }
+                let chunk = vec![b'{'; 64 << 10];
+                loop {
+                    out.write_all(&chunk)?;
+                    sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                }
+            }
+            Answer::Trickle { declared, every } => {
+                write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {declared}\r\n\r\n")?;
+                for _ in 0..declared {
+                    out.write_all(b"x")?;
+                    out.flush()?;
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(every);
+                }
+            }
+        }
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let hex: String = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+/// A manifest whose one layer is a component of `digest` and declared `size`.
+fn manifest(digest: &str, size: u64) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": sha256(b"{}"), "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": digest, "size": size}],
+    }))
+    .unwrap()
+}
+
+fn limits(deadline: Duration) -> PullLimits {
+    let mut limits = PullLimits::default();
+    limits.deadline = deadline;
+    limits.read_timeout = Duration::from_secs(5);
+    limits
+}
+
+/// A tag reference on the server (`tag` picks the route).
+fn tagged(server: &Server, tag: &str) -> String {
+    format!("{}/hostile/policy:{tag}", server.address)
+}
+
+#[test]
+fn an_endless_manifest_is_cut_off_at_its_limit() {
+    let server = serve(|path| {
+        if path.contains("/manifests/") {
+            Answer::Endless { declared: None }
+        } else {
+            Answer::Missing
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let err = pull_with(
+        &tagged(&server, "v1"),
+        cache.path(),
+        &limits(Duration::from_secs(60)),
+    )
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("manifest is longer than the 1048576-byte limit"),
+        "{message}"
+    );
+    assert!(
+        message.contains("max_manifest_bytes"),
+        "the message names the setting: {message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    // What got out of the server before the client hung up: the limit plus socket buffers, not gigabytes.
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = server.sent.load(Ordering::Relaxed);
+    assert!(sent < 32 << 20, "the server sent {sent} bytes");
+}
+
+#[test]
+fn a_declared_oversized_manifest_is_refused_before_its_body() {
+    let server = serve(|path| {
+        if path.contains("/manifests/") {
+            Answer::Endless {
+                declared: Some(3 << 30),
+            }
+        } else {
+            Answer::Missing
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let err = pull_with(
+        &tagged(&server, "v1"),
+        cache.path(),
+        &limits(Duration::from_secs(60)),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("longer than the 1048576-byte limit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_component_longer_than_its_manifest_declares_is_refused_as_it_arrives() {
+    let digest = sha256(b"the declared component");
+    let body = manifest(&digest, 1234);
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else if path.contains("/blobs/") {
+            Answer::Endless { declared: None }
+        } else {
+            Answer::Missing
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let err = pull_with(
+        &tagged(&server, "v1"),
+        cache.path(),
+        &limits(Duration::from_secs(60)),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("more than the 1234 bytes the manifest declares"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = server.sent.load(Ordering::Relaxed);
+    assert!(sent < 32 << 20, "the server sent {sent} bytes");
+    let left: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "a refused pull leaves nothing in the cache: {left:?}"
+    );
+}
+
+#[test]
+fn a_content_length_other_than_the_declared_size_is_refused_before_the_body() {
+    let digest = sha256(b"x");
+    let body = manifest(&digest, 1234);
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else {
+            Answer::Endless {
+                declared: Some(3 << 30),
+            }
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let err = pull_with(
+        &tagged(&server, "v1"),
+        cache.path(),
+        &limits(Duration::from_secs(60)),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("sends 3221225472 bytes for a component its manifest declares as 1234"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_component_declared_over_the_limit_is_not_downloaded() {
+    let body = manifest(&sha256(b"big"), 3 << 30);
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else {
+            Answer::Endless { declared: None }
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let err = pull_with(
+        &tagged(&server, "v1"),
+        cache.path(),
+        &limits(Duration::from_secs(60)),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("over the 67108864-byte limit"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("max_component_bytes"), "{err}");
+    assert_eq!(
+        server.hits.load(Ordering::Relaxed),
+        0,
+        "the blob was requested"
+    );
+}
+
+#[test]
+fn a_registry_trickling_bytes_hits_the_deadline() {
+    let body = manifest(&sha256(b"slow"), 1000);
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else {
+            Answer::Trickle {
+                declared: 1000,
+                every: Duration::from_millis(100),
+            }
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let err = pull_with(
+        &tagged(&server, "v1"),
+        cache.path(),
+        &limits(Duration::from_secs(2)),
+    )
+    .unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        err.to_string().contains("did not finish within 2s"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("[oci] deadline"), "{err}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+}
+
+#[test]
+fn a_pinned_cache_entry_is_verified_on_every_load_and_pulled_again_when_edited() {
+    let component = b"\0asm a component's bytes".to_vec();
+    let layer = sha256(&component);
+    let body = manifest(&layer, component.len() as u64);
+    let pin = sha256(&body);
+    let served = component.clone();
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else if path.contains("/blobs/") {
+            Answer::Body(served.clone())
+        } else {
+            Answer::Missing
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let reference = format!("{}/hostile/policy@{pin}", server.address);
+    let limits = limits(Duration::from_secs(30));
+    let first = pull_with(&reference, cache.path(), &limits).unwrap();
+    assert!(!first.from_cache);
+    assert_eq!(first.component, component);
+    let second = pull_with(&reference, cache.path(), &limits).unwrap();
+    assert!(second.from_cache, "a verified entry needs no network");
+    assert_eq!(server.hits.load(Ordering::Relaxed), 1);
+
+    // Edited in the cache: not served; pulled again from the registry and verified.
+    std::fs::write(&first.path, b"\0asm something else entirely").unwrap();
+    let third = pull_with(&reference, cache.path(), &limits).unwrap();
+    assert!(!third.from_cache, "the edited entry was served");
+    assert_eq!(third.component, component);
+    assert_eq!(std::fs::read(&third.path).unwrap(), component);
+    assert_eq!(server.hits.load(Ordering::Relaxed), 2);
+
+    // Its manifest edited (so a swapped component would match it): refused too.
+    let manifest_path = first.path.with_file_name(
+        first
+            .path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".wasm", ".manifest.json"),
+    );
+    assert!(manifest_path.is_file(), "{manifest_path:?}");
+    let other = b"\0asm another component".to_vec();
+    std::fs::write(
+        &manifest_path,
+        manifest(&sha256(&other), other.len() as u64),
+    )
+    .unwrap();
+    std::fs::write(&first.path, &other).unwrap();
+    let fourth = pull_with(&reference, cache.path(), &limits).unwrap();
+    assert!(!fourth.from_cache);
+    assert_eq!(fourth.component, component);
+}
+
+#[test]
+fn a_registry_that_sends_another_manifest_than_the_pin_is_refused() {
+    let component = b"\0asm genuine".to_vec();
+    let body = manifest(&sha256(&component), component.len() as u64);
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else {
+            Answer::Body(component.clone())
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let reference = format!(
+        "{}/hostile/policy@{}",
+        server.address,
+        sha256(b"another manifest")
+    );
+    let err = pull_with(&reference, cache.path(), &limits(Duration::from_secs(30))).unwrap_err();
+    assert!(err.to_string().contains("not the pinned"), "{err}");
+}

@@ -430,6 +430,44 @@ fn idle_and_slow_clients_cannot_exhaust_the_server() {
     server.stop();
 }
 
+/// 50 idle or slow sockets against a cap of 8 connections, each of which would hold its slot for the whole 10 s
+/// header timeout: a client that sends its request at once is answered at once (each new client closes the longest
+/// idle connection), not after the idle ones time out.
+#[test]
+fn idle_sockets_do_not_delay_a_client_that_sends_its_request() {
+    use std::io::Write;
+    let server = Server::start(&["--header-timeout", "10s", "--max-connections", "8"]);
+    let addr = server.base.strip_prefix("http://").unwrap().to_string();
+    let idle: Vec<std::net::TcpStream> = (0..50)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"POST /v1/tools/execute HTTP/1.1\r\nHost: x\r\n")
+                    .unwrap();
+            }
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let (status, r) = post(
+        &server.base,
+        "/v1/tools/execute",
+        None,
+        json!({"command": "echo served"}),
+    );
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["output"], "served\n");
+    println!("a request behind 50 idle sockets (cap 8) was answered in {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "the request waited {took:?} behind idle sockets (the header timeout is 10 s)"
+    );
+    drop(idle);
+    server.stop();
+}
+
 #[test]
 fn an_oversized_body_is_a_json_413() {
     let server = Server::start(&[]);

@@ -778,6 +778,8 @@ impl Shellward {
             }
         };
         let timeout = plan.timeout;
+        // What the executor does with leftovers at the deadline: stop them when the timeout kills.
+        let kills_leftovers = matches!(plan.on_timeout, shellward_exec::TimeoutAction::Kill);
         let command = plan.command.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         let background = plan.background;
@@ -786,7 +788,7 @@ impl Shellward {
             .start_recorded(plan, background, record, session.clone())
             .await?;
         let id = r.id.clone();
-        let mut result = shape_execute(r, command, notes, timeout);
+        let mut result = shape_execute(r, command, notes, timeout, kills_leftovers);
         if interactive {
             self.first_prompt(&mut result, &id, session.as_deref())
                 .await?;
@@ -1290,6 +1292,7 @@ fn shape_execute(
     command: String,
     mut notes: Vec<String>,
     timeout: Option<Duration>,
+    kills_leftovers: bool,
 ) -> ExecuteResult {
     let (exit_code, signal) = exit_fields(&r.exit);
     let id = r.id.clone();
@@ -1318,9 +1321,15 @@ fn shape_execute(
             ));
         }
         if r.leftover_processes > 0 {
+            let fate = match timeout.filter(|_| kills_leftovers) {
+                Some(_) => format!(
+                    "they will be stopped when the {timeout_text} timeout (counted from the start) is reached; stop \
+                     them sooner with process_signal, or start such work with run_in_background"
+                ),
+                None => "stop them with process_signal".to_string(),
+            };
             notes.push(format!(
-                "The command exited but {} process(es) it started are still running, tracked as {id}; stop them \
-                 with process_signal.",
+                "The command exited but {} process(es) it started are still running, tracked as {id}; {fate}.",
                 r.leftover_processes
             ));
         }

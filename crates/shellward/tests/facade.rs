@@ -560,6 +560,68 @@ async fn the_caller_chooses_on_timeout_and_env_per_call() {
     assert!(survivors(&mark).is_empty());
 }
 
+/// A foreground command that exits but leaves a process running is reported with how many are left, the id they are
+/// tracked under, and — with `on_timeout: kill` — that they will be stopped at the deadline, which they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_are_reported_with_their_id_and_their_fate() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "python3 -c 'import os, time; os.fork() or (os.close(1), os.close(2), time.sleep(31))'; echo started".into(),
+                timeout: Some("2s".into()),
+                on_timeout: Some(shellward::tools::OnTimeoutChoice::Kill),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.output, "started\n", "{r:?}");
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("still running, tracked as"))
+        .unwrap_or_else(|| panic!("no leftover note: {r:?}"));
+    assert!(note.contains("1 process(es)"), "{note}");
+    let id = r.process_id.clone().expect("a tracked id");
+    assert!(note.contains(&id), "{note}");
+    assert!(
+        note.contains("will be stopped when the 2s timeout"),
+        "{note}"
+    );
+    assert!(
+        !shellward_test_support::with_env(&format!("{MARK}={mark}")).is_empty(),
+        "the leftover is running before the deadline"
+    );
+    assert!(
+        survivors(&mark).is_empty(),
+        "the leftover was stopped at the deadline"
+    );
+    // With on_timeout background, the note says how to stop them instead.
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "python3 -c 'import os, time; os.fork() or (os.close(1), os.close(2), time.sleep(32))'; echo started".into(),
+                timeout: Some("2s".into()),
+                on_timeout: Some(shellward::tools::OnTimeoutChoice::Background),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("still running, tracked as"))
+        .unwrap_or_else(|| panic!("no leftover note: {r:?}"));
+    assert!(note.contains("stop them with process_signal"), "{note}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
 /// A background start that fails at once (a server whose port is taken) is answered in the same call with its exit
 /// code and error text; one that keeps running is returned running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -401,10 +401,33 @@ fn config_check_reports_every_problem_with_its_key() {
     .unwrap();
     let out = Command::new(bin())
         .args(["config", "check", good.to_str().unwrap()])
+        .env("DATABASE_URL", "postgres://app:hunter2@db/prod")
+        .env("GH_PAT", "ghp_not_a_real_one")
+        .env("SHELLWARD_TOKEN", "host-only-token")
+        .env("PLAIN_SETTING", "visible")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("ok"));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("ok"));
+    // What the defaults withhold: the rules, and this environment's names (never their values).
+    assert!(
+        stdout.contains("*TOKEN*") && stdout.contains("*PAT"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("DATABASE_URL (value carries a credential)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("GH_PAT (secret-looking name)"), "{stdout}");
+    assert!(
+        stdout.contains("SHELLWARD_TOKEN (shellward's own)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("PLAIN_SETTING"), "{stdout}");
+    for value in ["hunter2", "ghp_not_a_real_one", "host-only-token"] {
+        assert!(!stdout.contains(value), "a value was printed: {stdout}");
+    }
 
     // Invalid policy settings are found by loading the policy.
     let settings = dir.path().join("settings.toml");

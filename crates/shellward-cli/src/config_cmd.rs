@@ -73,5 +73,34 @@ fn check(file: &Path) -> Result<ExitCode> {
             chain.join(" -> ")
         }
     );
+    print_withheld(&config.executor.env);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What commands will not get of this environment, and the rules that decide it (names only, never values).
+fn print_withheld(env: &shellward_exec::EnvPolicy) {
+    use shellward_exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
+    if env.ignore_default_excludes {
+        println!(
+            "environment: ignore_default_excludes = true: secret-looking names and credential values ARE passed to \
+             commands"
+        );
+    } else {
+        println!(
+            "environment: withheld from commands: SHELLWARD_*; names matching {} (except {}); values that carry \
+             a credential (a URL with a password, a Bearer or Basic authorization, a PEM block). [env] allow = \
+             [\"NAME\"] passes one anyway.",
+            DEFAULT_SECRET_PATTERNS.join(" "),
+            SECRET_LOOKALIKES.join(" ")
+        );
+    }
+    let withheld = env.withheld(std::env::vars_os());
+    if withheld.is_empty() {
+        println!("withheld from this environment: nothing");
+    } else {
+        println!("withheld from this environment:");
+        for (name, why) in withheld {
+            println!("  {name} ({})", why.describe());
+        }
+    }
 }

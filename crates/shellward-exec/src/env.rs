@@ -87,6 +87,32 @@ pub fn secret_value(value: &str) -> bool {
     })
 }
 
+/// Why a variable is not passed to commands (see [`EnvPolicy::withheld`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Withheld {
+    /// The host's own (`SHELLWARD_*`).
+    Host,
+    /// Its name looks like a secret ([`DEFAULT_SECRET_PATTERNS`]).
+    SecretName,
+    /// Its value carries a credential ([`secret_value`]).
+    SecretValue,
+    /// The operator's `inherit`, `exclude` or `include_only`.
+    Excluded,
+}
+
+impl Withheld {
+    /// A few words for an operator.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Withheld::Host => "shellward's own",
+            Withheld::SecretName => "secret-looking name",
+            Withheld::SecretValue => "value carries a credential",
+            Withheld::Excluded => "excluded by [env]",
+        }
+    }
+}
+
 /// The variables [`Inherit::Core`] keeps.
 pub const CORE_PATTERNS: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_*", "TMPDIR", "TZ",
@@ -213,6 +239,46 @@ impl EnvPolicy {
             env.push((k.into(), v.into()));
         }
         env
+    }
+
+    /// The variables of `vars` (the executor's environment) a command does not get, each with why — names only:
+    /// what `shellward config check` shows an operator, so nothing secret is printed. Sorted by name.
+    pub fn withheld(
+        &self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Vec<(String, Withheld)> {
+        let mut out: Vec<(String, Withheld)> = vars
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let name = k.to_string_lossy().into_owned();
+                let allowed = self.allow.iter().any(|p| name_matches(p, &name));
+                let why = if name_matches(HOST_PATTERN, &name) {
+                    Withheld::Host
+                } else if !self.inherits(&name) {
+                    if !self.ignore_default_excludes
+                        && DEFAULT_SECRET_PATTERNS
+                            .iter()
+                            .any(|p| name_matches(p, &name))
+                        && !SECRET_LOOKALIKES.iter().any(|p| name_matches(p, &name))
+                        && !allowed
+                    {
+                        Withheld::SecretName
+                    } else {
+                        Withheld::Excluded
+                    }
+                } else if !self.ignore_default_excludes
+                    && !allowed
+                    && secret_value(&v.to_string_lossy())
+                {
+                    Withheld::SecretValue
+                } else {
+                    return None;
+                };
+                Some((name, why))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Checks the patterns and variables, naming the first bad one.

@@ -339,8 +339,26 @@ def is_dynamic(raw):
     return False
 
 
+def is_command_double_paren(raw, i):
+    """Whether bash reads the `$((` at raw[i] as a command substitution starting with a subshell (`$((cmd) …)`, which
+    runs cmd) rather than arithmetic: the parenthesis opened second closes without a `)` right after it."""
+    j, parens, n = i + 3, 2, len(raw)
+    while parens > 0:
+        if j >= n:
+            return False
+        if raw[j] == "(":
+            parens += 1
+        elif raw[j] == ")":
+            parens -= 1
+            if parens == 1 and raw[j + 1:j + 2] != ")":
+                return True
+        j += 1
+    return False
+
+
 def substitutions(raw):
-    """Command lines inside `$(…)` and backquotes of a raw word (single-quoted text excluded)."""
+    """Command lines inside `$(…)` and backquotes of a raw word (single-quoted text excluded; `$((…))` is arithmetic
+    unless bash reads it as a command substitution, see is_command_double_paren)."""
     out = []
     i, n = 0, len(raw)
     single = False
@@ -351,7 +369,8 @@ def substitutions(raw):
             continue
         if c == "'":
             single = not single
-        elif not single and c == "$" and raw[i + 1:i + 2] == "(" and raw[i + 2:i + 3] != "(":
+        elif not single and c == "$" and raw[i + 1:i + 2] == "(" and (
+                raw[i + 2:i + 3] != "(" or is_command_double_paren(raw, i)):
             start = i + 2
             depth = 0
             j = i + 1

@@ -187,18 +187,20 @@ fn ends_with_wait(script: &Script<'_>, cmds: &[SimpleCommand]) -> bool {
 }
 
 /// The first promotion pattern matching any effective command (wrappers such as `nohup`, `env`, `setsid` stripped,
-/// `bash -c '…'` read; `cd` and commands bounded by `timeout` ignored), with the command's text.
+/// `bash -c '…'` read; `cd` and commands bounded by `timeout` ignored), with the command's text; and whether the
+/// reading reached every command (false when it stopped at a limit without a match: a server past the limit was not
+/// looked for, which the caller says).
 /// The commands are read one at a time and borrowed: the reading stops at the first match.
 fn promotion<'s>(
     settings: &'s Settings,
     script: &Script<'_>,
     cmds: &[SimpleCommand],
-) -> Option<(&'s str, String)> {
+) -> (Option<(&'s str, String)>, bool) {
     if settings.promote.is_empty() {
-        return None;
+        return (None, true);
     }
     let mut found = None;
-    visit_effective_commands(script, cmds, |c| {
+    let visit = visit_effective_commands(script, cmds, |c| {
         if c.name() == Some("cd") || c.via("timeout") {
             return ControlFlow::Continue(());
         }
@@ -210,7 +212,8 @@ fn promotion<'s>(
             None => ControlFlow::Continue(()),
         }
     });
-    found
+    let complete = found.is_some() || (!visit.too_deep && !visit.truncated);
+    (found, complete)
 }
 
 /// Decides what to do with one request.
@@ -300,7 +303,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
             };
             let inner_amp = settings.ampersand_to_background && has_inner_ampersand(&rest);
             let waits = ends_with_wait(&rest, &cmds);
-            let promoted = promotion(settings, &rest, &cmds);
+            let (promoted, read_all) = promotion(settings, &rest, &cmds);
             if inner_amp {
                 append_wait = !waits;
                 background = true;
@@ -309,6 +312,14 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
                      and a final `wait` keeps the shell alive until those jobs end (nothing is orphaned). To run \
                      something in the background, prefer run_in_background over `&`. {FOLLOW_UP}"
                 ));
+            }
+            if !read_all && !background {
+                notes.push(
+                    "The command is too long or nests shell strings too deep to be read whole, so a server or watcher \
+                     in it was not looked for: it runs in the foreground. Split it into steps, and start anything that \
+                     keeps running with run_in_background."
+                        .to_string(),
+                );
             }
             if let (false, Some((pattern, matched))) = (background, promoted) {
                 background = true;
@@ -401,6 +412,41 @@ mod tests {
         assert_eq!(p.command, c);
         assert_eq!(p.timeout_ms, Some(10_000));
         assert!(p.notes.is_empty(), "{c:?}: {:?}", p.notes);
+    }
+
+    /// A line the reading cannot finish does not pass as "nothing to promote" silently: the agent is told that a
+    /// server past the limit was not looked for.
+    #[test]
+    fn an_unfinished_reading_says_what_was_not_looked_for() {
+        let long = format!("{}npm run dev", "true;".repeat(5000));
+        let p = cmd(&long);
+        assert!(!p.background);
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("too long or nests shell strings too deep")),
+            "{:?}",
+            p.notes
+        );
+        let mut deep = "npm run dev".to_string();
+        for _ in 0..10 {
+            deep = format!("sh -c '{}'", deep.replace('\'', "'\\''"));
+        }
+        assert!(
+            cmd(&deep)
+                .notes
+                .iter()
+                .any(|n| n.contains("run_in_background"))
+        );
+        // A promotion found before the limit still promotes, without the note.
+        let early = format!("npm run dev; {}", "true;".repeat(5000));
+        let p = cmd(&early);
+        assert!(p.background);
+        assert!(
+            !p.notes.iter().any(|n| n.contains("too long")),
+            "{:?}",
+            p.notes
+        );
     }
 
     #[test]

@@ -415,7 +415,8 @@ fn is_dynamic(raw: &str) -> bool {
 }
 
 /// The command lines inside `$(…)` and backquotes of a raw word (single-quoted text excluded; `$((…))` is
-/// arithmetic, not a command).
+/// arithmetic, not a command — unless bash reads it as a command substitution starting with a subshell, see
+/// [`crate::shell`]'s `double_paren`).
 fn substitutions(raw: &str) -> Vec<&str> {
     let b = raw.as_bytes();
     let mut out = Vec::new();
@@ -429,7 +430,11 @@ fn substitutions(raw: &str) -> Vec<&str> {
         }
         if c == b'\'' {
             single = !single;
-        } else if !single && c == b'$' && b.get(i + 1) == Some(&b'(') && b.get(i + 2) != Some(&b'(')
+        } else if !single
+            && c == b'$'
+            && b.get(i + 1) == Some(&b'(')
+            && (b.get(i + 2) != Some(&b'(')
+                || crate::shell::double_paren(b, i) == crate::shell::DoubleParen::Command)
         {
             let start = i + 2;
             let mut depth = 0usize;
@@ -1338,6 +1343,30 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// Bash runs `$((cmd) …)` as a command substitution (a subshell first), and keeps `$((…))` arithmetic only when
+    /// the second parenthesis closes right before the last one.
+    #[test]
+    fn a_double_parenthesis_that_is_a_command_substitution_is_read() {
+        for line in [
+            "echo $((rm -rf /) )",
+            "echo \"$((rm -rf /); true)\"",
+            "x=$((rm -rf /)|cat)",
+        ] {
+            let commands = read(line);
+            assert!(
+                commands.iter().any(|c| c.ends_with("=> rm -rf /")),
+                "{line}: {commands:?}"
+            );
+        }
+        for line in [
+            "echo $(( (1+2) * 3 ))",
+            "echo $((1+(2)))",
+            "echo $(( (x) ))",
+        ] {
+            assert_eq!(read(line).len(), 1, "{line}: {:?}", read(line));
+        }
     }
 
     #[test]

@@ -251,6 +251,40 @@ fn char_len(first: u8) -> usize {
     }
 }
 
+/// How bash reads a `$((` (see [`double_paren`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DoubleParen {
+    /// An arithmetic expansion ending just before this byte offset.
+    Arithmetic(usize),
+    /// A command substitution whose commands start with a subshell: `$((cmd) …)`.
+    Command,
+    /// No closing parenthesis.
+    Unterminated,
+}
+
+/// How bash reads the `$((` at byte `at` of `b`: arithmetic when the parenthesis opened second closes with a `)`
+/// right after it (`$((1+(2)))`, `$(( (1) ))`), else a command substitution starting with a subshell (`$((echo a)
+/// )`, `$((rm -rf /); true)`), which bash runs.
+pub(crate) fn double_paren(b: &[u8], at: usize) -> DoubleParen {
+    let mut j = at + 3;
+    let mut parens = 2u32;
+    while parens > 0 {
+        match b.get(j) {
+            None => return DoubleParen::Unterminated,
+            Some(b'(') => parens += 1,
+            Some(b')') => {
+                parens -= 1;
+                if parens == 1 && b.get(j + 1) != Some(&b')') {
+                    return DoubleParen::Command;
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    DoubleParen::Arithmetic(j)
+}
+
 impl<'a> Lexer<'a> {
     fn err<T>(&self, offset: usize, message: &str) -> Result<T, ParseError> {
         Err(ParseError {
@@ -592,6 +626,22 @@ impl<'a> Lexer<'a> {
         r
     }
 
+    /// `$(…)` at `self.i`: its commands are lexed (and belong to the line's reading) up to the closing `)`.
+    fn command_substitution(&mut self) -> Result<(), ParseError> {
+        let mut inner = Lexer {
+            src: self.src,
+            b: self.b,
+            i: self.i + 2,
+            depth: 0,
+            nest: self.nest,
+            tokens: Vec::new(),
+            heredocs: Vec::new(),
+        };
+        inner.run(true)?;
+        self.i = inner.i;
+        Ok(())
+    }
+
     fn expansion_inner(&mut self) -> Result<(), ParseError> {
         let open = self.i;
         if self.peek(0) == Some(b'`') {
@@ -610,34 +660,21 @@ impl<'a> Lexer<'a> {
         }
         match self.peek(1) {
             Some(b'(') if self.peek(2) == Some(b'(') => {
-                // Arithmetic: balanced parentheses until the closing `))`.
-                self.i += 3;
-                let mut parens = 2u32;
-                while parens > 0 {
-                    match self.peek(0) {
-                        None => return self.err(open, "unterminated arithmetic expansion $(("),
-                        Some(b'(') => parens += 1,
-                        Some(b')') => parens -= 1,
-                        _ => {}
+                // Arithmetic: balanced parentheses until the closing `))` — unless the parenthesis opened second
+                // closes without a `)` right after it. Bash then reads `$((cmd) …)` as a command substitution that
+                // starts with a subshell (`echo $((rm -rf /) )` runs `rm`), and so must this reading.
+                match double_paren(self.b, self.i) {
+                    DoubleParen::Arithmetic(end) => {
+                        self.i = end;
+                        Ok(())
                     }
-                    self.i += 1;
+                    DoubleParen::Command => self.command_substitution(),
+                    DoubleParen::Unterminated => {
+                        self.err(open, "unterminated arithmetic expansion $((")
+                    }
                 }
-                Ok(())
             }
-            Some(b'(') => {
-                let mut inner = Lexer {
-                    src: self.src,
-                    b: self.b,
-                    i: self.i + 2,
-                    depth: 0,
-                    nest: self.nest,
-                    tokens: Vec::new(),
-                    heredocs: Vec::new(),
-                };
-                inner.run(true)?;
-                self.i = inner.i;
-                Ok(())
-            }
+            Some(b'(') => self.command_substitution(),
             Some(b'{') => {
                 self.i += 2;
                 let mut braces = 1u32;

@@ -73,6 +73,35 @@ proptest! {
         }
     }
 
+    /// The invariant the guard's `unreadable` rule stands on: `rm -rf /` hidden behind many commands and any mix of
+    /// nested shell strings (`sh -c`, `eval`, `bash <<<`, `$(…)`, `$((cmd) )`) is either found in the reading, or the
+    /// reading says it is incomplete — never a complete reading that misses it.
+    #[test]
+    fn a_hidden_command_is_read_or_the_reading_is_incomplete(
+        before in 0usize..5000,
+        layers in prop::collection::vec(0usize..5, 0..12),
+    ) {
+        let mut line = "rm -rf /".to_string();
+        for kind in layers {
+            line = match kind {
+                0 => format!("sh -c '{}'", line.replace('\'', "'\\''")),
+                1 => format!("eval '{}'", line.replace('\'', "'\\''")),
+                2 => format!("bash <<< '{}'", line.replace('\'', "'\\''")),
+                3 => format!("echo $({line})"),
+                _ => format!("echo $(({line}) )"),
+            };
+        }
+        let line = format!("{}{line}", "true;".repeat(before));
+        match effective_commands(&line) {
+            Ok(reading) => prop_assert!(
+                !reading.complete()
+                    || reading.commands.iter().any(|c| c.words == ["rm", "-rf", "/"]),
+                "a complete reading of {} bytes missed the command", line.len()
+            ),
+            Err(e) => prop_assert!(e.too_deep, "{e}"),
+        }
+    }
+
     #[test]
     fn arbitrary_text_never_panics(src in ".{0,200}") {
         let _ = tokenize(&src);

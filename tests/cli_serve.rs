@@ -653,18 +653,21 @@ fn the_token_comes_from_a_file_and_a_token_on_the_command_line_is_warned_against
     };
     assert!(list("Bearer file-tok-91bb").starts_with("HTTP/1.1 200"));
     assert!(list("Bearer wrong").starts_with("HTTP/1.1 401"));
-    // Commands cannot rewrite it (it is read-only in their sandbox).
+    // Commands can neither read it nor change it (it is hidden in their sandbox: a write goes to /dev/null).
     let (_, r) = send(
         "POST",
         &format!("{}/v1/tools/execute", server.base),
         None,
         Some("file-tok-91bb"),
         Some(&format!(
-            r#"{{"command": "echo evil > {}; echo rc=$?"}}"#,
-            file.display()
+            r#"{{"command": "cat {f}; echo evil > {f}; cat {f}; echo done"}}"#,
+            f = file.display()
         )),
     );
-    assert!(!r["output"].as_str().unwrap().contains("rc=0"), "{r}");
+    let output = r["output"].as_str().unwrap();
+    assert!(output.contains("done"), "{r}");
+    assert!(!output.contains("file-tok-91bb"), "the token was read: {r}");
+    assert!(!output.contains("evil"), "{r}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "file-tok-91bb\n");
     server.stop();
     assert!(!std::fs::read_to_string(&log).unwrap().contains("cmdline"));

@@ -31,10 +31,12 @@ async fn start_nasty(ex: &Executor, mark: &str) -> String {
 async fn auto_containment_uses_cgroups_when_the_hierarchy_is_writable() {
     let ex = Executor::new(ExecutorConfig::default()).unwrap();
     println!("containment: {}", ex.containment());
-    // These machines have a writable cgroup2 hierarchy; a machine without one falls back (and says so).
-    if std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .contains(" - cgroup2 ")
+    // These machines have a cgroup2 hierarchy root can write; a normal user (or a machine without one) falls back,
+    // and says so.
+    if shellward_test_support::is_root()
+        && std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(" - cgroup2 ")
     {
         assert_eq!(ex.containment(), ContainmentKind::Cgroup);
     }
@@ -272,4 +274,22 @@ async fn escapers_left_by_a_foreground_run_are_reported_and_stoppable() {
         );
         ex.shutdown().await;
     }
+}
+
+const SUITE_AS_USER: &str = "SHELLWARD_TEST_CONTAINMENT_AS_USER";
+
+/// Every test above again as a normal user: trees contained by process group and marker (no writable cgroup), in a
+/// session sandbox with a user namespace of its own, and without one — the same guarantees on that path.
+#[test]
+fn every_containment_test_passes_as_a_normal_user() {
+    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
+    {
+        // Already the normal user's run (or not root, so the suite itself is that run).
+        return;
+    }
+    let out = shellward_test_support::rerun_all_as_user(
+        "every_containment_test_passes_as_a_normal_user",
+        SUITE_AS_USER,
+    );
+    println!("{out}");
 }

@@ -173,6 +173,35 @@ pub fn rerun_as_user(test: &str, marker: &str) -> String {
     rerun(cmd, test, "as an unprivileged user")
 }
 
+/// Runs every test of the current test binary but `skip` (the caller) again as an unprivileged user (as
+/// [`rerun_as_user`]), with `marker` set, and returns its standard output: a whole suite proven on the non-root path
+/// too. Panics with both outputs when any test fails or none ran.
+pub fn rerun_all_as_user(skip: &str, marker: &str) -> String {
+    let exe = std::env::current_exe().expect("the path of the running test binary");
+    let mut cmd = command_as_user(&exe);
+    let scratch = std::env::temp_dir();
+    let out = cmd
+        .env(marker, "1")
+        .env("HOME", &scratch)
+        .env("TMPDIR", &scratch)
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(&scratch)
+        .args(["--skip", skip])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot rerun the suite as an unprivileged user: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the suite failed as an unprivileged user: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(" passed;") && !stdout.contains(" 0 passed;"),
+        "no test ran as an unprivileged user: {stdout}"
+    );
+    stdout
+}
+
 /// A command that runs `program` as an unprivileged user: as root, [`TEST_USER`] (created when missing) through
 /// `setpriv` with every capability and supplementary group dropped; as a normal user already, that user.
 pub fn command_as_user(program: &std::path::Path) -> std::process::Command {

@@ -401,7 +401,7 @@ impl Platform {
         let session_serial = self.session_serial.clone();
         let token = self.token.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
-        let job = move || -> io::Result<(Unclaimed, Streams)> {
+        let job = move || -> io::Result<(Unclaimed, Streams, Option<i32>)> {
             let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
             let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
             let (in_r, out_w, err_w) = (
@@ -439,7 +439,7 @@ impl Platform {
             // candidate the host refuses to run is dropped for the next; with none left commands run without one.
             let spawned = loop {
                 let Some(candidate) = init.as_ref() else {
-                    break spawn_plain(None);
+                    break spawn_plain(None).map(|spawned| (spawned, None));
                 };
                 let create = || -> io::Result<session::Sandbox> {
                     let marker = format!(
@@ -471,9 +471,10 @@ impl Platform {
                         mnt_ns,
                         own_pid_ns: own,
                     }))
+                    .map(|spawned| (spawned, sandbox.pid()))
                 });
                 match started {
-                    Ok(result) => break result,
+                    Ok(result) => break result.map(|(spawned, init)| (spawned, Some(init))),
                     Err(e) if init_refused(&e) => {
                         let failed = init.take().expect("checked above");
                         let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -500,11 +501,15 @@ impl Platform {
                 }
             };
             match spawned {
-                Ok((pid, pidfd)) => {
+                Ok(((pid, pidfd), sandbox_init)) => {
                     // The child has its copies: closing ours makes EOF (or, on a terminal, EIO) arrive when the tree
                     // is done.
                     (streams.child_in, streams.child_out, streams.child_err) = (None, None, None);
-                    return Ok((Unclaimed(Some(Leader::Raw { pid, pidfd })), streams));
+                    return Ok((
+                        Unclaimed(Some(Leader::Raw { pid, pidfd })),
+                        streams,
+                        sandbox_init,
+                    ));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
                 Err(e) => return Err(e),
@@ -578,7 +583,7 @@ impl Platform {
             let child = cmd.spawn()?;
             // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
             drop(cmd);
-            Ok((Unclaimed(Some(Leader::Std(child))), streams))
+            Ok((Unclaimed(Some(Leader::Std(child))), streams, None))
         };
         let spares = self.spares();
         self.submit(Box::new(move || {
@@ -590,9 +595,9 @@ impl Platform {
         }))?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;
-        let (leader, streams) = match result {
-            Ok((mut unclaimed, streams)) => match unclaimed.0.take() {
-                Some(leader) => (leader, streams),
+        let (leader, streams, sandbox_init) = match result {
+            Ok((mut unclaimed, streams, sandbox_init)) => match unclaimed.0.take() {
+                Some(leader) => (leader, streams, sandbox_init),
                 None => return Err(stopped()),
             },
             Err(e) => {
@@ -618,6 +623,7 @@ impl Platform {
                     format!("{TREE_VAR}={}/", self.token),
                     self.children.clone(),
                     pids,
+                    sandbox_init,
                 )
             }
         };

@@ -94,11 +94,21 @@ pub(crate) fn own_children() -> Option<Vec<i32>> {
 /// The direct children of the given threads of this process (`/proc/self/task/<tid>/children`), read as
 /// [`own_children`] reads them; `None` when a list cannot be read (no such thread, or no such files).
 pub(crate) fn children_of(tids: &[i32]) -> Option<Vec<i32>> {
+    children_of_in("self", tids)
+}
+
+/// The children of another process `pid`'s threads `tids` (as [`children_of`]): a session sandbox's pid 1, single
+/// threaded, is `children_of_process(pid)`.
+pub(crate) fn children_of_process(pid: i32) -> Option<Vec<i32>> {
+    children_of_in(&pid.to_string(), &[pid])
+}
+
+fn children_of_in(process: &str, tids: &[i32]) -> Option<Vec<i32>> {
     use std::io::Read;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     for tid in tids {
-        let mut file = fs::File::open(format!("/proc/self/task/{tid}/children")).ok()?;
+        let mut file = fs::File::open(format!("/proc/{process}/task/{tid}/children")).ok()?;
         let mut len = 0;
         loop {
             match file.read(&mut buf[len..]) {

@@ -85,6 +85,11 @@ impl Sandbox {
         n == 0
     }
 
+    /// Pid 1 of the sandbox, in the executor's numbering: the reaper of every orphan in it.
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
     /// The namespaces a command enters: `(user namespace if any, pid namespace, mount namespace)`.
     pub(crate) fn namespaces(&self) -> (Option<RawFd>, RawFd, RawFd) {
         (

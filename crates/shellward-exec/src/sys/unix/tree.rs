@@ -81,6 +81,9 @@ enum Kind {
         known: Mutex<HashMap<i32, u64>>,
         /// The executor's account of its own children, shared by its trees.
         children: Arc<Children>,
+        /// Pid 1 of the session's sandbox the tree was started in: the reaper of its orphans (instead of this
+        /// subreaper).
+        sandbox_init: Option<i32>,
     },
 }
 
@@ -143,6 +146,7 @@ impl Tree {
         token_prefix: String,
         children: Arc<Children>,
         pids: Option<PidsGroup>,
+        sandbox_init: Option<i32>,
     ) -> Tree {
         Tree {
             pgid,
@@ -152,6 +156,7 @@ impl Tree {
                 token_prefix,
                 known: Mutex::new(HashMap::new()),
                 children,
+                sandbox_init,
             },
             pids,
         }
@@ -250,7 +255,8 @@ impl Tree {
     /// member of *another* tree of this executor (by its marker) or a watchdog (by `SHELLWARD_WATCHDOG`; a process
     /// hosting several executors has several). Anything else (a child carrying this tree's marker, an unmarked or
     /// unreadable child, no `/proc/self/task/*/children`) answers "maybe", and the caller scans. With cgroups the
-    /// answer is always "maybe": `cgroup.events` is already one small read.
+    /// answer is always "maybe": `cgroup.events` is already one small read. In a session's sandbox orphans are
+    /// re-parented to the sandbox's pid 1, not to the executor: there its children are the list judged.
     ///
     /// A child that exits while the list is judged hands its own children to the executor first (the kernel
     /// re-parents before the exiting process becomes a zombie), so when a listed child has exited the list is read
@@ -259,16 +265,23 @@ impl Tree {
         let Kind::Group {
             token_prefix,
             children: book,
+            sandbox_init,
             ..
         } = &self.kind
         else {
             return false;
         };
+        // In a session's sandbox orphans go to the sandbox's pid 1, not to this subreaper: its children are the ones
+        // to judge.
+        let list = || match sandbox_init {
+            Some(init) => procfs::children_of_process(*init),
+            None => procfs::children_of(&book.tids),
+        };
         // A group with any process left (a zombie included) needs the full answer. A probe sends nothing.
         if killpg(Pid::from_raw(self.pgid), None) != Err(nix::errno::Errno::ESRCH) {
             return false;
         }
-        let Some(mut listed) = procfs::children_of(&book.tids) else {
+        let Some(mut listed) = list() else {
             return false;
         };
         for _ in 0..3 {
@@ -284,7 +297,7 @@ impl Tree {
             if !exited {
                 return true;
             }
-            let Some(again) = procfs::children_of(&book.tids) else {
+            let Some(again) = list() else {
                 return false;
             };
             let before: HashSet<i32> = listed.iter().copied().collect();

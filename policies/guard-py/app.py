@@ -50,6 +50,9 @@ OPERATORS = [
     "&&", "||", ";;", ";&", "|&", "&>", ">>", ">|", ">&", "<&", "<<", "<>",
     ">", "<", "|", "&", ";", "(", ")",
 ]
+# The first characters of the operators: only where one of these stands can an operator start (checked first, so a
+# long word is not compared with every operator at every character).
+OPERATOR_STARTS = frozenset(o[0] for o in OPERATORS)
 REDIRECTS = {"<<<", "<<-", "&>>", "&>", ">>", ">|", ">&", "<&", "<<", "<>", ">", "<"}
 WRITE_REDIRECTS = {">", ">>", ">|", "<>", "&>", "&>>", ">&"}
 
@@ -264,7 +267,7 @@ def read_word(src, i):
     n = len(src)
     while i < n:
         c = src[i]
-        if c in " \t\r\n" or any(src.startswith(o, i) for o in OPERATORS):
+        if c in " \t\r\n" or (c in OPERATOR_STARTS and any(src.startswith(o, i) for o in OPERATORS)):
             break
         if c == "\\":
             if i + 1 < n and src[i + 1] == "\n":

@@ -865,6 +865,50 @@ mod tests {
         });
     }
 
+    /// The portable spawn path (`std::process::Command` + `pre_exec`, taken where the `clone3` fast path is not
+    /// available) sets the child up with the same routine as the fast path: signals the host ignores are reset (Rust
+    /// ignores SIGPIPE), no core files, `no_new_privs`, and the process-count group joined.
+    #[test]
+    fn the_portable_spawn_path_sets_the_child_up_as_the_fast_one() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ex = Executor::new(ExecutorConfig {
+                pid_namespace: false,
+                ..Default::default()
+            })
+            .unwrap();
+            let probe = "ulimit -c; grep -E '^(NoNewPrivs|SigIgn)' /proc/self/status; cat /proc/self/cgroup";
+            let mut seen = Vec::new();
+            for portable in [false, true] {
+                ex.inner.platform.force_portable.store(portable, Ordering::Relaxed);
+                let r = ex.execute(ExecPlan::new(probe)).await.unwrap();
+                let text = r.output.text.clone();
+                assert_eq!(r.exit, ExitState::Code(0), "{text}");
+                assert!(text.starts_with("0\n"), "core files allowed: {text}");
+                assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+                let ignored = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("SigIgn:\t"))
+                    .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+                    .unwrap_or_else(|| panic!("no SigIgn line: {text}"));
+                // Bit n-1 is signal n: SIGPIPE (13), which this test process ignores, must be reset.
+                assert_eq!(ignored & (1 << 12), 0, "SIGPIPE stayed ignored: {text}");
+                if ex.process_limit().is_some() {
+                    assert!(
+                        text.lines().any(|l| l.contains(":pids:") && l.contains("shellward")),
+                        "not in its pids group: {text}"
+                    );
+                }
+                seen.push(text.lines().filter(|l| !l.contains(":/")).map(str::to_string).collect::<Vec<_>>());
+            }
+            assert_eq!(seen[0], seen[1], "both paths set the child up alike");
+            ex.shutdown().await;
+        });
+    }
+
     /// With the static init in the build, the watchdog is that binary in its watchdog mode, not a shell: with
     /// namespaces on (it shares the init's memfd) and off (it loads its own), and it still quits when told to.
     #[cfg(shellward_embedded_init)]

@@ -1,8 +1,15 @@
-//! What a command's first process does to itself between clone and exec to put the supervisor out of its reach, on
-//! every spawn path (the `clone3` fast path and the `pre_exec` fallback).
+//! What a command's first process does to itself between clone and exec, on every spawn path (the `clone3` fast path
+//! and the `pre_exec` fallback): one set of routines both call, so the two paths cannot drift apart.
+//!
+//! - [`early`] first: signal dispositions reset, the executor's death signal, the process-count group joined before
+//!   anything can fork, the resource limits.
+//! - Then each path's own steps (descriptors, process group or session, working directory: `std` does these on the
+//!   fallback), with the mounts below where the child makes a sandbox.
+//! - [`Hardening::privileges`] last, before exec: every earlier step may need a capability it drops.
 //!
 //! [`Hardening`] is prepared once per executor (paths turned into C strings, the capability mask computed), so the
-//! child allocates nothing and makes only async-signal-safe system calls:
+//! child allocates nothing and makes only async-signal-safe system calls (through `rustix` where that needs no
+//! `unsafe`):
 //!
 //! - **mounts** (only in the child that becomes pid 1 of a session's new sandbox; the session's commands enter the
 //!   mount namespace it made): mounts made private, a `/proc` of the new PID namespace, then every path of [`Hardening::read_only`] bound onto itself
@@ -22,6 +29,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -143,6 +151,12 @@ pub(crate) const STEP_PRIVATE: i32 = 1;
 pub(crate) const STEP_CAPS: i32 = 2;
 /// Setting `no_new_privs` failed.
 pub(crate) const STEP_NO_NEW_PRIVS: i32 = 3;
+/// Setting the death signal failed.
+pub(crate) const STEP_DEATH_SIGNAL: i32 = 4;
+/// Joining the process-count (`pids`) group failed.
+pub(crate) const STEP_PIDS: i32 = 5;
+/// Setting a resource limit failed.
+pub(crate) const STEP_RLIMITS: i32 = 6;
 /// Making read-only path `n` failed: this plus `n`.
 pub(crate) const STEP_READ_ONLY: i32 = 100;
 /// Hiding path `n` failed: this plus `n`.
@@ -212,6 +226,9 @@ impl Hardening {
             STEP_PRIVATE => "cannot make the command's mounts private".to_string(),
             STEP_CAPS => "cannot drop the command's capabilities".to_string(),
             STEP_NO_NEW_PRIVS => "cannot set no_new_privs for the command".to_string(),
+            STEP_DEATH_SIGNAL => "cannot give the command a death signal".to_string(),
+            STEP_PIDS => "cannot put the command in its process-count (pids) group".to_string(),
+            STEP_RLIMITS => "cannot set the command's resource limits".to_string(),
             n if n >= STEP_HIDDEN => match self.hidden.get((n - STEP_HIDDEN) as usize) {
                 Some(p) => format!(
                     "cannot hide {} from the command in its mount namespace",
@@ -335,6 +352,102 @@ impl Hardening {
             }
         }
         Ok(())
+    }
+}
+
+/// The first steps of every spawn path's child (see the module docs and [`early`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Early<'a> {
+    /// Signals to reset to their default disposition (bit `n`: signal `n`), from
+    /// [`super::fast_spawn::signals_to_reset`].
+    pub(crate) reset_signals: u64,
+    /// The `tasks` file of the command's `pids` group, open for writing; -1 when there is none.
+    pub(crate) join_procs_fd: RawFd,
+    /// `(RLIMIT_*, value)` pairs to set, both limits to the value.
+    pub(crate) rlimits: &'a [(u32, u64)],
+}
+
+/// The child's first steps, shared by both spawn paths: the parent's signal handlers must not run in the child and
+/// what it ignores the command must not (dispositions reset), the command dies with the executor (`SIGKILL` as
+/// death signal), the whole tree is counted (the `pids` group joined before anything can fork), and the resource
+/// limits hold from the start. Async-signal-safe, allocation-free.
+pub(crate) fn early(steps: &Early<'_>) -> Result<(), Failure> {
+    reset_signals(steps.reset_signals);
+    let errno = |e: rustix::io::Errno| e.raw_os_error();
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL)).map_err(
+        |e| Failure {
+            step: STEP_DEATH_SIGNAL,
+            errno: errno(e),
+        },
+    )?;
+    if steps.join_procs_fd >= 0 {
+        // Writing 0 moves the calling thread (the whole process: it has one) into the group.
+        // SAFETY: the descriptor is open for the duration of the spawn (the caller holds it).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(steps.join_procs_fd) };
+        match rustix::io::write(fd, b"0") {
+            Ok(1) => {}
+            Ok(_) => {
+                return Err(Failure {
+                    step: STEP_PIDS,
+                    errno: libc::EIO,
+                });
+            }
+            Err(e) => {
+                return Err(Failure {
+                    step: STEP_PIDS,
+                    errno: errno(e),
+                });
+            }
+        }
+    }
+    for &(resource, value) in steps.rlimits {
+        let Some(resource) = rlimit_resource(resource) else {
+            return Err(Failure {
+                step: STEP_RLIMITS,
+                errno: libc::EINVAL,
+            });
+        };
+        let limit = rustix::process::Rlimit {
+            current: Some(value),
+            maximum: Some(value),
+        };
+        rustix::process::setrlimit(resource, limit).map_err(|e| Failure {
+            step: STEP_RLIMITS,
+            errno: errno(e),
+        })?;
+    }
+    Ok(())
+}
+
+/// The `rustix` resource of an `RLIMIT_*` number (the ones the executor sets).
+// The resource constants are `u32` on glibc and `c_int` on musl: the casts are needed on one of them.
+#[allow(clippy::unnecessary_cast)]
+fn rlimit_resource(n: u32) -> Option<rustix::process::Resource> {
+    use rustix::process::Resource;
+    Some(match n {
+        n if n == libc::RLIMIT_CORE as u32 => Resource::Core,
+        n if n == libc::RLIMIT_AS as u32 => Resource::As,
+        n if n == libc::RLIMIT_FSIZE as u32 => Resource::Fsize,
+        n if n == libc::RLIMIT_CPU as u32 => Resource::Cpu,
+        n if n == libc::RLIMIT_NOFILE as u32 => Resource::Nofile,
+        n if n == libc::RLIMIT_NPROC as u32 => Resource::Nproc,
+        n if n == libc::RLIMIT_DATA as u32 => Resource::Data,
+        n if n == libc::RLIMIT_STACK as u32 => Resource::Stack,
+        _ => return None,
+    })
+}
+
+/// Resets the signals of `mask` to their default disposition. Async-signal-safe: for a child between fork and exec.
+fn reset_signals(mask: u64) {
+    // SAFETY: `sigaction` with a zeroed (SIG_DFL) action is async-signal-safe and touches no shared memory.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..64 {
+            if mask & (1u64 << sig) != 0 {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
     }
 }
 

@@ -158,20 +158,6 @@ pub(crate) fn signals_to_reset() -> u64 {
     mask
 }
 
-/// Resets the signals of `mask` to their default disposition. Async-signal-safe: for a child between fork and exec.
-pub(crate) fn reset_signals(mask: u64) {
-    // SAFETY: `sigaction` with a zeroed (SIG_DFL) action is async-signal-safe and touches no shared memory.
-    unsafe {
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        for sig in 1..64 {
-            if mask & (1u64 << sig) != 0 {
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-        }
-    }
-}
-
 extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
     // SAFETY: runs in the vfork-style child on its own stack; only async-signal-safe libc calls, no allocation;
     // `arg` points to the parent's `ChildArgs`, alive because the parent is suspended until exec or exit.
@@ -187,8 +173,15 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             libc::_exit(127)
         };
         let hardening = &*a.hardening;
-        // Handlers of the parent must not run in the child, and what the parent ignores the command must not.
-        reset_signals(a.reset_signals);
+        // The steps every spawn path takes first (signals, death signal, pids group, limits).
+        let early = super::child_setup::Early {
+            reset_signals: a.reset_signals,
+            join_procs_fd: a.join_procs_fd,
+            rlimits: &a.rlimits[..a.rlimit_count],
+        };
+        if let Err(f) = super::child_setup::early(&early) {
+            hardening_failed(a, f);
+        }
         // A session leader is also a group leader: the tree's group is the child's pid either way.
         if a.new_session != 0 {
             if libc::setsid() < 0 {
@@ -196,22 +189,6 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             }
         } else if libc::setpgid(0, 0) != 0 {
             fail(a);
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            fail(a);
-        }
-        // Join the process-count group before anything can fork: the whole tree is counted.
-        if a.join_procs_fd >= 0 && libc::write(a.join_procs_fd, c"0".as_ptr().cast(), 1) != 1 {
-            fail(a);
-        }
-        for &(resource, value) in &a.rlimits[..a.rlimit_count] {
-            let limit = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
-            if libc::setrlimit(resource as _, &limit) != 0 {
-                fail(a);
-            }
         }
         // A session's sandbox: its mounts are made already. Pid 1 of a new PID and mount namespace: its /proc, and
         // what the command must not write.

@@ -19,12 +19,18 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+#[cfg(test)]
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 /// Platform state shared by all trees of one executor.
 pub(crate) struct Platform {
+    /// Tests of the portable spawn path (`std::process::Command` with `pre_exec`, what other architectures use): when
+    /// set, starts skip the `clone3` fast path.
+    #[cfg(test)]
+    pub(crate) force_portable: AtomicBool,
     root: Option<CgroupRoot>,
     /// Identifies this executor's trees: every process of a tree inherits `SHELLWARD_TREE=<token>/<id>`, which
     /// survives `setsid` and double forks.
@@ -264,6 +270,8 @@ impl Platform {
             hardening,
             sessions: Arc::default(),
             session_serial: Arc::default(),
+            #[cfg(test)]
+            force_portable: AtomicBool::new(false),
         };
         // The watchdog runs from the embedded static binary when there is one (the init candidates hold it when
         // namespaces are on), else from a shell.
@@ -401,6 +409,10 @@ impl Platform {
         let session_serial = self.session_serial.clone();
         let token = self.token.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
+        #[cfg(test)]
+        let portable = self.force_portable.load(Ordering::Relaxed);
+        #[cfg(not(test))]
+        let portable = false;
         let job = move || -> io::Result<(Unclaimed, Streams, Option<i32>)> {
             let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
             let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
@@ -437,67 +449,71 @@ impl Platform {
             };
             // The session's sandbox, made at its first command with the best init not yet known to fail. A
             // candidate the host refuses to run is dropped for the next; with none left commands run without one.
-            let spawned = loop {
-                let Some(candidate) = init.as_ref() else {
-                    break spawn_plain(None).map(|spawned| (spawned, None));
-                };
-                let create = || -> io::Result<session::Sandbox> {
-                    let marker = format!(
-                        "{TREE_VAR}={token}/session-{n}",
-                        n = session_serial.fetch_add(1, Ordering::Relaxed)
-                    );
-                    // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
-                    // SAFETY: geteuid has no preconditions.
-                    let user_ns = unsafe { libc::geteuid() } != 0;
-                    let (pid, pidfd) = fast_spawn::spawn_session_init(
-                        candidate.path(),
-                        candidate.argv0(),
-                        &marker,
-                        &cache,
-                        &hardening,
-                        user_ns,
-                    )?;
-                    session::Sandbox::new(pid, pidfd, user_ns)
-                };
-                let own = match cache.own_pid_ns() {
-                    Ok(fd) => fd,
-                    Err(e) => break Err(e),
-                };
-                let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
-                    let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
-                    spawn_plain(Some(fast_spawn::Enter {
-                        user_ns,
-                        pid_ns,
-                        mnt_ns,
-                        own_pid_ns: own,
-                    }))
-                    .map(|spawned| (spawned, sandbox.pid()))
-                });
-                match started {
-                    Ok(result) => break result.map(|(spawned, init)| (spawned, Some(init))),
-                    Err(e) if init_refused(&e) => {
-                        let failed = init.take().expect("checked above");
-                        let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
-                        // Another spawn may have dropped it already.
-                        if slot.first().is_some_and(|first| first.same(&failed)) {
-                            slot.remove(0);
+            let spawned = if portable {
+                Err(io::Error::from(io::ErrorKind::Unsupported))
+            } else {
+                loop {
+                    let Some(candidate) = init.as_ref() else {
+                        break spawn_plain(None).map(|spawned| (spawned, None));
+                    };
+                    let create = || -> io::Result<session::Sandbox> {
+                        let marker = format!(
+                            "{TREE_VAR}={token}/session-{n}",
+                            n = session_serial.fetch_add(1, Ordering::Relaxed)
+                        );
+                        // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
+                        // SAFETY: geteuid has no preconditions.
+                        let user_ns = unsafe { libc::geteuid() } != 0;
+                        let (pid, pidfd) = fast_spawn::spawn_session_init(
+                            candidate.path(),
+                            candidate.argv0(),
+                            &marker,
+                            &cache,
+                            &hardening,
+                            user_ns,
+                        )?;
+                        session::Sandbox::new(pid, pidfd, user_ns)
+                    };
+                    let own = match cache.own_pid_ns() {
+                        Ok(fd) => fd,
+                        Err(e) => break Err(e),
+                    };
+                    let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
+                        let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
+                        spawn_plain(Some(fast_spawn::Enter {
+                            user_ns,
+                            pid_ns,
+                            mnt_ns,
+                            own_pid_ns: own,
+                        }))
+                        .map(|spawned| (spawned, sandbox.pid()))
+                    });
+                    match started {
+                        Ok(result) => break result.map(|(spawned, init)| (spawned, Some(init))),
+                        Err(e) if init_refused(&e) => {
+                            let failed = init.take().expect("checked above");
+                            let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
+                            // Another spawn may have dropped it already.
+                            if slot.first().is_some_and(|first| first.same(&failed)) {
+                                slot.remove(0);
+                            }
+                            init = slot.first().cloned();
+                            drop(slot);
+                            match &init {
+                                Some(next) => tracing::info!(
+                                    failed = %failed,
+                                    next = %next,
+                                    "the namespace init cannot run here ({e}); trying the next one"
+                                ),
+                                None => tracing::info!(
+                                    init = %failed,
+                                    "commands run without a PID namespace: the host refused to create one, or the \
+                                     init program cannot run ({e})"
+                                ),
+                            }
                         }
-                        init = slot.first().cloned();
-                        drop(slot);
-                        match &init {
-                            Some(next) => tracing::info!(
-                                failed = %failed,
-                                next = %next,
-                                "the namespace init cannot run here ({e}); trying the next one"
-                            ),
-                            None => tracing::info!(
-                                init = %failed,
-                                "commands run without a PID namespace: the host refused to create one, or the \
-                                 init program cannot run ({e})"
-                            ),
-                        }
+                        Err(e) => break Err(e),
                     }
-                    Err(e) => break Err(e),
                 }
             };
             match spawned {
@@ -546,11 +562,14 @@ impl Platform {
             // setrlimit, sigaction, capget/capset) on memory allocated before the fork.
             unsafe {
                 cmd.pre_exec(move || {
-                    fast_spawn::reset_signals(reset);
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    // The executor may have died between fork and prctl.
+                    // The steps every spawn path takes first (signals, death signal, pids group, limits).
+                    super::child_setup::early(&super::child_setup::Early {
+                        reset_signals: reset,
+                        join_procs_fd: join_procs_fd.unwrap_or(-1),
+                        rlimits: &rlimits,
+                    })
+                    .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
+                    // The executor may have died between fork and the death signal.
                     if libc::getppid() != parent {
                         libc::_exit(127);
                     }
@@ -559,20 +578,6 @@ impl Platform {
                     }
                     if let Some(procs) = &procs {
                         cgroup::join_from_child(procs)?;
-                    }
-                    if let Some(fd) = join_procs_fd
-                        && libc::write(fd, c"0".as_ptr().cast(), 1) != 1
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    for &(resource, value) in rlimits.iter() {
-                        let limit = libc::rlimit {
-                            rlim_cur: value,
-                            rlim_max: value,
-                        };
-                        if libc::setrlimit(resource as _, &limit) != 0 {
-                            return Err(io::Error::last_os_error());
-                        }
                     }
                     // No mount namespace on this path: capabilities and `no_new_privs` only.
                     hardening

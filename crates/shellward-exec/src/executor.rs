@@ -909,6 +909,40 @@ mod tests {
         });
     }
 
+    /// Where no start can enter a session sandbox (the portable spawn path), commands run without one and the
+    /// executor says so (`pid_namespaces()` false) instead of reporting a sandbox its commands are not in.
+    #[test]
+    fn without_a_way_into_a_sandbox_the_executor_says_it_has_none() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ex = Executor::new(ExecutorConfig::default()).unwrap();
+            if !ex.pid_namespaces() {
+                // This host gives no sandbox at all: nothing to prove here.
+                ex.shutdown().await;
+                return;
+            }
+            ex.inner
+                .platform
+                .force_portable
+                .store(true, Ordering::Relaxed);
+            let r = ex
+                .execute(ExecPlan::new("readlink /proc/self/ns/pid"))
+                .await
+                .unwrap();
+            assert_eq!(r.exit, ExitState::Code(0), "{r:?}");
+            let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+            assert_eq!(r.output.text.trim(), ours.to_string_lossy(), "{r:?}");
+            assert!(
+                !ex.pid_namespaces(),
+                "the executor still claims a sandbox its commands are not in"
+            );
+            ex.shutdown().await;
+        });
+    }
+
     /// With the static init in the build, the watchdog is that binary in its watchdog mode, not a shell: with
     /// namespaces on (it shares the init's memfd) and off (it loads its own), and it still quits when told to.
     #[cfg(shellward_embedded_init)]

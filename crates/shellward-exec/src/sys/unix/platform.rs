@@ -431,6 +431,9 @@ impl Platform {
                 .cloned();
             // The command itself: in a session's sandbox (`enter`), or without namespaces.
             let spawn_plain = |enter: Option<fast_spawn::Enter>| -> io::Result<(i32, OwnedFd)> {
+                if portable {
+                    return Err(io::Error::from(io::ErrorKind::Unsupported));
+                }
                 let confine = fast_spawn::Confinement {
                     join_procs_fd,
                     rlimits: &rlimits,
@@ -449,71 +452,87 @@ impl Platform {
             };
             // The session's sandbox, made at its first command with the best init not yet known to fail. A
             // candidate the host refuses to run is dropped for the next; with none left commands run without one.
-            let spawned = if portable {
-                Err(io::Error::from(io::ErrorKind::Unsupported))
-            } else {
-                loop {
-                    let Some(candidate) = init.as_ref() else {
-                        break spawn_plain(None).map(|spawned| (spawned, None));
-                    };
-                    let create = || -> io::Result<session::Sandbox> {
-                        let marker = format!(
-                            "{TREE_VAR}={token}/session-{n}",
-                            n = session_serial.fetch_add(1, Ordering::Relaxed)
-                        );
-                        // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
-                        // SAFETY: geteuid has no preconditions.
-                        let user_ns = unsafe { libc::geteuid() } != 0;
-                        let (pid, pidfd) = fast_spawn::spawn_session_init(
-                            candidate.path(),
-                            candidate.argv0(),
-                            &marker,
-                            &cache,
-                            &hardening,
-                            user_ns,
-                        )?;
-                        session::Sandbox::new(pid, pidfd, user_ns)
-                    };
-                    let own = match cache.own_pid_ns() {
-                        Ok(fd) => fd,
-                        Err(e) => break Err(e),
-                    };
-                    let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
-                        let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
-                        spawn_plain(Some(fast_spawn::Enter {
-                            user_ns,
-                            pid_ns,
-                            mnt_ns,
-                            own_pid_ns: own,
-                        }))
-                        .map(|spawned| (spawned, sandbox.pid()))
-                    });
-                    match started {
-                        Ok(result) => break result.map(|(spawned, init)| (spawned, Some(init))),
-                        Err(e) if init_refused(&e) => {
-                            let failed = init.take().expect("checked above");
-                            let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
-                            // Another spawn may have dropped it already.
-                            if slot.first().is_some_and(|first| first.same(&failed)) {
-                                slot.remove(0);
-                            }
-                            init = slot.first().cloned();
-                            drop(slot);
-                            match &init {
-                                Some(next) => tracing::info!(
-                                    failed = %failed,
-                                    next = %next,
-                                    "the namespace init cannot run here ({e}); trying the next one"
-                                ),
-                                None => tracing::info!(
-                                    init = %failed,
-                                    "commands run without a PID namespace: the host refused to create one, or the \
-                                     init program cannot run ({e})"
-                                ),
-                            }
-                        }
-                        Err(e) => break Err(e),
+            let spawned = loop {
+                let Some(candidate) = init.as_ref() else {
+                    break spawn_plain(None).map(|spawned| (spawned, None));
+                };
+                let create = || -> io::Result<session::Sandbox> {
+                    if portable {
+                        return Err(io::Error::from(io::ErrorKind::Unsupported));
                     }
+                    let marker = format!(
+                        "{TREE_VAR}={token}/session-{n}",
+                        n = session_serial.fetch_add(1, Ordering::Relaxed)
+                    );
+                    // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
+                    // SAFETY: geteuid has no preconditions.
+                    let user_ns = unsafe { libc::geteuid() } != 0;
+                    let (pid, pidfd) = fast_spawn::spawn_session_init(
+                        candidate.path(),
+                        candidate.argv0(),
+                        &marker,
+                        &cache,
+                        &hardening,
+                        user_ns,
+                    )?;
+                    session::Sandbox::new(pid, pidfd, user_ns)
+                };
+                let own = match cache.own_pid_ns() {
+                    Ok(fd) => fd,
+                    Err(e) => break Err(e),
+                };
+                let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
+                    let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
+                    spawn_plain(Some(fast_spawn::Enter {
+                        user_ns,
+                        pid_ns,
+                        mnt_ns,
+                        own_pid_ns: own,
+                    }))
+                    .map(|spawned| (spawned, sandbox.pid()))
+                });
+                match started {
+                    // A sandbox exists but this start cannot enter it: refused, never run outside it.
+                    Ok(Err(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                        break Err(io::Error::other(
+                            "cannot start the command inside its session's sandbox (this platform's spawn path \
+                             cannot enter it); it was not run",
+                        ));
+                    }
+                    Ok(result) => break result.map(|(spawned, init)| (spawned, Some(init))),
+                    // The fast path is what enters a sandbox; where it does not exist (another architecture, an old
+                    // kernel) no command could run inside one: say so once and run without, never pretend.
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                        init_slot.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                        init = None;
+                        tracing::info!(
+                            "commands run without a session sandbox: this platform cannot start a process inside one \
+                             (no clone3 fast path)"
+                        );
+                    }
+                    Err(e) if init_refused(&e) => {
+                        let failed = init.take().expect("checked above");
+                        let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
+                        // Another spawn may have dropped it already.
+                        if slot.first().is_some_and(|first| first.same(&failed)) {
+                            slot.remove(0);
+                        }
+                        init = slot.first().cloned();
+                        drop(slot);
+                        match &init {
+                            Some(next) => tracing::info!(
+                                failed = %failed,
+                                next = %next,
+                                "the namespace init cannot run here ({e}); trying the next one"
+                            ),
+                            None => tracing::info!(
+                                init = %failed,
+                                "commands run without a PID namespace: the host refused to create one, or the \
+                                 init program cannot run ({e})"
+                            ),
+                        }
+                    }
+                    Err(e) => break Err(e),
                 }
             };
             match spawned {

@@ -284,6 +284,8 @@ fn explain_prints_the_decision_and_background_plans_are_streamed_to_the_end() {
     assert!(err.contains("decision:   run"), "{err}");
     assert!(err.contains("mode:       background"), "{err}");
     assert!(err.contains("running in the background as p1-"), "{err}");
+    // No log path is announced: it would be gone when `run` exits (every byte is streamed instead).
+    assert!(!err.contains(".log"), "{err}");
     assert_eq!(text(&out.stdout), "one\ntwo\n");
 }
 

@@ -193,22 +193,14 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         Err(e) => return Ok(fail(e)),
     };
     let id = started.id.clone();
-    let log_hint = |sw: &Shellward| {
-        sw.executor()
-            .info(&id, None)
-            .ok()
-            .and_then(|i| i.log_path)
-            .map(|p| format!(" (full output: {})", p.display()))
-            .unwrap_or_default()
-    };
+    // No log path is announced: every byte is streamed here, and the log goes with `run` when it exits.
     // Local echo off while a terminal command echoes what is typed (restored when this guard drops).
     let _echo = (interactive && args.tty).then(EchoOff::new).flatten();
     if interactive {
         tokio::spawn(relay_stdin(sw.clone(), id.clone()));
     } else if background {
         eprintln!(
-            "shellward: running in the background as {id}{}; streaming until it ends, Ctrl-C terminates it",
-            log_hint(sw)
+            "shellward: running in the background as {id}; streaming until it ends, Ctrl-C terminates it"
         );
     }
     let mut deadline = timeout.map(|t| Instant::now() + t);
@@ -235,9 +227,8 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
                     TimeoutAction::Background => {
                         let t = format_millis(timeout.unwrap_or_default().as_millis() as u64);
                         eprintln!(
-                            "shellward: still running as {id} after the {t} timeout; the policy keeps it running{}. \
-                             Streaming until it ends; Ctrl-C terminates it",
-                            log_hint(sw)
+                            "shellward: still running as {id} after the {t} timeout; the policy keeps it running. \
+                             Streaming until it ends; Ctrl-C terminates it"
                         );
                         deadline = None;
                         continue;

@@ -736,6 +736,32 @@ fn interactive_runs_relay_stdin() {
         "{out:?}"
     );
     assert!(!out.contains('\r'), "{out:?}");
+    // A REPL on a terminal ends when its input does (the end-of-input ^D it missed while it set the terminal up is
+    // sent again): this run used to wait forever.
+    let mut child = Command::new(bin())
+        .args(["run", "--tty", "--", "python3 -q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env_remove("SHELLWARD_CONFIG")
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"print(6*7)\n")
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("42"), "{out}");
     // Without the flags a command reading stdin sees end of input at once.
     let o = relay(&["--", "cat; echo done"], "ignored\n");
     assert_eq!(text(&o.stdout), "done\n");

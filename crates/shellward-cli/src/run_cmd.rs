@@ -197,7 +197,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     // Local echo off while a terminal command echoes what is typed (restored when this guard drops).
     let _echo = (interactive && args.tty).then(EchoOff::new).flatten();
     if interactive {
-        tokio::spawn(relay_stdin(sw.clone(), id.clone()));
+        tokio::spawn(relay_stdin(sw.clone(), id.clone(), args.tty));
     } else if background {
         eprintln!(
             "shellward: running in the background as {id}; streaming until it ends, Ctrl-C terminates it"
@@ -291,7 +291,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
 }
 
 /// Copies this process's stdin to the command's input until stdin ends, then closes the command's input.
-async fn relay_stdin(sw: Shellward, id: String) {
+async fn relay_stdin(sw: Shellward, id: String, terminal: bool) {
     use tokio::io::AsyncReadExt;
     let mut stdin = tokio::io::stdin();
     let mut buf = vec![0u8; 16 * 1024];
@@ -313,6 +313,25 @@ async fn relay_stdin(sw: Shellward, id: String) {
         }
     }
     let _ = sw.executor().write_input(&id, None, b"", true, limit).await;
+    if terminal {
+        // On a terminal the end of input is a ^D the program must read at the start of a line. One sent while the
+        // program was still setting its terminal up (a REPL switching to raw mode after the input arrived) is lost,
+        // and the program would wait for more input forever: repeat it, a few times, while the command runs.
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if !sw.executor().info(&id, None).is_ok_and(|i| i.running) {
+                return;
+            }
+            if sw
+                .executor()
+                .write_input(&id, None, b"\x04", false, Duration::from_secs(1))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
 }
 
 /// Turns off the local terminal's echo while it lives (only when stdin is a terminal).

@@ -1278,6 +1278,46 @@ impl Shellward {
     }
 }
 
+/// Bytes left out of a result past which the note suggests searching the log rather than paging through it (four
+/// calls of the default page size).
+const SEARCH_THE_LOG_PAST: u64 = 256 * 1024;
+
+/// The note for output left out of a result's middle: where the rest is, and — when there is much of it — to search
+/// the log with a command (`grep`, `tail`) instead of paging through it 64 KiB at a time.
+fn omitted_note(omitted: u64, id: &str, log: Option<&std::path::Path>) -> String {
+    let pager = format!("process_output (process_id {id}, cursor 0)");
+    match log {
+        Some(log) if omitted > SEARCH_THE_LOG_PAST => {
+            let log = shell_quote(&log.display().to_string());
+            format!(
+                "{omitted} bytes of output were left out of the middle. The whole output is in {log}: search it with \
+                 a command such as `grep -n -i error {log}` or `tail -n 200 {log}` rather than paging through it with \
+                 {pager}."
+            )
+        }
+        Some(log) => format!(
+            "{omitted} bytes of output were left out of the middle; read them with {pager} or from {}.",
+            log.display()
+        ),
+        None => format!(
+            "{omitted} bytes of output were left out of the middle; read them with {pager}."
+        ),
+    }
+}
+
+/// `text` as one shell word: as it is when it holds only characters no shell treats specially, else single-quoted.
+fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%,=".contains(&b));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 fn reason_text(reason: String) -> String {
     if reason.trim().is_empty() {
         "the policy refused the command (it gave no reason)".into()
@@ -1349,10 +1389,10 @@ fn shape_execute(
         );
     }
     if r.output.omitted_bytes > 0 {
-        notes.push(format!(
-            "{} bytes of output were left out of the middle; read them with process_output (process_id {id}, \
-             cursor 0) or from log_path.",
-            r.output.omitted_bytes
+        notes.push(omitted_note(
+            r.output.omitted_bytes,
+            &id,
+            r.log_path.as_deref(),
         ));
     }
     let success = if r.running {

@@ -622,6 +622,37 @@ async fn leftovers_are_reported_with_their_id_and_their_fate() {
     assert!(survivors(&mark).is_empty());
 }
 
+/// A large output left out of the middle is pointed at as a log to search, with commands that work on it from the
+/// next `execute` (the log is readable inside the session's sandbox), not as 64 KiB pages to read one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_output_suggests_searching_its_log() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw.execute(None, exec("seq 1 300000")).await.unwrap();
+    assert!(r.output_omitted_bytes > 1_000_000, "{r:?}");
+    let log = r.log_path.clone().expect("a log");
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("left out of the middle"))
+        .unwrap_or_else(|| panic!("no note: {:?}", r.notes));
+    assert!(note.contains(&format!("tail -n 200 {log}")), "{note}");
+    assert!(note.contains("grep -n -i error"), "{note}");
+    let tail = sw
+        .execute(None, exec(&format!("tail -n 1 {log}")))
+        .await
+        .unwrap();
+    assert_eq!(tail.output, "300000\n", "{tail:?}");
+    // A small omission keeps the short note.
+    let r = sw.execute(None, exec("seq 1 30000")).await.unwrap();
+    if r.output_omitted_bytes > 0 {
+        let note = r.notes.iter().find(|n| n.contains("left out")).unwrap();
+        assert!(note.contains("process_output"), "{note}");
+        assert!(!note.contains("grep"), "{note}");
+    }
+    sw.shutdown().await;
+}
+
 /// A background start that fails at once (a server whose port is taken) is answered in the same call with its exit
 /// code and error text; one that keeps running is returned running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

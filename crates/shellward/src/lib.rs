@@ -1346,6 +1346,12 @@ fn shape_execute(
                  {id} (and cursor {}) to read more, or process_signal to stop it.",
                 r.cursor
             ));
+        } else if notes
+            .iter()
+            .any(|n| n.contains("process_output") && n.contains("process_signal"))
+        {
+            // A policy's note already says how to follow up (the trailing-`&` rewrite does): one note per fact.
+            notes.push(format!("Running in the background as {id}."));
         } else {
             notes.push(format!(
                 "Running in the background as {id}. Call process_output with process_id {id} to read its \

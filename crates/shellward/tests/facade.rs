@@ -622,6 +622,44 @@ async fn leftovers_are_reported_with_their_id_and_their_fate() {
     assert!(survivors(&mark).is_empty());
 }
 
+/// A trailing `&` is explained once: the policy's note says how to follow up, so the host's own note only names the
+/// id (two notes said the same thing, 495 bytes against 174 without the `&`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trailing_ampersand_is_explained_once() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let r = sw.execute(None, exec("sleep 5 &")).await.unwrap();
+    let id = r.background_process_id.clone().expect("backgrounded");
+    let telling = r
+        .notes
+        .iter()
+        .filter(|n| n.contains("process_output"))
+        .count();
+    assert_eq!(telling, 1, "{:?}", r.notes);
+    assert!(r.notes.iter().any(|n| n.contains(&id)), "{:?}", r.notes);
+    // Without a policy note, the host's note still says how to follow up.
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                command: "sleep 5".into(),
+                run_in_background: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("process_output") && n.contains("process_signal")),
+        "{:?}",
+        r.notes
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
 /// A large output left out of the middle is pointed at as a log to search, with commands that work on it from the
 /// next `execute` (the log is readable inside the session's sandbox), not as 64 KiB pages to read one by one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

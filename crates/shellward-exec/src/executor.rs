@@ -706,6 +706,7 @@ impl Executor {
             probe.next_cursor > c || probe.skipped_bytes > 0
         };
         let done = |p: &Proc| p.leader_exited() && *p.readers_done.borrow();
+        let mut waiting = false;
         if let Some(idle) = idle
             && !wait.is_zero()
             && !done(&proc)
@@ -713,11 +714,34 @@ impl Executor {
             let mut tick = proc.tick.subscribe();
             let deadline = tokio::time::Instant::now() + wait;
             let mut quiet_at = tokio::time::Instant::now() + idle;
+            let mut last_output = tokio::time::Instant::now();
+            // An interactive command is also watched for blocking on its input: a prompt is answered as soon as it
+            // is printed, not after the idle window.
+            let stdin = input_identity(&proc);
             while !done(&proc) {
-                match tokio::time::timeout_at(quiet_at.min(deadline), tick.changed()).await {
-                    Ok(Ok(())) => quiet_at = tokio::time::Instant::now() + idle,
-                    // Quiet for `idle`, the wait is over, or the process is gone.
-                    Ok(Err(_)) | Err(_) => break,
+                let now = tokio::time::Instant::now();
+                let check = stdin.map(|_| now + INPUT_CHECK);
+                let until = quiet_at.min(deadline).min(check.unwrap_or(deadline));
+                match tokio::time::timeout_at(until, tick.changed()).await {
+                    Ok(Ok(())) => {
+                        last_output = tokio::time::Instant::now();
+                        quiet_at = last_output + idle;
+                    }
+                    Ok(Err(_)) => break,
+                    Err(_) => {
+                        let now = tokio::time::Instant::now();
+                        // Quiet for `idle`, or the wait is over.
+                        if now >= quiet_at.min(deadline) {
+                            break;
+                        }
+                        if let Some(stdin) = stdin
+                            && now >= last_output + INPUT_SETTLE
+                            && proc.tree.waiting_for_input(stdin)
+                        {
+                            waiting = true;
+                            break;
+                        }
+                    }
                 }
             }
         } else if !wait.is_zero() && !done(&proc) {
@@ -760,9 +784,13 @@ impl Executor {
         };
         drop(out);
         let exit = proc.exit_state();
+        let waiting = waiting
+            || (exit == ExitState::Running
+                && input_identity(&proc).is_some_and(|stdin| proc.tree.waiting_for_input(stdin)));
         Ok(OutputRead {
             chunk,
             view,
+            waiting_for_input: waiting,
             next_cursor: next,
             running: exit == ExitState::Running
                 || !proc.cleaned.load(Ordering::Relaxed) && proc.command_alive(),
@@ -816,6 +844,27 @@ fn release_resources(inner: &Inner) {
             log_dir.remove();
         }
     });
+}
+
+/// How often a quiet interactive command is checked for blocking on its input.
+const INPUT_CHECK: Duration = Duration::from_millis(20);
+/// How long output must have been quiet before a command blocked on its input is answered (the rest of a prompt
+/// written in pieces arrives meanwhile).
+const INPUT_SETTLE: Duration = Duration::from_millis(10);
+
+/// The identity of an interactive command's stdin, while the executor still holds its end (see
+/// `procfs::input_identity`); `None` for other commands.
+fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    if !proc.interactive {
+        return None;
+    }
+    let sink = proc
+        .input
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()?;
+    crate::sys::unix::procfs::input_identity(sink.get_ref().as_raw_fd(), proc.terminal)
 }
 
 #[cfg(test)]

@@ -140,6 +140,9 @@ pub struct OutputRead {
     /// The leader has exited and its output pipes are closed: no more output will arrive (a process that inherited
     /// the pipes and keeps them open holds this false until it exits or the drain bound passes).
     pub output_closed: bool,
+    /// An interactive command is blocked reading its input (a prompt is waiting for an answer): one of its
+    /// processes waits in a read of the command's stdin and none is running.
+    pub waiting_for_input: bool,
 }
 
 /// A signal request.

@@ -1153,6 +1153,11 @@ impl Shellward {
                 total - read.next_cursor,
                 read.next_cursor
             ));
+        } else if read.waiting_for_input {
+            notes.push(format!(
+                "{id} is waiting for input: answer with process_input (process_id {id}), then read on from cursor {}.",
+                read.next_cursor
+            ));
         } else if read.running {
             notes.push(format!(
                 "{id} is still running; call process_output with cursor {} for newer output, or process_signal \
@@ -1176,6 +1181,7 @@ impl Shellward {
             output_omitted_bytes: omitted,
             output_total_bytes: total,
             cursor: read.next_cursor,
+            waiting_for_input: read.waiting_for_input,
             log_path: info.log_path.map(|p| p.display().to_string()),
             notes,
         })

@@ -216,6 +216,10 @@ pub struct ProcessOutputResult {
     pub output_total_bytes: u64,
     /// Pass this as `cursor` next time to get only newer output.
     pub cursor: u64,
+    /// The process is blocked reading its input (a prompt waits for an answer): answer with `process_input`. Only
+    /// for processes started with `interactive`; absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_input: bool,
     /// The file holding the full output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_path: Option<String>,
@@ -464,7 +468,8 @@ keep a slow command and check on it with process_output.";
 const PROCESS_OUTPUT_DESCRIPTION: &str = "\
 Read the output of a process started by execute (background, or kept running after a timeout, or finished). \
 Without `wait` it returns when the process exits or its output has been quiet for `idle` (default 1s), at most after \
-10s: use that to check on a server or read a prompt. Give `wait` (e.g. \"5m\") to wait for a build or test run to \
+10s: use that to check on a server or read a prompt (an interactive process blocked reading its input is answered \
+at once, with `waiting_for_input` true). Give `wait` (e.g. \"5m\") to wait for a build or test run to \
 finish. With `cursor` (from the previous result) it returns only output produced after it, waiting up to `wait` (default \"10s\"; \
 \"0s\" returns at once) for something new or for the process to exit; pass the returned cursor next time so every \
 byte is read exactly once. Without cursor it returns the head and tail of the whole output once the process exits or \
@@ -473,7 +478,8 @@ whether the process is still running and its exit code once it has exited.";
 
 const PROCESS_INPUT_DESCRIPTION: &str = "\
 Write to the stdin of a process started with interactive=true or tty=true, then return what it printed in answer: \
-the call returns when the output has been quiet for `idle` (default 1s), when the process exits, or after `wait` \
+the call returns as soon as the process waits for input again (then `waiting_for_input` is true: its prompt is in \
+the output), when the output has been quiet for `idle` (default 1s), when the process exits, or after `wait` \
 (default 10s). Send `text` exactly as typed — end a line with \"\\n\" to submit it; on a tty \"\\u0003\" is Ctrl-C \
 (interrupts the running job, the shell stays), \"\\u0004\" Ctrl-D — or raw bytes as `bytes_base64`. close_stdin=true \
 ends the input (cat, sort and REPLs then finish). A process that does not read its input makes the call fail after \

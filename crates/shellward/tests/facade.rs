@@ -907,3 +907,100 @@ async fn reaching_the_process_limit_is_reported_to_the_model() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A REPL's answer comes back as soon as its next prompt waits for input (not after the idle window), saying so;
+/// a process blocked on `read` is reported waiting for input, a sleeping one is not — with a pipe and with a
+/// terminal as stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_waiting_for_input_is_answered_at_once() {
+    use shellward::tools::{ProcessInputArgs, ProcessOutputArgs};
+    let mark = new_mark();
+    let sw = instance(&mark);
+    for tty in [false, true] {
+        let mut args = exec("python3 -q -i");
+        args.interactive = Some(true);
+        args.tty = Some(tty);
+        args.run_in_background = Some(true);
+        let r = sw.execute(None, args).await.unwrap();
+        let id = r.process_id.clone().expect("an id");
+        // Let the interpreter start and print its first prompt.
+        let first = sw
+            .process_output(
+                None,
+                ProcessOutputArgs {
+                    process_id: id.clone(),
+                    idle: Some("3s".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert!(first.waiting_for_input, "tty={tty}: {first:?}");
+        let started = Instant::now();
+        let answer = sw
+            .process_input(
+                None,
+                ProcessInputArgs {
+                    process_id: id.clone(),
+                    text: Some("print(6*7)\n".into()),
+                    idle: Some("3s".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        assert!(answer.output.contains("42"), "tty={tty}: {answer:?}");
+        assert!(answer.waiting_for_input, "tty={tty}: {answer:?}");
+        println!("tty={tty}: a REPL exchange answered in {took:?}");
+        assert!(
+            took < Duration::from_millis(1500),
+            "tty={tty}: the answer waited {took:?} (the idle window is 3 s)"
+        );
+        sw.process_signal(
+            None,
+            shellward::tools::ProcessSignalArgs {
+                process_id: id,
+                signal: shellward::tools::SignalName::Kill,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    // A sleeping interactive process is not waiting for input.
+    let mut args = exec("sleep 30");
+    args.interactive = Some(true);
+    args.run_in_background = Some(true);
+    let r = sw.execute(None, args).await.unwrap();
+    let out = sw
+        .process_output(
+            None,
+            ProcessOutputArgs {
+                process_id: r.process_id.clone().unwrap(),
+                idle: Some("300ms".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!out.waiting_for_input, "{out:?}");
+    // One blocked on `read` is.
+    let mut args = exec("read answer; echo got $answer");
+    args.interactive = Some(true);
+    args.run_in_background = Some(true);
+    let r = sw.execute(None, args).await.unwrap();
+    let out = sw
+        .process_output(
+            None,
+            ProcessOutputArgs {
+                process_id: r.process_id.clone().unwrap(),
+                idle: Some("3s".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(out.waiting_for_input, "{out:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -373,3 +373,89 @@ mod tests {
         assert!(tree_members(&table, 99, false, &HashMap::from([(20, 5)])).is_empty());
     }
 }
+
+/// The file a process's standard input is, as `(device, inode)` of what `/proc/<pid>/fd/0` opens (a pipe's inode,
+/// or a terminal's device node); `None` when it has none or it cannot be read.
+pub(crate) fn stdin_identity(pid: i32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(format!("/proc/{pid}/fd/0")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// Whether a process is blocked reading its standard input now: in `read`/`readv`/`pread64` on descriptor 0, or in
+/// `select`/`pselect6` watching descriptors up to 0 only (what line editors such as readline do). From
+/// `/proc/<pid>/syscall` (x86_64 numbers); any other state, or an unreadable file, is "no".
+pub(crate) fn blocked_reading_stdin(pid: i32) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    blocked_reading_fd0(&text)
+}
+
+/// [`blocked_reading_stdin`] on the text of a `/proc/<pid>/syscall` file.
+fn blocked_reading_fd0(text: &str) -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let mut fields = text.split_whitespace();
+    let (Some(nr), Some(arg0)) = (fields.next(), fields.next()) else {
+        return false;
+    };
+    let Ok(nr) = nr.parse::<i64>() else {
+        // "running", or "-1 …" (blocked outside a system call).
+        return false;
+    };
+    let Ok(arg0) = u64::from_str_radix(arg0.trim_start_matches("0x"), 16) else {
+        return false;
+    };
+    match nr {
+        // read, pread64, readv: the descriptor.
+        0 | 17 | 19 => arg0 == 0,
+        // select, pselect6: the number of descriptors watched (1: only descriptor 0).
+        23 | 270 => arg0 == 1,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod syscall_tests {
+    use super::blocked_reading_fd0;
+
+    #[test]
+    fn a_read_of_descriptor_zero_is_waiting_for_input_and_nothing_else_is() {
+        if !cfg!(target_arch = "x86_64") {
+            return;
+        }
+        assert!(blocked_reading_fd0(
+            "0 0x0 0x7ffd1234 0x400 0x0 0x0 0x0 0x7ffd 0x7f00\n"
+        ));
+        assert!(blocked_reading_fd0(
+            "270 0x1 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7ffd 0x7f00\n"
+        ));
+        assert!(!blocked_reading_fd0(
+            "0 0x3 0x7ffd1234 0x400 0x0 0x0 0x0 0x7ffd 0x7f00\n"
+        ));
+        assert!(!blocked_reading_fd0(
+            "230 0x0 0x0 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7f00\n"
+        ));
+        assert!(!blocked_reading_fd0("running\n"));
+        assert!(!blocked_reading_fd0("-1 0x7ffd 0x7f00\n"));
+    }
+}
+
+/// The `(device, inode)` a command's stdin has in its processes, from the executor's end of it (`fd`): the pipe's
+/// inode (both ends share it), or on a terminal the slave device node of the master `fd` (`/dev/pts/N`).
+pub(crate) fn input_identity(fd: std::os::fd::RawFd, terminal: bool) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if terminal {
+        let mut n: libc::c_uint = 0;
+        // SAFETY: TIOCGPTN writes the terminal's number into `n`, a local it owns.
+        if unsafe { libc::ioctl(fd, libc::TIOCGPTN, &mut n) } != 0 {
+            return None;
+        }
+        let meta = fs::metadata(format!("/dev/pts/{n}")).ok()?;
+        return Some((meta.dev(), meta.ino()));
+    }
+    let meta = fs::metadata(format!("/proc/self/fd/{fd}")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}

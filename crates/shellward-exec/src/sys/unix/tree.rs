@@ -216,6 +216,27 @@ impl Tree {
         }
     }
 
+    /// Whether the tree waits for input on `stdin` (`(device, inode)`, see [`procfs::input_identity`]): one of its
+    /// processes is blocked reading a standard input that is that file, and none is running.
+    pub(crate) fn waiting_for_input(&self, stdin: (u64, u64)) -> bool {
+        let mut reader = false;
+        for pid in self.member_pids() {
+            match procfs::stat(pid) {
+                Some(e) if e.state == 'R' => return false,
+                Some(e) if !e.alive() => continue,
+                None => continue,
+                Some(_) => {}
+            }
+            if !reader
+                && procfs::blocked_reading_stdin(pid)
+                && procfs::stdin_identity(pid) == Some(stdin)
+            {
+                reader = true;
+            }
+        }
+        reader
+    }
+
     /// The pids of the living members now.
     pub(crate) fn member_pids(&self) -> Vec<i32> {
         self.members().into_iter().map(|m| m.pid).collect()

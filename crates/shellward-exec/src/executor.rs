@@ -171,13 +171,32 @@ impl Executor {
     pub async fn execute(&self, plan: ExecPlan) -> Result<ExecResult, ExecError> {
         let proc = self.start(&plan).await?;
         if plan.background {
-            if let Some(window) = plan.startup_wait.filter(|w| !w.is_zero())
-                && tokio::time::timeout(window, proc.wait_exit()).await.is_ok()
-            {
-                // It ended during start-up: report it as a foreground run would (output, leftovers), and keep it
-                // listed so its output stays readable by id.
-                let (drained, leftovers) = self.settle(&proc).await;
-                return Ok(self.result(&proc, false, !drained, leftovers));
+            // The start-up window ends at the first of: the command exits (a start-up failure, answered with its
+            // exit and output), its tree listens on a port or socket (ready, answered with what it listens on), or
+            // the window passes (answered running).
+            if let Some(window) = plan.startup_wait.filter(|w| !w.is_zero()) {
+                let deadline = tokio::time::Instant::now() + window;
+                loop {
+                    let step = (tokio::time::Instant::now() + LISTEN_CHECK).min(deadline);
+                    if tokio::time::timeout_at(step, proc.wait_exit())
+                        .await
+                        .is_ok()
+                    {
+                        // It ended during start-up: report it as a foreground run would (output, leftovers), and
+                        // keep it listed so its output stays readable by id.
+                        let (drained, leftovers) = self.settle(&proc).await;
+                        return Ok(self.result(&proc, false, !drained, leftovers));
+                    }
+                    let listening = proc.tree.listening();
+                    if !listening.is_empty() {
+                        let mut r = self.result(&proc, false, false, 0);
+                        r.listening = listening;
+                        return Ok(r);
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                }
             }
             return Ok(self.result(&proc, false, false, 0));
         }
@@ -266,6 +285,7 @@ impl Executor {
             leftover_processes: leftovers,
             process_limit_hit: proc.tree.process_limit_hit(),
             spawn_micros: proc.spawn_micros,
+            listening: Vec::new(),
         }
     }
 
@@ -846,6 +866,8 @@ fn release_resources(inner: &Inner) {
     });
 }
 
+/// How often a starting background command is checked for listening.
+const LISTEN_CHECK: Duration = Duration::from_millis(50);
 /// How often a quiet interactive command is checked for blocking on its input.
 const INPUT_CHECK: Duration = Duration::from_millis(20);
 /// How long output must have been quiet before a command blocked on its input is answered (the rest of a prompt

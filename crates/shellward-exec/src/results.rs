@@ -79,6 +79,9 @@ pub struct ExecResult {
     pub process_limit_hit: bool,
     /// How long starting the command took (creating its tree and leader, until it runs), in microseconds.
     pub spawn_micros: u64,
+    /// A background start answered because its tree listens: what it listens on (`tcp 127.0.0.1:5173`,
+    /// `udp 0.0.0.0:5353`, `unix /tmp/app.sock`). Empty otherwise.
+    pub listening: Vec<String>,
 }
 
 /// One entry of [`Executor::list`](crate::Executor::list).

@@ -150,7 +150,9 @@ pub struct ToolLimits {
     pub max_read_bytes: usize,
     /// Most entries `process_list` returns.
     pub list_limit: usize,
-    /// How long `execute` waits for a background command to fail at start-up before returning it as running.
+    /// How long `execute` waits on a background start before returning it as running: it returns sooner when the
+    /// command exits (a start-up failure, with its exit code and output) or its processes listen on a port or
+    /// socket (ready, saying on what).
     pub startup_wait: Duration,
     /// `process_output` without `wait` or `idle` returns once output has been quiet this long.
     pub default_idle: Duration,
@@ -164,7 +166,7 @@ impl Default for ToolLimits {
             max_wait: Duration::from_secs(600),
             max_read_bytes: 64 * 1024,
             list_limit: 100,
-            startup_wait: Duration::from_millis(300),
+            startup_wait: Duration::from_secs(3),
             default_idle: Duration::from_secs(1),
         }
     }

@@ -1345,6 +1345,16 @@ fn shape_execute(
     let timeout_text = timeout
         .map(|t| format_millis(t.as_millis() as u64))
         .unwrap_or_default();
+    if !r.listening.is_empty() {
+        notes.push(format!(
+            "Ready: {id} is listening on {}.",
+            r.listening
+                .iter()
+                .map(|l| l.split_once(' ').map_or(l.as_str(), |(_, a)| a))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let background_id = if r.running {
         if r.timed_out {
             notes.push(format!(
@@ -1432,6 +1442,7 @@ fn shape_execute(
         cursor: r.cursor,
         process_id: Some(id),
         background_process_id: background_id,
+        listening: r.listening,
         notes,
     }
 }

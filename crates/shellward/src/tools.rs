@@ -188,6 +188,10 @@ pub struct ExecuteResult {
     /// Set when the command runs on in the background (asked for, promoted by policy, or kept after a timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background_process_id: Option<String>,
+    /// A background start that is ready: what its processes listen on (`tcp 127.0.0.1:5173`, `udp 0.0.0.0:5353`,
+    /// `unix /tmp/app.sock`). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listening: Vec<String>,
     /// What the policy changed and why, and what to do next.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -450,7 +454,9 @@ running=true and a background_process_id; read more with process_output or stop 
 
 Background: set run_in_background=true for anything that does not finish on its own: dev servers (npm run dev, \
 cargo watch, python -m http.server), file watchers, `tail -f`, long builds or test suites you want to check on later. \
-The call returns at once with background_process_id.
+The call returns with background_process_id as soon as the process listens on a port or socket (`listening` says on \
+what: the server is ready), or exits (a start-up failure: its exit code and output are in the result), and at the \
+latest after a few seconds (then it is running but not listening yet).
 
 Do NOT append `&` to background a command, and do not use nohup/setsid/disown: the process would be lost. Use \
 run_in_background instead (a trailing `&` is converted for you, with a note). Read the `notes` in the result: they say \

@@ -1004,3 +1004,72 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A background start is answered as soon as it listens (naming the port) or fails (with its exit and error text),
+/// and a quiet one that does neither within the start-up limit is answered running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_start_is_answered_when_ready_failed_or_at_the_limit() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let background = |command: String| ExecuteArgs {
+        command,
+        run_in_background: Some(true),
+        ..Default::default()
+    };
+    // Listens after 1.5 s.
+    let started = Instant::now();
+    let r = sw
+        .execute(
+            None,
+            background(format!(
+                "sleep 1.5; exec python3 -m http.server --bind 127.0.0.1 {port}"
+            )),
+        )
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(r.running, "{r:?}");
+    assert_eq!(r.listening, [format!("tcp 127.0.0.1:{port}")], "{r:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains(&format!("listening on 127.0.0.1:{port}"))),
+        "{:?}",
+        r.notes
+    );
+    println!("ready after {took:?}");
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_millis(2900),
+        "{took:?}"
+    );
+    // Fails after 1.2 s.
+    let r = sw
+        .execute(
+            None,
+            background("sleep 1.2; echo 'port already in use' >&2; exit 1".into()),
+        )
+        .await
+        .unwrap();
+    assert!(!r.running, "{r:?}");
+    assert_eq!(r.exit_code, Some(1), "{r:?}");
+    assert!(r.output.contains("port already in use"), "{r:?}");
+    // Neither: answered running at the limit (3 s by default).
+    let started = Instant::now();
+    let r = sw
+        .execute(None, background("sleep 30".into()))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(r.running && r.listening.is_empty(), "{r:?}");
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -459,3 +459,139 @@ pub(crate) fn input_identity(fd: std::os::fd::RawFd, terminal: bool) -> Option<(
     let meta = fs::metadata(format!("/proc/self/fd/{fd}")).ok()?;
     Some((meta.dev(), meta.ino()))
 }
+
+/// The socket inodes among a process's open descriptors (`/proc/<pid>/fd/*` → `socket:[inode]`).
+pub(crate) fn socket_inodes(pid: i32, out: &mut std::collections::HashSet<u64>) {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        if let Ok(target) = fs::read_link(entry.path())
+            && let Some(inode) = target
+                .to_str()
+                .and_then(|t| t.strip_prefix("socket:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .and_then(|t| t.parse().ok())
+        {
+            out.insert(inode);
+        }
+    }
+}
+
+/// What of `inodes` listens, as seen from `pid`'s network namespace: TCP sockets in `LISTEN`
+/// (`tcp 127.0.0.1:5173`), bound UDP sockets (`udp 0.0.0.0:5353`) and listening unix sockets (`unix /tmp/app.sock`),
+/// from `/proc/<pid>/net/{tcp,tcp6,udp,udp6,unix}`. Sorted, without repeats.
+pub(crate) fn listening(pid: i32, inodes: &std::collections::HashSet<u64>) -> Vec<String> {
+    let mut found = std::collections::BTreeSet::new();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    for (file, proto, v6) in [
+        ("tcp", "tcp", false),
+        ("tcp6", "tcp", true),
+        ("udp", "udp", false),
+        ("udp6", "udp", true),
+    ] {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{file}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode …
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            // TCP: 0A is LISTEN; UDP: 07 is the state of a bound socket.
+            let wanted = if proto == "tcp" { "0A" } else { "07" };
+            if *state != wanted || !inode.parse::<u64>().is_ok_and(|i| inodes.contains(&i)) {
+                continue;
+            }
+            if let Some(address) = socket_address(local, v6) {
+                found.insert(format!("{proto} {address}"));
+            }
+        }
+    }
+    if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/unix")) {
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Num RefCount Protocol Flags Type St Inode Path; flag __SO_ACCEPTCON (0x10000): listening.
+            let (Some(flags), Some(inode)) = (f.get(3), f.get(6)) else {
+                continue;
+            };
+            let listens = u32::from_str_radix(flags, 16).is_ok_and(|fl| fl & 0x1_0000 != 0);
+            if listens && inode.parse::<u64>().is_ok_and(|i| inodes.contains(&i)) {
+                found.insert(format!("unix {}", f.get(7).copied().unwrap_or("(unnamed)")));
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// `ADDR:PORT` of a `/proc/net/tcp` local address (`0100007F:1435` → `127.0.0.1:5173`, IPv6 in brackets).
+fn socket_address(local: &str, v6: bool) -> Option<String> {
+    let (addr, port) = local.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    if v6 {
+        if addr.len() != 32 {
+            return None;
+        }
+        // Four 32-bit words, each in host (little-endian) order.
+        let mut bytes = [0u8; 16];
+        for w in 0..4 {
+            let word = u32::from_str_radix(&addr[w * 8..w * 8 + 8], 16).ok()?;
+            bytes[w * 4..w * 4 + 4].copy_from_slice(&word.to_le_bytes());
+        }
+        Some(format!("[{}]:{port}", std::net::Ipv6Addr::from(bytes)))
+    } else {
+        let word = u32::from_str_radix(addr, 16).ok()?;
+        Some(format!(
+            "{}:{port}",
+            std::net::Ipv4Addr::from(word.to_le_bytes())
+        ))
+    }
+}
+
+#[cfg(test)]
+mod listening_tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_read_as_the_kernel_writes_them() {
+        assert_eq!(
+            socket_address("0100007F:1435", false).unwrap(),
+            "127.0.0.1:5173"
+        );
+        assert_eq!(
+            socket_address("00000000:0050", false).unwrap(),
+            "0.0.0.0:80"
+        );
+        assert_eq!(
+            socket_address("00000000000000000000000001000000:1F90", true).unwrap(),
+            "[::1]:8080"
+        );
+        assert_eq!(socket_address("zz:1", false), None);
+    }
+
+    #[test]
+    fn this_process_s_listening_socket_is_found_and_a_connected_one_is_not() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let pid = std::process::id() as i32;
+        let mut inodes = std::collections::HashSet::new();
+        socket_inodes(pid, &mut inodes);
+        let found = listening(pid, &inodes);
+        assert!(
+            found.contains(&format!("tcp 127.0.0.1:{port}")),
+            "{found:?}"
+        );
+        assert_eq!(
+            found
+                .iter()
+                .filter(|f| f.ends_with(&format!(":{port}")))
+                .count(),
+            1,
+            "{found:?}"
+        );
+    }
+}

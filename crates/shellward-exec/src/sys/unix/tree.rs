@@ -237,6 +237,20 @@ impl Tree {
         reader
     }
 
+    /// What the tree listens on now (`tcp 127.0.0.1:5173`, `udp …`, `unix /path`), read from its processes'
+    /// descriptors and their network namespace's `/proc/net` tables.
+    pub(crate) fn listening(&self) -> Vec<String> {
+        let pids = self.member_pids();
+        let mut inodes = std::collections::HashSet::new();
+        for &pid in &pids {
+            procfs::socket_inodes(pid, &mut inodes);
+        }
+        match pids.first() {
+            Some(&pid) if !inodes.is_empty() => procfs::listening(pid, &inodes),
+            _ => Vec::new(),
+        }
+    }
+
     /// The pids of the living members now.
     pub(crate) fn member_pids(&self) -> Vec<i32> {
         self.members().into_iter().map(|m| m.pid).collect()

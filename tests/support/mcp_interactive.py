@@ -6,7 +6,9 @@ Prints MCP-INTERACTIVE-OK on success; any failed check raises (non-zero exit) wi
 
 import asyncio
 import os
+import socket
 import sys
+import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -37,14 +39,41 @@ async def main(binary):
                 d = data(r)
                 check(not is_error(r) and d["running"] and d["process_id"], f"REPL starts {mode}", d)
                 pid = d["process_id"]
+                started = time.monotonic()
                 r = await s.call_tool("process_input", {"process_id": pid, "text": "print(6*7)\n"})
+                took = time.monotonic() - started
                 d = data(r)
                 check("42" in d["output"], f"REPL answers {mode}", d)
+                # Answered when the next prompt waits for input, not after the 1 s idle window.
+                check(d.get("waiting_for_input") is True, f"waiting for input {mode}", d)
+                check(took < 0.4, f"REPL exchange within 0.4 s {mode} (took {took:.3f} s)", d)
                 check("\r" not in d["output"] and "\x1b" not in d["output"], f"clean view {mode}", d)
                 check("42" in text_of(r), f"the model's text shows the answer {mode}", text_of(r))
                 r = await s.call_tool("process_input", {"process_id": pid, "close_stdin": True, "wait": "10s"})
                 d = data(r)
                 check(not d["running"] and d["exit_code"] == 0, f"REPL ends at end of input {mode}", d)
+
+            # A background server is answered when it listens, naming its port; a failing start with its error.
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            started = time.monotonic()
+            r = await s.call_tool("execute", {
+                "command": f"sleep 1.5; exec python3 -m http.server --bind 127.0.0.1 {port}",
+                "run_in_background": True,
+            })
+            took = time.monotonic() - started
+            d = data(r)
+            check(d["running"] and d.get("listening") == [f"tcp 127.0.0.1:{port}"], "ready names its port", d)
+            check(took < 2.9, f"ready answered at once (took {took:.2f} s)", d)
+            await s.call_tool("process_signal", {"process_id": d["process_id"], "signal": "kill"})
+            r = await s.call_tool("execute", {
+                "command": "sleep 1.2; echo 'address already in use' >&2; exit 1",
+                "run_in_background": True,
+            })
+            d = data(r)
+            check(not d["running"] and d["exit_code"] == 1 and "already in use" in d["output"],
+                  "a failed start is answered with its exit and error", d)
 
             # A shell prompt (read -p) is answered.
             r = await s.call_tool("execute", {"command": "read -p 'name? ' n; echo \"hello $n\"", "tty": True})

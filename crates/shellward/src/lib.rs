@@ -302,6 +302,19 @@ impl ShellwardBuilder {
                 executor,
                 limits: self.config.tools.clone(),
                 default_workdir: self.config.executor.default_workdir.clone(),
+                session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                posix_shell: self
+                    .config
+                    .executor
+                    .shell
+                    .first()
+                    .and_then(|p| Path::new(p).file_name())
+                    .is_some_and(|n| {
+                        matches!(
+                            n.to_str(),
+                            Some("sh" | "bash" | "dash" | "zsh" | "ksh" | "ash")
+                        )
+                    }),
             }),
         })
     }
@@ -316,6 +329,10 @@ struct Inner {
     executor: Executor,
     limits: ToolLimits,
     default_workdir: Option<PathBuf>,
+    /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
+    session_dirs: std::sync::Mutex<std::collections::HashMap<Option<String>, PathBuf>>,
+    /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
+    posix_shell: bool,
 }
 
 impl Inner {
@@ -748,13 +765,48 @@ impl Shellward {
         args: ExecuteArgs,
         env: Vec<(String, String)>,
     ) -> Result<ExecuteResult, ToolError> {
+        // The session's working directory, as its last command left it, unless the call names one (which wins for
+        // this call and leaves the session's alone). The policies see it in the request.
+        let mut args = args;
+        let follow = args.workdir.is_none();
+        if follow && let Some(dir) = self.session_dir(session) {
+            args.workdir = Some(dir.display().to_string());
+        }
         let decided = self.decide(session, &args, &env)?;
-        self.run_decided(decided).await
+        self.run_decided_with(decided, follow).await
+    }
+
+    /// The working directory `session`'s commands continue in, when one was left and still exists.
+    fn session_dir(&self, session: Option<&str>) -> Option<PathBuf> {
+        let mut dirs = self
+            .inner
+            .session_dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let key = session.map(str::to_string);
+        match dirs.get(&key) {
+            Some(dir) if dir.is_dir() => Some(dir.clone()),
+            Some(_) => {
+                dirs.remove(&key);
+                None
+            }
+            None => None,
+        }
     }
 
     /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
     /// goes to the executor.
     pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
+        self.run_decided_with(decided, false).await
+    }
+
+    /// [`Shellward::run_decided`]; with `follow`, a foreground command's last working directory becomes its
+    /// session's (see [`cwd_trap`]).
+    async fn run_decided_with(
+        &self,
+        decided: Decided,
+        follow: bool,
+    ) -> Result<ExecuteResult, ToolError> {
         let record = self
             .inner
             .audit
@@ -777,10 +829,18 @@ impl Shellward {
                 });
             }
         };
+        let mut plan = plan;
         let timeout = plan.timeout;
         // What the executor does with leftovers at the deadline: stop them when the timeout kills.
         let kills_leftovers = matches!(plan.on_timeout, shellward_exec::TimeoutAction::Kill);
         let command = plan.command.clone();
+        let cwd_file =
+            (follow && self.inner.posix_shell && !plan.background && !plan.stdin.interactive())
+                .then(cwd_file)
+                .flatten();
+        if let Some(file) = &cwd_file {
+            plan.command = cwd_trap(file, &plan.command);
+        }
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         let background = plan.background;
         let interactive = plan.stdin.interactive();
@@ -788,6 +848,23 @@ impl Shellward {
             .start_recorded(plan, background, record, session.clone())
             .await?;
         let id = r.id.clone();
+        if let Some(file) = cwd_file {
+            if r.running {
+                // Kept running after its timeout: its directory is not the session's; remove the file once it ends.
+                let executor = self.inner.executor.clone();
+                let (id, session) = (id.clone(), session.clone());
+                tokio::spawn(async move {
+                    let _ = executor.wait_exit(&id, session.as_deref()).await;
+                    let _ = std::fs::remove_file(&file);
+                });
+            } else if let Some(dir) = read_cwd_file(&file) {
+                self.inner
+                    .session_dirs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(session.clone(), dir);
+            }
+        }
         let mut result = shape_execute(r, command, notes, timeout, kills_leftovers);
         if interactive {
             self.first_prompt(&mut result, &id, session.as_deref())
@@ -1282,6 +1359,55 @@ impl Shellward {
             audit.close();
         }
     }
+}
+
+/// A fresh file name for a command to leave its last working directory in (`None` when the temporary directory's
+/// path could not be quoted safely in the trap).
+fn cwd_file() -> Option<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let file = std::env::temp_dir().join(format!(
+        ".shellward-cwd-{}-{n}-{nanos:x}",
+        std::process::id()
+    ));
+    let text = file.to_str()?;
+    text.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%,=".contains(&b))
+        .then_some(file)
+}
+
+/// `command` prefixed (on its first line, so line numbers in the shell's messages stay the same) with an `EXIT` trap
+/// that writes the shell's last working directory to `file`: it runs however the command ends (`exit 3` too) and
+/// changes neither its output nor its exit status. A command that sets its own `EXIT` trap replaces it (the session
+/// keeps its directory then).
+fn cwd_trap(file: &Path, command: &str) -> String {
+    format!(
+        "trap 'pwd -P >| {} 2>/dev/null' EXIT; {command}",
+        file.display()
+    )
+}
+
+/// Reads and removes what [`cwd_trap`] wrote: an existing absolute directory, else `None`. The file is opened without
+/// following a link or blocking on a FIFO, and only a small regular file is read.
+fn read_cwd_file(file: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(file);
+    let _ = std::fs::remove_file(file);
+    let mut f = opened.ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    f.by_ref().take(4096).read_to_string(&mut text).ok()?;
+    let dir = PathBuf::from(text.trim_end_matches('\n'));
+    (dir.is_absolute() && dir.is_dir()).then_some(dir)
 }
 
 /// Bytes left out of a result past which the note suggests searching the log rather than paging through it (four

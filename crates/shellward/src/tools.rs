@@ -18,7 +18,9 @@ pub struct ExecuteArgs {
     /// its process id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
-    /// Working directory (absolute, or relative to the server's working directory). Default: the server's.
+    /// Working directory for this call only (absolute, or relative to the server's working directory). Default: where
+    /// the session's last command left off (a `cd` carries over to the next call, as in a terminal), else the
+    /// server's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
     /// Start the command in the background and return at once with a `background_process_id`. Use it for dev

@@ -1073,3 +1073,73 @@ async fn a_background_start_is_answered_when_ready_failed_or_at_the_limit() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A session keeps its working directory between `execute` calls, as a terminal keeps its `cd`; other sessions do
+/// not see it, a per-call `workdir` wins for that call, and the exit status and output are the command's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_its_working_directory() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let scratch = tempfile::tempdir().unwrap();
+    let base = scratch.path().canonicalize().unwrap();
+    let deep = base.join("a/b");
+    std::fs::create_dir_all(&deep).unwrap();
+    let pwd = |sw: &Shellward, session: Option<&'static str>| {
+        let sw = sw.clone();
+        async move { sw.execute(session, exec("pwd")).await.unwrap().output }
+    };
+    let start = pwd(&sw, Some("one")).await;
+    let r = sw
+        .execute(
+            Some("one"),
+            exec(&format!("cd {}; echo moved", deep.display())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.output, "moved\n",
+        "the output is the command's own: {r:?}"
+    );
+    assert_eq!(pwd(&sw, Some("one")).await, format!("{}\n", deep.display()));
+    // Relative moves go on from there.
+    sw.execute(Some("one"), exec("cd ..")).await.unwrap();
+    assert_eq!(
+        pwd(&sw, Some("one")).await,
+        format!("{}\n", base.join("a").display())
+    );
+    // Another session is where it was.
+    assert_eq!(pwd(&sw, Some("two")).await, start);
+    // A per-call workdir wins for that call and leaves the session's directory alone.
+    let mut args = exec("pwd");
+    args.workdir = Some(base.display().to_string());
+    assert_eq!(
+        sw.execute(Some("one"), args).await.unwrap().output,
+        format!("{}\n", base.display())
+    );
+    assert_eq!(
+        pwd(&sw, Some("one")).await,
+        format!("{}\n", base.join("a").display())
+    );
+    // `exit 3` after a cd: the status is the command's, the directory is kept.
+    let r = sw
+        .execute(Some("one"), exec(&format!("cd {}; exit 3", deep.display())))
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(3), "{r:?}");
+    assert_eq!(pwd(&sw, Some("one")).await, format!("{}\n", deep.display()));
+    // A directory that is gone falls back to the default.
+    std::fs::remove_dir_all(base.join("a")).unwrap();
+    assert_eq!(pwd(&sw, Some("one")).await, start);
+    // Nothing is left behind in the temporary directory.
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!(".shellward-cwd-{}-", std::process::id()))
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    sw.shutdown().await;
+}

@@ -229,12 +229,10 @@ impl Config {
                 .map(|a| a.path.clone())
                 .filter(|p| p.as_os_str() != "-"),
         );
-        paths
-            .into_iter()
-            .filter_map(|p| p.canonicalize().or_else(|_| std::path::absolute(&p)).ok())
-            .collect()
+        absolute_all(paths)
     }
 
+    /// [`Config::host_files`] but the secrets (which it adds).
     fn host_file_paths(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = Vec::new();
         paths.extend(self.source_file.clone());
@@ -245,17 +243,16 @@ impl Config {
         }));
         paths.extend(self.sandbox.cache_dir.clone());
         paths.extend(crate::oci::default_cache_dir());
-        paths.extend(
-            self.audit
-                .as_ref()
-                .map(|a| a.path.clone())
-                .filter(|p| p.as_os_str() != "-"),
-        );
-        paths
-            .into_iter()
-            .filter_map(|p| p.canonicalize().or_else(|_| std::path::absolute(&p)).ok())
-            .collect()
+        absolute_all(paths)
     }
+}
+
+/// The paths made absolute: symbolic links resolved where the path exists, else joined to the current directory.
+fn absolute_all(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths
+        .into_iter()
+        .filter_map(|p| p.canonicalize().or_else(|_| std::path::absolute(&p)).ok())
+        .collect()
 }
 
 impl Default for Config {

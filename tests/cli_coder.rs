@@ -47,7 +47,25 @@ fn process_truncation() -> Go {
 fn start_process_response() -> Go {
     Go::Struct(
         "workspacesdk.StartProcessResponse",
-        vec![("id", Go::String), ("started", Go::Bool)],
+        vec![
+            ("id", Go::String),
+            ("started", Go::Bool),
+            ("client_token", Go::String),
+            ("attached", Go::Bool),
+        ],
+    )
+}
+
+/// The token route's answer (`GET /api/v0/processes/tokens/{token}`).
+fn token_lookup_response() -> Go {
+    Go::Struct(
+        "workspacesdk.ProcessTokenLookupResponse",
+        vec![
+            ("found", Go::Bool),
+            ("process_id", Go::String),
+            ("pending", Go::Bool),
+            ("token_index_age_ms", Go::Int),
+        ],
     )
 }
 
@@ -201,6 +219,17 @@ fn go_string(s: &str) -> String {
 /// `workspacesdk.StartProcessRequest` as `json.Encoder` writes it: fields in declaration order, `omitempty` honoured,
 /// map keys sorted, a trailing newline.
 fn start_request(command: &str, workdir: &str, env: &[(&str, &str)], background: bool) -> String {
+    start_request_with_token(command, workdir, env, background, "")
+}
+
+/// [`start_request`] with the `ClientToken` field (omitted when empty).
+fn start_request_with_token(
+    command: &str,
+    workdir: &str,
+    env: &[(&str, &str)],
+    background: bool,
+    token: &str,
+) -> String {
     let mut s = format!("{{\"command\":{}", go_string(command));
     if !workdir.is_empty() {
         s += &format!(",\"workdir\":{}", go_string(workdir));
@@ -216,6 +245,9 @@ fn start_request(command: &str, workdir: &str, env: &[(&str, &str)], background:
     }
     if background {
         s += ",\"background\":true";
+    }
+    if !token.is_empty() {
+        s += &format!(",\"client_token\":{}", go_string(token));
     }
     s + "}\n"
 }
@@ -706,5 +738,189 @@ fn a_policys_kill_timeout_still_holds_when_the_start_returns_at_once() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(c.output_ok(&id, false)["running"], true);
     ok(c.signal(&id, "kill"), &codersdk_response());
+    server.stop();
+}
+
+#[test]
+fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
+    let server = Server::start(&[]);
+    let c = Coder::chat(&server, CHAT_A, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let workdir = dir.path().to_str().unwrap();
+    let start = |c: &Coder, command: &str, workdir: &str, background: bool, token: &str| {
+        c.start(&start_request_with_token(
+            command,
+            workdir,
+            &[],
+            background,
+            token,
+        ))
+    };
+    let lookup = |c: &Coder, token: &str| {
+        ok(
+            c.request("GET", &format!("/api/v0/processes/tokens/{token}"), None),
+            &token_lookup_response(),
+        )
+    };
+    let count =
+        |c: &Coder, command: &str| c.list().iter().filter(|p| p["command"] == command).count();
+
+    // Before any start: not found, and how long the index has been kept (a 404 would mean an older agent).
+    let v = lookup(&c, "tok-1");
+    assert_eq!(
+        (v["found"].clone(), v["pending"].clone()),
+        (false.into(), false.into()),
+        "{v}"
+    );
+    assert!(v.get("process_id").is_none(), "{v}");
+    assert!(v["token_index_age_ms"].as_u64().is_some(), "{v}");
+
+    // The first start: started, not attached, the token echoed.
+    let first = ok(
+        start(&c, "sleep 30", workdir, true, "tok-1"),
+        &start_process_response(),
+    );
+    assert_eq!(
+        (
+            first["started"].clone(),
+            first["attached"].clone(),
+            first["client_token"].clone()
+        ),
+        (true.into(), false.into(), "tok-1".into()),
+        "{first}"
+    );
+    let id = first["id"].as_str().unwrap().to_string();
+    // The retry: the same process, nothing started.
+    for _ in 0..2 {
+        let again = ok(
+            start(&c, "sleep 30", workdir, true, "tok-1"),
+            &start_process_response(),
+        );
+        assert_eq!(
+            (
+                again["id"].clone(),
+                again["started"].clone(),
+                again["attached"].clone()
+            ),
+            (id.as_str().into(), false.into(), true.into()),
+            "{again}"
+        );
+        assert_eq!(again["client_token"], "tok-1");
+    }
+    assert_eq!(count(&c, "sleep 30"), 1);
+    let v = lookup(&c, "tok-1");
+    assert_eq!(
+        (
+            v["found"].clone(),
+            v["process_id"].clone(),
+            v["pending"].clone()
+        ),
+        (true.into(), id.as_str().into(), false.into()),
+        "{v}"
+    );
+
+    // The token with other parameters (command, workdir or background): Coder's 409, and nothing started.
+    for (command, wd, background) in [
+        ("sleep 31", workdir, true),
+        ("sleep 30", "", true),
+        ("sleep 30", workdir, false),
+    ] {
+        let (m, d) = coder_error(&start(&c, command, wd, background, "tok-1"), 409);
+        assert_eq!(
+            m,
+            "Client token was already used to start a process with different parameters."
+        );
+        assert!(d.contains("client token"), "{d}");
+    }
+    assert_eq!(count(&c, "sleep 31"), 0);
+    assert_eq!(c.list().len(), 1);
+
+    // Tokens are scoped to the chat, and to the session.
+    let b = Coder::chat(&server, CHAT_B, &[]);
+    let other = ok(
+        start(&b, "sleep 30", workdir, true, "tok-1"),
+        &start_process_response(),
+    );
+    assert_eq!(other["started"], true, "{other}");
+    assert_ne!(other["id"], id.as_str());
+    assert_eq!(lookup(&b, "tok-1")["process_id"], other["id"]);
+    let mut s2 = Coder::chat(&server, CHAT_A, &[]);
+    s2.headers
+        .push(("X-Shellward-Session".into(), "second".into()));
+    let v = lookup(&s2, "tok-1");
+    assert_eq!(v["found"], false, "{v}");
+
+    // Concurrent retries (a client that timed out and retried while the first was in flight): one process.
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    ok(
+                        start(&c, "sleep 29", "", true, "tok-race"),
+                        &start_process_response(),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        answers.iter().filter(|a| a["started"] == true).count(),
+        1,
+        "{answers:?}"
+    );
+    assert!(
+        answers.iter().all(|a| a["id"] == answers[0]["id"]),
+        "{answers:?}"
+    );
+    assert_eq!(count(&c, "sleep 29"), 1);
+
+    // A connection dropped right after the request was sent: the retry still finds one process, never two.
+    {
+        let body = start_request_with_token("sleep 28", "", &[], true, "tok-drop");
+        let addr = server.base.trim_start_matches("http://").to_string();
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let req = format!(
+            "POST /api/v0/processes/start HTTP/1.1\r\nHost: {addr}\r\nCoder-Chat-Id: {CHAT_A}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(req.as_bytes()).unwrap();
+        drop(stream);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let retry = ok(
+        start(&c, "sleep 28", "", true, "tok-drop"),
+        &start_process_response(),
+    );
+    assert_eq!(count(&c, "sleep 28"), 1, "{retry}");
+
+    // A start that fails (a policy deny) leaves the token free: its retry is decided afresh, and a different
+    // command may use it.
+    let (m, _) = coder_error(&start(&c, "rm -rf /", "", false, "tok-deny"), 500);
+    assert!(m.contains("denied"), "{m}");
+    coder_error(&start(&c, "rm -rf /", "", false, "tok-deny"), 500);
+    let v = ok(
+        start(&c, "echo fine", "", false, "tok-deny"),
+        &start_process_response(),
+    );
+    assert_eq!(v["started"], true, "{v}");
+
+    // An empty token is no token (Go omits it): two starts, two processes.
+    let x = ok(
+        start(&c, "echo twice", "", false, ""),
+        &start_process_response(),
+    );
+    let y = ok(
+        start(&c, "echo twice", "", false, ""),
+        &start_process_response(),
+    );
+    assert_ne!(x["id"], y["id"]);
+
+    for p in c.list().iter().chain(b.list().iter()) {
+        if p["running"] == true {
+            let _ = c.signal(p["id"].as_str().unwrap(), "kill");
+        }
+    }
     server.stop();
 }

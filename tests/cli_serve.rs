@@ -1159,3 +1159,147 @@ fn interactive_processes_over_http() {
     assert!(r["error"].as_str().unwrap().contains("base64"), "{r}");
     server.stop();
 }
+
+/// What an agent learns at once over the HTTP tool routes: a server ready (naming its port), a start-up failure with
+/// its exit and error, a quiet command at the start-up limit, a REPL's answer when it waits for input (and a sleeping
+/// process not reported waiting), the session's working directory, and a retried start that starts nothing.
+#[test]
+fn an_agent_knows_at_once_over_http() {
+    use std::time::Instant;
+    let server = Server::start(&[]);
+    let b = server.base.clone();
+    let exec = |session: &str, args: Value| {
+        let (status, r) = post(&b, "/v1/tools/execute", Some(session), args);
+        assert_eq!(status, 200, "{r}");
+        r
+    };
+    let kill = |session: &str, id: &str| {
+        post(
+            &b,
+            "/v1/tools/process_signal",
+            Some(session),
+            json!({"process_id": id, "signal": "kill"}),
+        )
+    };
+
+    // Ready: listens after 1.5 s, answered within about 2 s naming the port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let began = Instant::now();
+    let r = exec(
+        "a",
+        json!({"command": format!("sleep 1.5; exec python3 -m http.server --bind 127.0.0.1 {port}"),
+               "run_in_background": true}),
+    );
+    let took = began.elapsed();
+    assert_eq!(r["running"], true, "{r}");
+    assert_eq!(
+        r["listening"],
+        json!([format!("tcp 127.0.0.1:{port}")]),
+        "{r}"
+    );
+    assert!(took < Duration::from_millis(2900), "{took:?}");
+    kill("a", r["process_id"].as_str().unwrap());
+
+    // Failed during start-up: the exit code and the error text, from the start call.
+    let r = exec(
+        "a",
+        json!({"command": "sleep 1.2; echo 'port already in use' >&2; exit 1", "run_in_background": true}),
+    );
+    assert_eq!(
+        (r["running"].clone(), r["exit_code"].clone()),
+        (json!(false), json!(1)),
+        "{r}"
+    );
+    assert!(
+        r["output"].as_str().unwrap().contains("already in use"),
+        "{r}"
+    );
+
+    // Quiet and not listening: answered at the start-up limit (3 s), running.
+    let began = Instant::now();
+    let r = exec(
+        "a",
+        json!({"command": "sleep 30", "run_in_background": true}),
+    );
+    assert_eq!(r["running"], true, "{r}");
+    assert!(
+        began.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        began.elapsed()
+    );
+    kill("a", r["process_id"].as_str().unwrap());
+
+    // A REPL's answer within 0.4 s of the input, reported waiting for input.
+    let r = exec(
+        "a",
+        json!({"command": "python3 -q -i", "interactive": true}),
+    );
+    let repl = r["process_id"].as_str().unwrap().to_string();
+    let began = Instant::now();
+    let (_, r) = post(
+        &b,
+        "/v1/tools/process_input",
+        Some("a"),
+        json!({"process_id": repl, "text": "print(6*7)\n"}),
+    );
+    let took = began.elapsed();
+    assert!(r["output"].as_str().unwrap().contains("42"), "{r}");
+    assert_eq!(r["waiting_for_input"], true, "{r}");
+    assert!(took < Duration::from_millis(400), "{took:?}");
+    kill("a", &repl);
+    // Blocked on read: waiting; asleep with its stdin open: not.
+    let r = exec(
+        "a",
+        json!({"command": "read line; echo got $line", "interactive": true}),
+    );
+    let reader = r["process_id"].as_str().unwrap().to_string();
+    let (_, r) = post(
+        &b,
+        "/v1/tools/process_output",
+        Some("a"),
+        json!({"process_id": reader, "wait": "2s"}),
+    );
+    assert_eq!(r["waiting_for_input"], true, "{r}");
+    let r = exec("a", json!({"command": "sleep 30", "interactive": true}));
+    let sleeper = r["process_id"].as_str().unwrap().to_string();
+    let (_, r) = post(
+        &b,
+        "/v1/tools/process_output",
+        Some("a"),
+        json!({"process_id": sleeper, "wait": "1s"}),
+    );
+    assert_ne!(r["waiting_for_input"], true, "{r}");
+    kill("a", &reader);
+    kill("a", &sleeper);
+
+    // `cd` persists within a session, not across sessions.
+    let dir = tempfile::tempdir().unwrap();
+    let there = dir.path().canonicalize().unwrap();
+    exec("a", json!({"command": format!("cd {}", there.display())}));
+    let r = exec("a", json!({"command": "pwd"}));
+    assert_eq!(r["output"], format!("{}\n", there.display()), "{r}");
+    let r = exec("b", json!({"command": "pwd"}));
+    assert_ne!(r["output"], format!("{}\n", there.display()), "{r}");
+
+    // A retried execute with a client token starts nothing new; the token with another command is a 409.
+    let tally = there.join("tally");
+    let call = json!({"command": format!("echo run >> {}; echo ok", tally.display()), "client_token": "c-1"});
+    let first = exec("a", call.clone());
+    let again = exec("a", call);
+    assert_eq!(again["attached"], true, "{again}");
+    assert_eq!(again["process_id"], first["process_id"]);
+    assert_eq!(std::fs::read_to_string(&tally).unwrap(), "run\n");
+    let (status, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("a"),
+        json!({"command": "echo other", "client_token": "c-1"}),
+    );
+    assert_eq!(status, 409, "{r}");
+    assert_eq!(r["error_kind"], "conflict", "{r}");
+    server.stop();
+}

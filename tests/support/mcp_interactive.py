@@ -75,6 +75,39 @@ async def main(binary):
             check(not d["running"] and d["exit_code"] == 1 and "already in use" in d["output"],
                   "a failed start is answered with its exit and error", d)
 
+            # A process blocked reading its input is reported waiting for it; a sleeping one is not.
+            r = await s.call_tool("execute", {"command": "read line; echo got $line", "interactive": True})
+            reader = data(r)["process_id"]
+            d = data(await s.call_tool("process_output", {"process_id": reader, "wait": "2s"}))
+            check(d.get("waiting_for_input") is True, "a reader waits for input", d)
+            r = await s.call_tool("execute", {"command": "sleep 30", "interactive": True})
+            sleeper = data(r)["process_id"]
+            d = data(await s.call_tool("process_output", {"process_id": sleeper, "wait": "1s"}))
+            check(d.get("waiting_for_input") is not True, "a sleeper does not wait for input", d)
+            for p in (reader, sleeper):
+                await s.call_tool("process_signal", {"process_id": p, "signal": "kill"})
+
+            # The session keeps its working directory.
+            import tempfile
+            with tempfile.TemporaryDirectory() as tmp:
+                there = os.path.realpath(tmp)
+                await s.call_tool("execute", {"command": f"cd {there}"})
+                d = data(await s.call_tool("execute", {"command": "pwd"}))
+                check(d["output"] == there + "\n", "cd persists in the session", d)
+                # A retried execute with a client token starts nothing new; the token with another call is refused.
+                tally = os.path.join(there, "tally")
+                call = {"command": f"echo run >> {tally}; echo ok", "client_token": "mcp-retry-1"}
+                first = data(await s.call_tool("execute", call))
+                again = data(await s.call_tool("execute", call))
+                check(again.get("attached") is True and again["process_id"] == first["process_id"],
+                      "a retry attaches to the first call", again)
+                with open(tally) as f:
+                    check(f.read() == "run\n", "the retry ran nothing", tally)
+                r = await s.call_tool("execute", {"command": "echo other", "client_token": "mcp-retry-1"})
+                check(is_error(r) and "client_token" in text_of(r), "the token with another call is refused",
+                      text_of(r))
+                await s.call_tool("execute", {"command": "cd /"})
+
             # A shell prompt (read -p) is answered.
             r = await s.call_tool("execute", {"command": "read -p 'name? ' n; echo \"hello $n\"", "tty": True})
             d = data(r)

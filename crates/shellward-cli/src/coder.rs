@@ -13,6 +13,9 @@
 //!   `{original_bytes, retained_bytes, omitted_bytes, strategy: "head_tail"}`, omitted when nothing was left out. A
 //!   command ended by a signal has `exit_code: -1`.
 //! - `POST {id}/signal` `{signal: "kill" | "terminate"}` answers `{message}`; 404 unknown, 409 not running.
+//! - `POST start` with `client_token` is idempotent (Coder's `ClientToken`): a retry answers `{id, started: false,
+//!   client_token, attached: true}`, the token with other parameters is 409; `GET tokens/{token}` answers `{found,
+//!   process_id?, pending, token_index_age_ms}`.
 //! - Every error is Coder's `{message, detail?}`.
 //! - `Coder-Chat-Id` (a UUID; anything else is ignored, as Coder does): a start records the chat; a chat lists only
 //!   its own processes and gets 404 for another chat's; a request without the header sees every process of its
@@ -29,6 +32,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use shellward::idempotency::{self, Claim, Fingerprint, RetryError, TokenScope, TokenState};
 use shellward::tools::{ExecuteArgs, ProcessSignalArgs, SignalName};
 use shellward::{ToolError, ToolErrorKind, Verdict};
 use shellward_exec::{ExitState, TimeoutAction};
@@ -53,20 +57,31 @@ const TAIL_BYTES: usize = 16 << 10;
 const MAX_LINE: usize = 2048;
 const LINE_SUFFIX: &str = " ... [truncated]";
 
-/// A Coder `codersdk.Response` error: `{message, detail?}` (and shellward's `error_kind`).
+/// A Coder `codersdk.Response` error: `{message, detail?}` (and shellward's `error_kind`, from the status).
 fn error(status: StatusCode, message: impl Into<String>, detail: Option<String>) -> Response {
-    let mut body = json!({ "message": message.into() });
-    if let Some(d) = detail.filter(|d| !d.is_empty()) {
-        body["detail"] = json!(d);
-    }
-    body["error_kind"] = json!(match status {
+    let kind = match status {
         StatusCode::BAD_REQUEST => "invalid_arguments",
         StatusCode::NOT_FOUND => "unknown_process",
         StatusCode::CONFLICT => "not_alive",
         StatusCode::TOO_MANY_REQUESTS => "busy",
         StatusCode::SERVICE_UNAVAILABLE => "unavailable",
         _ => "internal",
-    });
+    };
+    error_kind(status, kind, message, detail)
+}
+
+/// [`error`] with shellward's `error_kind` named.
+fn error_kind(
+    status: StatusCode,
+    kind: &str,
+    message: impl Into<String>,
+    detail: Option<String>,
+) -> Response {
+    let mut body = json!({ "message": message.into() });
+    if let Some(d) = detail.filter(|d| !d.is_empty()) {
+        body["detail"] = json!(d);
+    }
+    body["error_kind"] = json!(kind);
     (status, axum::Json(body)).into_response()
 }
 
@@ -121,12 +136,33 @@ struct StartRequest {
     env: Option<BTreeMap<String, String>>,
     #[serde(default)]
     background: Option<bool>,
+    /// Coder's idempotency token (`ClientToken`): a retry with the same token and parameters attaches.
+    #[serde(default)]
+    client_token: Option<String>,
+    /// The same token under the name later Coder agents use (`IdempotencyKey`).
+    #[serde(default)]
+    idempotency_key: Option<String>,
     /// shellward's: the foreground timeout the policies see (Coder's client never sends it).
     #[serde(default)]
     timeout: Option<String>,
 }
 
+/// How long a retried start waits for the concurrent first start under its token before Coder's 409 "pending".
+const TOKEN_WAIT: Duration = Duration::from_secs(10);
+
+/// What a start's token was sent as: the field name echoed in the answer, and the token.
+struct SentToken {
+    field: &'static str,
+    token: String,
+}
+
 /// `POST /api/v0/processes/start`.
+///
+/// With a `client_token` (or `idempotency_key`), as Coder's agent: the token is scoped to the session and chat; a
+/// retry with the same command, workdir and background flag answers the first start's process (`started: false,
+/// attached: true`) and starts nothing; the same token with other parameters is 409. The first start runs on its own
+/// task, so a connection dropped mid-start still leaves its process for the retry to attach to. Tokens are kept as
+/// long as their process is (`[executor] retention`).
 pub(crate) async fn start(
     State(state): State<Shared>,
     headers: HeaderMap,
@@ -136,11 +172,124 @@ pub(crate) async fn start(
         Ok(r) => r,
         Err(r) => return *r,
     };
-    let command = req.command.unwrap_or_default();
+    let command = req.command.clone().unwrap_or_default();
     if command.is_empty() {
         return error(StatusCode::BAD_REQUEST, "Command is required.", None);
     }
-    let chat = chat_id(&headers);
+    // Go sends no token when it is empty.
+    let sent = match (
+        req.client_token.clone().filter(|t| !t.is_empty()),
+        req.idempotency_key.clone().filter(|t| !t.is_empty()),
+    ) {
+        (Some(token), _) => SentToken {
+            field: "client_token",
+            token,
+        },
+        (None, Some(token)) => SentToken {
+            field: "idempotency_key",
+            token,
+        },
+        (None, None) => return start_new(&state, &headers, req, None).await.0,
+    };
+    if sent.token.len() > idempotency::MAX_TOKEN_BYTES {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Client token is {} bytes; the limit is {}.",
+                sent.token.len(),
+                idempotency::MAX_TOKEN_BYTES
+            ),
+            None,
+        );
+    }
+    let scope = TokenScope {
+        session: session(&headers),
+        within: chat_id(&headers),
+    };
+    // Coder's notion of the same start: the command, the working directory and the background flag.
+    let workdir = req.workdir.clone().unwrap_or_default();
+    let fingerprint = Fingerprint::of([
+        command.as_bytes(),
+        workdir.as_bytes(),
+        &[u8::from(req.background.unwrap_or(false))],
+    ]);
+    for _ in 0..3 {
+        let claim =
+            state
+                .coder_tokens
+                .claim(scope.clone(), &sent.token, fingerprint, |scope, id, _| {
+                    state
+                        .sw
+                        .executor()
+                        .info(id, scope.session.as_deref())
+                        .is_err()
+                });
+        match claim {
+            Claim::Mismatch => {
+                return error_kind(
+                    StatusCode::CONFLICT,
+                    "token_mismatch",
+                    "Client token was already used to start a process with different parameters.",
+                    Some(
+                        "client token was already used to start a process with different parameters".into(),
+                    ),
+                );
+            }
+            Claim::Retry(retry) => match retry.outcome(Some(TOKEN_WAIT)).await {
+                Ok(id) => {
+                    let mut out = json!({ "id": id, "started": false, sent.field: sent.token, "attached": true });
+                    if let Ok(info) = state.sw.executor().info(&id, scope.session.as_deref()) {
+                        out["command"] = json!(info.command);
+                        out["started_at"] = json!(info.started_at_unix);
+                    }
+                    return axum::Json(out).into_response();
+                }
+                Err(RetryError::Pending) => {
+                    return error_kind(
+                        StatusCode::CONFLICT,
+                        "token_pending",
+                        "Timed out waiting for the concurrent start that holds this client token.",
+                        None,
+                    );
+                }
+                // The first start failed and released the token: this one starts it.
+                Err(RetryError::Released) => continue,
+            },
+            Claim::First(first) => {
+                let state = state.clone();
+                let task = tokio::spawn(async move {
+                    let (response, id) = start_new(&state, &headers, req, Some(&sent)).await;
+                    if let Some(id) = id {
+                        first.publish(id);
+                    }
+                    response
+                });
+                return task.await.unwrap_or_else(|e| {
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "Failed to start process.",
+                        Some(format!("the start task failed: {e}")),
+                    )
+                });
+            }
+        }
+    }
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Failed to start process.",
+        Some("the start first sent with this client token keeps failing; send it again".into()),
+    )
+}
+
+/// Starts a process for `req` (no token, or the first start under one): the answer, and the new process's id.
+async fn start_new(
+    state: &AppState,
+    headers: &HeaderMap,
+    req: StartRequest,
+    sent: Option<&SentToken>,
+) -> (Response, Option<String>) {
+    let command = req.command.unwrap_or_default();
+    let chat = chat_id(headers);
     let background = req.background.unwrap_or(false);
     let args = ExecuteArgs {
         command,
@@ -155,17 +304,17 @@ pub(crate) async fn start(
         // As Coder's agent does: the command's children (e.g. a git credential helper) can name their chat.
         env.push(("CODER_CHAT_ID".into(), c.clone()));
     }
-    let sess = session(&headers);
+    let sess = session(headers);
     let mut decided = match state.sw.decide(sess.as_deref(), &args, &env) {
         Ok(d) => d,
-        Err(e) => return start_error(&e),
+        Err(e) => return (start_error(&e), None),
     };
     let notes = match decided.verdict() {
         Verdict::Run { notes, .. } => notes,
         Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
             let _ = state.sw.start_tracked(decided).await;
-            return denied(&reason, &by);
+            return (denied(&reason, &by), None);
         }
     };
     if let Some(plan) = decided.plan.as_mut() {
@@ -183,19 +332,61 @@ pub(crate) async fn start(
     match state.sw.start_tracked(decided).await {
         Ok(r) => {
             let mut out = json!({ "id": r.id, "started": true });
+            if let Some(sent) = sent {
+                out[sent.field] = json!(sent.token);
+                out["attached"] = json!(false);
+            }
             if let Some(p) = &r.log_path {
                 out["log_path"] = json!(p);
             }
             if let Ok(info) = state.sw.executor().info(&r.id, sess.as_deref()) {
                 out["command"] = json!(info.command);
+                out["started_at"] = json!(info.started_at_unix);
             }
             if !notes.is_empty() {
                 out["notes"] = json!(notes);
             }
-            axum::Json(out).into_response()
+            (axum::Json(out).into_response(), Some(r.id))
         }
-        Err(e) => start_error(&e),
+        Err(e) => (start_error(&e), None),
     }
+}
+
+/// `GET /api/v0/processes/tokens/{token}`: what this agent knows of a client token in the caller's session and chat,
+/// always 200 (a 404 means an agent without the route): `found` (a start used the token and its process is still
+/// kept), `process_id` (once started), `pending` (a start under it is in flight) and `token_index_age_ms` (how long
+/// this server has been keeping tokens: a token sent before that went to an earlier instance, e.g. before a restart).
+pub(crate) async fn token(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Response {
+    let scope = TokenScope {
+        session: session(&headers),
+        within: chat_id(&headers),
+    };
+    let session = scope.session.clone();
+    let (known, _) = state.coder_tokens.lookup(scope, &token);
+    let mut out = json!({
+        "found": false,
+        "pending": false,
+        "token_index_age_ms": state.coder_tokens.age().as_millis() as u64,
+    });
+    match known {
+        TokenState::Unknown => {}
+        TokenState::Pending => {
+            out["found"] = json!(true);
+            out["pending"] = json!(true);
+        }
+        TokenState::Done(id) => {
+            // A process past its retention is forgotten with its token.
+            if state.sw.executor().info(&id, session.as_deref()).is_ok() {
+                out["found"] = json!(true);
+                out["process_id"] = json!(id);
+            }
+        }
+    }
+    axum::Json(out).into_response()
 }
 
 /// A start the policy chain refused, answered as Coder answers a failed start: 500 with the reason in `message`.

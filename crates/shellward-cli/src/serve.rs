@@ -86,6 +86,8 @@ pub(crate) struct AppState {
     token: Option<String>,
     /// Tokens bound to sessions (`[[auth]]` in the config file).
     auth: Vec<shellward::AuthEntry>,
+    /// The process API's client tokens (Coder's idempotent starts): token → process id.
+    pub(crate) coder_tokens: shellward::idempotency::TokenIndex<String>,
 }
 
 impl AppState {
@@ -162,7 +164,7 @@ fn status_of(kind: ToolErrorKind) -> StatusCode {
     match kind {
         ToolErrorKind::InvalidArguments => StatusCode::BAD_REQUEST,
         ToolErrorKind::UnknownTool | ToolErrorKind::UnknownProcess => StatusCode::NOT_FOUND,
-        ToolErrorKind::NotAlive => StatusCode::CONFLICT,
+        ToolErrorKind::NotAlive | ToolErrorKind::Conflict => StatusCode::CONFLICT,
         ToolErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
         ToolErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ToolErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -329,14 +331,22 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "not_found",
         "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /metrics, and \
-         /api/v0/processes/{start,list,{id}/output,{id}/signal}"
+         /api/v0/processes/{start,list,{id}/output,{id}/signal,tokens/{token}}"
             .into(),
     )
 }
 
+/// How many process-API client tokens are kept at most (the oldest finished go first).
+const CODER_TOKENS: usize = 4096;
+
 /// The router (exposed for tests and hosts that mount it elsewhere).
 pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEntry>) -> Router {
-    let state = Arc::new(AppState { sw, token, auth });
+    let state = Arc::new(AppState {
+        sw,
+        token,
+        auth,
+        coder_tokens: shellward::idempotency::TokenIndex::new(CODER_TOKENS),
+    });
     Router::new()
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}", post(call_tool))
@@ -346,6 +356,7 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/api/v0/processes/list", get(coder::list))
         .route("/api/v0/processes/{id}/output", get(coder::output))
         .route("/api/v0/processes/{id}/signal", post(coder::signal))
+        .route("/api/v0/processes/tokens/{token}", get(coder::token))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), check_request))

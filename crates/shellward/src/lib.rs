@@ -22,6 +22,7 @@
 mod active;
 mod audit;
 pub mod config;
+pub mod idempotency;
 mod metrics;
 pub mod oci;
 pub mod tools;
@@ -77,6 +78,9 @@ pub enum ToolErrorKind {
     Unavailable,
     /// Something failed on the host (spawning, setup).
     Internal,
+    /// The request conflicts with an earlier one: its `client_token` was already used for a different call. Nothing
+    /// was started.
+    Conflict,
 }
 
 impl ToolErrorKind {
@@ -90,6 +94,7 @@ impl ToolErrorKind {
             ToolErrorKind::Busy => "busy",
             ToolErrorKind::Unavailable => "unavailable",
             ToolErrorKind::Internal => "internal",
+            ToolErrorKind::Conflict => "conflict",
         }
     }
 }
@@ -303,6 +308,8 @@ impl ShellwardBuilder {
                 limits: self.config.tools.clone(),
                 default_workdir: self.config.executor.default_workdir.clone(),
                 session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
+                retention: self.config.executor.retention,
                 posix_shell: self
                     .config
                     .executor
@@ -333,6 +340,10 @@ struct Inner {
     session_dirs: std::sync::Mutex<std::collections::HashMap<Option<String>, PathBuf>>,
     /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
     posix_shell: bool,
+    /// `execute` results by client token (idempotent starts).
+    execute_tokens: idempotency::TokenIndex<ExecuteResult>,
+    /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.
+    retention: Duration,
 }
 
 impl Inner {
@@ -467,6 +478,44 @@ fn parse_duration(what: &str, text: &str, allow_zero: bool) -> Result<Duration, 
 
 /// How long a `process_input` write may wait for the process to read.
 const INPUT_LIMIT: Duration = Duration::from_secs(5);
+
+/// How many `execute` results client tokens keep at most (the oldest finished go first).
+const MAX_CLIENT_TOKENS: usize = 4096;
+
+/// A client token must be non-empty, visible text, at most [`idempotency::MAX_TOKEN_BYTES`].
+fn check_client_token(token: &str) -> Result<(), ToolError> {
+    check_text("client_token", token)?;
+    if token.trim().is_empty() {
+        return Err(ToolError::invalid(
+            "client_token is empty; omit it, or give a unique string (e.g. a UUID) for this call",
+        ));
+    }
+    if token.len() > idempotency::MAX_TOKEN_BYTES {
+        return Err(ToolError::invalid(format!(
+            "client_token is {} bytes; the limit is {} (a UUID is 36)",
+            token.len(),
+            idempotency::MAX_TOKEN_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// What makes two `execute` calls the same call: every argument but the token, and the host's extra environment.
+fn execute_fingerprint(args: &ExecuteArgs, env: &[(String, String)]) -> idempotency::Fingerprint {
+    let args = ExecuteArgs {
+        client_token: None,
+        ..args.clone()
+    };
+    // Serializing plain strings, numbers and a BTreeMap cannot fail; an empty encoding would only make calls alike.
+    let encoded = serde_json::to_vec(&args).unwrap_or_default();
+    let env: Vec<u8> = env
+        .iter()
+        .flat_map(|(k, v)| [k.as_bytes(), b"\0", v.as_bytes(), b"\0"])
+        .flatten()
+        .copied()
+        .collect();
+    idempotency::Fingerprint::of([encoded.as_slice(), env.as_slice()])
+}
 
 fn exit_fields(exit: &ExitState) -> (Option<i32>, Option<String>) {
     (exit.code(), exit.signal().map(str::to_string))
@@ -759,7 +808,134 @@ impl Shellward {
     }
 
     /// `execute` with extra environment variables for the command.
+    ///
+    /// With a `client_token`, the call is idempotent within its session: a retry of the same call (same arguments,
+    /// same extra environment) returns the first call's result with `attached: true` and starts nothing, waiting for
+    /// it when the first call is still running; the token with different arguments is a
+    /// [`ToolErrorKind::Conflict`]. The first call runs on its own task, so a caller that goes away (a dropped
+    /// connection) does not take the result its retry will ask for with it. A first call that fails before it has a
+    /// result (an error, not a deny) releases the token. Results are kept as long as the executor keeps their process
+    /// (`[executor] retention`).
     pub async fn execute_with_env(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        env: Vec<(String, String)>,
+    ) -> Result<ExecuteResult, ToolError> {
+        let Some(token) = args.client_token.clone() else {
+            return self.execute_now(session, args, env).await;
+        };
+        check_client_token(&token)?;
+        let scope = idempotency::TokenScope {
+            session: session.map(str::to_string),
+            within: None,
+        };
+        let fingerprint = execute_fingerprint(&args, &env);
+        // A released token (the first call failed before it had a result) is claimed again; a few rounds at most.
+        for _ in 0..3 {
+            let claim = self.inner.execute_tokens.claim(
+                scope.clone(),
+                &token,
+                fingerprint,
+                |scope, first, age| self.token_expired(scope, first, age),
+            );
+            match claim {
+                idempotency::Claim::Mismatch => {
+                    return Err(ToolError {
+                        kind: ToolErrorKind::Conflict,
+                        message: format!(
+                            "client_token {token:?} was already used in this session for a different call; nothing \
+                             was started. Use a new client_token for a new command (send the same token only to \
+                             retry the very same call)"
+                        ),
+                    });
+                }
+                idempotency::Claim::Retry(retry) => {
+                    if let Ok(first) = retry.outcome(None).await {
+                        return Ok(self.attached(first, session, &token));
+                    }
+                }
+                idempotency::Claim::First(first) => {
+                    let this = self.clone();
+                    let owned = session.map(str::to_string);
+                    let task = tokio::spawn(async move {
+                        let r = this.execute_now(owned.as_deref(), args, env).await;
+                        if let Ok(result) = &r {
+                            first.publish(result.clone());
+                        }
+                        r
+                    });
+                    return task.await.map_err(|e| ToolError {
+                        kind: ToolErrorKind::Internal,
+                        message: format!("the execute call failed on its task: {e}"),
+                    })?;
+                }
+            }
+        }
+        Err(ToolError {
+            kind: ToolErrorKind::Busy,
+            message: format!(
+                "the call first sent with client_token {token:?} keeps failing before it starts; send it again"
+            ),
+        })
+    }
+
+    /// Whether the result a client token names is gone: its process left the executor's registry, or (a deny,
+    /// which has no process) it is older than the executor's retention.
+    fn token_expired(
+        &self,
+        scope: &idempotency::TokenScope,
+        first: &ExecuteResult,
+        age: Duration,
+    ) -> bool {
+        match &first.process_id {
+            Some(id) => self
+                .inner
+                .executor
+                .info(id, scope.session.as_deref())
+                .is_err(),
+            None => age >= self.inner.retention,
+        }
+    }
+
+    /// A retry's answer: the first call's result, its process's state brought up to date, marked `attached`.
+    fn attached(&self, first: ExecuteResult, session: Option<&str>, token: &str) -> ExecuteResult {
+        let mut r = first;
+        r.attached = true;
+        let what = match &r.process_id {
+            Some(id) => format!("started as {id}"),
+            None if r.denied => "denied".to_string(),
+            None => "run".to_string(),
+        };
+        let mut notes = vec![format!(
+            "A retry: client_token {token:?} was already {what} by an earlier call; nothing new was started. This is \
+             that call's result."
+        )];
+        if let Some(id) = r.process_id.clone()
+            && r.running
+            && let Ok(info) = self.inner.executor.info(&id, session)
+            && !info.running
+        {
+            let (exit_code, signal) = exit_fields(&info.exit);
+            r.running = false;
+            r.exit_code = exit_code;
+            r.signal = signal;
+            notes.push(format!(
+                "{id} has ended since ({}); read its output with process_output.",
+                match (&r.exit_code, &r.signal) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => "unknown status".into(),
+                }
+            ));
+        }
+        notes.append(&mut r.notes);
+        r.notes = notes;
+        r
+    }
+
+    /// `execute` without a client token: the session's working directory, the policies, the executor.
+    async fn execute_now(
         &self,
         session: Option<&str>,
         args: ExecuteArgs,
@@ -1570,5 +1746,6 @@ fn shape_execute(
         background_process_id: background_id,
         listening: r.listening,
         notes,
+        attached: false,
     }
 }

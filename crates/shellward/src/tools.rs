@@ -52,6 +52,11 @@ pub struct ExecuteArgs {
     /// Terminal columns with `tty` (default 80).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cols: Option<u16>,
+    /// A unique string of yours (e.g. a UUID) naming this start, so a retry is safe: the same call sent again with the
+    /// same `client_token` starts nothing new and returns the first call's result (`attached: true`); the token with
+    /// a different call is refused. Use a new token for each new command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token: Option<String>,
 }
 
 /// What `execute` does with a foreground command whose timeout expires.
@@ -197,6 +202,10 @@ pub struct ExecuteResult {
     /// What the policy changed and why, and what to do next.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// This call was a retry of an earlier one with the same `client_token`: the result is that call's (its process,
+    /// with its state now), and nothing new was started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attached: bool,
 }
 
 /// The result of `process_output`.

@@ -1143,3 +1143,133 @@ async fn a_session_keeps_its_working_directory() {
     assert!(left.is_empty(), "{left:?}");
     sw.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
+    let mark = new_mark();
+    let sw = {
+        let mut config = Config::default();
+        config.executor.grace = Duration::from_millis(300);
+        config.executor.env.set_var(MARK, &mark);
+        // A background start answers after 200 ms, so the start below is still running when answered.
+        config.tools.startup_wait = Duration::from_millis(200);
+        Shellward::builder().config(config).build().expect("build")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tally = dir.path().join("tally");
+    let with_token = |command: String, token: &str| ExecuteArgs {
+        command,
+        client_token: Some(token.into()),
+        ..Default::default()
+    };
+    let runs = || {
+        std::fs::read_to_string(&tally)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
+    // A foreground call and its retry: one run, the first result returned, marked attached.
+    let count_once = format!("echo run >> {}; echo done", tally.display());
+    let first = sw
+        .execute(Some("s1"), with_token(count_once.clone(), "t-1"))
+        .await
+        .unwrap();
+    assert!(first.success && !first.attached, "{first:?}");
+    let again = sw
+        .execute(Some("s1"), with_token(count_once.clone(), "t-1"))
+        .await
+        .unwrap();
+    assert!(again.attached, "{again:?}");
+    assert_eq!(
+        (again.process_id.clone(), again.output.clone()),
+        (first.process_id.clone(), first.output.clone())
+    );
+    assert!(again.notes[0].contains("retry"), "{:?}", again.notes);
+    assert_eq!(runs(), 1);
+
+    // The token with another call is refused, and nothing runs; another session's token of that name is its own.
+    let e = sw
+        .execute(Some("s1"), with_token(format!("{count_once}; true"), "t-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("client_token"), "{e}");
+    let mut changed = with_token(count_once.clone(), "t-1");
+    changed.env = Some([("X".to_string(), "1".to_string())].into());
+    assert_eq!(
+        sw.execute(Some("s1"), changed).await.unwrap_err().kind,
+        ToolErrorKind::Conflict
+    );
+    assert_eq!(runs(), 1);
+    let other = sw
+        .execute(Some("s2"), with_token(count_once.clone(), "t-1"))
+        .await
+        .unwrap();
+    assert!(!other.attached);
+    assert_eq!(runs(), 2);
+
+    // A retry while the first call still runs waits for it and gets its result; a first call whose caller went
+    // away (its future dropped) still runs to its result, which the retry gets.
+    let slow = format!("sleep 0.6; echo run >> {}; echo slow", tally.display());
+    let gone = tokio::spawn({
+        let (sw, slow) = (sw.clone(), slow.clone());
+        async move { sw.execute(Some("s1"), with_token(slow, "t-2")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    gone.abort();
+    let waited = sw
+        .execute(Some("s1"), with_token(slow.clone(), "t-2"))
+        .await
+        .unwrap();
+    assert!(waited.attached, "{waited:?}");
+    assert_eq!(waited.output, "slow\n");
+    assert_eq!(runs(), 3);
+
+    // A background start and its retry: one process, whose state the retry brings up to date.
+    let bg = ExecuteArgs {
+        run_in_background: Some(true),
+        ..with_token("sleep 0.6; exit 4".into(), "t-3")
+    };
+    let started = sw.execute(Some("s1"), bg.clone()).await.unwrap();
+    assert!(started.running, "{started:?}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let later = sw.execute(Some("s1"), bg).await.unwrap();
+    assert!(later.attached && !later.running, "{later:?}");
+    assert_eq!(later.exit_code, Some(4));
+    assert_eq!(later.process_id, started.process_id);
+    let listed = sw
+        .process_list(Some("s1"), ProcessListArgs {})
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .processes
+            .iter()
+            .filter(|p| p.command == "sleep 0.6; exit 4")
+            .count(),
+        1
+    );
+
+    // A deny is a result too: the retry gets it without asking the policies again.
+    let denied = sw
+        .execute(Some("s1"), with_token("sudo true".into(), "t-4"))
+        .await
+        .unwrap();
+    assert!(denied.denied);
+    let again = sw
+        .execute(Some("s1"), with_token("sudo true".into(), "t-4"))
+        .await
+        .unwrap();
+    assert!(again.denied && again.attached, "{again:?}");
+
+    // Bad tokens are the caller's to fix.
+    for bad in ["", "  ", &"x".repeat(300)] {
+        let e = sw
+            .execute(None, with_token("true".into(), bad))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::InvalidArguments, "{bad:?}: {e}");
+    }
+    assert!(survivors(&mark).is_empty());
+}

@@ -136,6 +136,13 @@ impl Executor {
         Ok(Executor { inner })
     }
 
+    /// The Landlock ABI version of the running kernel (0: no Landlock): what confines a plan's writes
+    /// ([`crate::Confinement::writable`]). Without it writes are not confined, and results say so
+    /// ([`crate::Enforced::writes`]).
+    pub fn landlock_abi() -> i32 {
+        crate::sys::unix::landlock::kernel_abi()
+    }
+
     /// The containment mechanism in use.
     pub fn containment(&self) -> ContainmentKind {
         self.inner.platform.kind()
@@ -286,6 +293,7 @@ impl Executor {
             process_limit_hit: proc.tree.process_limit_hit(),
             spawn_micros: proc.spawn_micros,
             listening: Vec::new(),
+            confinement: proc.confinement.clone(),
         }
     }
 
@@ -333,6 +341,18 @@ impl Executor {
         {
             return Err(ExecError::InvalidCommand(format!(
                 "environment variable name {k:?} is invalid (empty, or contains `=` or NUL)"
+            )));
+        }
+        if let Some(p) = plan
+            .confinement
+            .writable
+            .iter()
+            .flatten()
+            .find(|p| p.is_relative())
+        {
+            return Err(ExecError::InvalidCommand(format!(
+                "the confinement's writable path {} is relative; give absolute paths",
+                p.display()
             )));
         }
         let workdir = match plan
@@ -396,9 +416,14 @@ impl Executor {
                 name: id.clone(),
                 stdin: plan.stdin,
                 session: plan.session.clone(),
+                confinement: plan.confinement.clone(),
             })
             .await
             .map_err(ExecError::Spawn)?;
+        let confinement = crate::results::Enforced {
+            writes: spawned.writes_confined,
+            network: plan.confinement.network,
+        };
         let spawn_micros = spawn_started.elapsed().as_micros() as u64;
         slot.keep();
         let log = |suffix: &str| self.inner.log_dir.path().join(format!("{id}{suffix}.log"));
@@ -425,6 +450,7 @@ impl Executor {
             readers_done: watch::Sender::new(false),
             cleaned: AtomicBool::new(false),
             spawn_micros,
+            confinement,
             interactive: spawned.stdin.is_some(),
             terminal: spawned.terminal,
             input: Mutex::new(match spawned.stdin {

@@ -47,9 +47,10 @@ pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
 pub use output::{OutputChunk, OutputLimits, OutputView};
-pub use plan::{ExecPlan, StdinMode, TimeoutAction};
+pub use plan::{Confinement, ExecPlan, Network, StdinMode, TimeoutAction};
 pub use results::{
-    ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
+    Enforced, ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind,
+    SignalOutcome,
 };
 #[cfg(unix)]
 pub use sys::unix::ContainmentKind;

@@ -40,6 +40,61 @@ impl StdinMode {
     }
 }
 
+/// What network a command reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
+pub enum Network {
+    /// None at all: a network namespace of its own whose loopback is down.
+    None,
+    /// Only its own loopback (`127.0.0.1`, `::1`): a network namespace of its own with the loopback up. Servers it
+    /// starts are reachable by its own processes, not the host's, and nothing outside is.
+    Loopback,
+    /// The host's network (the default).
+    #[default]
+    Host,
+}
+
+impl Network {
+    /// The name operators write: `none`, `loopback`, `host`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Loopback => "loopback",
+            Network::Host => "host",
+        }
+    }
+}
+
+/// What one command may touch beyond what the executor grants every command: where it may write and what network it
+/// reaches. Enforced in the command's own process before it execs, so everything it starts inherits it and nothing
+/// it runs can lift it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Confinement {
+    /// `Some(paths)`: the command may create, change, rename or remove files only beneath these (absolute, existing)
+    /// paths, everything else is read-only to it (Landlock; a path that does not exist is skipped). `None`: writes are
+    /// not confined (the user's own permissions decide).
+    pub writable: Option<Vec<PathBuf>>,
+    /// The network it reaches.
+    pub network: Network,
+}
+
+impl Confinement {
+    /// No confinement: writes wherever the user may, the host's network.
+    pub fn none() -> Confinement {
+        Confinement::default()
+    }
+
+    /// Writes only beneath `writable`, with `network`.
+    pub fn new(writable: Option<Vec<PathBuf>>, network: Network) -> Confinement {
+        Confinement { writable, network }
+    }
+
+    /// Whether anything is confined.
+    pub fn is_confined(&self) -> bool {
+        self.writable.is_some() || self.network != Network::Host
+    }
+}
+
 /// A decided plan.
 #[derive(Debug, Clone, Default)]
 pub struct ExecPlan {
@@ -70,6 +125,8 @@ pub struct ExecPlan {
     /// The host's own labels for the process (e.g. which conversation started it), returned in
     /// [`crate::ProcessInfo::labels`]; the executor does not read them.
     pub labels: Vec<(String, String)>,
+    /// Where the command may write and what network it reaches (default: not confined).
+    pub confinement: Confinement,
 }
 
 impl ExecPlan {

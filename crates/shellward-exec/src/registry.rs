@@ -37,6 +37,8 @@ pub(crate) struct Proc {
     pub(crate) cleaned: AtomicBool,
     /// How long starting the leader took (clone to exec), in microseconds.
     pub(crate) spawn_micros: u64,
+    /// The confinement that held for it.
+    pub(crate) confinement: crate::results::Enforced,
     /// Started with an open stdin (a pipe or a terminal).
     pub(crate) interactive: bool,
     /// Runs on a pseudo-terminal.

@@ -82,6 +82,8 @@ pub struct ExecResult {
     /// A background start answered because its tree listens: what it listens on (`tcp 127.0.0.1:5173`,
     /// `udp 0.0.0.0:5353`, `unix /tmp/app.sock`). Empty otherwise.
     pub listening: Vec<String>,
+    /// The confinement that held for the command.
+    pub confinement: Enforced,
 }
 
 /// One entry of [`Executor::list`](crate::Executor::list).
@@ -114,6 +116,17 @@ pub struct ProcessInfo {
     pub output_bytes: u64,
     /// Output log path.
     pub log_path: Option<PathBuf>,
+}
+
+/// What confinement held for a command (see [`crate::Confinement`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Enforced {
+    /// Its writes were confined to the plan's writable paths (Landlock). False when the plan did not ask, or the
+    /// kernel has no Landlock (then nothing confined them).
+    pub writes: bool,
+    /// The network it had.
+    pub network: crate::plan::Network,
 }
 
 /// The result of [`Executor::list`](crate::Executor::list).

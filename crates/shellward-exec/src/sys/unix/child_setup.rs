@@ -157,6 +157,10 @@ pub(crate) const STEP_DEATH_SIGNAL: i32 = 4;
 pub(crate) const STEP_PIDS: i32 = 5;
 /// Setting a resource limit failed.
 pub(crate) const STEP_RLIMITS: i32 = 6;
+/// Giving the command its own network namespace (or bringing its loopback up) failed.
+pub(crate) const STEP_NETWORK: i32 = 7;
+/// Applying the write confinement (Landlock) failed.
+pub(crate) const STEP_LANDLOCK: i32 = 8;
 /// Making read-only path `n` failed: this plus `n`.
 pub(crate) const STEP_READ_ONLY: i32 = 100;
 /// Hiding path `n` failed: this plus `n`.
@@ -229,6 +233,11 @@ impl Hardening {
             STEP_DEATH_SIGNAL => "cannot give the command a death signal".to_string(),
             STEP_PIDS => "cannot put the command in its process-count (pids) group".to_string(),
             STEP_RLIMITS => "cannot set the command's resource limits".to_string(),
+            STEP_NETWORK => "cannot give the command a network namespace of its own (its confinement asks for \
+                             network \"none\" or \"loopback\"; without privilege this needs the session sandbox's \
+                             user namespace — see `shellward sandbox check`)"
+                .to_string(),
+            STEP_LANDLOCK => "cannot confine the command's writes (Landlock)".to_string(),
             n if n >= STEP_HIDDEN => match self.hidden.get((n - STEP_HIDDEN) as usize) {
                 Some(p) => format!(
                     "cannot hide {} from the command in its mount namespace",
@@ -466,6 +475,73 @@ struct CapData {
     effective: u32,
     permitted: u32,
     inheritable: u32,
+}
+
+/// The network a command's process gives itself (see [`network`]): the host's.
+pub(crate) const NET_HOST: i32 = 0;
+/// A network namespace of its own, loopback down.
+pub(crate) const NET_NONE: i32 = 1;
+/// A network namespace of its own, loopback up.
+pub(crate) const NET_LOOPBACK: i32 = 2;
+
+/// The `NET_*` value for a plan's network.
+pub(crate) fn net_mode(network: crate::plan::Network) -> i32 {
+    match network {
+        crate::plan::Network::Host => NET_HOST,
+        crate::plan::Network::None => NET_NONE,
+        crate::plan::Network::Loopback => NET_LOOPBACK,
+    }
+}
+
+/// In the child, before [`Hardening::privileges`] (it needs `CAP_SYS_ADMIN` in the user namespace that will own the
+/// new network namespace: the host's as root, the session sandbox's without privilege): with [`NET_NONE`] or
+/// [`NET_LOOPBACK`] the process leaves the host's network for a namespace of its own, whose only interface is a
+/// loopback, brought up for [`NET_LOOPBACK`]. Async-signal-safe: system calls on stack memory only.
+pub(crate) fn network(mode: i32) -> Result<(), Failure> {
+    if mode == NET_HOST {
+        return Ok(());
+    }
+    // SAFETY: unshare, socket, ioctl and close on this process's own state and a stack `ifreq`.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNET) != 0 {
+            return Err(failure(STEP_NETWORK));
+        }
+        if mode == NET_LOOPBACK {
+            let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if sock < 0 {
+                return Err(failure(STEP_NETWORK));
+            }
+            let mut req: libc::ifreq = std::mem::zeroed();
+            for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+                *dst = *src as libc::c_char;
+            }
+            let up = if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
+                req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                libc::ioctl(sock, libc::SIOCSIFFLAGS, &req) == 0
+            } else {
+                false
+            };
+            let err = failure(STEP_NETWORK);
+            libc::close(sock);
+            if !up {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// In the child, after [`Hardening::privileges`] (Landlock needs `no_new_privs`) and last before exec: applies the
+/// prepared write-confinement ruleset (`sys::unix::landlock`), when there is one (`fd` ≥ 0). Async-signal-safe.
+pub(crate) fn restrict_writes(fd: RawFd) -> Result<(), Failure> {
+    if fd < 0 {
+        return Ok(());
+    }
+    // SAFETY: landlock_restrict_self on a ruleset descriptor the parent keeps open for the spawn; flags 0.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) } != 0 {
+        return Err(failure(STEP_LANDLOCK));
+    }
+    Ok(())
 }
 
 /// The current `errno` as a failure of `step`.

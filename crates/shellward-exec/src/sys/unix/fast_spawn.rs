@@ -76,6 +76,10 @@ pub(crate) struct FastSpawn<'a> {
     /// Start in a session's sandbox: its PID namespace (entered by this thread for the clone) and mount namespace
     /// (entered by the child), plus this process's own PID namespace to return to.
     pub(crate) enter: Option<Enter>,
+    /// The command's network (`child_setup::NET_*`).
+    pub(crate) net_mode: c_int,
+    /// A Landlock ruleset the child applies to itself last, or -1.
+    pub(crate) landlock_fd: RawFd,
 }
 
 /// The namespaces a command enters (see `session`).
@@ -117,6 +121,9 @@ struct ChildArgs {
     errno: c_int,
     /// Non-zero: the hardening step that failed (`child_setup::Failure::step`), written by the child.
     failed_step: c_int,
+    /// The command's network (`child_setup::NET_*`) and its write-confinement ruleset (-1: none).
+    net_mode: c_int,
+    landlock_fd: RawFd,
     /// The helper of a start in an unprivileged sandbox (`hop_main`): the namespaces it enters, the clone of the
     /// command it makes, where that clone's pidfd lands, and the pipe it reports on.
     hop_user_ns: RawFd,
@@ -201,6 +208,10 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         {
             hardening_failed(a, f);
         }
+        // Its own network, while it still holds the capability to make one.
+        if let Err(f) = super::child_setup::network(a.net_mode) {
+            hardening_failed(a, f);
+        }
         for (target, &fd) in a.fds.iter().enumerate() {
             if fd != target as RawFd && libc::dup2(fd, target as RawFd) < 0 {
                 fail(a);
@@ -214,6 +225,10 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         }
         // Last: every step before may need a capability this drops.
         if let Err(f) = hardening.privileges() {
+            hardening_failed(a, f);
+        }
+        // Then its write confinement (Landlock needs `no_new_privs`, set just now).
+        if let Err(f) = super::child_setup::restrict_writes(a.landlock_fd) {
             hardening_failed(a, f);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
@@ -397,6 +412,8 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
                 .map_or(-1, |e| e.mnt_ns),
             errno: 0,
             failed_step: 0,
+            net_mode: req.net_mode,
+            landlock_fd: req.landlock_fd,
             hop_user_ns: -1,
             hop_mnt_ns: -1,
             hop_pid_ns: -1,
@@ -701,6 +718,8 @@ pub(crate) fn spawn_session_init(
         new_session: false,
         hardening,
         enter: None,
+        net_mode: super::child_setup::NET_HOST,
+        landlock_fd: -1,
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -711,7 +730,7 @@ pub(crate) fn spawn_session_init(
 }
 
 /// What a spawn adds around the command: a session's sandbox, a process-count group, resource limits, hardening.
-pub(crate) struct Confinement<'a> {
+pub(crate) struct Around<'a> {
     /// An open `tasks` file of a v1 `pids` group to join before exec.
     pub(crate) join_procs_fd: Option<RawFd>,
     /// Resource limits.
@@ -720,6 +739,10 @@ pub(crate) struct Confinement<'a> {
     pub(crate) hardening: &'a super::child_setup::Hardening,
     /// Start in a session's sandbox.
     pub(crate) enter: Option<Enter>,
+    /// The command's network (`child_setup::NET_*`).
+    pub(crate) net_mode: c_int,
+    /// Its write-confinement ruleset, or -1.
+    pub(crate) landlock_fd: RawFd,
 }
 
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
@@ -730,7 +753,7 @@ pub(crate) fn spawn_spec(
     stderr: RawFd,
     cgroup_dir: Option<&std::path::Path>,
     cache: &SpawnCache,
-    confine: &Confinement<'_>,
+    confine: &Around<'_>,
 ) -> io::Result<(i32, OwnedFd)> {
     use std::os::unix::ffi::OsStrExt;
     // The spec's environment is complete (the executor built it from its environment policy): nothing of this
@@ -781,6 +804,8 @@ pub(crate) fn spawn_spec(
         new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),
         hardening: confine.hardening,
         enter: confine.enter,
+        net_mode: confine.net_mode,
+        landlock_fd: confine.landlock_fd,
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -808,14 +833,16 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     /// No init, no limits, no hardening beyond `no_new_privs`.
-    fn plain() -> Confinement<'static> {
+    fn plain() -> Around<'static> {
         static NONE: std::sync::LazyLock<super::super::child_setup::Hardening> =
             std::sync::LazyLock::new(super::super::child_setup::Hardening::none);
-        Confinement {
+        Around {
             join_procs_fd: None,
             rlimits: &[],
             hardening: &NONE,
             enter: None,
+            net_mode: 0,
+            landlock_fd: -1,
         }
     }
 
@@ -876,6 +903,7 @@ mod tests {
             name: "t".into(),
             stdin: Default::default(),
             session: None,
+            confinement: Default::default(),
         };
         let spawned = spawn_spec(
             &spec,
@@ -928,6 +956,7 @@ mod tests {
             name: "t".into(),
             stdin: Default::default(),
             session: None,
+            confinement: Default::default(),
         };
         let cache = SpawnCache::default();
         program(a.path(), 3);

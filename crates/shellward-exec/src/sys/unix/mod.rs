@@ -20,6 +20,7 @@ pub(crate) mod cgroup;
 pub(crate) mod child_setup;
 mod embedded_init;
 mod fast_spawn;
+pub(crate) mod landlock;
 pub(crate) mod limits;
 pub(crate) mod nsinit;
 pub(crate) mod pidfd;

@@ -56,6 +56,8 @@ pub(crate) struct Platform {
     sessions: Arc<session::Sessions>,
     /// Numbers the sandboxes' markers.
     session_serial: Arc<std::sync::atomic::AtomicU64>,
+    /// Write-confinement rulesets, one per distinct set of writable paths.
+    rulesets: Arc<super::landlock::Rulesets>,
 }
 
 type SpawnJob = Box<dyn FnOnce() + Send>;
@@ -71,6 +73,9 @@ pub(crate) struct Spawned {
     /// The command runs on a pseudo-terminal (`stdout` and `stdin` are its master side).
     pub(crate) terminal: bool,
     pub(crate) tree: Tree,
+    /// The command's writes are confined (a Landlock ruleset was applied): false when the plan did not ask, or the
+    /// kernel has no Landlock.
+    pub(crate) writes_confined: bool,
 }
 
 /// A spawned leader process.
@@ -114,6 +119,8 @@ pub(crate) struct SpawnSpec {
     pub(crate) stdin: crate::StdinMode,
     /// The session: its commands share one sandbox.
     pub(crate) session: Option<String>,
+    /// Where it may write and what network it reaches.
+    pub(crate) confinement: crate::plan::Confinement,
 }
 
 /// The descriptors of a command's standard streams: the child's ends, and the host's.
@@ -270,6 +277,7 @@ impl Platform {
             hardening,
             sessions: Arc::default(),
             session_serial: Arc::default(),
+            rulesets: Arc::default(),
             #[cfg(test)]
             force_portable: AtomicBool::new(false),
         };
@@ -407,13 +415,22 @@ impl Platform {
         let hardening = self.hardening.clone();
         let sessions = self.sessions.clone();
         let session_serial = self.session_serial.clone();
+        let rulesets = self.rulesets.clone();
         let token = self.token.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
         #[cfg(test)]
         let portable = self.force_portable.load(Ordering::Relaxed);
         #[cfg(not(test))]
         let portable = false;
-        let job = move || -> io::Result<(Unclaimed, Streams, Option<i32>)> {
+        let job = move || -> io::Result<(Unclaimed, Streams, Option<i32>, bool)> {
+            // The write confinement, prepared once per set of paths; none where the kernel has no Landlock.
+            let landlock = match &spec.confinement.writable {
+                Some(paths) => rulesets.get(paths)?,
+                None => None,
+            };
+            let landlock_fd = landlock.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+            let writes_confined = landlock.is_some();
+            let net_mode = child_setup::net_mode(spec.confinement.network);
             let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
             let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
             let (in_r, out_w, err_w) = (
@@ -434,11 +451,13 @@ impl Platform {
                 if portable {
                     return Err(io::Error::from(io::ErrorKind::Unsupported));
                 }
-                let confine = fast_spawn::Confinement {
+                let confine = fast_spawn::Around {
                     join_procs_fd,
                     rlimits: &rlimits,
                     hardening: &hardening,
                     enter,
+                    net_mode,
+                    landlock_fd,
                 };
                 fast_spawn::spawn_spec(
                     &spec,
@@ -544,6 +563,7 @@ impl Platform {
                         Unclaimed(Some(Leader::Raw { pid, pidfd })),
                         streams,
                         sandbox_init,
+                        writes_confined,
                     ));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
@@ -598,16 +618,26 @@ impl Platform {
                     if let Some(procs) = &procs {
                         cgroup::join_from_child(procs)?;
                     }
-                    // No mount namespace on this path: capabilities and `no_new_privs` only.
+                    // Its own network while it may still make one; no mount namespace on this path.
+                    child_setup::network(net_mode)
+                        .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
                     hardening
                         .privileges()
+                        .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
+                    child_setup::restrict_writes(landlock_fd)
                         .map_err(|f| io::Error::from_raw_os_error(f.errno))
                 });
             }
             let child = cmd.spawn()?;
             // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
             drop(cmd);
-            Ok((Unclaimed(Some(Leader::Std(child))), streams, None))
+            drop(landlock);
+            Ok((
+                Unclaimed(Some(Leader::Std(child))),
+                streams,
+                None,
+                writes_confined,
+            ))
         };
         let spares = self.spares();
         self.submit(Box::new(move || {
@@ -619,9 +649,10 @@ impl Platform {
         }))?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;
-        let (leader, streams, sandbox_init) = match result {
-            Ok((mut unclaimed, streams, sandbox_init)) => match unclaimed.0.take() {
-                Some(leader) => (leader, streams, sandbox_init),
+        let (leader, streams, sandbox_init, writes_confined) = match result {
+            Ok((mut unclaimed, streams, sandbox_init, writes_confined)) => match unclaimed.0.take()
+            {
+                Some(leader) => (leader, streams, sandbox_init, writes_confined),
                 None => return Err(stopped()),
             },
             Err(e) => {
@@ -659,6 +690,7 @@ impl Platform {
             stdin: streams.input,
             terminal: streams.terminal,
             tree,
+            writes_confined,
         })
     }
 

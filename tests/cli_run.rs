@@ -48,8 +48,14 @@ fn exit_codes_follow_the_command() {
 #[test]
 fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_root() {
     // The shell's own pid, the processes it can see, the command line and name of pid 1 of its /proc, and the file
-    // pid 1 runs.
+    // pid 1 runs (readable with writes unconfined: a command under Landlock may not inspect a process outside its
+    // domain, pid 1 included — see the next test).
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("unconfined.toml");
+    std::fs::write(&config, "[confinement]\nwritable = \"any\"\n").unwrap();
     let o = run(&[
+        "--config",
+        config.to_str().unwrap(),
         "--",
         "echo $$; ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/comm; \
          readlink /proc/1/exe",
@@ -78,6 +84,19 @@ fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_roo
         // Without privilege, commands run unconfined (the binary says so in its info log).
         assert!(pid > 3, "{out}");
     }
+}
+
+/// With the default confinement a command cannot inspect the session's pid 1 (Landlock confines ptrace-class access
+/// to processes of its own domain), and cannot write outside the writable paths.
+#[test]
+fn a_confined_command_cannot_inspect_pid_1_or_write_outside() {
+    let o = run(&[
+        "--",
+        "readlink /proc/1/exe || echo no-exe; echo x > /etc/shellward-probe || echo no-write",
+    ]);
+    let out = text(&o.stdout);
+    assert!(out.contains("no-exe") && out.contains("no-write"), "{out}");
+    assert!(!std::path::Path::new("/etc/shellward-probe").exists());
 }
 
 #[test]

@@ -653,7 +653,7 @@ fn the_token_comes_from_a_file_and_a_token_on_the_command_line_is_warned_against
     };
     assert!(list("Bearer file-tok-91bb").starts_with("HTTP/1.1 200"));
     assert!(list("Bearer wrong").starts_with("HTTP/1.1 401"));
-    // Commands can neither read it nor change it (it is hidden in their sandbox: a write goes to /dev/null).
+    // Commands can neither read it nor change it (it is hidden in their sandbox: opening it fails).
     let (_, r) = send(
         "POST",
         &format!("{}/v1/tools/execute", server.base),

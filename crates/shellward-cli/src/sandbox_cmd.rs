@@ -70,16 +70,33 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
         );
         plan.session = Some("sandbox-check".into());
         let r = ex.execute(plan).await.context("the probe command could not run")?;
+        // The per-command confinement: writes only beneath one directory, and no network.
+        let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
+        let (inside, outside) = (scratch.path().join("in"), scratch.path().join("out"));
+        std::fs::create_dir_all(&inside)?;
+        std::fs::create_dir_all(&outside)?;
+        let mut confined = ExecPlan::new(format!(
+            "readlink /proc/self/ns/net; (echo x > {}/probe) 2>/dev/null && echo written || echo refused",
+            outside.display()
+        ));
+        confined.session = Some("sandbox-check".into());
+        confined.confinement =
+            shellward_exec::Confinement::new(Some(vec![inside]), shellward_exec::Network::None);
+        let confined = match ex.execute(confined).await {
+            Ok(c) => Ok((c.confinement.writes, c.output.text)),
+            Err(e) => Err(e.to_string()),
+        };
         let facts = (
             ex.pid_namespaces(),
             ex.containment(),
             ex.process_limit(),
             r.output.text.clone(),
+            confined,
         );
         ex.shutdown().await;
         anyhow::Ok(facts)
     })?;
-    let (namespaces, containment, limit, text) = probe;
+    let (namespaces, containment, limit, text, confined) = probe;
     let own_ns = std::fs::read_link("/proc/self/ns/pid")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
@@ -196,16 +213,52 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             },
         ),
     }
-    line(
-        false,
-        "filesystem rules per command (Landlock)",
-        "not enforced yet",
-    );
-    line(
-        false,
-        "network rules per command",
-        "not enforced yet: commands reach the host's network",
-    );
+    let own_net = std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let abi = Executor::landlock_abi();
+    match &confined {
+        Ok((writes, out)) => {
+            let refused = out.contains("refused");
+            line(
+                *writes && refused,
+                "writes confined per command (Landlock)",
+                &if *writes && refused {
+                    format!("Landlock ABI {abi}: writes only beneath [confinement] writable")
+                } else if abi == 0 {
+                    "this kernel has no Landlock: commands write wherever their user may (enable the landlock LSM)"
+                        .to_string()
+                } else {
+                    format!(
+                        "Landlock ABI {abi} is present but a write outside was not refused: report this as a bug"
+                    )
+                },
+            );
+            let probe_net = out.lines().next().unwrap_or_default();
+            let own = !probe_net.is_empty() && probe_net != own_net;
+            line(
+                own,
+                "network per command",
+                if own {
+                    "network = \"none\" or \"loopback\" gives a command a network namespace of its own"
+                } else {
+                    "a command asking for no network still saw the host's: report this as a bug"
+                },
+            );
+        }
+        Err(e) => {
+            line(
+                abi > 0,
+                "writes confined per command (Landlock)",
+                &format!("Landlock ABI {abi}"),
+            );
+            line(
+                false,
+                "network per command",
+                &format!("a command with network = \"none\" cannot start here: {e}"),
+            );
+        }
+    }
     Ok(if isolated {
         ExitCode::SUCCESS
     } else {

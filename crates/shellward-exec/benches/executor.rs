@@ -320,5 +320,83 @@ fn namespace(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, spawn, namespace, capture, kill_tree, list_1000);
+/// The cost of per-command confinement in the same session sandbox: `true` with writes confined (Landlock, the
+/// ruleset built once) and with a network of its own, each against the same command unconfined, interleaved.
+fn confinement(c: &mut Criterion) {
+    use shellward_exec::{Confinement, Network};
+    let rt = runtime();
+    let ex = rt.block_on(async {
+        let ex = Executor::new(ExecutorConfig::default()).unwrap();
+        ex.execute(ExecPlan::new("true")).await.unwrap();
+        ex
+    });
+    println!(
+        "pid namespaces active: {}; Landlock ABI {}",
+        ex.pid_namespaces(),
+        Executor::landlock_abi()
+    );
+    let writable = Some(vec![
+        std::env::temp_dir(),
+        "/var/tmp".into(),
+        std::env::current_dir().unwrap(),
+    ]);
+    let run = |confinement: Confinement| {
+        let ex = ex.clone();
+        move || -> Run<'static> {
+            let ex = ex.clone();
+            let mut plan = ExecPlan::new("true");
+            plan.confinement = confinement.clone();
+            Box::pin(async move {
+                let r = ex.execute(plan).await.unwrap();
+                assert_eq!(r.exit.code(), Some(0));
+            })
+        }
+    };
+    let none = Confinement::none();
+    let writes = Confinement::new(writable.clone(), Network::Host);
+    let offline = Confinement::new(writable, Network::None);
+    paired(
+        &rt,
+        "confinement: writes confined (Landlock) / unconfined, same session sandbox",
+        500,
+        run(none.clone()),
+        run(writes.clone()),
+    );
+    paired(
+        &rt,
+        "confinement: writes confined + network none / unconfined, same session sandbox",
+        500,
+        run(none.clone()),
+        run(offline.clone()),
+    );
+    let mut g = c.benchmark_group("confinement");
+    for (name, confinement) in [
+        ("executor-true-unconfined", none),
+        ("executor-true-writes", writes),
+        ("executor-true-writes-network-none", offline),
+    ] {
+        g.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| {
+                let mut plan = ExecPlan::new("true");
+                plan.confinement = confinement.clone();
+                let ex = ex.clone();
+                async move {
+                    ex.execute(plan).await.unwrap();
+                }
+            })
+        });
+    }
+    g.finish();
+    rt.block_on(ex.shutdown());
+}
+
+criterion_group!(
+    benches,
+    spawn,
+    namespace,
+    confinement,
+    capture,
+    kill_tree,
+    list_1000
+);
 criterion_main!(benches);

@@ -74,6 +74,11 @@
 //! max_read_bytes = 65536
 //! list_limit = 100
 //!
+//! [confinement]                   # what each command may touch (see README "Confinement")
+//! network = "host"                # or "loopback" (its own loopback only) or "none"
+//! writable = ["$WORKDIR", "$TMPDIR", "/tmp", "/var/tmp", "~/.cache"]   # writes only beneath these; or "any"
+//! deny_read = ["~/.ssh", "~/.aws"]   # hidden in every session's sandbox
+//!
 //! [oci]                           # what pulling an `oci = "REF"` policy accepts from the registry
 //! max_manifest_bytes = 1048576
 //! max_component_bytes = 67108864
@@ -195,6 +200,8 @@ pub struct Config {
     pub audit: Option<crate::AuditConfig>,
     /// What a pull of an `oci = "REF"` policy accepts from the registry (`[oci]`).
     pub oci: crate::oci::PullLimits,
+    /// What each command may touch (`[confinement]`): where it may write, what it may not read, its network.
+    pub confinement: crate::ConfinementConfig,
 }
 
 impl Config {
@@ -267,6 +274,7 @@ impl Default for Config {
             source_file: None,
             audit: None,
             oci: crate::oci::PullLimits::default(),
+            confinement: crate::ConfinementConfig::default(),
         }
     }
 }
@@ -887,6 +895,10 @@ impl Walker {
         if let Some(t) = self.table(&mut root, "tools", "") {
             self.tools(t, &mut config.tools);
         }
+        if let Some(mut t) = self.table(&mut root, "confinement", "") {
+            self.confinement(&mut t, &mut config.confinement);
+            self.unknown_keys(t, "confinement", &["network", "writable", "deny_read"]);
+        }
         if let Some(mut t) = self.table(&mut root, "oci", "") {
             let oci = &mut config.oci;
             if let Some(n) = self.integer(&mut t, "max_manifest_bytes", "oci", 1024, 64 << 20) {
@@ -1361,6 +1373,85 @@ impl Walker {
                 "session_idle",
             ],
         );
+    }
+
+    /// `[confinement]`: `network`, `writable` (a list, or `"any"`), `deny_read`.
+    fn confinement(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
+        const P: &str = "confinement";
+        if let Some(n) = self.string(t, "network", P) {
+            match n.as_str() {
+                "none" => c.network = shellward_exec::Network::None,
+                "loopback" => c.network = shellward_exec::Network::Loopback,
+                "host" => c.network = shellward_exec::Network::Host,
+                other => self.problem(
+                    "confinement.network",
+                    format!(
+                        "{other:?} is not a network; give \"none\" (no network), \"loopback\" (the command's own \
+                         loopback only) or \"host\""
+                    ),
+                ),
+            }
+        }
+        // Absolute, `~/…`, or (writable only) `$WORKDIR` / `$TMPDIR`.
+        let check =
+            |this: &mut Self, key: &str, i: usize, entry: &str, placeholders: bool| -> bool {
+                let ok = entry.starts_with('/')
+                    || entry.starts_with("~/")
+                    || (placeholders && matches!(entry, "$WORKDIR" | "$TMPDIR"));
+                if !ok {
+                    this.problem(
+                        format!("confinement.{key}[{i}]"),
+                        format!(
+                            "{entry:?} is not an absolute path; give \"/path\", \"~/path\"{}",
+                            if placeholders {
+                                ", \"$WORKDIR\" (the command's working directory) or \"$TMPDIR\""
+                            } else {
+                                ""
+                            }
+                        ),
+                    );
+                }
+                ok
+            };
+        match t.get("writable") {
+            Some(toml::Value::String(s)) if s == "any" => {
+                t.remove("writable");
+                c.writable = None;
+            }
+            Some(toml::Value::String(s)) => {
+                let s = s.clone();
+                t.remove("writable");
+                self.problem(
+                    "confinement.writable",
+                    format!(
+                        "{s:?} is not a list; give a list of paths (e.g. [\"$WORKDIR\", \"/tmp\"]) or \"any\" to \
+                         leave writes unconfined"
+                    ),
+                );
+            }
+            _ => {
+                if let Some(list) = self.strings(t, "writable", P) {
+                    let mut out = Vec::new();
+                    for (i, entry) in list {
+                        if check(self, "writable", i, &entry, true) {
+                            out.push(entry);
+                        }
+                    }
+                    c.writable = Some(out);
+                }
+            }
+        }
+        if let Some(list) = self.strings(t, "deny_read", P) {
+            let mut out = Vec::new();
+            for (i, entry) in list {
+                if check(self, "deny_read", i, &entry, false)
+                    && let Some(p) = crate::confinement::expand_home(&entry)
+                {
+                    out.push(p);
+                }
+            }
+            c.deny_read = out;
+        }
     }
 
     /// A list of non-empty strings without NUL at `path.key`, each with its index; each bad item is a problem of its

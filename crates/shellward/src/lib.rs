@@ -22,6 +22,7 @@
 mod active;
 mod audit;
 pub mod config;
+mod confinement;
 pub mod idempotency;
 mod metrics;
 pub mod oci;
@@ -29,6 +30,7 @@ pub mod tools;
 
 pub use active::{PolicySummary, PolicyWatcher};
 pub use audit::AuditConfig;
+pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
 /// returns what it is made of, as `shellward policy list` shows it.
@@ -40,7 +42,9 @@ pub fn load_policy_summaries(config: &Config) -> Result<Vec<PolicySummary>, Buil
 pub use config::{
     AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
 };
-pub use shellward_exec::{ExecPlan, Executor, ExecutorConfig, init_main_if_requested};
+pub use shellward_exec::{
+    Confinement, Enforced, ExecPlan, Executor, ExecutorConfig, Network, init_main_if_requested,
+};
 
 /// The Rust examples of the project's README, compiled as doc tests so they stay true.
 #[cfg(doctest)]
@@ -230,6 +234,10 @@ impl ShellwardBuilder {
         }
         executor.read_only_paths.extend(self.config.host_files());
         executor.hidden_paths.extend(self.config.host_secrets());
+        // What commands may not read: hidden in every session's sandbox like the host's secrets.
+        executor
+            .hidden_paths
+            .extend(self.config.confinement.deny_read.iter().cloned());
         executor
     }
 
@@ -310,6 +318,19 @@ impl ShellwardBuilder {
                 session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
                 retention: self.config.executor.retention,
+                confinement: self.config.confinement.clone(),
+                base_workdir: self
+                    .config
+                    .executor
+                    .default_workdir
+                    .clone()
+                    .or_else(|| std::env::current_dir().ok())
+                    .map(|w| std::path::absolute(&w).unwrap_or(w))
+                    .unwrap_or_else(|| PathBuf::from("/")),
+                cwd_dir: tempfile::Builder::new()
+                    .prefix(".shellward-cwd-")
+                    .tempdir()
+                    .ok(),
                 posix_shell: self
                     .config
                     .executor
@@ -344,6 +365,14 @@ struct Inner {
     execute_tokens: idempotency::TokenIndex<ExecuteResult>,
     /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.
     retention: Duration,
+    /// What each command may touch (`[confinement]`).
+    confinement: ConfinementConfig,
+    /// The directory `$WORKDIR` names in `[confinement] writable`: the configured working directory, else where this
+    /// process started — never a call's `workdir` or a session's `cd` (the model would widen its own sandbox).
+    base_workdir: PathBuf,
+    /// A private directory for the files through which commands report their last working directory (writable to
+    /// every confined command); removed with this instance.
+    cwd_dir: Option<tempfile::TempDir>,
 }
 
 impl Inner {
@@ -747,9 +776,17 @@ impl Shellward {
                         _ => path,
                     }
                 });
+                let mut confinement = self.inner.confinement.for_command(&self.inner.base_workdir);
+                if let (Some(paths), Some(dir)) =
+                    (confinement.writable.as_mut(), &self.inner.cwd_dir)
+                {
+                    // Where the command reports its last directory (see `cwd_trap`).
+                    paths.push(dir.path().to_path_buf());
+                }
                 Some(ExecPlan {
                     command: p.command.clone(),
                     workdir,
+                    confinement,
                     env: p.env.clone(),
                     background: p.background,
                     timeout: if p.background {
@@ -1012,13 +1049,14 @@ impl Shellward {
         let command = plan.command.clone();
         let cwd_file =
             (follow && self.inner.posix_shell && !plan.background && !plan.stdin.interactive())
-                .then(cwd_file)
+                .then(|| cwd_file(self.inner.cwd_dir.as_ref().map(|d| d.path())))
                 .flatten();
         if let Some(file) = &cwd_file {
             plan.command = cwd_trap(file, &plan.command);
         }
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         let background = plan.background;
+        let asked = plan.confinement.clone();
         let interactive = plan.stdin.interactive();
         let r = self
             .start_recorded(plan, background, record, session.clone())
@@ -1041,7 +1079,20 @@ impl Shellward {
                     .insert(session.clone(), dir);
             }
         }
+        let held = r.confinement.clone();
         let mut result = shape_execute(r, command, notes, timeout, kills_leftovers);
+        result.confinement = confinement::line(
+            &asked,
+            &held,
+            &self.inner.confinement.deny_read,
+            self.inner.executor.pid_namespaces(),
+        );
+        if !result.success
+            && !result.running
+            && let Some(note) = confinement::refusal_note(&asked, &held, &result.output)
+        {
+            result.notes.push(note);
+        }
         if interactive {
             self.first_prompt(&mut result, &id, session.as_deref())
                 .await?;
@@ -1539,13 +1590,13 @@ impl Shellward {
 
 /// A fresh file name for a command to leave its last working directory in (`None` when the temporary directory's
 /// path could not be quoted safely in the trap).
-fn cwd_file() -> Option<PathBuf> {
+fn cwd_file(dir: Option<&Path>) -> Option<PathBuf> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let file = std::env::temp_dir().join(format!(
+    let file = dir?.join(format!(
         ".shellward-cwd-{}-{n}-{nanos:x}",
         std::process::id()
     ));
@@ -1747,5 +1798,6 @@ fn shape_execute(
         listening: r.listening,
         notes,
         attached: false,
+        confinement: None,
     }
 }

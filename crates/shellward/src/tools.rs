@@ -206,6 +206,10 @@ pub struct ExecuteResult {
     /// with its state now), and nothing new was started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attached: bool,
+    /// The sandbox the command ran in, in one line: where it may write, its network, what is hidden. Absent when
+    /// nothing is confined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<String>,
 }
 
 /// The result of `process_output`.
@@ -556,6 +560,9 @@ pub fn model_text(tool: ToolName, result: &serde_json::Value) -> String {
             ));
         }
         head.push(status);
+    }
+    if let Some(sandbox) = str_of("confinement") {
+        head.push(sandbox.to_string());
     }
     let omitted = u64_of("output_omitted_bytes");
     if omitted > 0 {

@@ -1273,3 +1273,113 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
     }
     assert!(survivors(&mark).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let (work, elsewhere) = (dir.path().join("work"), dir.path().join("elsewhere"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let secret = dir.path().join("secret-key");
+    std::fs::write(&secret, "SECRET-VALUE-42\n").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let build = |network: &str| {
+        let file = dir.path().join(format!("shellward-{network}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "[confinement]\nnetwork = \"{network}\"\nwritable = [\"$WORKDIR\"]\ndeny_read = [\"{}\"]\n\
+                 [executor]\nworkdir = \"{}\"\ngrace = \"300ms\"\n[env.set]\n{MARK} = \"{mark}\"\n",
+                secret.display(),
+                work.display()
+            ),
+        )
+        .unwrap();
+        Shellward::builder()
+            .config(Config::load(&file).expect("config"))
+            .build()
+            .expect("build")
+    };
+    let sw = build("none");
+    // Writes: the working directory yes, elsewhere no — with a note saying where writes go.
+    let r = sw
+        .execute(None, exec("echo data > made && cat made"))
+        .await
+        .unwrap();
+    assert_eq!(r.output, "data\n", "{r:?}");
+    let line = r.confinement.clone().expect("a confinement line");
+    assert!(
+        line.contains("writes only under")
+            && line.contains("network none")
+            && line.contains("hidden"),
+        "{line}"
+    );
+    let r = sw
+        .execute(
+            None,
+            exec(&format!("echo data > {}/x", elsewhere.display())),
+        )
+        .await
+        .unwrap();
+    assert!(!r.success, "{r:?}");
+    assert!(!elsewhere.join("x").exists());
+    assert!(
+        r.notes.iter().any(|n| n.contains("writable")),
+        "{:?}",
+        r.notes
+    );
+    // The model cannot widen writes by choosing the directory: `$WORKDIR` is the configured one, not the call's.
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                workdir: Some(elsewhere.display().to_string()),
+                ..exec("echo data > y")
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!r.success && !elsewhere.join("y").exists(), "{r:?}");
+    // Reads: the denied file cannot be read; an ordinary one can.
+    let r = sw
+        .execute(
+            None,
+            exec(&format!(
+                "cat {}; cat /etc/hostname >/dev/null && echo ordinary",
+                secret.display()
+            )),
+        )
+        .await
+        .unwrap();
+    assert!(!r.output.contains("SECRET-VALUE"), "{r:?}");
+    assert!(r.output.contains("ordinary"), "{r:?}");
+    // Network none: the test's listener is out of reach, and the note says why.
+    let reach = format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'");
+    let r = sw.execute(None, exec(&reach)).await.unwrap();
+    assert!(!r.success, "{r:?}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("network")),
+        "{:?}",
+        r.notes
+    );
+    // The model cannot widen it: no argument names it (unknown arguments are refused).
+    let e = sw
+        .call(
+            None,
+            "execute",
+            json!({"command": "true", "confinement": {"network": "host"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::InvalidArguments);
+    sw.shutdown().await;
+    // With the host's network the same command reaches it.
+    let sw = build("host");
+    let r = sw.execute(None, exec(&reach)).await.unwrap();
+    assert!(r.success, "{r:?}");
+    sw.shutdown().await;
+    drop(listener);
+    assert!(survivors(&mark).is_empty());
+}

@@ -16,8 +16,8 @@
 //!   and made read-only with its sub-mounts (`mount_setattr(AT_RECURSIVE)`): `/sys` with every cgroup hierarchy,
 //!   the kernel's writable `/proc` files (`/proc/sys`, `/proc/sysrq-trigger`, …), the cgroup hierarchies mounted
 //!   elsewhere, the executor's log directory and the host's own files (config, policies, caches); then every path of
-//!   [`Hardening::hidden`] (the host's secrets: token file, cache key, audit log) covered by `/dev/null` (a file) or
-//!   an empty read-only `tmpfs` (a directory). A path that does not exist is skipped; any other failure fails the
+//!   [`Hardening::hidden`] (the host's secrets: token file, cache key, audit log; the operator's `deny_read`) covered
+//!   by a socket node no one can open (a file: reading it fails) or an empty read-only `tmpfs` (a directory). A path that does not exist is skipped; any other failure fails the
 //!   start (fail closed), naming the path.
 //! - **privileges**: as root (the executor holds `CAP_SETPCAP`), every capability outside [`KEPT_CAPABILITIES`] and
 //!   [`crate::ExecutorConfig::keep_capabilities`] is dropped from the bounding set, the inheritable set is cleared and
@@ -25,12 +25,17 @@
 //!   raw I/O, `mount`, …); for every user, `no_new_privs` is set, so no set-user-id program or file capability can
 //!   give them back.
 //!
+//! - **network** (before privileges, per command): with a plan's network `none` or `loopback`, a network namespace
+//!   of the command's own ([`network`]), its loopback brought up for `loopback`.
+//! - **writes** (after privileges, last before exec, per command): the plan's Landlock ruleset applied
+//!   ([`restrict_writes`]; built once per set of writable paths by `sys::unix::landlock`).
+//!
 //! Without `CAP_SYS_ADMIN` the command cannot undo the mounts (no `umount`, no `mount -o remount,rw`).
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::RawFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// Capabilities a root command keeps by default: what ordinary root work needs (files of any owner, users and
@@ -134,6 +139,9 @@ pub(crate) struct Hardening {
     read_only: Vec<CString>,
     /// Paths covered so commands cannot read them, in order.
     hidden: Vec<CString>,
+    /// What covers a hidden file: a unix socket's node in the log directory, which no one can open (`ENXIO`), so a
+    /// read fails instead of reading empty; `/dev/null` where it cannot be made.
+    cover: CString,
 }
 
 /// Why a child's set-up failed: the step and the `errno`.
@@ -206,10 +214,20 @@ impl Hardening {
         paths.extend(config.read_only_paths.iter().cloned());
         let read_only = c_paths("read_only_paths", paths)?;
         let hidden = c_paths("hidden_paths", config.hidden_paths.iter().cloned())?;
+        let cover = log_dir
+            .map(|d| d.join(".hidden"))
+            .filter(|p| {
+                let _ = std::fs::remove_file(p);
+                // The node stays when the listener is dropped; nothing ever listens on it.
+                std::os::unix::net::UnixListener::bind(p).is_ok()
+            })
+            .and_then(|p| CString::new(p.into_os_string().into_vec()).ok())
+            .unwrap_or_else(|| c"/dev/null".to_owned());
         Ok(Hardening {
             drop_caps,
             read_only,
             hidden,
+            cover,
         })
     }
 
@@ -220,6 +238,7 @@ impl Hardening {
             drop_caps: 0,
             read_only: Vec::new(),
             hidden: Vec::new(),
+            cover: c"/dev/null".to_owned(),
         }
     }
 
@@ -298,7 +317,7 @@ impl Hardening {
                 }
             }
             for (i, path) in self.hidden.iter().enumerate() {
-                if let Err(errno) = hide(path) {
+                if let Err(errno) = hide(path, &self.cover) {
                     if errno == libc::ENOENT {
                         continue;
                     }
@@ -633,12 +652,13 @@ fn c_paths(key: &str, paths: impl IntoIterator<Item = PathBuf>) -> io::Result<Ve
     Ok(out)
 }
 
-/// Covers `path` so it reads as empty: a file by a read-only bind of `/dev/null`, a directory by an empty read-only
-/// `tmpfs`. Returns the errno on failure (`ENOENT` when there is nothing to hide).
+/// Covers `path` so it cannot be read: a file by a read-only bind of `cover` (a socket node: opening it fails with
+/// `ENXIO`; or `/dev/null`), a directory by an empty read-only `tmpfs`. Returns the errno on failure (`ENOENT` when
+/// there is nothing to hide).
 ///
 /// # Safety
 /// As [`Hardening::mounts`].
-unsafe fn hide(path: &CStr) -> Result<(), i32> {
+unsafe fn hide(path: &CStr, cover: &CStr) -> Result<(), i32> {
     // SAFETY: stat(2) and mount(2) on NUL-terminated strings and stack memory; no allocation.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
@@ -660,7 +680,7 @@ unsafe fn hide(path: &CStr) -> Result<(), i32> {
         }
         // A symbolic link is covered where it points: the secret is what it names.
         if libc::mount(
-            c"/dev/null".as_ptr(),
+            cover.as_ptr(),
             path.as_ptr(),
             std::ptr::null(),
             libc::MS_BIND,

@@ -91,6 +91,44 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
         text(&o)
     );
 
+    // The scaffold's install snippet, as written, keeps the built-in chain: the guard still denies `sudo reboot`,
+    // the new policy denies telnet, and an ordinary command runs.
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let snippet = readme
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the scaffold README's install snippet");
+    let config = dir.join("shellward.toml");
+    std::fs::write(
+        &config,
+        snippet.replace(
+            &*dir.join("target").to_string_lossy(),
+            &target.to_string_lossy(),
+        ),
+    )
+    .unwrap();
+    let run = |command: &str| {
+        Command::new(cli::bin())
+            .args(["run", "--config", config.to_str().unwrap(), "--", command])
+            .env_remove("SHELLWARD_CONFIG")
+            .output()
+            .unwrap()
+    };
+    for (command, code) in [
+        ("sudo reboot", 126),
+        ("telnet example.com", 126),
+        ("true", 0),
+    ] {
+        let o = run(command);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{command}: {}\n{snippet}",
+            text(&o)
+        );
+    }
+
     // The authoring guide's component glue (a pass-through policy) builds as written and runs requests unchanged.
     let guide = std::fs::read_to_string(root().join("policies/README.md")).unwrap();
     let glue = guide

@@ -785,3 +785,24 @@ fn interactive_runs_relay_stdin() {
     let o = relay(&["--", "cat; echo done"], "ignored\n");
     assert_eq!(text(&o.stdout), "done\n");
 }
+
+/// Usage errors exit 2 with the usage, and a mistyped subcommand gets a suggestion.
+#[test]
+fn usage_errors_exit_2_and_typos_get_a_suggestion() {
+    let o = run(&["--", ""]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("Usage: shellward run"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = Command::new(bin()).arg("rn").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("did you mean 'run'"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = Command::new(bin()).arg("--version").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+}

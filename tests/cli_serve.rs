@@ -1303,3 +1303,32 @@ fn an_agent_knows_at_once_over_http() {
     assert_eq!(r["error_kind"], "conflict", "{r}");
     server.stop();
 }
+
+/// A newcomer's first commands: `--listen localhost:PORT` works (a name resolving to loopback), and the server's log
+/// written to a file or pipe carries no colour codes.
+#[test]
+fn listen_takes_a_host_name_and_a_piped_log_has_no_colour() {
+    use std::io::Read;
+    let mark = new_mark("serve-localhost");
+    let (mut child, base) = start_serve(&["--listen", "localhost:0"], &[], &mark, Stdio::piped());
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    let (status, _) = get(&base, "/v1/tools", None);
+    assert_eq!(status, 200);
+    cli::signal(&child, Signal::SIGTERM);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("no --token"), "the warning is logged: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a piped log: {log:?}"
+    );
+    kill_marked(&mark);
+    assert!(survivors(&mark).is_empty());
+}

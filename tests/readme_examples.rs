@@ -147,9 +147,21 @@ fn the_http_examples_work_against_serve() {
     let mut answers: Vec<Value> = Vec::new();
     // The README's ids carry a sample tag; this server's ids carry its own.
     let mut tag = None;
+    // `ID=…` names the id the later lines use (`$ID`), as a reader substitutes the one their server answered.
+    let mut id_var = String::new();
     for example in examples.lines() {
         // `curl -s URL [-d 'JSON']   # comment`, URL possibly quoted.
         let example = example.split("   #").next().unwrap().trim();
+        if let Some(value) = example.strip_prefix("ID=") {
+            id_var = value
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            continue;
+        }
+        let example = example.replace("$ID", &id_var);
+        let example = example.as_str();
         let rest = example.strip_prefix("curl -s ").expect(example);
         let (url, body) = match rest.split_once(" -d ") {
             Some((u, b)) => (u, Some(b.trim().trim_matches('\''))),
@@ -158,7 +170,7 @@ fn the_http_examples_work_against_serve() {
         let mut url = format!(
             "http://{}",
             url.trim()
-                .trim_matches('\'')
+                .trim_matches(['\'', '"'])
                 .replace("localhost:7878", &base)
         );
         if let Some(t) = &tag {

@@ -98,16 +98,65 @@ Examples:
 /// Exit code for a usage or load error.
 pub const EXIT_ERROR: u8 = 2;
 
+/// A command-line parse error (or `--help`/`--version`, which clap reports the same way): printed as clap does, with
+/// the closest subcommand suggested for a mistyped one when clap found none (`shellward rn` → `run`).
+fn usage(e: clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let _ = e.print();
+    if e.kind() == ErrorKind::InvalidSubcommand
+        && e.get(ContextKind::SuggestedSubcommand).is_none()
+        && let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand)
+    {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let best = cmd
+            .get_subcommands()
+            .map(|s| s.get_name())
+            .map(|name| (edit_distance(typed, name), name))
+            .min();
+        if let Some((distance, name)) = best
+            && distance <= 2
+        {
+            eprintln!("\n  tip: did you mean '{name}'?");
+        }
+    }
+    ExitCode::from(if e.use_stderr() { EXIT_ERROR } else { 0 })
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions) between two short words.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
 fn main() -> ExitCode {
     // First, before any thread: this binary is also the init of each command's PID namespace.
     shellward_exec::init_main_if_requested();
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHELLWARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,shellward::notice=info"));
+    // Colour only on a terminal, and never with NO_COLOR set (https://no-color.org): a log file gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(e),
+    };
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(args),
         Command::Mcp(args) => mcp::run(args),

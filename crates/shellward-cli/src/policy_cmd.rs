@@ -229,11 +229,12 @@ fn list(args: ListArgs) -> Result<ExitCode> {
 /// Options shared by every command that loads policies.
 #[derive(Args, Debug)]
 pub struct PolicyArgs {
-    /// A policy component (.wasm) to run; repeat for a chain, run in the order given. Default: the embedded default
-    /// policy.
+    /// A policy component (.wasm), or `default` / `guard` for a built-in, to run; repeat for a chain, run in the order
+    /// given. Default: the built-in chain, the embedded default policy then the guard policy.
     #[arg(long = "policy", value_name = "FILE")]
     pub policies: Vec<PathBuf>,
-    /// Settings (JSON) for the policies, one per --policy in the same order (or one for the default policy).
+    /// Settings (JSON) for the policies, one per --policy in the same order (without --policy: one, for the default
+    /// policy).
     /// `@FILE` reads the JSON from FILE.
     #[arg(long = "settings", value_name = "JSON")]
     pub settings: Vec<String>,

@@ -311,11 +311,15 @@ shellward policy bench {{wasm}}
 shellward policy inspect {{wasm}}
 ```
 
-Install it by adding it to the shellward config file:
+Install it by adding it to the shellward config file (a config with `[[policy]]` entries replaces the built-in chain,
+so name the built-ins you keep: the default policy first, the guard after it):
 
 ```toml
 [[policy]]
 builtin = "default"
+
+[[policy]]
+builtin = "guard"
 
 [[policy]]
 path = "{{wasm_abs}}"

@@ -104,6 +104,12 @@ impl Interrupts {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    // A usage error is found before anything starts (exit 2, as for every usage error).
+    if args.command.iter().all(|a| a.trim().is_empty()) {
+        return Ok(usage_error(
+            "the command is empty; give it after the options, e.g. shellward run -- ls -la",
+        ));
+    }
     let rt = runtime()?;
     let code = rt.block_on(async move {
         let mut interrupts = match Interrupts::new() {
@@ -136,6 +142,14 @@ enum Stop {
     TimedOut,
     Signalled(i32),
     BrokenPipe,
+}
+
+/// `run`'s usage error: the message on stderr, exit status 2.
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!(
+        "shellward: error: {message}\n\nUsage: shellward run [OPTIONS] -- COMMAND...\n\nFor more information, try 'shellward run --help'."
+    );
+    ExitCode::from(crate::EXIT_ERROR)
 }
 
 async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> Result<ExitCode> {

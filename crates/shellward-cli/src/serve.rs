@@ -44,7 +44,8 @@ pub const SESSION_HEADER: &str = "x-shellward-session";
 pub struct ServeArgs {
     #[command(flatten)]
     pub service: ServiceArgs,
-    /// Address to listen on: HOST:PORT (port 0 picks a free one) or unix:/path/to/socket.
+    /// Address to listen on: HOST:PORT, HOST an address or a name such as localhost (port 0 picks a free one), or
+    /// unix:/path/to/socket.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
     pub listen: String,
     /// Bearer token required on every request (required when listening on a non-loopback address). Prefer
@@ -336,6 +337,35 @@ async fn not_found() -> Response {
     )
 }
 
+/// The TCP address of `--listen HOST:PORT`: an IP address as written, or a host name resolved (`localhost:7878`),
+/// its first IPv4 address preferred. Errors say what to write instead.
+fn resolve_listen(listen: &str) -> Result<SocketAddr> {
+    if let Ok(addr) = listen.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let usage = "give HOST:PORT (e.g. 127.0.0.1:7878 or localhost:7878; port 0 picks a free one) or unix:/path";
+    if listen.parse::<u16>().is_ok() {
+        bail!("--listen {listen:?} has no host; {usage}, e.g. 127.0.0.1:{listen}");
+    }
+    let Some((host, port)) = listen.rsplit_once(':') else {
+        bail!("--listen {listen:?} has no port; {usage}");
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        bail!("--listen {listen:?} is not HOST:PORT; {usage}");
+    }
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<SocketAddr> = listen
+        .to_socket_addrs()
+        .with_context(|| format!("--listen {listen:?}: cannot resolve {host:?}; {usage}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .with_context(|| format!("--listen {listen:?}: {host:?} resolves to no address; {usage}"))
+}
+
 /// How many process-API client tokens are kept at most (the oldest finished go first).
 const CODER_TOKENS: usize = 4096;
 
@@ -432,12 +462,7 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
             announce(&format!("unix:{path}"));
             listen::serve(listen::Listener::Unix(listener), app, limits).await
         } else {
-            let addr: SocketAddr = args.listen.parse().with_context(|| {
-                format!(
-                    "--listen {:?} is not HOST:PORT (e.g. 127.0.0.1:7878) or unix:/path",
-                    args.listen
-                )
-            })?;
+            let addr = resolve_listen(&args.listen)?;
             if !is_loopback(&addr) && !has_token {
                 bail!(
                     "listening on {addr}, a non-loopback address, needs a bearer token: pass --token TOKEN or set \
@@ -475,4 +500,24 @@ fn announce(at: &str) {
     let _ = writeln!(out, "shellward: listening on {at}");
     let _ = out.flush();
     tracing::info!(%at, "HTTP server listening");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listen_addresses_may_name_a_host() {
+        assert_eq!(
+            super::resolve_listen("localhost:7880").unwrap().ip(),
+            std::net::IpAddr::from([127, 0, 0, 1])
+        );
+        assert_eq!(super::resolve_listen("[::1]:0").unwrap().port(), 0);
+        for (bad, says) in [
+            ("7878", "has no host"),
+            ("localhost", "has no port"),
+            ("localhost:x", "not HOST:PORT"),
+        ] {
+            let e = super::resolve_listen(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 }

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 /// Where the configuration and policies come from.
 #[derive(Args, Debug, Clone)]
 pub struct ServiceArgs {
-    /// Configuration file (TOML). Default: $SHELLWARD_CONFIG when set, otherwise built-in defaults with the embedded
-    /// default policy. Check one with `shellward config check FILE`.
+    /// Configuration file (TOML). Default: $SHELLWARD_CONFIG when set, otherwise the built-in defaults: the embedded
+    /// default policy, then the guard policy. Check one with `shellward config check FILE`.
     #[arg(long, value_name = "FILE", env = "SHELLWARD_CONFIG")]
     pub config: Option<PathBuf>,
     /// A policy component (.wasm), or `default` / `guard` for a built-in, to run instead of the configured chain;

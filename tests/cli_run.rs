@@ -413,6 +413,25 @@ fn config_check_reports_every_problem_with_its_key() {
     ] {
         assert!(err.contains(key), "{key} missing from:\n{err}");
     }
+    // One pass: a policy's refused settings are reported with the file's own problems, not after they are fixed.
+    let both = dir.path().join("both.toml");
+    std::fs::write(
+        &both,
+        "[executor]\ngrace = \"soon\"\n[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"banana\"\n",
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["config", "check", both.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("executor.grace")
+            && err.contains("default_timeout")
+            && err.contains("2 problems"),
+        "{err}"
+    );
 
     let good = dir.path().join("good.toml");
     std::fs::write(
@@ -805,4 +824,84 @@ fn usage_errors_exit_2_and_typos_get_a_suggestion() {
     );
     let o = Command::new(bin()).arg("--version").output().unwrap();
     assert_eq!(o.status.code(), Some(0));
+}
+
+/// `config init` writes the README's reference configuration; it checks as written, every commented setting is valid
+/// when uncommented (only the ones naming files or variables this machine lacks are refused), and an existing file is
+/// kept unless --force.
+#[test]
+fn config_init_writes_the_readme_reference_and_it_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shellward.toml");
+    let check = |f: &std::path::Path| {
+        Command::new(bin())
+            .args(["config", "check", f.to_str().unwrap()])
+            .current_dir(dir.path())
+            .env("AGENT_A_TOKEN", "a-token-for-the-check")
+            .output()
+            .unwrap()
+    };
+    let o = Command::new(bin())
+        .args(["config", "init", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = readme.split("## Configuration file").nth(1).unwrap();
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap();
+    assert_eq!(
+        block.trim_end(),
+        written.trim_end(),
+        "the README's reference is not `config init`'s file"
+    );
+    let o = check(&file);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("default (embedded) -> guard (embedded)"));
+    // Again without --force: refused, the file kept.
+    let o = Command::new(bin())
+        .args(["config", "init", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--force"), "{}", text(&o.stderr));
+    // Every commented setting uncommented: valid, but for paths that do not exist here.
+    let all: String = written
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest)
+                if rest.starts_with('[')
+                    || rest.split_once(" = ").is_some_and(|(k, _)| {
+                        k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    }) =>
+            {
+                rest.to_string()
+            }
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let uncommented = dir.path().join("all.toml");
+    std::fs::write(&uncommented, &all).unwrap();
+    let o = check(&uncommented);
+    let err = text(&o.stderr);
+    for line in err.lines().skip(1) {
+        let key = line.trim().split(':').next().unwrap_or_default();
+        assert!(
+            [
+                "policies.dir",
+                "executor.workdir",
+                "executor.log_dir",
+                "audit.path",
+                "sandbox.cache_dir"
+            ]
+            .contains(&key),
+            "{key} refused when uncommented:\n{err}\n{all}"
+        );
+    }
 }

@@ -16,7 +16,28 @@ Examples:
 
 Exit status: 0 when the file is valid, 1 when it has problems (listed on stderr), 2 on a usage error.")]
     Check(CheckArgs),
+    /// Write a commented starter configuration (the built-in chain, the default confinement, every other setting
+    /// shown commented at its default) to FILE, or to stdout without one.
+    #[command(after_help = "\
+Examples:
+  shellward config init shellward.toml && shellward config check shellward.toml
+  shellward config init > /etc/shellward/shellward.toml
+
+Exit status: 0 when written, 1 when FILE exists (give --force to replace it) or cannot be written, 2 on a usage error.")]
+    Init(InitArgs),
 }
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Where to write it (default: stdout).
+    pub file: Option<PathBuf>,
+    /// Replace FILE when it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The starter configuration `config init` writes (also the README's reference block).
+pub const STARTER: &str = include_str!("starter.toml");
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -27,6 +48,45 @@ pub struct CheckArgs {
 pub fn run(cmd: ConfigCommand) -> Result<ExitCode> {
     match cmd {
         ConfigCommand::Check(args) => check(&args.file),
+        ConfigCommand::Init(args) => init(&args),
+    }
+}
+
+fn init(args: &InitArgs) -> Result<ExitCode> {
+    let Some(file) = &args.file else {
+        print!("{STARTER}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if args.force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    use std::io::Write;
+    match options
+        .open(file)
+        .and_then(|mut f| f.write_all(STARTER.as_bytes()))
+    {
+        Ok(()) => {
+            println!(
+                "wrote {}; check it with: shellward config check {0}",
+                file.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            eprintln!(
+                "shellward: {} exists; give --force to replace it, or another file name",
+                file.display()
+            );
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => {
+            eprintln!("shellward: cannot write {}: {e}", file.display());
+            Ok(ExitCode::from(1))
+        }
     }
 }
 
@@ -36,23 +96,28 @@ fn report(e: &ConfigError) -> ExitCode {
 }
 
 fn check(file: &Path) -> Result<ExitCode> {
-    let config = match Config::load(file) {
+    // One pass: the file's own problems and those of every policy it names (loaded with the settings that could be
+    // read), reported together.
+    let (config, mut problems) = match Config::load_partial(file) {
         Ok(c) => c,
         Err(e) => return Ok(report(&e)),
     };
-    let engine = match PolicyEngine::new(config.sandbox.clone()) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!(
-                "shellward: {}: the policy engine cannot be created: {e}",
-                file.display()
-            );
-            return Ok(ExitCode::from(1));
+    match PolicyEngine::new(config.sandbox.clone()) {
+        Ok(engine) => {
+            if let Err(e) = config.load_chain(&engine) {
+                problems.extend(e.problems);
+            }
         }
-    };
-    if let Err(mut e) = config.load_chain(&engine) {
-        e.file = Some(file.to_path_buf());
-        return Ok(report(&e));
+        Err(e) => problems.push(shellward::Problem {
+            key: "sandbox".into(),
+            message: format!("the policy engine cannot be created: {e}"),
+        }),
+    }
+    if !problems.is_empty() {
+        return Ok(report(&ConfigError {
+            file: Some(file.to_path_buf()),
+            problems,
+        }));
     }
     let chain: Vec<String> = config
         .policies

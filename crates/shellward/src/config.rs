@@ -406,6 +406,21 @@ impl Config {
     /// assert!(!text.contains("--config"), "the library knows nothing of the CLI's flags: {text}");
     /// ```
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let (config, problems) = Config::load_partial(path)?;
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError {
+                file: Some(path.to_path_buf()),
+                problems,
+            })
+        }
+    }
+
+    /// Reads a configuration file as far as it is valid: the configuration with what could be read (defaults where a
+    /// setting has a problem) and every problem found, so a checker can go on to load the policies it names and
+    /// report their problems in the same pass. Only an unreadable file or invalid TOML is an error.
+    pub fn load_partial(path: &Path) -> Result<(Config, Vec<Problem>), ConfigError> {
         let fail = |message: String| ConfigError {
             file: Some(path.to_path_buf()),
             problems: vec![Problem {
@@ -422,12 +437,12 @@ impl Config {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let mut config = Config::parse(&text, base).map_err(|mut e| {
-            e.file = Some(path.to_path_buf());
-            e
-        })?;
+        let table: toml::Table = toml::from_str(&text)
+            .map_err(|e| fail(format!("not valid TOML: {}", e.to_string().trim_end())))?;
+        let mut w = Walker::default();
+        let mut config = w.config(table, base);
         config.source_file = Some(path.to_path_buf());
-        Ok(config)
+        Ok((config, w.problems))
     }
 
     /// Parses configuration text; relative policy paths are resolved against `base`.
@@ -957,7 +972,16 @@ impl Walker {
             root,
             "",
             &[
-                "policy", "policies", "sandbox", "executor", "env", "tools", "auth",
+                "policy",
+                "policies",
+                "sandbox",
+                "executor",
+                "env",
+                "tools",
+                "auth",
+                "audit",
+                "oci",
+                "confinement",
             ],
         );
         // A policy may not rewrite a command past what the agent may send.

@@ -643,6 +643,46 @@ fn completions_and_the_manual_page_are_generated() {
         page.starts_with(".ie") || page.contains(".TH shellward"),
         "{page}"
     );
+    // A real manual: every command (nested ones too) with its options, and exit status, files and environment;
+    // no references to pages that do not exist.
+    for needle in [
+        ".SH COMMANDS",
+        ".SS shellward run",
+        ".SS shellward policy check",
+        ".SS shellward config init",
+        "\\-\\-timeout",
+        ".SH EXIT STATUS",
+        ".SH FILES",
+        ".SH ENVIRONMENT",
+        "SHELLWARD_CONFIG",
+    ] {
+        assert!(page.contains(needle), "the manual lacks {needle:?}");
+    }
+    assert!(
+        !page.contains("shellward\\-run(1)"),
+        "a reference to a page that does not exist"
+    );
+    // Rendered by man(1) where it is installed, without warnings.
+    if let Ok(o) = Command::new("man")
+        .args(["--warnings", "-l", "-"])
+        .env("MANWIDTH", "100")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(page.as_bytes())?;
+            child.wait_with_output()
+        })
+    {
+        assert!(
+            text(&o.stdout).contains("EXIT STATUS"),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(o.stderr.is_empty(), "man warns: {}", text(&o.stderr));
+    }
     // Every policy subcommand is described in the top-level help.
     let help = text(&Command::new(bin()).arg("--help").output().unwrap().stdout);
     for word in ["check", "test", "bench", "inspect", "new"] {

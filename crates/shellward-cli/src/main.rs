@@ -5,6 +5,7 @@
 mod coder;
 mod config_cmd;
 mod listen;
+mod man;
 mod mcp;
 mod mcp_io;
 mod policy_cmd;
@@ -87,7 +88,7 @@ Examples:
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff).
+    /// Print the manual page (roff): every command with its options and examples, exit status, files, environment.
     #[command(after_help = "\
 Examples:
   shellward man > /usr/local/share/man/man1/shellward.1
@@ -171,8 +172,7 @@ fn main() -> ExitCode {
         }
         Command::Man => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cmd)
-                .render(&mut std::io::stdout())
+            man::render(cmd, &mut std::io::stdout())
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from)
         }

@@ -211,3 +211,118 @@ fn the_http_examples_work_against_serve() {
     }
     server.stop();
 }
+
+/// The README's quick starts, as written (with this build's binary for `/home/you/.cargo/bin/shellward`): each
+/// client's command line starts a server that answers the MCP handshake and lists the five tools, and
+/// `mcp --client-config` prints the same snippet.
+#[test]
+fn the_quick_starts_reach_a_working_mcp_server() {
+    const PLACEHOLDER: &str = "/home/you/.cargo/bin/shellward";
+    let text = readme();
+    let section = text
+        .split("## Quick start: an MCP client")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the README's quick start");
+    let real = std::fs::canonicalize(bin()).unwrap().display().to_string();
+    let mut lines: Vec<(&str, String, Vec<String>)> = Vec::new();
+    // Claude Code: the command line after `--`.
+    let claude = blocks(section, "sh")[0].trim().to_string();
+    let words: Vec<String> = claude
+        .split(" -- ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    lines.push(("claude-code", claude.clone(), words));
+    // The JSON clients.
+    let json = blocks(section, "json")[0].trim().to_string();
+    let v: Value = serde_json::from_str(&json).expect("the JSON snippet parses");
+    let server = &v["mcpServers"]["shellward"];
+    let mut words = vec![server["command"].as_str().unwrap().to_string()];
+    words.extend(
+        server["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    for client in ["cursor", "claude-desktop", "json"] {
+        lines.push((client, json.clone(), words.clone()));
+    }
+    // Codex's TOML.
+    let codex = blocks(section, "toml")[0].trim().to_string();
+    let field = |key: &str| {
+        codex
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+            .unwrap()
+            .to_string()
+    };
+    let mut words = vec![serde_json::from_str::<String>(&field("command")).unwrap()];
+    words.extend(serde_json::from_str::<Vec<String>>(&field("args")).unwrap());
+    lines.push(("codex", codex.clone(), words));
+
+    for (client, snippet, words) in lines {
+        assert_eq!(words[0], PLACEHOLDER, "{client}: {snippet}");
+        // What --client-config prints is the README's snippet with the real path.
+        let printed = Command::new(bin())
+            .args(["mcp", "--client-config", client])
+            .output()
+            .unwrap();
+        assert!(printed.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&printed.stdout).trim(),
+            snippet.replace(PLACEHOLDER, &real),
+            "{client}"
+        );
+        // The command line, run as the client runs it, answers the handshake with the five tools.
+        let mut child = Command::new(&real)
+            .args(&words[1..])
+            .env_remove("SHELLWARD_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        use std::io::{BufRead, BufReader, Write};
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut ask = |message: &str, answered: bool| -> Value {
+            writeln!(stdin, "{message}").unwrap();
+            if !answered {
+                return Value::Null;
+            }
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{client}: {e}: {line:?}"))
+        };
+        let init = ask(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"readme","version":"1"}}}"#,
+            true,
+        );
+        assert_eq!(
+            init["result"]["serverInfo"]["name"]
+                .as_str()
+                .map(|n| n.contains("shellward")),
+            Some(true),
+            "{client}: {init}"
+        );
+        ask(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            false,
+        );
+        let tools = ask(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#, true);
+        let names: Vec<&str> = tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names.len(), 5, "{client}: {names:?}");
+        drop(stdin);
+        let status = cli::wait_exit(&mut child, Duration::from_secs(30));
+        assert!(status.success(), "{client}: {status}");
+    }
+}

@@ -49,8 +49,8 @@ Examples:
   shellward mcp
   shellward mcp --config /etc/shellward.toml
 
-MCP client configuration (e.g. Claude Desktop, VS Code):
-  {\"mcpServers\": {\"shellward\": {\"command\": \"shellward\", \"args\": [\"mcp\"]}}}
+Add it to a client (prints the snippet with this binary's absolute path, which GUI clients need):
+  shellward mcp --client-config claude-code     # or cursor, codex, claude-desktop, json
 
 When the client disconnects, every process the session started is terminated.")]
     Mcp(mcp::McpArgs),

@@ -20,6 +20,84 @@ use std::sync::Arc;
 pub struct McpArgs {
     #[command(flatten)]
     pub service: ServiceArgs,
+    /// Print how to add this server to an MCP client (with this binary's absolute path, which GUI clients need, and
+    /// --config when given) and exit, instead of serving.
+    #[arg(long, value_name = "CLIENT", value_enum)]
+    pub client_config: Option<Client>,
+}
+
+/// The MCP clients `--client-config` knows.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// Claude Code: a `claude mcp add` command line.
+    ClaudeCode,
+    /// Cursor: `.cursor/mcp.json` (project) or `~/.cursor/mcp.json`.
+    Cursor,
+    /// Codex: `~/.codex/config.toml`.
+    Codex,
+    /// Claude Desktop: `claude_desktop_config.json`.
+    ClaudeDesktop,
+    /// Any client taking the common `mcpServers` JSON.
+    Json,
+}
+
+/// The snippet that adds `shellward mcp` (at `binary`, with `args`) to `client`, and where it goes (a note for
+/// stderr, so the snippet alone can be redirected into a file or run).
+pub fn client_config(client: Client, binary: &str, args: &[String]) -> (&'static str, String) {
+    let json_args = serde_json::to_string(args).unwrap_or_default();
+    let json = format!(
+        "{{\"mcpServers\": {{\"shellward\": {{\"command\": {}, \"args\": {json_args}}}}}}}",
+        serde_json::to_string(binary).unwrap_or_default()
+    );
+    match client {
+        Client::ClaudeCode => {
+            let quoted: Vec<String> = std::iter::once(binary.to_string())
+                .chain(args.iter().cloned())
+                .map(|a| shell_quote(&a))
+                .collect();
+            (
+                "Claude Code: run this once (add --scope user before `shellward` to use it in every project)",
+                format!("claude mcp add shellward -- {}", quoted.join(" ")),
+            )
+        }
+        Client::Cursor => (
+            "Cursor: put this in .cursor/mcp.json in the project, or ~/.cursor/mcp.json for every project",
+            json,
+        ),
+        Client::ClaudeDesktop => (
+            "Claude Desktop: put this in claude_desktop_config.json (Settings > Developer > Edit Config), then \
+             restart the app",
+            json,
+        ),
+        Client::Json => ("the common mcpServers JSON", json),
+        Client::Codex => {
+            let toml_args: Vec<String> = args
+                .iter()
+                .map(|a| serde_json::to_string(a).unwrap_or_default())
+                .collect();
+            (
+                "Codex: add this to ~/.codex/config.toml",
+                format!(
+                    "[mcp_servers.shellward]\ncommand = {}\nargs = [{}]",
+                    serde_json::to_string(binary).unwrap_or_default(),
+                    toml_args.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+/// `text` as one POSIX shell word.
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@%,".contains(&b))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// Instructions sent to the client at initialization.
@@ -105,6 +183,23 @@ impl ServerHandler for Server {
 }
 
 pub fn run(args: McpArgs) -> Result<ExitCode> {
+    if let Some(client) = args.client_config {
+        let binary = std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .context("cannot tell where this binary is")?;
+        let mut server_args = vec!["mcp".to_string()];
+        if let Some(config) = &args.service.config {
+            let config = config
+                .canonicalize()
+                .with_context(|| format!("--config {}: no such file", config.display()))?;
+            server_args.push("--config".into());
+            server_args.push(config.display().to_string());
+        }
+        let (note, snippet) = client_config(client, &binary.display().to_string(), &server_args);
+        eprintln!("# {note}");
+        println!("{snippet}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let rt = runtime()?;
     let result = rt.block_on(async move {
         let sw = args.service.build("mcp")?;

@@ -326,3 +326,34 @@ fn the_quick_starts_reach_a_working_mcp_server() {
         assert!(status.success(), "{client}: {status}");
     }
 }
+
+/// The figures that drift cheaply are checked: the WIT versions the README and the authoring guide name are the ones
+/// this host loads, natively and through adapters.
+#[test]
+fn the_documented_wit_versions_are_the_hosts() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = readme();
+    let guide = std::fs::read_to_string(root.join("policies/README.md")).unwrap();
+    let current = shellward_policy::WIT_VERSION;
+    let minor = |v: &str| v.rsplit_once('.').map(|(m, _)| m.to_string()).unwrap();
+    // `0.2.*` or `0.2.x`.
+    let names = |doc: &str, v: &str| {
+        let m = minor(v);
+        doc.contains(&format!("{m}.*")) || doc.contains(&format!("{m}.x"))
+    };
+    assert!(
+        readme.contains(&format!("shellward:policy@{current}")),
+        "the README's WIT section names another version than {current}"
+    );
+    for doc in [&readme, &guide] {
+        assert!(names(doc, current), "{current} not documented");
+        for adapted in shellward_policy::ADAPTED_WIT_VERSIONS {
+            assert!(
+                names(doc, adapted),
+                "the adapted {adapted} is not documented"
+            );
+        }
+    }
+    let wit = std::fs::read_to_string(root.join("wit/policy.wit")).unwrap();
+    assert!(wit.contains(&format!("package shellward:policy@{current};")));
+}

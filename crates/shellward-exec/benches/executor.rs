@@ -354,6 +354,8 @@ fn confinement(c: &mut Criterion) {
     };
     let none = Confinement::none();
     let writes = Confinement::new(writable.clone(), Network::Host);
+    let filtered = Confinement::new(writable.clone(), Network::Host)
+        .deny_syscalls(shellward_exec::DEFAULT_DENIED_SYSCALLS.iter().copied());
     let offline = Confinement::new(writable, Network::None);
     paired(
         &rt,
@@ -361,6 +363,13 @@ fn confinement(c: &mut Criterion) {
         500,
         run(none.clone()),
         run(writes.clone()),
+    );
+    paired(
+        &rt,
+        "confinement: writes confined + seccomp filter (the default list) / unconfined, same session sandbox",
+        500,
+        run(none.clone()),
+        run(filtered.clone()),
     );
     paired(
         &rt,
@@ -373,6 +382,7 @@ fn confinement(c: &mut Criterion) {
     for (name, confinement) in [
         ("executor-true-unconfined", none),
         ("executor-true-writes", writes),
+        ("executor-true-writes-seccomp", filtered),
         ("executor-true-writes-network-none", offline),
     ] {
         g.bench_function(name, |b| {

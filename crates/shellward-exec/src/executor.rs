@@ -423,6 +423,7 @@ impl Executor {
         let confinement = crate::results::Enforced {
             writes: spawned.writes_confined,
             network: plan.confinement.network,
+            syscalls: !plan.confinement.deny_syscalls.is_empty(),
         };
         let spawn_micros = spawn_started.elapsed().as_micros() as u64;
         slot.keep();

@@ -47,7 +47,7 @@ pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
 pub use output::{OutputChunk, OutputLimits, OutputView};
-pub use plan::{Confinement, ExecPlan, Network, StdinMode, TimeoutAction};
+pub use plan::{Confinement, DEFAULT_DENIED_SYSCALLS, ExecPlan, Network, StdinMode, TimeoutAction};
 pub use results::{
     Enforced, ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind,
     SignalOutcome,

@@ -76,7 +76,40 @@ pub struct Confinement {
     pub writable: Option<Vec<PathBuf>>,
     /// The network it reaches.
     pub network: Network,
+    /// System calls it may not make (they fail with `EPERM`), by name: see [`DEFAULT_DENIED_SYSCALLS`] for the ones
+    /// that can be named. Empty: no filter.
+    pub deny_syscalls: Vec<String>,
 }
+
+/// System calls a confined command is refused by default: tracing or reading other processes' memory (`ptrace`,
+/// `process_vm_readv`/`writev`), kernel interfaces that widen the attack surface or bypass other checks (`bpf`,
+/// `io_uring_*`, `perf_event_open`, `userfaultfd`, `open_by_handle_at`, the keyring), and what only an
+/// administrator should do (`kexec_*`, modules, swap, `reboot`, `acct`). These are also every name a deny list may
+/// use.
+pub const DEFAULT_DENIED_SYSCALLS: &[&str] = &[
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kexec_load",
+    "kexec_file_load",
+    "bpf",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "perf_event_open",
+    "userfaultfd",
+    "open_by_handle_at",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "add_key",
+    "keyctl",
+    "request_key",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+];
 
 impl Confinement {
     /// No confinement: writes wherever the user may, the host's network.
@@ -86,12 +119,25 @@ impl Confinement {
 
     /// Writes only beneath `writable`, with `network`.
     pub fn new(writable: Option<Vec<PathBuf>>, network: Network) -> Confinement {
-        Confinement { writable, network }
+        Confinement {
+            writable,
+            network,
+            deny_syscalls: Vec::new(),
+        }
+    }
+
+    /// The same, with `names` refused (see [`Confinement::deny_syscalls`]).
+    pub fn deny_syscalls(
+        mut self,
+        names: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Confinement {
+        self.deny_syscalls = names.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Whether anything is confined.
     pub fn is_confined(&self) -> bool {
-        self.writable.is_some() || self.network != Network::Host
+        self.writable.is_some() || self.network != Network::Host || !self.deny_syscalls.is_empty()
     }
 }
 

@@ -127,6 +127,8 @@ pub struct Enforced {
     pub writes: bool,
     /// The network it had.
     pub network: crate::plan::Network,
+    /// Its system-call filter was installed (the plan's `deny_syscalls`).
+    pub syscalls: bool,
 }
 
 /// The result of [`Executor::list`](crate::Executor::list).

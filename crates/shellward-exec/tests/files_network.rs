@@ -1,5 +1,5 @@
-//! Per-command confinement of files and network (`ExecPlan::confinement`): writes only beneath the writable paths
-//! (Landlock), and a network of the command's own (`none`, `loopback`) or the host's — in a session's sandbox and
+//! Per-command confinement of files, network and system calls (`ExecPlan::confinement`): writes only beneath the
+//! writable paths (Landlock), a network of the command's own (`none`, `loopback`) or the host's, a seccomp filter — in a session's sandbox and
 //! without one, as root and (rerun at the end) as a normal user.
 
 mod common;
@@ -186,6 +186,51 @@ async fn the_network_is_none_its_own_loopback_or_the_hosts() {
         // Per command: the next one in the same session has the host's network again.
         let r = run(reach_host(port), Network::Host).await.unwrap();
         assert_eq!(r.output.text, "reached\n", "{name}: {r:?}");
+        ex.shutdown().await;
+        assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    }
+}
+
+/// `ptrace(PTRACE_TRACEME)` and `io_uring_setup` from Python: the return value and errno of each.
+const SYSCALLS: &str = "python3 -c \"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(0, 0, 0, 0); print('ptrace', r, ctypes.get_errno())
+ctypes.set_errno(0)
+r = libc.syscall(425, 0, None); print('io_uring_setup', r, ctypes.get_errno())
+\"";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_system_calls_fail_with_eperm_and_others_work() {
+    for (name, config) in configs() {
+        let ex = Executor::new(config).unwrap();
+        let mark = new_mark();
+        let mut p = marked_plan(SYSCALLS, &mark);
+        p.session = Some("syscalls".into());
+        let free = ex.execute(p.clone()).await.unwrap();
+        // Unfiltered: PTRACE_TRACEME succeeds; io_uring_setup with zero entries is EINVAL (22), not EPERM.
+        assert!(free.output.text.contains("ptrace 0 0"), "{name}: {free:?}");
+        assert!(
+            !free.output.text.contains("io_uring_setup -1 1\n"),
+            "{name}: {free:?}"
+        );
+        assert!(!free.confinement.syscalls);
+        p.confinement = Confinement::none().deny_syscalls(["ptrace", "io_uring_setup"]);
+        let denied = ex.execute(p.clone()).await.unwrap();
+        assert!(denied.confinement.syscalls, "{name}");
+        assert!(
+            denied.output.text.contains("ptrace -1 1\n")
+                && denied.output.text.contains("io_uring_setup -1 1\n"),
+            "{name}: {denied:?}"
+        );
+        // Everything else still works under the filter (a pipeline, a subshell, python).
+        p.command = "echo a | tr a b; (echo c); python3 -c 'print(6*7)'".into();
+        let r = ex.execute(p.clone()).await.unwrap();
+        assert_eq!(r.output.text, "b\nc\n42\n", "{name}: {r:?}");
+        // An unknown name is the caller's error, naming the known ones.
+        p.confinement = Confinement::none().deny_syscalls(["fork_bomb"]);
+        let e = ex.execute(p).await.unwrap_err().to_string();
+        assert!(e.contains("ptrace") && e.contains("fork_bomb"), "{e}");
         ex.shutdown().await;
         assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     }

@@ -78,6 +78,7 @@
 //! network = "host"                # or "loopback" (its own loopback only) or "none"
 //! writable = ["$WORKDIR", "$TMPDIR", "/tmp", "/var/tmp", "~/.cache"]   # writes only beneath these; or "any"
 //! deny_read = ["~/.ssh", "~/.aws"]   # hidden in every session's sandbox
+//! deny_syscalls = ["ptrace", "bpf"]  # refused (EPERM) by a seccomp filter; [] for none
 //!
 //! [oci]                           # what pulling an `oci = "REF"` policy accepts from the registry
 //! max_manifest_bytes = 1048576
@@ -912,7 +913,11 @@ impl Walker {
         }
         if let Some(mut t) = self.table(&mut root, "confinement", "") {
             self.confinement(&mut t, &mut config.confinement);
-            self.unknown_keys(t, "confinement", &["network", "writable", "deny_read"]);
+            self.unknown_keys(
+                t,
+                "confinement",
+                &["network", "writable", "deny_read", "deny_syscalls"],
+            );
         }
         if let Some(mut t) = self.table(&mut root, "oci", "") {
             let oci = &mut config.oci;
@@ -1464,6 +1469,24 @@ impl Walker {
                     c.writable = Some(out);
                 }
             }
+        }
+        if let Some(list) = self.strings(t, "deny_syscalls", P) {
+            let known = shellward_exec::DEFAULT_DENIED_SYSCALLS;
+            let mut out = Vec::new();
+            for (i, name) in list {
+                if known.contains(&name.as_str()) {
+                    out.push(name);
+                } else {
+                    self.problem(
+                        format!("confinement.deny_syscalls[{i}]"),
+                        format!(
+                            "{name:?} cannot be filtered; give names from: {}",
+                            known.join(", ")
+                        ),
+                    );
+                }
+            }
+            c.deny_syscalls = out;
         }
         if let Some(list) = self.strings(t, "deny_read", P) {
             let mut out = Vec::new();

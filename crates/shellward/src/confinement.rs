@@ -9,6 +9,8 @@
 //! - **Reads** (`deny_read`): hidden in every session's sandbox (an empty directory or an empty file in their place),
 //!   added to the executor's hidden paths; paths that do not exist when a session's sandbox is made are not hidden.
 //! - **Network** (`network`): `"host"` (default), `"loopback"` (the command's own loopback only) or `"none"`.
+//! - **System calls** (`deny_syscalls`): refused with `EPERM` by a seccomp filter (default:
+//!   [`shellward_exec::DEFAULT_DENIED_SYSCALLS`]: `ptrace`, `process_vm_readv`/`writev`, `bpf`, `io_uring_*`, …).
 
 use shellward_exec::{Confinement, Enforced, Network};
 use std::path::{Path, PathBuf};
@@ -52,6 +54,8 @@ pub struct ConfinementConfig {
     pub deny_read: Vec<PathBuf>,
     /// The network commands reach.
     pub network: Network,
+    /// System calls commands may not make (they fail with `EPERM`).
+    pub deny_syscalls: Vec<String>,
 }
 
 impl Default for ConfinementConfig {
@@ -63,6 +67,10 @@ impl Default for ConfinementConfig {
                 .filter_map(|p| expand_home(p))
                 .collect(),
             network: Network::Host,
+            deny_syscalls: shellward_exec::DEFAULT_DENIED_SYSCALLS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }
@@ -74,6 +82,7 @@ impl ConfinementConfig {
             writable: None,
             deny_read: Vec::new(),
             network: Network::Host,
+            deny_syscalls: Vec::new(),
         }
     }
 
@@ -93,7 +102,7 @@ impl ConfinementConfig {
             paths.dedup();
             paths
         });
-        Confinement::new(writable, self.network)
+        Confinement::new(writable, self.network).deny_syscalls(self.deny_syscalls.iter().cloned())
     }
 }
 
@@ -152,6 +161,19 @@ pub(crate) fn line(
     if held.network != Network::Host {
         parts.push(format!("network {}", held.network.as_str()));
     }
+    if held.syscalls {
+        let names = &asked.deny_syscalls;
+        let shown: Vec<&str> = names.iter().take(2).map(String::as_str).collect();
+        parts.push(if names.len() > shown.len() {
+            format!(
+                "{} and {} more system calls refused",
+                shown.join(", "),
+                names.len() - shown.len()
+            )
+        } else {
+            format!("{} refused", shown.join(", "))
+        });
+    }
     let denied: Vec<&PathBuf> = deny_read.iter().filter(|p| p.exists()).collect();
     if !denied.is_empty() {
         parts.push(if hidden {
@@ -195,6 +217,20 @@ pub(crate) fn refusal_note(asked: &Confinement, held: &Enforced, output: &str) -
             some_paths(&existing, 8)
         ));
     }
+    if held.syscalls
+        && output.contains("Operation not permitted")
+        && asked
+            .deny_syscalls
+            .iter()
+            .any(|s| output.contains(s.as_str()) || s == "ptrace")
+    {
+        return Some(format!(
+            "If that was a refused system call: the sandbox refuses {} (they fail with \"Operation not permitted\"); \
+             tracing and debugging other processes is not allowed here. Ask the operator ([confinement] deny_syscalls) \
+             if the task needs it.",
+            asked.deny_syscalls.join(", ")
+        ));
+    }
     if held.network != Network::Host && NETWORK_REFUSED.iter().any(|m| output.contains(m)) {
         return Some(format!(
             "This command ran with network \"{}\" ({}): nothing outside is reachable. Work offline, or ask the \
@@ -224,6 +260,7 @@ mod tests {
             ]),
             deny_read: vec![],
             network: Network::None,
+            deny_syscalls: vec!["ptrace".into()],
         };
         let got = c.for_command(Path::new("/w/app"));
         let paths = got.writable.clone().unwrap();
@@ -231,6 +268,7 @@ mod tests {
         assert!(paths.contains(&std::env::temp_dir()));
         assert_eq!(paths.len(), 3, "duplicates removed: {paths:?}");
         assert_eq!(got.network, Network::None);
+        assert_eq!(got.deny_syscalls, vec!["ptrace".to_string()]);
         assert_eq!(
             ConfinementConfig::unconfined().for_command(Path::new("/")),
             Confinement::none()

@@ -419,6 +419,8 @@ pub struct Decided {
 
 /// A decision as the caller acts on it: run this plan (with the policies' notes), or refuse (with the reason and the
 /// policy that refused). Every surface reads decisions through this one type.
+// One per decision, consumed at once: boxing the plan would cost an allocation per command for no saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Verdict {
     /// Run the plan.

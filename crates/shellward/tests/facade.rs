@@ -1364,6 +1364,21 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
         "{:?}",
         r.notes
     );
+    // System calls: ptrace is refused by default (the operator's deny_syscalls), with a note saying so.
+    let r = sw
+        .execute(
+            None,
+            exec("python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); print(\"ptrace\", l.ptrace(0, 0, 0, 0), ctypes.get_errno())'"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.output, "ptrace -1 1\n", "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("system calls refused")),
+        "{r:?}"
+    );
     // The model cannot widen it: no argument names it (unknown arguments are refused).
     let e = sw
         .call(

@@ -27,8 +27,10 @@
 //!
 //! - **network** (before privileges, per command): with a plan's network `none` or `loopback`, a network namespace
 //!   of the command's own ([`network`]), its loopback brought up for `loopback`.
-//! - **writes** (after privileges, last before exec, per command): the plan's Landlock ruleset applied
-//!   ([`restrict_writes`]; built once per set of writable paths by `sys::unix::landlock`).
+//! - **writes** (after privileges, per command): the plan's Landlock ruleset applied ([`restrict_writes`]; built
+//!   once per set of writable paths by `sys::unix::landlock`).
+//! - **system calls** (last before exec, per command): the plan's seccomp program installed ([`restrict_syscalls`];
+//!   compiled once per deny list by `sys::unix::seccomp`).
 //!
 //! Without `CAP_SYS_ADMIN` the command cannot undo the mounts (no `umount`, no `mount -o remount,rw`).
 
@@ -169,6 +171,8 @@ pub(crate) const STEP_RLIMITS: i32 = 6;
 pub(crate) const STEP_NETWORK: i32 = 7;
 /// Applying the write confinement (Landlock) failed.
 pub(crate) const STEP_LANDLOCK: i32 = 8;
+/// Installing the system-call filter (seccomp) failed.
+pub(crate) const STEP_SECCOMP: i32 = 9;
 /// Making read-only path `n` failed: this plus `n`.
 pub(crate) const STEP_READ_ONLY: i32 = 100;
 /// Hiding path `n` failed: this plus `n`.
@@ -257,6 +261,7 @@ impl Hardening {
                              user namespace — see `shellward sandbox check`)"
                 .to_string(),
             STEP_LANDLOCK => "cannot confine the command's writes (Landlock)".to_string(),
+            STEP_SECCOMP => "cannot install the command's system-call filter (seccomp)".to_string(),
             n if n >= STEP_HIDDEN => match self.hidden.get((n - STEP_HIDDEN) as usize) {
                 Some(p) => format!(
                     "cannot hide {} from the command in its mount namespace",
@@ -559,6 +564,31 @@ pub(crate) fn restrict_writes(fd: RawFd) -> Result<(), Failure> {
     // SAFETY: landlock_restrict_self on a ruleset descriptor the parent keeps open for the spawn; flags 0.
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) } != 0 {
         return Err(failure(STEP_LANDLOCK));
+    }
+    Ok(())
+}
+
+/// In the child, last before exec (after `no_new_privs`): installs the prepared seccomp program (`len` instructions
+/// at `filter`; none when null). Async-signal-safe: one `prctl` with a stack `sock_fprog`.
+pub(crate) fn restrict_syscalls(filter: *const libc::c_void, len: usize) -> Result<(), Failure> {
+    if filter.is_null() || len == 0 {
+        return Ok(());
+    }
+    let program = libc::sock_fprog {
+        len: len as libc::c_ushort,
+        filter: filter as *mut libc::sock_filter,
+    };
+    // SAFETY: the program points to `len` BPF instructions the parent keeps alive for the spawn (`sock_filter` in
+    // seccompiler has libc's layout); PR_SET_SECCOMP copies it into the kernel.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+            &program as *const libc::sock_fprog,
+        )
+    } != 0
+    {
+        return Err(failure(STEP_SECCOMP));
     }
     Ok(())
 }

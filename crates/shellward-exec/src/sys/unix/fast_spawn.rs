@@ -80,6 +80,8 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) net_mode: c_int,
     /// A Landlock ruleset the child applies to itself last, or -1.
     pub(crate) landlock_fd: RawFd,
+    /// A seccomp program (instructions, count) the child installs last; null for none.
+    pub(crate) seccomp: (*const libc::c_void, usize),
 }
 
 /// The namespaces a command enters (see `session`).
@@ -124,6 +126,9 @@ struct ChildArgs {
     /// The command's network (`child_setup::NET_*`) and its write-confinement ruleset (-1: none).
     net_mode: c_int,
     landlock_fd: RawFd,
+    /// The seccomp program to install last (null: none).
+    seccomp_filter: *const libc::c_void,
+    seccomp_len: usize,
     /// The helper of a start in an unprivileged sandbox (`hop_main`): the namespaces it enters, the clone of the
     /// command it makes, where that clone's pidfd lands, and the pipe it reports on.
     hop_user_ns: RawFd,
@@ -229,6 +234,10 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         }
         // Then its write confinement (Landlock needs `no_new_privs`, set just now).
         if let Err(f) = super::child_setup::restrict_writes(a.landlock_fd) {
+            hardening_failed(a, f);
+        }
+        // Last, its system-call filter.
+        if let Err(f) = super::child_setup::restrict_syscalls(a.seccomp_filter, a.seccomp_len) {
             hardening_failed(a, f);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
@@ -414,6 +423,8 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             failed_step: 0,
             net_mode: req.net_mode,
             landlock_fd: req.landlock_fd,
+            seccomp_filter: req.seccomp.0,
+            seccomp_len: req.seccomp.1,
             hop_user_ns: -1,
             hop_mnt_ns: -1,
             hop_pid_ns: -1,
@@ -720,6 +731,7 @@ pub(crate) fn spawn_session_init(
         enter: None,
         net_mode: super::child_setup::NET_HOST,
         landlock_fd: -1,
+        seccomp: (std::ptr::null(), 0),
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -743,6 +755,8 @@ pub(crate) struct Around<'a> {
     pub(crate) net_mode: c_int,
     /// Its write-confinement ruleset, or -1.
     pub(crate) landlock_fd: RawFd,
+    /// Its seccomp program (instructions, count); null for none.
+    pub(crate) seccomp: (*const libc::c_void, usize),
 }
 
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
@@ -806,6 +820,7 @@ pub(crate) fn spawn_spec(
         enter: confine.enter,
         net_mode: confine.net_mode,
         landlock_fd: confine.landlock_fd,
+        seccomp: confine.seccomp,
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -843,6 +858,7 @@ mod tests {
             enter: None,
             net_mode: 0,
             landlock_fd: -1,
+            seccomp: (std::ptr::null(), 0),
         }
     }
 

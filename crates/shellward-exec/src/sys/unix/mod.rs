@@ -28,6 +28,7 @@ pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
 mod pty;
+pub(crate) mod seccomp;
 mod session;
 pub(crate) mod spawn_env;
 mod stale;

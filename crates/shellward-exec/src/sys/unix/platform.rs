@@ -58,6 +58,8 @@ pub(crate) struct Platform {
     session_serial: Arc<std::sync::atomic::AtomicU64>,
     /// Write-confinement rulesets, one per distinct set of writable paths.
     rulesets: Arc<super::landlock::Rulesets>,
+    /// System-call filters, one per distinct deny list.
+    filters: Arc<super::seccomp::Filters>,
 }
 
 type SpawnJob = Box<dyn FnOnce() + Send>;
@@ -278,6 +280,7 @@ impl Platform {
             sessions: Arc::default(),
             session_serial: Arc::default(),
             rulesets: Arc::default(),
+            filters: Arc::default(),
             #[cfg(test)]
             force_portable: AtomicBool::new(false),
         };
@@ -416,6 +419,7 @@ impl Platform {
         let sessions = self.sessions.clone();
         let session_serial = self.session_serial.clone();
         let rulesets = self.rulesets.clone();
+        let filters = self.filters.clone();
         let token = self.token.clone();
         let (tx, result) = tokio::sync::oneshot::channel();
         #[cfg(test)]
@@ -431,6 +435,11 @@ impl Platform {
             let landlock_fd = landlock.as_ref().map_or(-1, |fd| fd.as_raw_fd());
             let writes_confined = landlock.is_some();
             let net_mode = child_setup::net_mode(spec.confinement.network);
+            // The system-call filter, compiled once per deny list; held until the child has installed it.
+            let seccomp = filters.get(&spec.confinement.deny_syscalls)?;
+            let seccomp_raw = seccomp.as_ref().map_or((std::ptr::null(), 0), |p| {
+                (p.as_ptr().cast::<libc::c_void>(), p.len())
+            });
             let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
             let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
             let (in_r, out_w, err_w) = (
@@ -458,6 +467,7 @@ impl Platform {
                     enter,
                     net_mode,
                     landlock_fd,
+                    seccomp: seccomp_raw,
                 };
                 fast_spawn::spawn_spec(
                     &spec,
@@ -597,6 +607,8 @@ impl Platform {
             }
             let rlimits = rlimits.clone();
             let reset = fast_spawn::signals_to_reset();
+            // As an address: the hook must be `Send`; the program outlives the spawn (`seccomp` is held below).
+            let (seccomp_addr, seccomp_len) = (seccomp_raw.0 as usize, seccomp_raw.1);
             // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close,
             // setrlimit, sigaction, capget/capset) on memory allocated before the fork.
             unsafe {
@@ -625,6 +637,8 @@ impl Platform {
                         .privileges()
                         .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
                     child_setup::restrict_writes(landlock_fd)
+                        .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
+                    child_setup::restrict_syscalls(seccomp_addr as *const libc::c_void, seccomp_len)
                         .map_err(|f| io::Error::from_raw_os_error(f.errno))
                 });
             }
@@ -632,6 +646,7 @@ impl Platform {
             // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
             drop(cmd);
             drop(landlock);
+            drop(seccomp);
             Ok((
                 Unclaimed(Some(Leader::Std(child))),
                 streams,

@@ -183,6 +183,22 @@ async fn the_network_is_none_its_own_loopback_or_the_hosts() {
         assert_eq!(r.output.text, "own loopback works\n", "{name}: {r:?}");
         let r = run(reach_host(port), Network::Loopback).await.unwrap();
         assert_eq!(r.output.text, "unreachable\n", "{name}: {r:?}");
+        // As root in a sandbox, `none` commands of one session share one prepared namespace (so they start as fast as
+        // any); a `loopback` command always has its own.
+        let ns = |network| {
+            let ex = &ex;
+            let p = plan("readlink /proc/self/ns/net", &mark, None, network);
+            async move { ex.execute(p).await.unwrap().output.text }
+        };
+        let (a, b, l) = (
+            ns(Network::None).await,
+            ns(Network::None).await,
+            ns(Network::Loopback).await,
+        );
+        assert_ne!(a, l, "{name}");
+        if root && name == "sandbox" {
+            assert_eq!(a, b, "{name}: the session's prepared namespace");
+        }
         // Per command: the next one in the same session has the host's network again.
         let r = run(reach_host(port), Network::Host).await.unwrap();
         assert_eq!(r.output.text, "reached\n", "{name}: {r:?}");

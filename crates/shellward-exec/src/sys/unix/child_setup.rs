@@ -517,42 +517,59 @@ pub(crate) fn net_mode(network: crate::plan::Network) -> i32 {
     }
 }
 
-/// In the child, before [`Hardening::privileges`] (it needs `CAP_SYS_ADMIN` in the user namespace that will own the
-/// new network namespace: the host's as root, the session sandbox's without privilege): with [`NET_NONE`] or
-/// [`NET_LOOPBACK`] the process leaves the host's network for a namespace of its own, whose only interface is a
-/// loopback, brought up for [`NET_LOOPBACK`]. Async-signal-safe: system calls on stack memory only.
-pub(crate) fn network(mode: i32) -> Result<(), Failure> {
+/// In the child, before [`Hardening::privileges`] (it needs `CAP_SYS_ADMIN` in the user namespace that owns the
+/// network namespace: the host's as root, the session sandbox's without privilege): with [`NET_NONE`] or
+/// [`NET_LOOPBACK`] the process leaves the host's network — for `prepared` (≥ 0), the session's network namespace of
+/// that kind, made once (`session::Sandbox::net`); else a new one of its own, whose only interface is a loopback,
+/// brought up for [`NET_LOOPBACK`]. Async-signal-safe: system calls on stack memory only.
+pub(crate) fn network(mode: i32, prepared: RawFd) -> Result<(), Failure> {
     if mode == NET_HOST {
         return Ok(());
     }
-    // SAFETY: unshare, socket, ioctl and close on this process's own state and a stack `ifreq`.
+    // SAFETY: setns/unshare on this process's own namespaces; the descriptor is held by the parent for the spawn.
     unsafe {
+        if prepared >= 0 {
+            if libc::setns(prepared, libc::CLONE_NEWNET) != 0 {
+                return Err(failure(STEP_NETWORK));
+            }
+            return Ok(());
+        }
         if libc::unshare(libc::CLONE_NEWNET) != 0 {
             return Err(failure(STEP_NETWORK));
         }
-        if mode == NET_LOOPBACK {
-            let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-            if sock < 0 {
-                return Err(failure(STEP_NETWORK));
-            }
-            let mut req: libc::ifreq = std::mem::zeroed();
-            for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-                *dst = *src as libc::c_char;
-            }
-            let up = if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
-                req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-                libc::ioctl(sock, libc::SIOCSIFFLAGS, &req) == 0
-            } else {
-                false
-            };
-            let err = failure(STEP_NETWORK);
-            libc::close(sock);
-            if !up {
-                return Err(err);
-            }
-        }
+    }
+    if mode == NET_LOOPBACK {
+        loopback_up().map_err(|errno| Failure {
+            step: STEP_NETWORK,
+            errno,
+        })?;
     }
     Ok(())
+}
+
+/// Brings up the loopback interface of the calling thread's network namespace. Returns the errno on failure.
+/// Async-signal-safe: a socket, two ioctls on a stack `ifreq`, a close.
+pub(crate) fn loopback_up() -> Result<(), i32> {
+    // SAFETY: socket, ioctl and close on a descriptor this function owns and a zeroed stack `ifreq`.
+    unsafe {
+        let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if sock < 0 {
+            return Err(*libc::__errno_location());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        let up = if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(sock, libc::SIOCSIFFLAGS, &req) == 0
+        } else {
+            false
+        };
+        let errno = *libc::__errno_location();
+        libc::close(sock);
+        if up { Ok(()) } else { Err(errno) }
+    }
 }
 
 /// In the child, after [`Hardening::privileges`] (Landlock needs `no_new_privs`) and last before exec: applies the

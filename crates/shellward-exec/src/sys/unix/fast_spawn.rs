@@ -76,8 +76,9 @@ pub(crate) struct FastSpawn<'a> {
     /// Start in a session's sandbox: its PID namespace (entered by this thread for the clone) and mount namespace
     /// (entered by the child), plus this process's own PID namespace to return to.
     pub(crate) enter: Option<Enter>,
-    /// The command's network (`child_setup::NET_*`).
+    /// The command's network (`child_setup::NET_*`), and the session's prepared namespace for it (-1: a new one).
     pub(crate) net_mode: c_int,
+    pub(crate) net_fd: RawFd,
     /// A Landlock ruleset the child applies to itself last, or -1.
     pub(crate) landlock_fd: RawFd,
     /// A seccomp program (instructions, count) the child installs last; null for none.
@@ -125,6 +126,7 @@ struct ChildArgs {
     failed_step: c_int,
     /// The command's network (`child_setup::NET_*`) and its write-confinement ruleset (-1: none).
     net_mode: c_int,
+    net_fd: RawFd,
     landlock_fd: RawFd,
     /// The seccomp program to install last (null: none).
     seccomp_filter: *const libc::c_void,
@@ -214,7 +216,7 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             hardening_failed(a, f);
         }
         // Its own network, while it still holds the capability to make one.
-        if let Err(f) = super::child_setup::network(a.net_mode) {
+        if let Err(f) = super::child_setup::network(a.net_mode, a.net_fd) {
             hardening_failed(a, f);
         }
         for (target, &fd) in a.fds.iter().enumerate() {
@@ -422,6 +424,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             errno: 0,
             failed_step: 0,
             net_mode: req.net_mode,
+            net_fd: req.net_fd,
             landlock_fd: req.landlock_fd,
             seccomp_filter: req.seccomp.0,
             seccomp_len: req.seccomp.1,
@@ -730,6 +733,7 @@ pub(crate) fn spawn_session_init(
         hardening,
         enter: None,
         net_mode: super::child_setup::NET_HOST,
+        net_fd: -1,
         landlock_fd: -1,
         seccomp: (std::ptr::null(), 0),
     };
@@ -751,8 +755,9 @@ pub(crate) struct Around<'a> {
     pub(crate) hardening: &'a super::child_setup::Hardening,
     /// Start in a session's sandbox.
     pub(crate) enter: Option<Enter>,
-    /// The command's network (`child_setup::NET_*`).
+    /// The command's network (`child_setup::NET_*`), and the session's prepared namespace for it (-1: a new one).
     pub(crate) net_mode: c_int,
+    pub(crate) net_fd: RawFd,
     /// Its write-confinement ruleset, or -1.
     pub(crate) landlock_fd: RawFd,
     /// Its seccomp program (instructions, count); null for none.
@@ -819,6 +824,7 @@ pub(crate) fn spawn_spec(
         hardening: confine.hardening,
         enter: confine.enter,
         net_mode: confine.net_mode,
+        net_fd: confine.net_fd,
         landlock_fd: confine.landlock_fd,
         seccomp: confine.seccomp,
     };
@@ -857,6 +863,7 @@ mod tests {
             hardening: &NONE,
             enter: None,
             net_mode: 0,
+            net_fd: -1,
             landlock_fd: -1,
             seccomp: (std::ptr::null(), 0),
         }

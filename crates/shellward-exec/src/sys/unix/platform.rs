@@ -456,7 +456,9 @@ impl Platform {
                 .first()
                 .cloned();
             // The command itself: in a session's sandbox (`enter`), or without namespaces.
-            let spawn_plain = |enter: Option<fast_spawn::Enter>| -> io::Result<(i32, OwnedFd)> {
+            let spawn_plain = |enter: Option<fast_spawn::Enter>,
+                               net_fd: std::os::fd::RawFd|
+             -> io::Result<(i32, OwnedFd)> {
                 if portable {
                     return Err(io::Error::from(io::ErrorKind::Unsupported));
                 }
@@ -466,6 +468,7 @@ impl Platform {
                     hardening: &hardening,
                     enter,
                     net_mode,
+                    net_fd,
                     landlock_fd,
                     seccomp: seccomp_raw,
                 };
@@ -483,7 +486,7 @@ impl Platform {
             // candidate the host refuses to run is dropped for the next; with none left commands run without one.
             let spawned = loop {
                 let Some(candidate) = init.as_ref() else {
-                    break spawn_plain(None).map(|spawned| (spawned, None));
+                    break spawn_plain(None, -1).map(|spawned| (spawned, None));
                 };
                 let create = || -> io::Result<session::Sandbox> {
                     if portable {
@@ -512,12 +515,17 @@ impl Platform {
                 };
                 let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
                     let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
-                    spawn_plain(Some(fast_spawn::Enter {
-                        user_ns,
-                        pid_ns,
-                        mnt_ns,
-                        own_pid_ns: own,
-                    }))
+                    // The session's network namespace of that kind, made once (as root; -1: one per command).
+                    let net_fd = sandbox.net(net_mode)?;
+                    spawn_plain(
+                        Some(fast_spawn::Enter {
+                            user_ns,
+                            pid_ns,
+                            mnt_ns,
+                            own_pid_ns: own,
+                        }),
+                        net_fd,
+                    )
                     .map(|spawned| (spawned, sandbox.pid()))
                 });
                 match started {
@@ -631,7 +639,7 @@ impl Platform {
                         cgroup::join_from_child(procs)?;
                     }
                     // Its own network while it may still make one; no mount namespace on this path.
-                    child_setup::network(net_mode)
+                    child_setup::network(net_mode, -1)
                         .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
                     hardening
                         .privileges()

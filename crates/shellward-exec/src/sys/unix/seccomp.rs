@@ -85,8 +85,10 @@ impl Filters {
         // An empty rule list matches the call whatever its arguments. (`c_long` is `i64` here, `i32` on 32-bit
         // targets: the conversion is needed there.)
         #[allow(clippy::useless_conversion)]
-        let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
-            numbers.iter().map(|&n| (i64::from(n), Vec::new())).collect();
+        let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = numbers
+            .iter()
+            .map(|&n| (i64::from(n), Vec::new()))
+            .collect();
         let filter = SeccompFilter::new(
             rules,
             SeccompAction::Allow,

@@ -36,6 +36,9 @@ pub(crate) struct Sandbox {
     mnt_ns: OwnedFd,
     /// When a command last started in it.
     last_start: Instant,
+    /// The session's network namespace for `network = none`, made at the first command asking (as root; without
+    /// privilege each such command makes its own inside the sandbox's user namespace).
+    no_network: std::sync::Mutex<Option<OwnedFd>>,
 }
 
 impl Sandbox {
@@ -62,6 +65,7 @@ impl Sandbox {
                 pid_ns,
                 mnt_ns,
                 last_start: Instant::now(),
+                no_network: std::sync::Mutex::new(None),
             }),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 let _ = pidfd_send_signal(&pidfd, Signal::SIGKILL);
@@ -97,6 +101,26 @@ impl Sandbox {
             self.pid_ns.as_raw_fd(),
             self.mnt_ns.as_raw_fd(),
         )
+    }
+
+    /// The network namespace a command with network `mode` enters: for `child_setup::NET_NONE`, the session's
+    /// namespace without network (its loopback down), made on first use, so such a start costs no more than any
+    /// other (a namespace with nothing up has nothing to share but abstract unix sockets, and those stay within the
+    /// session); -1 otherwise — the host's network, a `loopback` command's own namespace (its loopback is its own),
+    /// and a sandbox in a user namespace (the namespace must belong to it, which this process cannot enter: each
+    /// command makes its own). Called on the spawner thread only (see [`make_network`]).
+    pub(crate) fn net(&self, mode: i32) -> io::Result<RawFd> {
+        if mode != super::child_setup::NET_NONE || self.user_ns.is_some() {
+            return Ok(-1);
+        }
+        let mut slot = self.no_network.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(fd) = &*slot {
+            return Ok(fd.as_raw_fd());
+        }
+        let fd = make_network(false)?;
+        let raw = fd.as_raw_fd();
+        *slot = Some(fd);
+        Ok(raw)
     }
 
     /// Whether any process other than pid 1 is in the namespace (one `/proc` scan).
@@ -135,6 +159,39 @@ impl Sandbox {
         }
         reap(self.pid);
     }
+}
+
+/// A new network namespace (its loopback up when asked), made by the calling thread: it moves into the namespace,
+/// opens it, and moves back. Only for the executor's spawner thread, which runs nothing else meanwhile (a thread's
+/// network namespace is its own). Should the move back fail, the thread stays in the empty namespace, so later
+/// commands get less network than asked, never more (logged).
+fn make_network(loopback: bool) -> io::Result<OwnedFd> {
+    let own = std::fs::File::open("/proc/thread-self/ns/net")?;
+    // SAFETY: unshare of this thread's network namespace (allowed in a multi-threaded process).
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let made = std::fs::File::open("/proc/thread-self/ns/net")
+        .map(OwnedFd::from)
+        .and_then(|fd| {
+            if loopback {
+                super::child_setup::loopback_up().map_err(io::Error::from_raw_os_error)?;
+            }
+            Ok(fd)
+        });
+    // SAFETY: setns back into the namespace this thread came from, held open above.
+    if unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        tracing::error!(
+            "cannot return the spawner thread to the host's network namespace ({}); commands now start without \
+             network",
+            io::Error::last_os_error()
+        );
+    }
+    made.map_err(|e| {
+        io::Error::other(format!(
+            "cannot prepare the session's network namespace: {e}"
+        ))
+    })
 }
 
 /// Reaps `pid`, a sandbox's pid 1 (this process's child, unreaped until this call, so the number is still its own).

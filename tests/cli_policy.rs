@@ -287,3 +287,54 @@ fn policy_check_uses_the_configured_chain() {
         stderr(&o)
     );
 }
+
+/// `policy check` shows the confinement a run would get: the configuration's, or the built-in defaults.
+#[test]
+fn policy_check_shows_the_confinement() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strict.toml");
+    std::fs::write(
+        &config,
+        "[confinement]\nnetwork = \"none\"\nwritable = [\"/srv/app\"]\ndeny_read = [\"/srv/secret\"]\ndeny_syscalls = [\"ptrace\"]\n",
+    )
+    .unwrap();
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        "ls",
+    ]);
+    let text = stdout(&o);
+    for line in [
+        "writable:   /srv/app",
+        "network:    none",
+        "hidden:     /srv/secret",
+        "refused:    ptrace",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
+    let o = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+        "--",
+        "ls",
+    ]);
+    let v = json(&o);
+    assert_eq!(v["confinement"]["network"], "none", "{v}");
+    // Without a configuration: the built-in defaults (writes confined, the host's network, ptrace refused).
+    let o = shellward(&["policy", "check", "--", "ls"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("network:    host") && text.contains("ptrace"),
+        "{text}"
+    );
+    assert!(!text.contains("not confined"), "{text}");
+    // A denied command has no confinement to show.
+    let o = shellward(&["policy", "check", "--", "sudo reboot"]);
+    assert!(!stdout(&o).contains("writable:"), "{}", stdout(&o));
+}

@@ -388,16 +388,25 @@ impl PolicyArgs {
 }
 
 fn check(args: CheckArgs) -> Result<ExitCode> {
-    let chain = match &args.config {
+    // The confinement a run would get comes from the configuration (the built-in defaults without one).
+    let (chain, config) = match &args.config {
         Some(file) => {
             let config = shellward::Config::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
             let engine = shellward::PolicyEngine::new(config.sandbox.clone())?;
-            config
+            let chain = config
                 .load_chain(&engine)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            (chain, config)
         }
-        None => args.policy.chain()?,
+        None => (args.policy.chain()?, shellward::Config::default()),
     };
+    let base = config
+        .executor
+        .default_workdir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| "/".into());
+    let confinement = config.confinement.for_command(&base);
     let mut request = Request::new(args.command.join(" "));
     request.timeout_ms = args
         .timeout
@@ -426,13 +435,26 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .map(|c| pair(c, "--context"))
         .collect::<Result<_>>()?;
     let decision = chain.evaluate(&request);
+    let run = matches!(decision.outcome, Outcome::Run(_));
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&decision_json(&decision))?
-        );
+        let mut value = decision_json(&decision);
+        if run {
+            value["confinement"] = json!({
+                "writable": confinement.writable,
+                "network": confinement.network.as_str(),
+                "deny_read": config.confinement.deny_read,
+                "deny_syscalls": confinement.deny_syscalls,
+            });
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", decision_text(&decision));
+        if run {
+            print!(
+                "{}",
+                confinement_text(&confinement, &config.confinement.deny_read)
+            );
+        }
     }
     Ok(match decision.outcome {
         Outcome::Run(_) => ExitCode::SUCCESS,
@@ -475,6 +497,34 @@ pub fn decision_json(d: &Decision) -> serde_json::Value {
             "faults": faults,
         }),
     }
+}
+
+/// The confinement a run gets, as text: where it may write, its network, what it cannot read, which system calls
+/// are refused.
+fn confinement_text(c: &shellward::Confinement, deny_read: &[std::path::PathBuf]) -> String {
+    let list = |paths: &[std::path::PathBuf]| {
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = String::new();
+    out.push_str(&format!(
+        "writable:   {}\n",
+        match &c.writable {
+            Some(paths) => list(paths),
+            None => "anywhere its user may (not confined)".into(),
+        }
+    ));
+    out.push_str(&format!("network:    {}\n", c.network.as_str()));
+    if !deny_read.is_empty() {
+        out.push_str(&format!("hidden:     {}\n", list(deny_read)));
+    }
+    if !c.deny_syscalls.is_empty() {
+        out.push_str(&format!("refused:    {}\n", c.deny_syscalls.join(", ")));
+    }
+    out
 }
 
 /// The decision as text, for people.

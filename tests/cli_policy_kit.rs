@@ -324,3 +324,65 @@ fn bench_reports_latency_and_load_times() {
         "requests come from the discovered case file"
     );
 }
+
+/// CI formats: JUnit XML (well-formed, one testcase per case, a failure with expected and actual, hostile names
+/// escaped) and TAP 13 (a plan line, ok / not ok, a YAML block), both exiting non-zero on a failure.
+#[test]
+fn test_results_come_as_junit_and_tap_for_ci() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases.toml");
+    std::fs::write(
+        &cases,
+        "[[case]]\nname = \"ls runs\"\ncommand = \"ls\"\nexpect = { decision = \"run\" }\n\n\
+         [[case]]\nname = \"a <wrong> & \\\"quoted\\\" case # not a directive\"\ncommand = \"ls\"\nexpect = { decision = \"deny\" }\n",
+    )
+    .unwrap();
+    let cases = cases.to_str().unwrap();
+    let o = shellward(&["policy", "test", "default", cases, "--format", "junit"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let xml = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(xml.matches("<testcase ").count(), 2, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+    assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+    assert!(xml.contains("expected deny, got run"), "{xml}");
+    // Well-formed, as a CI dashboard's parser reads it.
+    let python = shellward_test_support::python::python().unwrap_or_else(|e| panic!("{e}"));
+    let mut parse = Command::new(&python)
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E; r = E.parse(sys.stdin).getroot(); \
+             print(len(r.findall('.//testcase')), r.find('.//failure').get('message'))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    parse
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(xml.as_bytes())
+        .unwrap();
+    let parsed = parse.wait_with_output().unwrap();
+    assert!(parsed.status.success(), "not well-formed XML:\n{xml}");
+    assert!(String::from_utf8_lossy(&parsed.stdout).starts_with("2 decision: expected deny"));
+    let o = shellward(&["policy", "test", "default", cases, "--format", "tap"]);
+    assert_eq!(o.status.code(), Some(1));
+    let tap = String::from_utf8_lossy(&o.stdout).to_string();
+    let lines: Vec<&str> = tap.lines().collect();
+    assert_eq!(&lines[..2], ["TAP version 13", "1..2"], "{tap}");
+    assert!(
+        lines[2].starts_with("ok 1 - ") && lines[3].starts_with("not ok 2 - "),
+        "{tap}"
+    );
+    assert!(lines[3].contains("\\# not a directive"), "{tap}");
+    assert!(
+        tap.contains("  ---\n") && tap.contains("expected: \"deny\"") && tap.contains("  ...\n"),
+        "{tap}"
+    );
+    // All passing: exit 0.
+    let o = shellward(&["policy", "test", "default", "--format", "junit"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("<failure"));
+}

@@ -101,11 +101,132 @@ pub struct TestArgs {
     /// Run only cases whose name contains this text.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
-    /// Print results as JSON.
-    #[arg(long)]
+    /// Print results as JSON (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Output format: text (default), json, junit (JUnit XML for CI dashboards: one testcase per case, a failure with
+    /// expected and actual per mismatch), tap (TAP version 13 with a plan line).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+}
+
+/// The output formats of `policy test`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// For tools.
+    Json,
+    /// JUnit XML.
+    Junit,
+    /// Test Anything Protocol, version 13.
+    Tap,
+}
+
+/// `text` escaped for XML character data and attribute values; characters XML 1.0 cannot carry (control characters
+/// other than tab, newline and carriage return) are written as `\u{..}`.
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The results as JUnit XML: a suite per case file, a testcase per case, a failure per failed case listing its
+/// mismatches.
+fn junit(results: &[CaseResult]) -> String {
+    let failed = results.iter().filter(|r| !r.passed()).count();
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"shellward policy test\" tests=\"{}\" \
+         failures=\"{failed}\">\n",
+        results.len()
+    );
+    let mut files: Vec<&Path> = Vec::new();
+    for r in results {
+        if !files.contains(&r.file.as_path()) {
+            files.push(&r.file);
+        }
+    }
+    for file in files {
+        let cases: Vec<&CaseResult> = results.iter().filter(|r| r.file == file).collect();
+        let name = xml_escape(&file.display().to_string());
+        out.push_str(&format!(
+            "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{}\">\n",
+            cases.len(),
+            cases.iter().filter(|r| !r.passed()).count()
+        ));
+        for r in cases {
+            out.push_str(&format!(
+                "    <testcase classname=\"{name}\" name=\"{}\"",
+                xml_escape(&r.name)
+            ));
+            if r.passed() {
+                out.push_str("/>\n");
+                continue;
+            }
+            let summary: Vec<String> = r
+                .mismatches
+                .iter()
+                .map(|m| format!("{}: expected {}, got {}", m.field, m.expected, m.actual))
+                .collect();
+            let details: Vec<String> = r.mismatches.iter().map(|m| m.to_string()).collect();
+            out.push_str(&format!(
+                ">\n      <failure type=\"mismatch\" message=\"{}\">{}</failure>\n    </testcase>\n",
+                xml_escape(&summary.join("; ")),
+                xml_escape(&details.join("\n"))
+            ));
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// `text` as a YAML double-quoted scalar (for TAP's diagnostic block).
+fn yaml_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// The results as TAP version 13: a plan line, `ok`/`not ok` per case, a YAML block with the mismatches.
+fn tap(results: &[CaseResult]) -> String {
+    let mut out = format!("TAP version 13\n1..{}\n", results.len());
+    for (i, r) in results.iter().enumerate() {
+        // `#` starts a directive in TAP: keep it out of the description.
+        let description = format!("{}: {}", r.file.display(), r.name).replace('#', "\\#");
+        let description = description.replace('\n', " ");
+        if r.passed() {
+            out.push_str(&format!("ok {} - {description}\n", i + 1));
+            continue;
+        }
+        out.push_str(&format!(
+            "not ok {} - {description}\n  ---\n  mismatches:\n",
+            i + 1
+        ));
+        for m in &r.mismatches {
+            out.push_str(&format!(
+                "    - field: {}\n      expected: {}\n      actual: {}\n",
+                yaml_string(&m.field),
+                yaml_string(&m.expected),
+                yaml_string(&m.actual)
+            ));
+        }
+        out.push_str("  ...\n");
+    }
+    out
 }
 
 fn case_json(r: &CaseResult) -> serde_json::Value {
@@ -163,7 +284,15 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
     }
     let passed = results.iter().filter(|r| r.passed()).count();
     let failed = results.len() - passed;
-    if args.json {
+    let format = match (args.json, args.format) {
+        (true, _) => Format::Json,
+        (false, f) => f.unwrap_or(Format::Text),
+    };
+    if format == Format::Junit {
+        print!("{}", junit(&results));
+    } else if format == Format::Tap {
+        print!("{}", tap(&results));
+    } else if format == Format::Json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({

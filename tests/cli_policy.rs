@@ -338,3 +338,73 @@ fn policy_check_shows_the_confinement() {
     let o = shellward(&["policy", "check", "--", "sudo reboot"]);
     assert!(!stdout(&o).contains("writable:"), "{}", stdout(&o));
 }
+
+/// `policy replay`: the decisions an audit log recorded, decided again by another chain; the changed ones listed with
+/// counts per kind, records written before requests were recorded skipped and counted, exit 1 when anything changes.
+#[test]
+fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let config = dir.path().join("default-only.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[policy]]\nbuiltin = \"default\"\n[audit]\npath = \"{}\"\n",
+            audit.display()
+        ),
+    )
+    .unwrap();
+    // Recorded traffic under the default policy alone: `sudo -n true` is run (no guard), the others too.
+    for command in ["echo one", "sudo -n true", "echo two"] {
+        let o = shellward(&["run", "--config", config.to_str().unwrap(), "--", command]);
+        assert!(o.status.code().is_some(), "{}", stderr(&o));
+    }
+    // A record from before requests were recorded.
+    let mut log = std::fs::read_to_string(&audit).unwrap();
+    log.push_str("{\"type\":\"decision\",\"command\":\"old\",\"outcome\":\"run\"}\nnot json\n");
+    std::fs::write(&audit, log).unwrap();
+    let replay = |extra: &[&str]| {
+        let mut args = vec!["policy", "replay", "--audit", audit.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        shellward(&args)
+    };
+    // The same chain: nothing changes.
+    let o = replay(&["--policy", "default"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("3 decisions replayed, 0 would change"),
+        "{}",
+        stdout(&o)
+    );
+    // With the guard added: sudo would now be denied, nothing else changes.
+    let o = replay(&["--policy", "default", "--policy", "guard"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("\"sudo -n true\"  [run -> deny]"), "{text}");
+    assert!(text.contains("now: deny by guard"), "{text}");
+    assert!(text.contains("1 would change (run -> deny: 1)"), "{text}");
+    assert!(
+        text.contains("1 decision records carry no request"),
+        "{text}"
+    );
+    assert!(!text.contains("echo one"), "{text}");
+    let o = replay(&["--policy", "default", "--policy", "guard", "--json"]);
+    let v = json(&o);
+    assert_eq!(
+        (v["replayed"].clone(), v["changed"].clone()),
+        (3.into(), 1.into()),
+        "{v}"
+    );
+    assert_eq!(v["kinds"]["run -> deny"], 1, "{v}");
+    assert_eq!(v["changes"][0]["was"]["outcome"], "run", "{v}");
+    assert_eq!(v["changes"][0]["now"]["denied_by"], "guard", "{v}");
+    assert_eq!(v["skipped_without_request"], 1);
+    // A missing log is a clear error.
+    let o = shellward(&["policy", "replay", "--audit", "/no/such/audit.jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot read the audit log"),
+        "{}",
+        stderr(&o)
+    );
+}

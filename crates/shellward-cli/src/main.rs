@@ -11,6 +11,7 @@ mod mcp_io;
 mod policy_cmd;
 mod policy_kit;
 mod policy_new;
+mod replay;
 mod run_cmd;
 mod sandbox_cmd;
 mod serve;

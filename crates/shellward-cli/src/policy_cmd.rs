@@ -85,6 +85,16 @@ Examples:
 Prints the pinned reference (REPOSITORY@sha256:…). Registries on loopback are reached over HTTP, others over HTTPS;
 access is anonymous.")]
     Push(PushArgs),
+    /// Decide every recorded decision of an audit log again with another chain, and show what would change.
+    #[command(after_help = "\
+Examples:
+  shellward policy replay --audit /var/log/shellward/audit.jsonl --policy default --policy guard --policy new.wasm
+  shellward policy replay --audit audit.jsonl --config /etc/shellward/candidate.toml --json
+
+Prints each decision that would change (the command asked, the recorded outcome, the new one) and counts per kind
+(run -> deny, deny -> run, plan changed, denied differently). Nothing is run.
+Exit status: 0 nothing would change, 1 something would, 2 on a usage or load error.")]
+    Replay(crate::replay::ReplayArgs),
 }
 
 /// Options of `policy pull`.
@@ -302,6 +312,7 @@ pub fn run(cmd: PolicyCommand) -> Result<ExitCode> {
         PolicyCommand::List(args) => list(args),
         PolicyCommand::Pull(args) => pull(args),
         PolicyCommand::Push(args) => push(args),
+        PolicyCommand::Replay(args) => crate::replay::replay(args),
     }
 }
 

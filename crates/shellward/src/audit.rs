@@ -13,6 +13,69 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+/// The version of decision records (`"v"`): 2 added `request`, every field of the request the chain decided, so a
+/// replay can decide it again ([`request_from_record`]). Records without `v` are version 1.
+pub const RECORD_VERSION: u32 = 2;
+
+/// A policy request as a decision record carries it.
+pub fn request_json(r: &shellward_policy::Request) -> Value {
+    use shellward_policy::OnTimeout;
+    json!({
+        "command": r.command,
+        "workdir": r.workdir,
+        "timeout_ms": r.timeout_ms,
+        "background": r.background,
+        "on_timeout": r.on_timeout.map(|o| match o {
+            OnTimeout::Kill => "kill",
+            OnTimeout::Background => "background",
+        }),
+        "env": r.env,
+        "context": r.context,
+        "interactive": r.interactive,
+        "tty": r.tty,
+    })
+}
+
+/// The request a decision record carries (version 2 on), to decide it again; `None` for other records and for
+/// decision records written before requests were recorded.
+pub fn request_from_record(record: &Value) -> Option<shellward_policy::Request> {
+    use shellward_policy::OnTimeout;
+    if record.get("type")?.as_str()? != "decision" {
+        return None;
+    }
+    let r = record.get("request")?;
+    let pairs = |key: &str| -> Option<Vec<(String, String)>> {
+        r.get(key)?
+            .as_array()?
+            .iter()
+            .map(|p| {
+                let p = p.as_array()?;
+                Some((
+                    p.first()?.as_str()?.to_string(),
+                    p.get(1)?.as_str()?.to_string(),
+                ))
+            })
+            .collect()
+    };
+    let mut request = shellward_policy::Request::new(r.get("command")?.as_str()?);
+    request.workdir = r.get("workdir").and_then(Value::as_str).map(str::to_string);
+    request.timeout_ms = r.get("timeout_ms").and_then(Value::as_u64);
+    request.background = r.get("background").and_then(Value::as_bool);
+    request.on_timeout = match r.get("on_timeout").and_then(Value::as_str) {
+        Some("kill") => Some(OnTimeout::Kill),
+        Some("background") => Some(OnTimeout::Background),
+        _ => None,
+    };
+    request.env = pairs("env")?;
+    request.context = pairs("context")?;
+    request.interactive = r
+        .get("interactive")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    request.tty = r.get("tty").and_then(Value::as_bool).unwrap_or(false);
+    Some(request)
+}
+
 /// Where audit records go (`[audit]` in the configuration file).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditConfig {

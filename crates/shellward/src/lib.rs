@@ -29,7 +29,7 @@ pub mod oci;
 pub mod tools;
 
 pub use active::{PolicySummary, PolicyWatcher};
-pub use audit::AuditConfig;
+pub use audit::{AuditConfig, RECORD_VERSION, request_from_record, request_json};
 pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
@@ -415,6 +415,8 @@ pub struct Decided {
     pub decision: Decision,
     /// The plan for the executor, when the outcome is run.
     pub plan: Option<ExecPlan>,
+    /// The request the chain decided (what a replay re-decides).
+    pub request: Request,
 }
 
 /// A decision as the caller acts on it: run this plan (with the policies' notes), or refuse (with the reason and the
@@ -834,6 +836,7 @@ impl Shellward {
             session: session.map(str::to_string),
             decision,
             plan,
+            request,
         })
     }
 
@@ -1321,10 +1324,12 @@ impl Shellward {
             .collect();
         let mut record = serde_json::json!({
             "type": "decision",
+            "v": audit::RECORD_VERSION,
             "surface": self.inner.surface,
             "session": decided.session,
             "tool": "execute",
             "command": decided.asked,
+            "request": audit::request_json(&decided.request),
             "policies": policies,
             "faults": faults,
         });

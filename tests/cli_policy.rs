@@ -1,5 +1,8 @@
 //! End-to-end: `shellward policy check` drives the real binary with the embedded default policy and with policy files.
 
+#[path = "support/cli.rs"]
+mod cli;
+
 use shellward_policy::embedded::guests;
 use std::process::{Command, Output};
 
@@ -354,11 +357,23 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
         ),
     )
     .unwrap();
-    // Recorded traffic under the default policy alone: `sudo -n true` is run (no guard), the others too.
+    // Traffic recorded by a real `serve` under the default policy alone: `sudo -n true` is run (no guard), the others
+    // too. Stopping the server flushes the log.
+    let server = cli::Server::start(&["--config", config.to_str().unwrap()]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
     for command in ["echo one", "sudo -n true", "echo two"] {
-        let o = shellward(&["run", "--config", config.to_str().unwrap(), "--", command]);
-        assert!(o.status.code().is_some(), "{}", stderr(&o));
+        let status = agent
+            .post(&format!("{}/v1/tools/execute", server.base))
+            .header("Content-Type", "application/json")
+            .send(serde_json::json!({ "command": command }).to_string())
+            .unwrap()
+            .status();
+        assert_eq!(status.as_u16(), 200, "{command}");
     }
+    server.stop();
     // A record from before requests were recorded.
     let mut log = std::fs::read_to_string(&audit).unwrap();
     log.push_str("{\"type\":\"decision\",\"command\":\"old\",\"outcome\":\"run\"}\nnot json\n");
@@ -388,7 +403,9 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
         "{text}"
     );
     assert!(!text.contains("echo one"), "{text}");
-    let o = replay(&["--policy", "default", "--policy", "guard", "--json"]);
+    let o = replay(&[
+        "--policy", "default", "--policy", "guard", "--format", "json",
+    ]);
     let v = json(&o);
     assert_eq!(
         (v["replayed"].clone(), v["changed"].clone()),

@@ -22,9 +22,12 @@ pub struct ReplayArgs {
     /// Replay with the chain a configuration file loads, instead of --policy.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["policies", "settings"])]
     pub config: Option<PathBuf>,
-    /// Print the report as JSON.
-    #[arg(long)]
+    /// Print the report as JSON (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Output format: text (default) or json.
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json"])]
+    pub format: Option<String>,
 }
 
 /// A decision reduced to what a replay compares: run with (command, background, timeout, on-timeout), or deny with
@@ -210,7 +213,7 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
             None => counts.push((k, 1)),
         }
     }
-    if args.json {
+    if args.json || args.format.as_deref() == Some("json") {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({

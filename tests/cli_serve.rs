@@ -869,18 +869,56 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
         r.to_string().contains("deny-pattern"),
         "the old chain must stay: {r}"
     );
-    assert_eq!(
-        get(&b, "/v1/policies", None).1["policies"]
-            .as_array()
+    // The status says so: the previous version keeps serving (`stale`), the broken file `failed`, with its error, in
+    // `/v1/policies`, `policy list --server` and `/metrics`.
+    let (_, p) = get(&b, "/v1/policies", None);
+    let policies = p["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 3, "{p}");
+    assert_eq!(policies[2]["state"], "stale", "{p}");
+    assert_eq!(policies[0]["state"], "loaded", "{p}");
+    assert_eq!(p["last_attempt_ok"], false, "{p}");
+    assert!(p["last_attempt"].as_u64().unwrap() > 0, "{p}");
+    let failed = p["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{p}");
+    assert!(
+        failed[0]["source"]
+            .as_str()
             .unwrap()
-            .len(),
-        3
+            .ends_with("50-no-echo.wasm"),
+        "{p}"
+    );
+    assert!(!failed[0]["error"].as_str().unwrap().is_empty(), "{p}");
+    let listed = Command::new(bin())
+        .args(["policy", "list", "--server", &b])
+        .env_remove("SHELLWARD_TOKEN")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&listed.stdout);
+    assert!(out.contains("[stale]") && out.contains("FAILED "), "{out}");
+    let (_, metrics) = get(&b, "/metrics", None);
+    let metrics = metrics.as_str().unwrap_or_default().to_string();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("shellward_policy_load_failed{")
+                && l.contains("50-no-echo.wasm")
+                && l.ends_with(" 1")),
+        "{metrics}"
     );
 
     // Fixed: removing the broken file brings the plain chain back.
     std::fs::remove_file(drop_in.join("50-no-echo.wasm")).unwrap();
     let back = within(Duration::from_secs(3), || echo().1["output"] == "hi\n");
     assert!(back, "{:?}", std::fs::read_to_string(&log));
+    let (_, p) = get(&b, "/v1/policies", None);
+    assert_eq!(
+        (
+            p["last_attempt_ok"].clone(),
+            p["failed"].as_array().map(Vec::len)
+        ),
+        (json!(true), Some(0)),
+        "{p}"
+    );
     server.stop();
 }
 

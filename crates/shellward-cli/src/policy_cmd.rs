@@ -169,7 +169,9 @@ pub struct ListArgs {
 }
 
 /// The active chain of a running server (`GET /v1/policies`).
-fn server_policies(url: &str, token: Option<&str>) -> Result<Vec<shellward::PolicySummary>> {
+/// `GET /v1/policies` of a running server: the chain in force with each policy's state, and what its last load
+/// attempt could not load.
+fn server_status(url: &str, token: Option<&str>) -> Result<serde_json::Value> {
     let url = format!("{}/v1/policies", url.trim_end_matches('/'));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -188,49 +190,60 @@ fn server_policies(url: &str, token: Option<&str>) -> Result<Vec<shellward::Poli
     if status != 200 {
         anyhow::bail!("{url} answered {status}: {body} (a 401 wants --token or SHELLWARD_TOKEN)");
     }
-    #[derive(serde::Deserialize)]
-    struct Listed {
-        policies: Vec<serde_json::Value>,
-    }
-    let listed: Listed = serde_json::from_str(&body)
+    let value: serde_json::Value = serde_json::from_str(&body)
         .with_context(|| format!("{url} did not answer with a policy list"))?;
-    Ok(listed
-        .policies
-        .into_iter()
-        .map(|p| shellward::PolicySummary {
-            name: p["name"].as_str().unwrap_or_default().to_string(),
-            source: p["source"].as_str().unwrap_or_default().to_string(),
-            digest: p["digest"].as_str().unwrap_or_default().to_string(),
-            wit_version: p["wit_version"].as_str().map(str::to_string),
-            settings_digest: p["settings_digest"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            fail_open: p["fail_open"].as_bool().unwrap_or(false),
-            loaded_at: p["loaded_at"].as_u64().unwrap_or(0),
-        })
-        .collect())
+    if !value["policies"].is_array() {
+        anyhow::bail!("{url} did not answer with a policy list");
+    }
+    Ok(value)
 }
 
 fn list(args: ListArgs) -> Result<ExitCode> {
-    let policies = match &args.server {
-        Some(url) => server_policies(url, args.token.as_deref())?,
-        None => shellward::load_policy_summaries(&args.service.config()?)?,
+    let status = match &args.server {
+        Some(url) => server_status(url, args.token.as_deref())?,
+        None => {
+            let policies = shellward::load_policy_summaries(&args.service.config()?)?;
+            let mut v = serde_json::json!({ "policies": policies, "failed": [] });
+            for p in v["policies"].as_array_mut().into_iter().flatten() {
+                p["state"] = "loaded".into();
+            }
+            v
+        }
     };
     if args.json {
-        println!("{}", serde_json::json!({ "policies": policies }));
+        println!("{status}");
         return Ok(ExitCode::SUCCESS);
     }
-    for (i, p) in policies.iter().enumerate() {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
+    for (i, p) in status["policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         println!(
-            "{}. {}  {}\n   wit {}  component {}  settings {}{}",
+            "{}. {}  {}  [{}]\n   wit {}  component {}  settings {}{}",
             i + 1,
-            p.name,
-            p.source,
-            p.wit_version.as_deref().unwrap_or("?"),
-            p.digest,
-            p.settings_digest,
-            if p.fail_open { "  fail_open" } else { "" }
+            text(&p["name"]),
+            text(&p["source"]),
+            text(&p["state"]),
+            p["wit_version"].as_str().unwrap_or("?"),
+            text(&p["digest"]),
+            text(&p["settings_digest"]),
+            if p["fail_open"].as_bool().unwrap_or(false) {
+                "  fail_open"
+            } else {
+                ""
+            }
+        );
+    }
+    let failed = status["failed"].as_array().cloned().unwrap_or_default();
+    for f in &failed {
+        println!("FAILED {}: {}", text(&f["source"]), text(&f["error"]));
+    }
+    if !failed.is_empty() {
+        println!(
+            "(the last load attempt failed; the policies above keep serving until a reload succeeds)"
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -303,8 +303,39 @@ async fn metrics(State(state): State<Shared>) -> Response {
 }
 
 /// The active policy chain (name, source, digests, WIT version, load time per policy).
+/// `GET /v1/policies`: the chain in force (each `loaded`, or `stale` when a newer version of its file failed to load
+/// and it keeps serving), what the last load attempt could not load (`failed`, with the error), and when it was.
 async fn list_policies(State(state): State<Shared>) -> Response {
-    axum::Json(json!({ "policies": *state.sw.policies() })).into_response()
+    let status = state.sw.policy_status();
+    let file_name = |s: &str| {
+        std::path::Path::new(s)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    };
+    let policies: Vec<Value> = status
+        .policies
+        .iter()
+        .map(|p| {
+            let stale = status.failed.iter().any(|f| {
+                file_name(&f.source).is_some() && file_name(&f.source) == file_name(&p.source)
+            });
+            let mut v = json!(p);
+            v["state"] = json!(if stale { "stale" } else { "loaded" });
+            v
+        })
+        .collect();
+    let failed: Vec<Value> = status
+        .failed
+        .iter()
+        .map(|f| json!({"source": f.source, "state": "failed", "error": f.error}))
+        .collect();
+    axum::Json(json!({
+        "policies": policies,
+        "failed": failed,
+        "last_attempt": status.last_attempt,
+        "last_attempt_ok": status.last_attempt_ok,
+    }))
+    .into_response()
 }
 
 async fn call_tool(

@@ -153,11 +153,50 @@ pub(crate) fn load(config: &Config, engine: &PolicyEngine) -> Result<Loaded, Con
     })
 }
 
+/// A policy the last load attempt could not load: the previous version (if any) keeps serving.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PolicyFailure {
+    /// Where it is configured: `policy[N]` or `policies.dir/NAME.wasm` (a key of the configuration).
+    pub source: String,
+    /// Why it could not be loaded, and what to do.
+    pub error: String,
+}
+
+/// The chain's load status, as `GET /v1/policies` and `policy list --server` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PolicyStatus {
+    /// The policies in force (`state` of each is `loaded`).
+    pub policies: Vec<PolicySummary>,
+    /// What the last load attempt could not load (empty when it succeeded); the chain above kept serving.
+    pub failed: Vec<PolicyFailure>,
+    /// When the last load attempt was made (seconds since the Unix epoch), and whether it succeeded.
+    pub last_attempt: u64,
+    /// The last attempt replaced the chain.
+    pub last_attempt_ok: bool,
+}
+
+/// The outcome of the last load attempt.
+struct Attempt {
+    at: u64,
+    failed: Vec<PolicyFailure>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// The chain in force and how to load it again.
 pub(crate) struct Active {
     current: RwLock<(Arc<PolicyChain>, Arc<Summaries>)>,
     /// The configuration and engine to reload from; `None` when the host handed in a chain of its own.
     source: Option<(Mutex<Config>, PolicyEngine)>,
+    /// The last load attempt (the build's, then each reload's).
+    attempt: Mutex<Attempt>,
 }
 
 impl Active {
@@ -165,6 +204,10 @@ impl Active {
         Active {
             current: RwLock::new((loaded.chain, loaded.summaries)),
             source: source.map(|(c, e)| (Mutex::new(c), e)),
+            attempt: Mutex::new(Attempt {
+                at: now_secs(),
+                failed: Vec::new(),
+            }),
         }
     }
 
@@ -186,6 +229,17 @@ impl Active {
         summaries.get()
     }
 
+    /// The load status: the policies in force, and what the last attempt could not load.
+    pub(crate) fn status(&self) -> PolicyStatus {
+        let attempt = self.attempt.lock().unwrap_or_else(|p| p.into_inner());
+        PolicyStatus {
+            policies: self.summaries().as_ref().clone(),
+            failed: attempt.failed.clone(),
+            last_attempt: attempt.at,
+            last_attempt_ok: attempt.failed.is_empty(),
+        }
+    }
+
     /// Where a reload looks: the drop-in directory and the configuration file, when there are any.
     pub(crate) fn watched(&self) -> Vec<PathBuf> {
         let Some((config, _)) = &self.source else {
@@ -203,6 +257,29 @@ impl Active {
     /// Re-reads the configuration file's policy part (when there is a file) and the drop-in directory, loads the
     /// new chain, and swaps it in. On any failure the old chain stays.
     pub(crate) fn reload(&self) -> Result<usize, ConfigError> {
+        let result = self.reload_inner();
+        let failed = match &result {
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .problems
+                .iter()
+                .map(|p| PolicyFailure {
+                    source: match (&e.file, p.key.is_empty()) {
+                        (Some(file), true) => file.display().to_string(),
+                        _ => p.key.clone(),
+                    },
+                    error: p.message.clone(),
+                })
+                .collect(),
+        };
+        *self.attempt.lock().unwrap_or_else(|p| p.into_inner()) = Attempt {
+            at: now_secs(),
+            failed,
+        };
+        result
+    }
+
+    fn reload_inner(&self) -> Result<usize, ConfigError> {
         let Some((config, engine)) = &self.source else {
             return Err(ConfigError::plain(
                 "this instance was built with a policy chain of the host's own; reload it by building a new one",

@@ -28,7 +28,7 @@ mod metrics;
 pub mod oci;
 pub mod tools;
 
-pub use active::{PolicySummary, PolicyWatcher};
+pub use active::{PolicyFailure, PolicyStatus, PolicySummary, PolicyWatcher};
 pub use audit::{AuditConfig, RECORD_VERSION, request_from_record, request_json};
 pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
 
@@ -380,6 +380,7 @@ impl Inner {
     fn reload(&self) -> Result<usize, ConfigError> {
         let r = self.active.reload();
         self.metrics.reload(r.is_ok());
+        self.metrics.failed_policies(&self.active.status().failed);
         r
     }
 
@@ -573,6 +574,12 @@ impl Shellward {
     /// What the active chain is made of: name, source, digests, WIT version, load time per policy.
     pub fn policies(&self) -> Arc<Vec<PolicySummary>> {
         self.inner.active.summaries()
+    }
+
+    /// The chain's load status: the policies in force, and what the last load attempt (a reload after a change in
+    /// the drop-in directory or the configuration file, or SIGHUP) could not load while they kept serving.
+    pub fn policy_status(&self) -> PolicyStatus {
+        self.inner.active.status()
     }
 
     /// Loads the chain again — the configuration file's `[[policy]]` entries (when built from a file) and the

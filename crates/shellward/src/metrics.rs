@@ -50,6 +50,12 @@ pub(crate) struct Metrics {
     running: Gauge,
     spawn_seconds: Histogram,
     reloads: Family<ResultLabels, Counter>,
+    failed: Family<SourceLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
 }
 
 impl Metrics {
@@ -111,6 +117,12 @@ impl Metrics {
             "Policy-chain reloads by result (ok, error)",
             reloads.clone(),
         );
+        let failed = Family::<SourceLabels, Gauge>::default();
+        registry.register(
+            "shellward_policy_load_failed",
+            "Policies the last load attempt could not load (1 per source; the previous chain kept serving)",
+            failed.clone(),
+        );
         Metrics {
             registry,
             decisions,
@@ -122,6 +134,7 @@ impl Metrics {
             running,
             spawn_seconds,
             reloads,
+            failed,
         }
     }
 
@@ -169,6 +182,18 @@ impl Metrics {
     pub(crate) fn reload(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.reloads.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// The policies the last load attempt could not load (1 each; the family is emptied when an attempt succeeds).
+    pub(crate) fn failed_policies(&self, failed: &[crate::PolicyFailure]) {
+        self.failed.clear();
+        for f in failed {
+            self.failed
+                .get_or_create(&SourceLabels {
+                    source: f.source.clone(),
+                })
+                .set(1);
+        }
     }
 
     /// The Prometheus text exposition, with the running gauge set to `running`.

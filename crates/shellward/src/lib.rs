@@ -27,10 +27,12 @@ pub mod idempotency;
 mod metrics;
 pub mod oci;
 pub mod tools;
+mod watch;
 
-pub use active::{PolicyFailure, PolicyStatus, PolicySummary, PolicyWatcher};
+pub use active::{PolicyFailure, PolicyStatus, PolicySummary};
 pub use audit::{AuditConfig, RECORD_VERSION, request_from_record, request_json};
 pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
+pub use watch::PolicyWatcher;
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
 /// returns what it is made of, as `shellward policy list` shows it.
@@ -606,7 +608,7 @@ impl Shellward {
     /// Watches the drop-in directory and the configuration file, reloading (debounced) on every change until the
     /// returned watcher is dropped. `None` when there is nothing to watch.
     pub fn watch_policies(&self) -> Result<Option<PolicyWatcher>, ConfigError> {
-        active::watch(Arc::downgrade(&self.inner), self.inner.active.watched())
+        watch::watch(Arc::downgrade(&self.inner), self.inner.active.watched())
             .map_err(|e| ConfigError::plain(format!("cannot watch the policy files: {e}")))
     }
 

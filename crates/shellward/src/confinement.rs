@@ -93,6 +93,9 @@ impl ConfinementConfig {
             let mut paths: Vec<PathBuf> = list
                 .iter()
                 .filter_map(|entry| match entry.as_str() {
+                    // `/` as the working directory (a client started from `/`) would make every path writable: left
+                    // out, so writes stay confined to the rest of the list (fail closed).
+                    "$WORKDIR" if workdir == Path::new("/") => None,
                     "$WORKDIR" => Some(workdir.to_path_buf()),
                     "$TMPDIR" => Some(std::env::temp_dir()),
                     other => expand_home(other),
@@ -273,6 +276,10 @@ mod tests {
             ConfinementConfig::unconfined().for_command(Path::new("/")),
             Confinement::none()
         );
+        // A working directory of `/` does not make everything writable.
+        let from_root = c.for_command(Path::new("/")).writable.unwrap();
+        assert!(!from_root.contains(&PathBuf::from("/")), "{from_root:?}");
+        assert!(from_root.contains(&PathBuf::from("/srv")));
     }
 
     #[test]

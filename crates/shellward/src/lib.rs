@@ -307,6 +307,29 @@ impl ShellwardBuilder {
             Some(a) => Some(audit::AuditLog::open(a).map_err(BuildError::Audit)?),
             None => None,
         };
+        let base_workdir = self
+            .config
+            .executor
+            .default_workdir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .map(|w| std::path::absolute(&w).unwrap_or(w))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        if base_workdir == Path::new("/")
+            && self
+                .config
+                .confinement
+                .writable
+                .iter()
+                .flatten()
+                .any(|w| w == "$WORKDIR")
+        {
+            tracing::warn!(
+                target: "shellward::notice",
+                "the working directory is /: commands may not write there ($WORKDIR would make every path writable); \
+                 set [executor] workdir to the project's directory"
+            );
+        }
         Ok(Shellward {
             inner: Arc::new(Inner {
                 drain: self.config.executor.drain,
@@ -321,14 +344,7 @@ impl ShellwardBuilder {
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
                 retention: self.config.executor.retention,
                 confinement: self.config.confinement.clone(),
-                base_workdir: self
-                    .config
-                    .executor
-                    .default_workdir
-                    .clone()
-                    .or_else(|| std::env::current_dir().ok())
-                    .map(|w| std::path::absolute(&w).unwrap_or(w))
-                    .unwrap_or_else(|| PathBuf::from("/")),
+                base_workdir,
                 cwd_dir: tempfile::Builder::new()
                     .prefix(".shellward-cwd-")
                     .tempdir()

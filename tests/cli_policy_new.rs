@@ -173,11 +173,15 @@ fn a_python_scaffold_builds_and_passes_its_cases() {
         .output()
         .unwrap();
     assert!(build.status.success(), "build.sh failed:\n{}", text(&build));
-    // The case file is discovered next to target/no-ftp.wasm's project.
+    // The case file is discovered next to target/no-ftp.wasm's project. It holds the reader cases too (wrappers,
+    // assignments, lists, nested shells, quoted words): the Python scaffold reads commands as the Rust one does.
+    let cases = std::fs::read_to_string(dir.join("cases.toml")).unwrap();
+    assert!(cases.contains("sudo -u deploy timeout 5 telnet"), "{cases}");
+    assert!(dir.join("shellward_reader.py").is_file());
     let o = policy_test(&dir, "target/no-ftp.wasm");
     assert!(o.status.success(), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("4 passed, 0 failed"),
+        String::from_utf8_lossy(&o.stdout).contains("9 passed, 0 failed"),
         "{}",
         text(&o)
     );

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 /// The WIT contract this host implements, copied into every scaffold so it builds on its own.
 const WIT: &str = include_str!("../wit/policy.wit");
+/// The Python shell reader (the Python guard's), copied beside a Python scaffold's `app.py`.
+const PYTHON_READER: &str = include_str!("../shellward_reader.py");
 
 /// `shellward-kit`'s sources, copied into every Rust scaffold (`shellward-kit/`) so the scaffold reads commands the
 /// way the shipped policies do (wrappers and nested shells seen through) and builds offline, from this binary alone.
@@ -176,12 +178,15 @@ export!(Policy);
 const PYTHON_APP: &str = r#""""{{name}}: a shellward policy.
 
 It denies commands whose program is in the `deny_programs` setting (default: telnet, ftp) and lets every other command
-run unchanged. Edit `decide` to make it yours; cases.toml says what it must do.
+run unchanged. It reads commands as a shell would (shellward_reader.py, the reader of shellward's Python guard): the
+program behind `sudo -u deploy timeout 5 …`, after `FOO=1`, later in a list, inside `bash -lc '…'`, and not a quoted
+word. Edit `decide` to make it yours; cases.toml says what it must do.
 """
 
 import json
 
 from componentize_py_types import Err
+from shellward_reader import ParseError, effective_commands
 from wit_world import exports
 from wit_world.imports import host, types
 
@@ -201,10 +206,16 @@ def parse_settings(text):
 
 
 def decide(request, deny):
-    words = request.command.split()
-    program = words[0].rsplit("/", 1)[-1] if words else ""
-    if program in deny:
-        return types.Outcome_Deny(f"{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)")
+    try:
+        commands = effective_commands(request.command)
+    except ParseError as e:
+        return types.Outcome_Deny(f"{{name}}: the command could not be read ({e}); split it into simpler commands")
+    for command in commands:
+        if not command.words or not command.program_known():
+            continue
+        program = command.words[0].rsplit("/", 1)[-1]
+        if program in deny:
+            return types.Outcome_Deny(f"{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)")
     return types.Outcome_Run(
         types.Plan(
             command=request.command,
@@ -235,8 +246,8 @@ class Policy(exports.Policy):
         return decide(request, DENY)
 "#;
 
-/// Cases only the Rust scaffold passes: it reads commands with `shellward-kit`.
-const RUST_CASES: &str = r#"
+/// Cases that need a shell reader (the Rust scaffold's `shellward-kit`, the Python scaffold's `shellward_reader.py`).
+const READER_CASES: &str = r#"
 [[case]]
 name = "after an assignment"
 command = "FOO=1 telnet example.com"
@@ -394,10 +405,7 @@ pub fn new(args: NewArgs) -> Result<ExitCode> {
         ("lang", lang),
     ];
     write(&dir, "wit/policy.wit", WIT)?;
-    let cases = match args.lang {
-        Lang::Rust => format!("{}{}", render(CASES, &vars), RUST_CASES),
-        Lang::Python => render(CASES, &vars),
-    };
+    let cases = format!("{}{}", render(CASES, &vars), READER_CASES);
     write(&dir, "cases.toml", &cases)?;
     write(&dir, "README.md", &render(README, &vars))?;
     write(&dir, ".gitignore", "target/\n")?;
@@ -422,6 +430,7 @@ pub fn new(args: NewArgs) -> Result<ExitCode> {
         }
         Lang::Python => {
             write(&dir, "app.py", &render(PYTHON_APP, &vars))?;
+            write(&dir, "shellward_reader.py", PYTHON_READER)?;
             write(&dir, "build.sh", &render(PYTHON_BUILD, &vars))?;
             #[cfg(unix)]
             {

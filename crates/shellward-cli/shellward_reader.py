@@ -1,0 +1,1 @@
+../../policies/guard-py/shellward_reader.py

@@ -24,6 +24,10 @@ mod audit;
 pub mod config;
 mod confinement;
 pub mod idempotency;
+#[cfg(feature = "metrics")]
+mod metrics;
+#[cfg(not(feature = "metrics"))]
+#[path = "metrics_off.rs"]
 mod metrics;
 pub mod oci;
 pub mod tools;

@@ -1,0 +1,201 @@
+//! Building a [`Shellward`]: the configuration, optional overrides (a chain, limits, the surface's name), the
+//! executor's settings with the host's own files protected, and the concurrent load of policies and executor.
+
+use crate::config::{Config, ToolLimits};
+use crate::{
+    BuildError, Executor, ExecutorConfig, Inner, MAX_CLIENT_TOKENS, PolicyChain, PolicySummary,
+    Shellward, active, audit, idempotency, metrics, oci,
+};
+use shellward_policy::PolicyEngine;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Builds a [`Shellward`]: start from a [`Config`] (or the defaults) and override parts.
+#[derive(Debug, Default)]
+pub struct ShellwardBuilder {
+    config: Config,
+    chain: Option<PolicyChain>,
+    surface: Option<String>,
+}
+
+impl ShellwardBuilder {
+    /// Uses this configuration (policy chain, sandbox, executor, tool limits).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Uses an already loaded policy chain instead of the one the configuration names.
+    pub fn policy_chain(mut self, chain: PolicyChain) -> Self {
+        self.chain = Some(chain);
+        self
+    }
+
+    /// Names the surface this instance serves (`serve`, `mcp`, `run`; default `library`), for the audit log.
+    pub fn surface(mut self, surface: impl Into<String>) -> Self {
+        self.surface = Some(surface.into());
+        self
+    }
+
+    /// Replaces the executor settings.
+    pub fn executor_config(mut self, executor: ExecutorConfig) -> Self {
+        self.config.executor = executor;
+        self
+    }
+
+    /// Replaces the tool limits.
+    pub fn tool_limits(mut self, limits: ToolLimits) -> Self {
+        self.config.tools = limits;
+        self
+    }
+
+    /// The executor's settings with the host's own files ([`Config::host_files`]) read-only for commands. The caches
+    /// are made first (private to this user) when missing: a path that does not exist when a command starts cannot be
+    /// protected, and the command could then plant entries in it.
+    fn executor_config_for_build(&self) -> ExecutorConfig {
+        let mut executor = self.config.executor.clone();
+        for dir in self
+            .config
+            .sandbox
+            .cache_dir
+            .iter()
+            .cloned()
+            .chain(oci::default_cache_dir())
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir);
+        }
+        executor.read_only_paths.extend(self.config.host_files());
+        executor.hidden_paths.extend(self.config.host_secrets());
+        // What commands may not read: hidden in every session's sandbox like the host's secrets.
+        executor
+            .hidden_paths
+            .extend(self.config.confinement.deny_read.iter().cloned());
+        executor
+    }
+
+    /// Loads the policies and starts the executor. Needs a Tokio runtime (the executor spawns its reaper task).
+    ///
+    /// The two are independent, so the policies load (precompiled components deserialized, instances configured) on
+    /// a helper thread while this thread sets up the executor (cgroups, log directory, watchdog): a one-shot
+    /// `shellward run` starts milliseconds sooner on two cores. A policy error is reported first, as before; the
+    /// executor started meanwhile is dropped, which stops it.
+    pub fn build(self) -> Result<Shellward, BuildError> {
+        let executor_config = self.executor_config_for_build();
+        let (active, executor) = match self.chain {
+            Some(chain) => {
+                let summaries = chain
+                    .policies()
+                    .iter()
+                    .map(|p| PolicySummary {
+                        name: p.name().to_string(),
+                        source: "host".into(),
+                        digest: String::new(),
+                        wit_version: p.info().wit_version.clone(),
+                        settings_digest: String::new(),
+                        fail_open: false,
+                        loaded_at: 0,
+                    })
+                    .collect();
+                let active = active::Active::new(
+                    active::Loaded {
+                        chain: Arc::new(chain),
+                        summaries: Arc::new(active::Summaries::given(summaries)),
+                    },
+                    None,
+                );
+                (active, Executor::new(executor_config))
+            }
+            None => {
+                let config = &self.config;
+                // Captures only a reference, so it is `Copy`: the helper thread gets one copy, the fallback another.
+                let load = || -> Result<_, BuildError> {
+                    let engine = PolicyEngine::new(config.sandbox.clone())?;
+                    let loaded = active::load(config, &engine)?;
+                    Ok((loaded, engine))
+                };
+                let (loaded, executor) = std::thread::scope(|scope| {
+                    let policies = std::thread::Builder::new()
+                        .name("shellward-policy-load".into())
+                        .spawn_scoped(scope, load);
+                    let executor = Executor::new(executor_config);
+                    let loaded = match policies {
+                        Ok(handle) => handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        // No thread to be had: load here instead.
+                        Err(_) => load(),
+                    };
+                    (loaded, executor)
+                });
+                let (loaded, engine) = loaded?;
+                let active = active::Active::new(loaded, Some((self.config.clone(), engine)));
+                (active, executor)
+            }
+        };
+        let executor = executor?;
+        let audit = match &self.config.audit {
+            Some(a) => Some(audit::AuditLog::open(a).map_err(BuildError::Audit)?),
+            None => None,
+        };
+        let base_workdir = self
+            .config
+            .executor
+            .default_workdir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .map(|w| std::path::absolute(&w).unwrap_or(w))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        if base_workdir == Path::new("/")
+            && self
+                .config
+                .confinement
+                .writable
+                .iter()
+                .flatten()
+                .any(|w| w == "$WORKDIR")
+        {
+            tracing::warn!(
+                target: "shellward::notice",
+                "the working directory is /: commands may not write there ($WORKDIR would make every path writable); \
+                 set [executor] workdir to the project's directory"
+            );
+        }
+        Ok(Shellward {
+            inner: Arc::new(Inner {
+                drain: self.config.executor.drain,
+                active,
+                metrics: metrics::Metrics::new(),
+                audit,
+                surface: self.surface.unwrap_or_else(|| "library".into()),
+                executor,
+                limits: self.config.tools.clone(),
+                default_workdir: self.config.executor.default_workdir.clone(),
+                session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
+                retention: self.config.executor.retention,
+                confinement: self.config.confinement.clone(),
+                base_workdir,
+                cwd_dir: tempfile::Builder::new()
+                    .prefix(".shellward-cwd-")
+                    .tempdir()
+                    .ok(),
+                posix_shell: self
+                    .config
+                    .executor
+                    .shell
+                    .first()
+                    .and_then(|p| Path::new(p).file_name())
+                    .is_some_and(|n| {
+                        matches!(
+                            n.to_str(),
+                            Some("sh" | "bash" | "dash" | "zsh" | "ksh" | "ash")
+                        )
+                    }),
+            }),
+        })
+    }
+}

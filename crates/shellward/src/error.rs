@@ -1,0 +1,115 @@
+//! The facade's errors: a tool call's ([`ToolError`], with a [`ToolErrorKind`] surfaces map to status codes) and
+//! building one's ([`BuildError`]).
+
+use crate::config::ConfigError;
+use serde_json::Value;
+use shellward_exec::ExecError;
+
+/// What kind of failure a [`ToolError`] is (HTTP surfaces map it to a status code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// The arguments are malformed or refer to something invalid (bad duration, empty command, missing workdir).
+    InvalidArguments,
+    /// No tool has this name.
+    UnknownTool,
+    /// No process with this id in the caller's session.
+    UnknownProcess,
+    /// The process exists but nothing of its tree is alive.
+    NotAlive,
+    /// Too many processes are running.
+    Busy,
+    /// The service is shutting down.
+    Unavailable,
+    /// Something failed on the host (spawning, setup).
+    Internal,
+    /// The request conflicts with an earlier one: its `client_token` was already used for a different call. Nothing
+    /// was started.
+    Conflict,
+}
+
+impl ToolErrorKind {
+    /// The kind's name in JSON results (`invalid_arguments`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolErrorKind::InvalidArguments => "invalid_arguments",
+            ToolErrorKind::UnknownTool => "unknown_tool",
+            ToolErrorKind::UnknownProcess => "unknown_process",
+            ToolErrorKind::NotAlive => "not_alive",
+            ToolErrorKind::Busy => "busy",
+            ToolErrorKind::Unavailable => "unavailable",
+            ToolErrorKind::Internal => "internal",
+            ToolErrorKind::Conflict => "conflict",
+        }
+    }
+}
+
+/// A tool call that could not be carried out. The message names what was wrong and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// The kind of failure.
+    pub kind: ToolErrorKind,
+    /// What went wrong and what to do instead.
+    pub message: String,
+}
+
+impl ToolError {
+    pub(crate) fn invalid(message: impl Into<String>) -> ToolError {
+        ToolError {
+            kind: ToolErrorKind::InvalidArguments,
+            message: message.into(),
+        }
+    }
+
+    /// The error as a JSON tool result: `{"success": false, "error": ..., "error_kind": ...}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "success": false,
+            "error": self.message,
+            "error_kind": self.kind.as_str(),
+        })
+    }
+}
+
+impl From<ExecError> for ToolError {
+    fn from(e: ExecError) -> ToolError {
+        let kind = match &e {
+            ExecError::Workdir { .. } | ExecError::InvalidCommand(_) => {
+                ToolErrorKind::InvalidArguments
+            }
+            ExecError::UnknownProcess(_) | ExecError::Evicted { .. } => {
+                ToolErrorKind::UnknownProcess
+            }
+            ExecError::NotAlive(_) => ToolErrorKind::NotAlive,
+            ExecError::TooManyRunning { .. } | ExecError::TooManyRunningInSession { .. } => {
+                ToolErrorKind::Busy
+            }
+            ExecError::ShuttingDown => ToolErrorKind::Unavailable,
+            ExecError::NotInteractive(_) => ToolErrorKind::InvalidArguments,
+            ExecError::InputClosed(_) => ToolErrorKind::NotAlive,
+            ExecError::InputStalled { .. } => ToolErrorKind::Busy,
+            _ => ToolErrorKind::Internal,
+        };
+        ToolError {
+            kind,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Why a [`Shellward`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The configuration (or a policy it names) is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The policy engine could not be created.
+    #[error("the policy engine could not be created: {0}")]
+    Policy(#[from] shellward_policy::PolicyError),
+    /// The executor could not be created.
+    #[error(transparent)]
+    Executor(#[from] ExecError),
+    /// The audit log could not be opened.
+    #[error("{0}")]
+    Audit(std::io::Error),
+}

@@ -1,0 +1,247 @@
+//! The tools that work on a started process: `process_output`, `process_input`, `process_list`, `process_signal`.
+
+use super::*;
+
+impl Shellward {
+    /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.
+    pub async fn process_output(
+        &self,
+        session: Option<&str>,
+        args: ProcessOutputArgs,
+    ) -> Result<ProcessOutputResult, ToolError> {
+        check_text("process_id", &args.process_id)?;
+        let limits = &self.inner.limits;
+        let mut notes = Vec::new();
+        let mut wait = match &args.wait {
+            None => limits.default_wait,
+            Some(w) => parse_duration("wait", w, true)?,
+        };
+        if wait > limits.max_wait {
+            notes.push(format!(
+                "wait was shortened to {} (the longest allowed); call again to wait longer.",
+                format_millis(limits.max_wait.as_millis() as u64)
+            ));
+            wait = limits.max_wait;
+        }
+        // An explicit wait means "wait for it"; without one, a quiet process is answered after `default_idle`.
+        let idle = match (&args.idle, &args.wait) {
+            (Some(i), _) => Some(parse_duration("idle", i, true)?),
+            (None, None) => Some(limits.default_idle),
+            (None, Some(_)) => None,
+        }
+        .filter(|i| !i.is_zero());
+        let id = args.process_id.trim();
+        let read = self
+            .inner
+            .executor
+            .read_output_until_quiet(id, session, args.cursor, wait, idle, limits.max_read_bytes)
+            .await?;
+        let info = self.inner.executor.info(id, session)?;
+        let (output, omitted, total) = match (&read.chunk, &read.view) {
+            (Some(c), _) => (c.text.clone(), c.skipped_bytes, c.total_bytes),
+            (None, Some(v)) => (v.text.clone(), v.omitted_bytes, v.total_bytes),
+            (None, None) => (String::new(), 0, 0),
+        };
+        if read.next_cursor < total {
+            notes.push(format!(
+                "{} more bytes are available now; call process_output again with cursor {}.",
+                total - read.next_cursor,
+                read.next_cursor
+            ));
+        } else if read.waiting_for_input {
+            notes.push(format!(
+                "{id} is waiting for input: answer with process_input (process_id {id}), then read on from cursor {}.",
+                read.next_cursor
+            ));
+        } else if read.running {
+            notes.push(format!(
+                "{id} is still running; call process_output with cursor {} for newer output, or process_signal \
+                 to stop it.",
+                read.next_cursor
+            ));
+        }
+        if args.cursor.is_none() && omitted > 0 {
+            notes.push(format!(
+                "{omitted} bytes were left out of the middle; read them with cursor 0 (or from log_path)."
+            ));
+        }
+        let (exit_code, signal) = exit_fields(&read.exit);
+        Ok(ProcessOutputResult {
+            success: true,
+            process_id: id.to_string(),
+            running: read.running,
+            exit_code,
+            signal,
+            output,
+            output_omitted_bytes: omitted,
+            output_total_bytes: total,
+            cursor: read.next_cursor,
+            waiting_for_input: read.waiting_for_input,
+            log_path: info.log_path.map(|p| p.display().to_string()),
+            notes,
+        })
+    }
+
+    /// `process_input`: writes text or bytes to an interactive process's stdin (closing it when asked), then returns
+    /// what it printed after that, as `process_output` does with the output's cursor from before the write.
+    pub async fn process_input(
+        &self,
+        session: Option<&str>,
+        args: ProcessInputArgs,
+    ) -> Result<ProcessOutputResult, ToolError> {
+        use base64::Engine;
+        check_text("process_id", &args.process_id)?;
+        let id = args.process_id.trim().to_string();
+        let data: Vec<u8> = match (&args.text, &args.bytes_base64) {
+            (Some(_), Some(_)) => {
+                return Err(ToolError::invalid(
+                    "give either text or bytes_base64, not both",
+                ));
+            }
+            (Some(t), None) => t.as_bytes().to_vec(),
+            (None, Some(b)) => base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .map_err(|e| {
+                    ToolError::invalid(format!(
+                        "bytes_base64 is not valid base64 ({e}); encode the bytes with the standard alphabet"
+                    ))
+                })?,
+            (None, None) if args.close_stdin == Some(true) => Vec::new(),
+            (None, None) => {
+                return Err(ToolError::invalid(
+                    "nothing to write: give text (e.g. \"yes\\n\"), bytes_base64, or close_stdin: true",
+                ));
+            }
+        };
+        const MAX_INPUT: usize = 1 << 20;
+        if data.len() > MAX_INPUT {
+            return Err(ToolError::invalid(format!(
+                "the input is {} bytes; at most {MAX_INPUT} bytes go in one call (write a file and redirect it \
+                 instead)",
+                data.len()
+            )));
+        }
+        // The answer is what comes after the input.
+        let before = self
+            .inner
+            .executor
+            .read_output(&id, session, None, Duration::ZERO, 0)
+            .await?
+            .next_cursor;
+        self.inner
+            .executor
+            .write_input(
+                &id,
+                session,
+                &data,
+                args.close_stdin.unwrap_or(false),
+                INPUT_LIMIT,
+            )
+            .await?;
+        let mut result = self
+            .process_output(
+                session,
+                ProcessOutputArgs {
+                    process_id: id,
+                    cursor: Some(before),
+                    wait: args.wait,
+                    idle: args.idle.or_else(|| {
+                        Some(format_millis(
+                            self.inner.limits.default_idle.as_millis() as u64
+                        ))
+                    }),
+                },
+            )
+            .await?;
+        if args.close_stdin == Some(true) {
+            result.notes.insert(0, "stdin is closed now.".into());
+        }
+        Ok(result)
+    }
+
+    /// `process_list`: the session's processes, running first, then newest first.
+    pub async fn process_list(
+        &self,
+        session: Option<&str>,
+        _args: ProcessListArgs,
+    ) -> Result<ProcessListResult, ToolError> {
+        let list = self
+            .inner
+            .executor
+            .list(session, self.inner.limits.list_limit);
+        Ok(ProcessListResult {
+            success: true,
+            processes: list
+                .processes
+                .into_iter()
+                .map(|p| {
+                    let (exit_code, signal) = exit_fields(&p.exit);
+                    ProcessEntry {
+                        process_id: p.id,
+                        command: p.command,
+                        workdir: p.workdir.display().to_string(),
+                        running: p.running,
+                        exit_code,
+                        signal,
+                        started_at_unix: p.started_at_unix,
+                        exited_at_unix: p.exited_at_unix,
+                        output_bytes: p.output_bytes,
+                        log_path: p.log_path.map(|l| l.display().to_string()),
+                    }
+                })
+                .collect(),
+            omitted: list.omitted,
+        })
+    }
+
+    /// `process_signal`: terminate or kill a whole process tree.
+    pub async fn process_signal(
+        &self,
+        session: Option<&str>,
+        args: ProcessSignalArgs,
+    ) -> Result<ProcessSignalResult, ToolError> {
+        check_text("process_id", &args.process_id)?;
+        let id = args.process_id.trim();
+        let kind = match args.signal {
+            SignalName::Terminate => SignalKind::Terminate,
+            SignalName::Kill => SignalKind::Kill,
+        };
+        let outcome = self.inner.executor.signal(id, kind, session).await?;
+        self.inner.metrics.signal(match kind {
+            SignalKind::Kill => "kill",
+            _ => "terminate",
+        });
+        let info = self.inner.executor.info(id, session)?;
+        let (exit_code, signal) = exit_fields(&info.exit);
+        let mut notes = vec![match args.signal {
+            SignalName::Terminate => format!(
+                "{id} and every process it started were terminated (SIGTERM, then SIGKILL for what remained)."
+            ),
+            SignalName::Kill => {
+                format!("{id} and every process it started were killed (SIGKILL).")
+            }
+        }];
+        if outcome.escaped_killed > 0 {
+            notes.push(format!(
+                "{} process(es) of {id} had left its containment (moved to another cgroup); they were found by their \
+                 marker and killed.",
+                outcome.escaped_killed
+            ));
+        }
+        if outcome.survivors > 0 {
+            notes[0] = format!(
+                "{id} was signalled, but {} process(es) of its tree are still alive: they may have escaped \
+                 containment. Check with process_list, and tell the operator.",
+                outcome.survivors
+            );
+        }
+        Ok(ProcessSignalResult {
+            success: !info.running && outcome.survivors == 0,
+            process_id: id.to_string(),
+            running: info.running || outcome.survivors > 0,
+            exit_code,
+            signal,
+            notes,
+        })
+    }
+}

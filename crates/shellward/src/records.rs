@@ -1,0 +1,116 @@
+//! What the facade writes to the audit log: a decision record (with the request, for replays) and how a started
+//! process ended.
+
+use super::*;
+
+impl Shellward {
+    /// The audit record of a decision (the process id is added once it started).
+    pub(crate) fn decision_record(&self, decided: &Decided) -> Value {
+        let policies: Vec<Value> = self
+            .policies()
+            .iter()
+            .map(|p| serde_json::json!({"name": p.name, "digest": p.digest}))
+            .collect();
+        let faults: Vec<Value> = decided
+            .decision
+            .faults
+            .iter()
+            .map(|(policy, error)| serde_json::json!({"policy": policy, "error": error}))
+            .collect();
+        let mut record = serde_json::json!({
+            "type": "decision",
+            "v": audit::RECORD_VERSION,
+            "surface": self.inner.surface,
+            "session": decided.session,
+            "tool": "execute",
+            "command": decided.asked,
+            "request": audit::request_json(&decided.request),
+            "policies": policies,
+            "faults": faults,
+        });
+        match (&decided.decision.outcome, &decided.plan) {
+            (Outcome::Run(p), Some(plan)) => {
+                record["outcome"] = "run".into();
+                record["plan"] = serde_json::json!({
+                    "command": plan.command,
+                    "workdir": plan.workdir,
+                    "mode": if plan.background { "background" } else { "foreground" },
+                    "timeout_ms": plan.timeout.map(|t| t.as_millis() as u64),
+                    "on_timeout": match plan.on_timeout {
+                        TimeoutAction::Kill => "kill",
+                        _ => "background",
+                    },
+                });
+                record["notes"] = serde_json::json!(p.notes);
+            }
+            (Outcome::Deny(reason), _) => {
+                record["outcome"] = "deny".into();
+                record["reason"] = serde_json::json!(reason);
+                record["denied_by"] = serde_json::json!(decided.decision.denied_by);
+            }
+            (Outcome::Run(_), None) => record["outcome"] = "deny".into(),
+        }
+        record
+    }
+
+    /// Records how a started process ended: now when it already has, otherwise when it does (on a task of its own).
+    pub(crate) fn audit_end(&self, r: &ExecResult, session: Option<String>) {
+        let Some(audit) = &self.inner.audit else {
+            return;
+        };
+        let include_output = audit.include_output;
+        if !r.running {
+            let (code, signal) = exit_fields(&r.exit);
+            let mut record = serde_json::json!({
+                "type": "end",
+                "surface": self.inner.surface,
+                "session": session,
+                "process_id": r.id,
+                "exit_code": code,
+                "signal": signal,
+                "timed_out": r.timed_out,
+                "duration_ms": r.wall_ms,
+                "output_bytes": r.output.total_bytes,
+                "leftover_processes": r.leftover_processes,
+            });
+            if include_output {
+                record["output"] = serde_json::json!(r.output.text);
+            }
+            audit.record(record);
+            return;
+        }
+        let this = self.clone();
+        let id = r.id.clone();
+        let (started, before) = (std::time::Instant::now(), r.wall_ms);
+        tokio::spawn(async move {
+            let Ok(info) = this.inner.executor.wait_exit(&id, session.as_deref()).await else {
+                return;
+            };
+            let (code, signal) = exit_fields(&info.exit);
+            let mut record = serde_json::json!({
+                "type": "end",
+                "surface": this.inner.surface,
+                "session": session,
+                "process_id": id,
+                "exit_code": code,
+                "signal": signal,
+                "timed_out": false,
+                "duration_ms": before + started.elapsed().as_millis() as u64,
+                "output_bytes": info.output_bytes,
+            });
+            if include_output
+                && let Ok(read) = this
+                    .inner
+                    .executor
+                    .read_output(&id, session.as_deref(), None, Duration::ZERO, 64 * 1024)
+                    .await
+                && let Some(view) = read.view
+            {
+                record["output"] = serde_json::json!(view.text);
+            }
+            if let Some(audit) = &this.inner.audit {
+                audit.record(record);
+            }
+        });
+    }
+}

@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_shellward");
 
+#[path = "performance/size.rs"]
+mod size;
+
 fn quick() -> bool {
     std::env::var_os("SHELLWARD_BENCH_QUICK").is_some()
 }
@@ -987,26 +990,6 @@ fn main() {
         throughput();
     }
     if want("size") {
-        binary_size();
+        size::binary_size();
     }
-}
-
-/// The release binary's size on disk against the figure the README states ("about N MB on disk"): the row fails
-/// when the README is more than 10 % off, so the figure is re-measured when it drifts.
-fn binary_size() {
-    let bytes = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0);
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let stated: f64 = readme
-        .split("release binary is about ")
-        .nth(1)
-        .and_then(|rest| rest.split(" MB").next())
-        .and_then(|n| n.trim().parse().ok())
-        .expect("the README states the release binary's size as \"about N MB\"");
-    let mb = bytes as f64 / 1e6;
-    println!("size: release binary {mb:.1} MB on disk; the README says about {stated} MB");
-    assert!(
-        (mb - stated).abs() <= stated * 0.10,
-        "the README's binary size ({stated} MB) is more than 10 % off the measured {mb:.1} MB: update it"
-    );
 }

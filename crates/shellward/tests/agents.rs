@@ -1,0 +1,501 @@
+//! The facade's answers an agent relies on, in-process: input-wait, readiness, the session's working directory,
+//! client tokens and confinement. Every test proves none of its processes survive.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use shellward::tools::{ExecuteArgs, ProcessListArgs};
+use shellward::{Config, Shellward, ToolErrorKind};
+use std::time::{Duration, Instant};
+
+/// A REPL's answer comes back as soon as its next prompt waits for input (not after the idle window), saying so;
+/// a process blocked on `read` is reported waiting for input, a sleeping one is not — with a pipe and with a
+/// terminal as stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_waiting_for_input_is_answered_at_once() {
+    use shellward::tools::{ProcessInputArgs, ProcessOutputArgs};
+    let mark = new_mark();
+    let sw = instance(&mark);
+    for tty in [false, true] {
+        let mut args = exec("python3 -q -i");
+        args.interactive = Some(true);
+        args.tty = Some(tty);
+        args.run_in_background = Some(true);
+        let r = sw.execute(None, args).await.unwrap();
+        let id = r.process_id.clone().expect("an id");
+        // Let the interpreter start and print its first prompt.
+        let first = sw
+            .process_output(
+                None,
+                ProcessOutputArgs {
+                    process_id: id.clone(),
+                    idle: Some("3s".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert!(first.waiting_for_input, "tty={tty}: {first:?}");
+        let started = Instant::now();
+        let answer = sw
+            .process_input(
+                None,
+                ProcessInputArgs {
+                    process_id: id.clone(),
+                    text: Some("print(6*7)\n".into()),
+                    idle: Some("3s".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        assert!(answer.output.contains("42"), "tty={tty}: {answer:?}");
+        assert!(answer.waiting_for_input, "tty={tty}: {answer:?}");
+        println!("tty={tty}: a REPL exchange answered in {took:?}");
+        assert!(
+            took < Duration::from_millis(1500),
+            "tty={tty}: the answer waited {took:?} (the idle window is 3 s)"
+        );
+        sw.process_signal(
+            None,
+            shellward::tools::ProcessSignalArgs {
+                process_id: id,
+                signal: shellward::tools::SignalName::Kill,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    // A sleeping interactive process is not waiting for input.
+    let mut args = exec("sleep 30");
+    args.interactive = Some(true);
+    args.run_in_background = Some(true);
+    let r = sw.execute(None, args).await.unwrap();
+    let out = sw
+        .process_output(
+            None,
+            ProcessOutputArgs {
+                process_id: r.process_id.clone().unwrap(),
+                idle: Some("300ms".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!out.waiting_for_input, "{out:?}");
+    // One blocked on `read` is.
+    let mut args = exec("read answer; echo got $answer");
+    args.interactive = Some(true);
+    args.run_in_background = Some(true);
+    let r = sw.execute(None, args).await.unwrap();
+    let out = sw
+        .process_output(
+            None,
+            ProcessOutputArgs {
+                process_id: r.process_id.clone().unwrap(),
+                idle: Some("3s".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(out.waiting_for_input, "{out:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// A background start is answered as soon as it listens (naming the port) or fails (with its exit and error text),
+/// and a quiet one that does neither within the start-up limit is answered running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_start_is_answered_when_ready_failed_or_at_the_limit() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let background = |command: String| ExecuteArgs {
+        command,
+        run_in_background: Some(true),
+        ..Default::default()
+    };
+    // Listens after 1.5 s.
+    let started = Instant::now();
+    let r = sw
+        .execute(
+            None,
+            background(format!(
+                "sleep 1.5; exec python3 -m http.server --bind 127.0.0.1 {port}"
+            )),
+        )
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(r.running, "{r:?}");
+    assert_eq!(r.listening, [format!("tcp 127.0.0.1:{port}")], "{r:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains(&format!("listening on 127.0.0.1:{port}"))),
+        "{:?}",
+        r.notes
+    );
+    println!("ready after {took:?}");
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_millis(2900),
+        "{took:?}"
+    );
+    // Fails after 1.2 s.
+    let r = sw
+        .execute(
+            None,
+            background("sleep 1.2; echo 'port already in use' >&2; exit 1".into()),
+        )
+        .await
+        .unwrap();
+    assert!(!r.running, "{r:?}");
+    assert_eq!(r.exit_code, Some(1), "{r:?}");
+    assert!(r.output.contains("port already in use"), "{r:?}");
+    // Neither: answered running at the limit (3 s by default).
+    let started = Instant::now();
+    let r = sw
+        .execute(None, background("sleep 30".into()))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(r.running && r.listening.is_empty(), "{r:?}");
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// A session keeps its working directory between `execute` calls, as a terminal keeps its `cd`; other sessions do
+/// not see it, a per-call `workdir` wins for that call, and the exit status and output are the command's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_its_working_directory() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let scratch = tempfile::tempdir().unwrap();
+    let base = scratch.path().canonicalize().unwrap();
+    let deep = base.join("a/b");
+    std::fs::create_dir_all(&deep).unwrap();
+    let pwd = |sw: &Shellward, session: Option<&'static str>| {
+        let sw = sw.clone();
+        async move { sw.execute(session, exec("pwd")).await.unwrap().output }
+    };
+    let start = pwd(&sw, Some("one")).await;
+    let r = sw
+        .execute(
+            Some("one"),
+            exec(&format!("cd {}; echo moved", deep.display())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.output, "moved\n",
+        "the output is the command's own: {r:?}"
+    );
+    assert_eq!(pwd(&sw, Some("one")).await, format!("{}\n", deep.display()));
+    // Relative moves go on from there.
+    sw.execute(Some("one"), exec("cd ..")).await.unwrap();
+    assert_eq!(
+        pwd(&sw, Some("one")).await,
+        format!("{}\n", base.join("a").display())
+    );
+    // Another session is where it was.
+    assert_eq!(pwd(&sw, Some("two")).await, start);
+    // A per-call workdir wins for that call and leaves the session's directory alone.
+    let mut args = exec("pwd");
+    args.workdir = Some(base.display().to_string());
+    assert_eq!(
+        sw.execute(Some("one"), args).await.unwrap().output,
+        format!("{}\n", base.display())
+    );
+    assert_eq!(
+        pwd(&sw, Some("one")).await,
+        format!("{}\n", base.join("a").display())
+    );
+    // `exit 3` after a cd: the status is the command's, the directory is kept.
+    let r = sw
+        .execute(Some("one"), exec(&format!("cd {}; exit 3", deep.display())))
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(3), "{r:?}");
+    assert_eq!(pwd(&sw, Some("one")).await, format!("{}\n", deep.display()));
+    // A directory that is gone falls back to the default.
+    std::fs::remove_dir_all(base.join("a")).unwrap();
+    assert_eq!(pwd(&sw, Some("one")).await, start);
+    // Nothing is left behind in the temporary directory.
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!(".shellward-cwd-{}-", std::process::id()))
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
+    let mark = new_mark();
+    let sw = {
+        let mut config = Config::default();
+        config.executor.grace = Duration::from_millis(300);
+        config.executor.env.set_var(MARK, &mark);
+        // A background start answers after 200 ms, so the start below is still running when answered.
+        config.tools.startup_wait = Duration::from_millis(200);
+        Shellward::builder().config(config).build().expect("build")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tally = dir.path().join("tally");
+    let with_token = |command: String, token: &str| ExecuteArgs {
+        command,
+        client_token: Some(token.into()),
+        ..Default::default()
+    };
+    let runs = || {
+        std::fs::read_to_string(&tally)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
+    // A foreground call and its retry: one run, the first result returned, marked attached.
+    let count_once = format!("echo run >> {}; echo done", tally.display());
+    let first = sw
+        .execute(Some("s1"), with_token(count_once.clone(), "t-1"))
+        .await
+        .unwrap();
+    assert!(first.success && !first.attached, "{first:?}");
+    let again = sw
+        .execute(Some("s1"), with_token(count_once.clone(), "t-1"))
+        .await
+        .unwrap();
+    assert!(again.attached, "{again:?}");
+    assert_eq!(
+        (again.process_id.clone(), again.output.clone()),
+        (first.process_id.clone(), first.output.clone())
+    );
+    assert!(again.notes[0].contains("retry"), "{:?}", again.notes);
+    assert_eq!(runs(), 1);
+
+    // The token with another call is refused, and nothing runs; another session's token of that name is its own.
+    let e = sw
+        .execute(Some("s1"), with_token(format!("{count_once}; true"), "t-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("client_token"), "{e}");
+    let mut changed = with_token(count_once.clone(), "t-1");
+    changed.env = Some([("X".to_string(), "1".to_string())].into());
+    assert_eq!(
+        sw.execute(Some("s1"), changed).await.unwrap_err().kind,
+        ToolErrorKind::Conflict
+    );
+    assert_eq!(runs(), 1);
+    let other = sw
+        .execute(Some("s2"), with_token(count_once.clone(), "t-1"))
+        .await
+        .unwrap();
+    assert!(!other.attached);
+    assert_eq!(runs(), 2);
+
+    // A retry while the first call still runs waits for it and gets its result; a first call whose caller went
+    // away (its future dropped) still runs to its result, which the retry gets.
+    let slow = format!("sleep 0.6; echo run >> {}; echo slow", tally.display());
+    let gone = tokio::spawn({
+        let (sw, slow) = (sw.clone(), slow.clone());
+        async move { sw.execute(Some("s1"), with_token(slow, "t-2")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    gone.abort();
+    let waited = sw
+        .execute(Some("s1"), with_token(slow.clone(), "t-2"))
+        .await
+        .unwrap();
+    assert!(waited.attached, "{waited:?}");
+    assert_eq!(waited.output, "slow\n");
+    assert_eq!(runs(), 3);
+
+    // A background start and its retry: one process, whose state the retry brings up to date.
+    let bg = ExecuteArgs {
+        run_in_background: Some(true),
+        ..with_token("sleep 0.6; exit 4".into(), "t-3")
+    };
+    let started = sw.execute(Some("s1"), bg.clone()).await.unwrap();
+    assert!(started.running, "{started:?}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let later = sw.execute(Some("s1"), bg).await.unwrap();
+    assert!(later.attached && !later.running, "{later:?}");
+    assert_eq!(later.exit_code, Some(4));
+    assert_eq!(later.process_id, started.process_id);
+    let listed = sw
+        .process_list(Some("s1"), ProcessListArgs {})
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .processes
+            .iter()
+            .filter(|p| p.command == "sleep 0.6; exit 4")
+            .count(),
+        1
+    );
+
+    // A deny is a result too: the retry gets it without asking the policies again.
+    let denied = sw
+        .execute(Some("s1"), with_token("sudo true".into(), "t-4"))
+        .await
+        .unwrap();
+    assert!(denied.denied);
+    let again = sw
+        .execute(Some("s1"), with_token("sudo true".into(), "t-4"))
+        .await
+        .unwrap();
+    assert!(again.denied && again.attached, "{again:?}");
+
+    // Bad tokens are the caller's to fix.
+    for bad in ["", "  ", &"x".repeat(300)] {
+        let e = sw
+            .execute(None, with_token("true".into(), bad))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::InvalidArguments, "{bad:?}: {e}");
+    }
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let (work, elsewhere) = (dir.path().join("work"), dir.path().join("elsewhere"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let secret = dir.path().join("secret-key");
+    std::fs::write(&secret, "SECRET-VALUE-42\n").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let build = |network: &str| {
+        let file = dir.path().join(format!("shellward-{network}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "[confinement]\nnetwork = \"{network}\"\nwritable = [\"$WORKDIR\"]\ndeny_read = [\"{}\"]\n\
+                 [executor]\nworkdir = \"{}\"\ngrace = \"300ms\"\n[env.set]\n{MARK} = \"{mark}\"\n",
+                secret.display(),
+                work.display()
+            ),
+        )
+        .unwrap();
+        Shellward::builder()
+            .config(Config::load(&file).expect("config"))
+            .build()
+            .expect("build")
+    };
+    let sw = build("none");
+    // Writes: the working directory yes, elsewhere no — with a note saying where writes go.
+    let r = sw
+        .execute(None, exec("echo data > made && cat made"))
+        .await
+        .unwrap();
+    assert_eq!(r.output, "data\n", "{r:?}");
+    let line = r.confinement.clone().expect("a confinement line");
+    assert!(
+        line.contains("writes only under")
+            && line.contains("network none")
+            && line.contains("hidden"),
+        "{line}"
+    );
+    let r = sw
+        .execute(
+            None,
+            exec(&format!("echo data > {}/x", elsewhere.display())),
+        )
+        .await
+        .unwrap();
+    assert!(!r.success, "{r:?}");
+    assert!(!elsewhere.join("x").exists());
+    assert!(
+        r.notes.iter().any(|n| n.contains("writable")),
+        "{:?}",
+        r.notes
+    );
+    // The model cannot widen writes by choosing the directory: `$WORKDIR` is the configured one, not the call's.
+    let r = sw
+        .execute(
+            None,
+            ExecuteArgs {
+                workdir: Some(elsewhere.display().to_string()),
+                ..exec("echo data > y")
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!r.success && !elsewhere.join("y").exists(), "{r:?}");
+    // Reads: the denied file cannot be read; an ordinary one can.
+    let r = sw
+        .execute(
+            None,
+            exec(&format!(
+                "cat {}; cat /etc/hostname >/dev/null && echo ordinary",
+                secret.display()
+            )),
+        )
+        .await
+        .unwrap();
+    assert!(!r.output.contains("SECRET-VALUE"), "{r:?}");
+    assert!(r.output.contains("ordinary"), "{r:?}");
+    // Network none: the test's listener is out of reach, and the note says why.
+    let reach = format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'");
+    let r = sw.execute(None, exec(&reach)).await.unwrap();
+    assert!(!r.success, "{r:?}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("network")),
+        "{:?}",
+        r.notes
+    );
+    // System calls: ptrace is refused by default (the operator's deny_syscalls), with a note saying so.
+    let r = sw
+        .execute(
+            None,
+            exec("python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); print(\"ptrace\", l.ptrace(0, 0, 0, 0), ctypes.get_errno())'"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.output, "ptrace -1 1\n", "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("system calls refused")),
+        "{r:?}"
+    );
+    // The model cannot widen it: no argument names it (unknown arguments are refused).
+    let e = sw
+        .call(
+            None,
+            "execute",
+            json!({"command": "true", "confinement": {"network": "host"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::InvalidArguments);
+    sw.shutdown().await;
+    // With the host's network the same command reaches it.
+    let sw = build("host");
+    let r = sw.execute(None, exec(&reach)).await.unwrap();
+    assert!(r.success, "{r:?}");
+    sw.shutdown().await;
+    drop(listener);
+    assert!(survivors(&mark).is_empty());
+}

@@ -1,0 +1,47 @@
+//! Helpers of the facade's tests: instances whose processes carry a marker, and the scan that proves none survive.
+
+#![allow(dead_code)]
+
+use shellward::tools::ExecuteArgs;
+use shellward::{Config, Shellward};
+use std::time::{Duration, Instant};
+
+pub const MARK: &str = "SHELLWARD_TEST_MARK";
+
+pub fn new_mark() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "facade-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn survivors(mark: &str) -> Vec<i32> {
+    let entry = format!("{MARK}={mark}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = shellward_test_support::with_env(&entry)
+            .into_iter()
+            .collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn instance(mark: &str) -> Shellward {
+    let mut config = Config::default();
+    config.executor.grace = Duration::from_millis(300);
+    config.executor.env.set_var(MARK, mark);
+    Shellward::builder().config(config).build().expect("build")
+}
+
+pub fn exec(command: &str) -> ExecuteArgs {
+    ExecuteArgs {
+        command: command.into(),
+        ..Default::default()
+    }
+}

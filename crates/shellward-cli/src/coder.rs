@@ -25,7 +25,7 @@
 //! shellward's additions ride along as fields Go ignores: the command as run (a policy may rewrite it), the policies'
 //! notes, the log path, the signal name.
 
-use crate::serve::{AppState, session};
+use crate::state::{AppState, session};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -8,6 +8,7 @@ mod listen;
 mod man;
 mod mcp;
 mod mcp_io;
+mod policy_args;
 mod policy_cmd;
 mod policy_kit;
 mod policy_new;
@@ -16,6 +17,7 @@ mod run_cmd;
 mod sandbox_cmd;
 mod serve;
 mod service;
+mod state;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 //! ones that would change — what an operator asks before rolling a new policy out ("what would it have changed in last
 //! week's traffic?"). Nothing is run.
 
-use crate::policy_cmd::PolicyArgs;
+use crate::policy_args::PolicyArgs;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Value, json};

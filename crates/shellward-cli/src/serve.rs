@@ -37,8 +37,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The header carrying the caller's session id.
-pub const SESSION_HEADER: &str = "x-shellward-session";
+pub use crate::state::SESSION_HEADER;
+pub(crate) use crate::state::{AppState, session};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -82,31 +82,7 @@ const MAX_SESSION_BYTES: usize = 128;
 /// Largest accepted request body (the longest command is 128 KiB).
 const MAX_BODY_BYTES: usize = 2 << 20;
 
-pub(crate) struct AppState {
-    pub(crate) sw: Shellward,
-    token: Option<String>,
-    /// Tokens bound to sessions (`[[auth]]` in the config file).
-    auth: Vec<shellward::AuthEntry>,
-    /// The process API's client tokens (Coder's idempotent starts): token → process id.
-    pub(crate) coder_tokens: shellward::idempotency::TokenIndex<String>,
-}
-
-impl AppState {
-    /// Whether any token is required.
-    fn needs_token(&self) -> bool {
-        self.token.is_some() || !self.auth.is_empty()
-    }
-}
-
 type Shared = Arc<AppState>;
-
-/// The session named by the request (validated by [`check_request`] before any handler runs).
-pub(crate) fn session(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
 
 /// Why a session header is refused, if it is.
 fn session_problem(headers: &HeaderMap) -> Option<String> {

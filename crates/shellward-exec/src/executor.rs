@@ -9,6 +9,7 @@ use crate::registry::{Limits, Proc, Registry};
 use crate::results::{
     ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
 };
+pub(crate) use crate::shared::Inner;
 use crate::sys::{BaseEnv, ContainmentKind, Platform, SpawnEnv, SpawnSpec};
 use crate::tasks::{
     cleanup, nonblocking, read_pipe, read_terminal, reaper, try_cleanup, wait_leader,
@@ -21,36 +22,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
-
-/// The executor's shared state.
-pub(crate) struct Inner {
-    pub(crate) config: ExecutorConfig,
-    pub(crate) platform: Platform,
-    log_dir: LogDir,
-    /// What every command's environment starts from (see [`crate::env`]), read once at creation.
-    base_env: Arc<BaseEnv>,
-    pub(crate) registry: Registry,
-    /// Wakes the reaper when a process starts (it sleeps while there is nothing to do).
-    reaper_wake: Arc<tokio::sync::Notify>,
-    /// Passes the reaper has made (each visits every retained process).
-    pub(crate) reaper_passes: AtomicU64,
-    next_id: AtomicU64,
-    closing: AtomicBool,
-    pub(crate) shut_down: AtomicBool,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if !self.shut_down.swap(true, Ordering::SeqCst) {
-            // Not shut down cleanly: kill everything synchronously so nothing outlives the executor.
-            for p in self.registry.all() {
-                p.tree.kill();
-            }
-            self.platform.shutdown();
-            self.log_dir.remove();
-        }
-    }
-}
 
 /// Runs plans and tracks the processes they start. Cheap to clone (shared).
 #[derive(Clone)]

@@ -38,6 +38,7 @@ pub mod output;
 mod plan;
 mod registry;
 mod results;
+mod shared;
 mod sys;
 mod tasks;
 mod terminal;

@@ -1,9 +1,9 @@
 //! The tasks behind each process (a reader per output pipe, a waiter for the leader) and the executor's periodic
 //! reaper, plus releasing a finished tree's resources.
 
-use crate::executor::Inner;
 use crate::registry::Proc;
 use crate::results::ExitState;
+use crate::shared::Inner;
 use crate::sys::Leader;
 use crate::sys::pidfd::pidfd_open;
 use crate::sys::pipes::waitpid_blocking;

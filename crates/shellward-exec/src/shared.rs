@@ -1,0 +1,40 @@
+//! The executor's shared state ([`Inner`]), held by the [`crate::Executor`] handle and by its background tasks (the
+//! reaper, the output readers, the leader waiters), and what happens when the last holder drops it without a clean
+//! shutdown.
+
+use crate::config::ExecutorConfig;
+use crate::logdir::LogDir;
+use crate::registry::Registry;
+use crate::sys::{BaseEnv, Platform};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The executor's shared state.
+pub(crate) struct Inner {
+    pub(crate) config: ExecutorConfig,
+    pub(crate) platform: Platform,
+    pub(crate) log_dir: LogDir,
+    /// What every command's environment starts from (see [`crate::env`]), read once at creation.
+    pub(crate) base_env: Arc<BaseEnv>,
+    pub(crate) registry: Registry,
+    /// Wakes the reaper when a process starts (it sleeps while there is nothing to do).
+    pub(crate) reaper_wake: Arc<tokio::sync::Notify>,
+    /// Passes the reaper has made (each visits every retained process).
+    pub(crate) reaper_passes: AtomicU64,
+    pub(crate) next_id: AtomicU64,
+    pub(crate) closing: AtomicBool,
+    pub(crate) shut_down: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.shut_down.swap(true, Ordering::SeqCst) {
+            // Not shut down cleanly: kill everything synchronously so nothing outlives the executor.
+            for p in self.registry.all() {
+                p.tree.kill();
+            }
+            self.platform.shutdown();
+            self.log_dir.remove();
+        }
+    }
+}

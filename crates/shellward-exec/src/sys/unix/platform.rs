@@ -927,3 +927,16 @@ fn abandon(leader: Leader) {
 fn stopped() -> io::Error {
     io::Error::other("the executor's spawner thread has stopped")
 }
+
+impl super::watchdog::Spawner for Platform {
+    fn token(&self) -> &str {
+        Platform::token(self)
+    }
+
+    fn on_spawner_sync<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        Platform::on_spawner_sync(self, f)
+    }
+}

@@ -13,7 +13,6 @@
 
 use super::WATCHDOG_VAR;
 use super::embedded_init::EmbeddedInit;
-use super::platform::Platform;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -67,6 +66,18 @@ for dir in "$cg" "$pids"; do
 done
 "#;
 
+/// Where the watchdog starts from: the executor's spawner thread (`platform::Platform`), whose marker token the
+/// watchdog looks for.
+pub(crate) trait Spawner {
+    /// The executor's marker token (`SHELLWARD_TREE=TOKEN/…`).
+    fn token(&self) -> &str;
+    /// Runs `f` on the spawner thread and returns its result.
+    fn on_spawner_sync<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R>;
+}
+
 impl Watchdog {
     /// Starts the watchdog (on the spawner thread, so the death signal of its leaders' thread does not apply to it):
     /// from `embedded` when given and runnable, else from a shell.
@@ -74,7 +85,7 @@ impl Watchdog {
         cgroup_dir: Option<PathBuf>,
         pids_dir: Option<PathBuf>,
         embedded: Option<EmbeddedInit>,
-        platform: &Platform,
+        platform: &impl Spawner,
     ) -> io::Result<Watchdog> {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
         let token = platform.token().to_string();
@@ -164,12 +175,21 @@ mod tests {
     /// them with nothing killed.
     #[test]
     fn both_forms_kill_only_what_the_marker_and_the_announcements_allow() {
-        let config = crate::ExecutorConfig {
-            pid_namespace: false,
-            ..Default::default()
-        };
-        let platform = Platform::new(false, &config, &std::env::temp_dir()).unwrap();
-        let token = platform.token().to_string();
+        // The spawner thread's part, played by this thread: the protocol is what is tested.
+        struct Inline(String);
+        impl Spawner for Inline {
+            fn token(&self) -> &str {
+                &self.0
+            }
+            fn on_spawner_sync<R: Send + 'static>(
+                &self,
+                f: impl FnOnce() -> R + Send + 'static,
+            ) -> io::Result<R> {
+                Ok(f())
+            }
+        }
+        let token = format!("watchdog-test-{}", std::process::id());
+        let platform = Inline(token.clone());
         let mut forms = vec![None];
         if let Some(embedded) = super::super::embedded_init::load().unwrap() {
             forms.insert(0, Some(embedded));
@@ -227,6 +247,5 @@ mod tests {
                 child.wait().unwrap();
             }
         }
-        platform.shutdown();
     }
 }

@@ -21,6 +21,7 @@ mod chain;
 mod compat;
 pub mod embedded;
 mod engine;
+mod engine_state;
 mod error;
 mod host;
 mod limits;

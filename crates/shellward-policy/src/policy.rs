@@ -3,7 +3,7 @@
 use crate::bindings::types::{Outcome, Request};
 use crate::bindings::{PolicyWorld, PolicyWorldPre, v0_1};
 use crate::compat::PolicyInfo;
-use crate::engine::{EngineInner, InstanceMode, PolicyEngine};
+use crate::engine_state::{EngineInner, InstanceMode, PolicyEngine};
 use crate::error::{FaultKind, PolicyError};
 use crate::host::HostState;
 use crate::outside_async::outside_async_runtime;

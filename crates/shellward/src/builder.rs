@@ -164,6 +164,15 @@ impl ShellwardBuilder {
                  set [executor] workdir to the project's directory"
             );
         }
+        let cwd_dir = tempfile::Builder::new()
+            .prefix(".shellward-cwd-")
+            .tempdir()
+            .ok();
+        let mut plan_confinement = self.config.confinement.for_command(&base_workdir);
+        if let (Some(paths), Some(dir)) = (plan_confinement.writable.as_mut(), &cwd_dir) {
+            // Where a command reports its last directory (see `cwd_trap`).
+            paths.push(dir.path().to_path_buf());
+        }
         Ok(Shellward {
             inner: Arc::new(Inner {
                 drain: self.config.executor.drain,
@@ -178,11 +187,8 @@ impl ShellwardBuilder {
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
                 retention: self.config.executor.retention,
                 confinement: self.config.confinement.clone(),
-                base_workdir,
-                cwd_dir: tempfile::Builder::new()
-                    .prefix(".shellward-cwd-")
-                    .tempdir()
-                    .ok(),
+                plan_confinement,
+                cwd_dir,
                 posix_shell: self
                     .config
                     .executor

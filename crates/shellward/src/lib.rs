@@ -98,9 +98,10 @@ struct Inner {
     retention: Duration,
     /// What each command may touch (`[confinement]`).
     confinement: ConfinementConfig,
-    /// The directory `$WORKDIR` names in `[confinement] writable`: the configured working directory, else where this
-    /// process started — never a call's `workdir` or a session's `cd` (the model would widen its own sandbox).
-    base_workdir: PathBuf,
+    /// Every plan's confinement: `[confinement]` with `$WORKDIR` the configured working directory (else where this
+    /// process started — never a call's `workdir` or a session's `cd`: the model would widen its own sandbox), and
+    /// the directory of the `cd` trap's files writable. The same for every command, so computed once.
+    plan_confinement: shellward_exec::Confinement,
     /// A private directory for the files through which commands report their last working directory (writable to
     /// every confined command); removed with this instance.
     cwd_dir: Option<tempfile::TempDir>,
@@ -518,13 +519,7 @@ impl Shellward {
                         _ => path,
                     }
                 });
-                let mut confinement = self.inner.confinement.for_command(&self.inner.base_workdir);
-                if let (Some(paths), Some(dir)) =
-                    (confinement.writable.as_mut(), &self.inner.cwd_dir)
-                {
-                    // Where the command reports its last directory (see `cwd_trap`).
-                    paths.push(dir.path().to_path_buf());
-                }
+                let confinement = self.inner.plan_confinement.clone();
                 Some(ExecPlan {
                     command: p.command.clone(),
                     workdir,

@@ -4,7 +4,7 @@
 
 use shellward::tools::ExecuteArgs;
 use shellward::{Config, Shellward};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const MARK: &str = "SHELLWARD_TEST_MARK";
 
@@ -18,18 +18,11 @@ pub fn new_mark() -> String {
     )
 }
 
+/// The processes still carrying `mark` after up to 5 s.
 pub fn survivors(mark: &str) -> Vec<i32> {
-    let entry = format!("{MARK}={mark}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left: Vec<i32> = shellward_test_support::with_env(&entry)
-            .into_iter()
-            .collect();
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    shellward_test_support::survivors_after(&format!("{MARK}={mark}"), Duration::from_secs(5))
+        .into_iter()
+        .collect()
 }
 
 pub fn instance(mark: &str) -> Shellward {

@@ -238,7 +238,10 @@ fn inspect_explains_compatibility() {
     let o = shellward(&["policy", "inspect", "default", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["package"], "shellward:policy@0.2.0");
+    assert_eq!(
+        v["package"],
+        format!("shellward:policy@{}", shellward_policy::WIT_VERSION)
+    );
     assert_eq!(v["compatible"], true);
     assert_eq!(v["adapted"], false);
     assert!(v["size_bytes"].as_u64().unwrap() > 1000);
@@ -247,7 +250,16 @@ fn inspect_explains_compatibility() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e == "shellward:policy/policy@0.2.0")
+            .any(|e| *e == format!("shellward:policy/policy@{}", shellward_policy::WIT_VERSION))
+    );
+    // A policy built for 0.2: through the 0.2 adapter, which says what it does not see.
+    let v02 = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shellward-policy/tests/fixtures/default-policy-v0.2.wasm");
+    let o = shellward(&["policy", "inspect", v02.to_str().unwrap()]);
+    let out = text(&o);
+    assert!(
+        out.contains("through the 0.2 adapter") && out.contains("confinement"),
+        "{out}"
     );
 
     // A policy built for 0.1: still compatible, through the adapter, and said so.
@@ -283,7 +295,7 @@ fn inspect_explains_compatibility() {
     assert!(
         out.contains("compatible:  no")
             && out.contains("1.0.0")
-            && out.contains("0.2.x (and 0.1.x through an adapter)"),
+            && out.contains(&shellward_policy::supported_ranges()),
         "{out}"
     );
 
@@ -385,4 +397,102 @@ fn test_results_come_as_junit_and_tap_for_ci() {
     let o = shellward(&["policy", "test", "default", "--format", "junit"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("<failure"));
+}
+
+/// `--coverage` lists the policy's rules with how many cases hit each, and `--min-coverage` fails a run that leaves
+/// too many untested; for a policy that names no rules (built against 0.2), the outcome kinds are counted instead.
+#[test]
+fn coverage_names_the_rules_no_case_exercised() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases.toml");
+    std::fs::write(
+        &cases,
+        "[[case]]\nname = \"amp\"\ncommand = \"npm run dev &\"\n\
+         expect = { decision = \"run\", background = true, rules = \"trailing-ampersand\" }\n\n\
+         [[case]]\nname = \"zero\"\ncommand = \"make\"\ntimeout = \"0s\"\nexpect = { decision = \"deny\", rule = \"timeout-zero\" }\n",
+    )
+    .unwrap();
+    let cases = cases.to_str().unwrap();
+    let o = shellward(&["policy", "test", "default", cases, "--coverage"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains("coverage: "), "{out}");
+    let line = |id: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().any(|w| w == id))
+            .unwrap_or_else(|| panic!("{id} missing:\n{out}"))
+            .to_string()
+    };
+    assert!(line("trailing-ampersand").contains("1 case"), "{out}");
+    assert!(line("timeout-zero").contains("1 case"), "{out}");
+    assert!(line("promotion").contains("never"), "{out}");
+    // A threshold the two cases do not reach fails the run and names what to add.
+    let o = shellward(&["policy", "test", "default", cases, "--min-coverage", "90"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains("below --min-coverage 90") && err.contains("promotion"),
+        "{err}"
+    );
+    // JSON carries the same report; JUnit keeps stdout XML and reports coverage on stderr.
+    let o = shellward(&[
+        "policy",
+        "test",
+        "default",
+        cases,
+        "--coverage",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["coverage"]["basis"], "rules");
+    assert!(
+        v["coverage"]["missed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "promotion")
+    );
+    let o = shellward(&[
+        "policy",
+        "test",
+        "default",
+        cases,
+        "--coverage",
+        "--format",
+        "junit",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("<?xml"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("coverage: "));
+    // A 0.2 policy names no rules: the outcome kinds are the basis.
+    let old = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shellward-policy/tests/fixtures/default-policy-v0.2.wasm");
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(
+        &plain,
+        "[[case]]\nname = \"amp\"\ncommand = \"npm run dev &\"\nexpect = { decision = \"run\", background = true }\n",
+    )
+    .unwrap();
+    let o = shellward(&[
+        "policy",
+        "test",
+        old.to_str().unwrap(),
+        plain.to_str().unwrap(),
+        "--coverage",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["coverage"]["basis"], "outcomes");
+    let missed: Vec<&str> = v["coverage"]["missed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    assert!(
+        missed.contains(&"deny") && !missed.contains(&"rewrite"),
+        "{missed:?}"
+    );
 }

@@ -133,8 +133,9 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
     let guide = std::fs::read_to_string(root().join("policies/README.md")).unwrap();
     let glue = guide
         .split("```rust,ignore\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n```").next())
+        .skip(1)
+        .filter_map(|rest| rest.split("\n```").next())
+        .find(|block| block.contains("export!(Policy);"))
         .expect("the guide's ```rust,ignore glue block");
     assert!(glue.contains("export!(Policy);"), "{glue}");
     std::fs::write(dir.join("src/lib.rs"), glue).unwrap();

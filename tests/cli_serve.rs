@@ -840,7 +840,7 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
             .unwrap()
             .starts_with("sha256:")
     );
-    assert_eq!(policies[2]["wit_version"], "0.2.0");
+    assert_eq!(policies[2]["wit_version"], shellward_policy::WIT_VERSION);
     // `policy list --server` asks the running server.
     let listed = Command::new(bin())
         .args(["policy", "list", "--server", &b])

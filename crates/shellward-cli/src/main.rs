@@ -4,6 +4,7 @@
 
 mod coder;
 mod config_cmd;
+mod coverage;
 mod listen;
 mod man;
 mod mcp;

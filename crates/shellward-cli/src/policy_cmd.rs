@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use shellward_policy::duration::{self, format_millis};
-use shellward_policy::{Decision, OnTimeout, Outcome, Request};
+use shellward_policy::{Decision, NetworkAccess, OnTimeout, Outcome, Request};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -334,6 +334,14 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| "/".into());
     let confinement = config.confinement.for_command(&base);
     let mut request = Request::new(args.command.join(" "));
+    (request.confinement, request.ceiling) =
+        config.confinement.policy_view(&confinement, &base, None);
+    request.hidden = config
+        .confinement
+        .deny_read
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     request.timeout_ms = args
         .timeout
         .as_deref()
@@ -361,13 +369,12 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .map(|c| pair(c, "--context"))
         .collect::<Result<_>>()?;
     let decision = chain.evaluate(&request);
-    let run = matches!(decision.outcome, Outcome::Run(_));
     if args.json {
         let mut value = decision_json(&decision);
-        if run {
+        if let Outcome::Run(p) = &decision.outcome {
             value["confinement"] = json!({
-                "writable": confinement.writable,
-                "network": confinement.network.as_str(),
+                "writable": p.confinement.writable,
+                "network": network_json(&p.confinement.network),
                 "deny_read": config.confinement.deny_read,
                 "deny_syscalls": confinement.deny_syscalls,
             });
@@ -375,10 +382,14 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", decision_text(&decision));
-        if run {
+        if let Outcome::Run(p) = &decision.outcome {
             print!(
                 "{}",
-                confinement_text(&confinement, &config.confinement.deny_read)
+                confinement_text(
+                    &p.confinement,
+                    &confinement.deny_syscalls,
+                    &config.confinement.deny_read
+                )
             );
         }
     }
@@ -414,41 +425,59 @@ pub fn decision_json(d: &Decision) -> serde_json::Value {
             "notes": p.notes,
             "interactive": p.interactive || p.tty,
             "tty": p.tty,
+            "startup_wait_ms": p.startup_wait_ms,
+            "rules": p.rules,
             "faults": faults,
         }),
-        Outcome::Deny(reason) => json!({
+        Outcome::Deny(denial) => json!({
             "decision": "deny",
-            "reason": reason,
+            "reason": denial.reason,
+            "rule": denial.rule,
             "denied_by": d.denied_by,
             "faults": faults,
         }),
     }
 }
 
+/// A policy network as JSON: its name, or `{"allow": [...]}`.
+fn network_json(n: &NetworkAccess) -> serde_json::Value {
+    match n {
+        NetworkAccess::Allow(list) => json!({ "allow": list }),
+        other => json!(other.as_str()),
+    }
+}
+
 /// The confinement a run gets, as text: where it may write, its network, what it cannot read, which system calls
 /// are refused.
-fn confinement_text(c: &shellward::Confinement, deny_read: &[std::path::PathBuf]) -> String {
-    let list = |paths: &[std::path::PathBuf]| {
-        paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+fn confinement_text(
+    c: &shellward_policy::Confinement,
+    deny_syscalls: &[String],
+    deny_read: &[std::path::PathBuf],
+) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "writable:   {}\n",
         match &c.writable {
-            Some(paths) => list(paths),
+            Some(paths) => paths.join(", "),
             None => "anywhere its user may (not confined)".into(),
         }
     ));
-    out.push_str(&format!("network:    {}\n", c.network.as_str()));
+    out.push_str(&format!(
+        "network:    {}\n",
+        match &c.network {
+            NetworkAccess::Allow(list) => format!(
+                "allow {} (refused when run: this host cannot filter by destination)",
+                list.join(", ")
+            ),
+            other => other.as_str().to_string(),
+        }
+    ));
     if !deny_read.is_empty() {
-        out.push_str(&format!("hidden:     {}\n", list(deny_read)));
+        let hidden: Vec<String> = deny_read.iter().map(|p| p.display().to_string()).collect();
+        out.push_str(&format!("hidden:     {}\n", hidden.join(", ")));
     }
-    if !c.deny_syscalls.is_empty() {
-        out.push_str(&format!("refused:    {}\n", c.deny_syscalls.join(", ")));
+    if !deny_syscalls.is_empty() {
+        out.push_str(&format!("refused:    {}\n", deny_syscalls.join(", ")));
     }
     out
 }
@@ -493,19 +522,28 @@ pub fn decision_text(d: &Decision) -> String {
             for (k, v) in &p.env {
                 out.push_str(&format!("env:        {k}={v}\n"));
             }
+            if let (true, Some(ms)) = (p.background, p.startup_wait_ms) {
+                out.push_str(&format!("start wait: {}\n", format_millis(ms)));
+            }
             if !p.notes.is_empty() {
                 out.push_str("notes:\n");
                 for n in &p.notes {
                     out.push_str(&format!("  - {n}\n"));
                 }
             }
+            if !p.rules.is_empty() {
+                out.push_str(&format!("rules:      {}\n", p.rules.join(", ")));
+            }
         }
-        Outcome::Deny(reason) => {
+        Outcome::Deny(denial) => {
             out.push_str("decision:   deny\n");
             if let Some(by) = &d.denied_by {
                 out.push_str(&format!("denied by:  {by}\n"));
             }
-            out.push_str(&format!("reason:     {reason}\n"));
+            if let Some(rule) = &denial.rule {
+                out.push_str(&format!("rule:       {rule}\n"));
+            }
+            out.push_str(&format!("reason:     {}\n", denial.reason));
         }
     }
     for (policy, error) in &d.faults {

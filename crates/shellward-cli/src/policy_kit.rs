@@ -108,6 +108,14 @@ pub struct TestArgs {
     /// expected and actual per mismatch), tap (TAP version 13 with a plan line).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<Format>,
+    /// Report which of the policies' rules (their `rules` export) the cases exercised and which they never hit; for
+    /// policies that name no rules, which kinds of outcome (deny, rewrite, background, note, confinement) they
+    /// produced. With --format junit or tap the report goes to standard error.
+    #[arg(long)]
+    pub coverage: bool,
+    /// Fail (exit 1) when coverage is below this percentage (0 to 100); implies --coverage.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub min_coverage: Option<u8>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -272,8 +280,22 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
     };
     let engine = PolicyEngine::new(args.sandbox.config()?)?;
     let mut results = Vec::new();
+    // The first case file's settings, for listing the policies' rules (rules may depend on settings).
+    let mut rule_settings: Option<Vec<String>> = None;
     for path in &case_files {
         let file = CaseFile::load(path)?;
+        if rule_settings.is_none() {
+            rule_settings = Some(
+                (0..policies.len())
+                    .map(|i| {
+                        file.settings
+                            .as_ref()
+                            .and_then(|s| s.for_policy(i).ok())
+                            .unwrap_or_default()
+                    })
+                    .collect(),
+            );
+        }
         results.extend(run_file(
             &engine,
             &policies,
@@ -288,19 +310,36 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
         (true, _) => Format::Json,
         (false, f) => f.unwrap_or(Format::Text),
     };
+    let coverage = if args.coverage || args.min_coverage.is_some() {
+        Some(crate::coverage::Coverage::compute(
+            &engine,
+            &policies,
+            rule_settings.as_deref().unwrap_or_default(),
+            &results,
+        )?)
+    } else {
+        None
+    };
     if format == Format::Junit {
         print!("{}", junit(&results));
+        if let Some(c) = &coverage {
+            eprint!("{}", c.text());
+        }
     } else if format == Format::Tap {
         print!("{}", tap(&results));
+        if let Some(c) = &coverage {
+            eprint!("{}", c.text());
+        }
     } else if format == Format::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "passed": passed,
-                "failed": failed,
-                "cases": results.iter().map(case_json).collect::<Vec<_>>(),
-            }))?
-        );
+        let mut value = json!({
+            "passed": passed,
+            "failed": failed,
+            "cases": results.iter().map(case_json).collect::<Vec<_>>(),
+        });
+        if let Some(c) = &coverage {
+            value["coverage"] = c.json();
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         let mut current: Option<&Path> = None;
         for r in &results {
@@ -320,9 +359,22 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
             }
         }
         println!("{passed} passed, {failed} failed");
+        if let Some(c) = &coverage {
+            print!("{}", c.text());
+        }
     }
     if results.is_empty() {
         eprintln!("shellward: no case matched; check --filter");
+        return Ok(ExitCode::from(1));
+    }
+    if let (Some(min), Some(c)) = (args.min_coverage, &coverage)
+        && c.percent() < f64::from(min)
+    {
+        eprintln!(
+            "shellward: coverage {:.0}% is below --min-coverage {min}%: add cases that exercise {}",
+            c.percent(),
+            c.missed().join(", ")
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(if failed == 0 {
@@ -365,7 +417,8 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
                 "host_supports": format!("{WIT_PACKAGE}@{WIT_VERSION}"),
                 "host_loads": supported_ranges(),
                 "compatible": verdict.is_ok(),
-                "adapted": verdict.is_ok() && info.adapted_from_v0_1(),
+                "adapted": verdict.is_ok() && info.adapted_from().is_some(),
+                "adapted_from": info.adapted_from().filter(|_| verdict.is_ok()),
                 "reason": verdict.as_ref().err(),
             }))?
         );
@@ -387,9 +440,18 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
             println!("  {i}");
         }
         match &verdict {
-            Ok(()) if info.adapted_from_v0_1() => println!(
-                "compatible:  yes, through the 0.1 adapter (this host's contract is {WIT_PACKAGE}@{WIT_VERSION}; the \
-                 policy does not see what 0.2 added: interactive and tty pass through as the caller asked)"
+            Ok(()) if info.adapted_from().is_some() => println!(
+                "compatible:  yes, through the {} adapter (this host's contract is {WIT_PACKAGE}@{WIT_VERSION}; the \
+                 policy does not see what later versions added, which passes through as the caller or the operator \
+                 gave it: {})",
+                info.adapted_from()
+                    .and_then(|v| v.rsplit_once('.'))
+                    .map_or("", |(minor, _)| minor),
+                if info.adapted_from() == Some("0.1.0") {
+                    "interactive, tty, the confinement and the start-up wait"
+                } else {
+                    "the confinement and the start-up wait; it names no rules"
+                }
             ),
             Ok(()) => println!(
                 "compatible:  yes (this host loads {WIT_PACKAGE} {})",

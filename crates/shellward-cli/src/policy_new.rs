@@ -102,7 +102,7 @@ wit_bindgen::generate!({ path: "wit", world: "policy-world" });
 
 use exports::shellward::policy::policy::Guest;
 use shellward::policy::host::{Level, log};
-use shellward::policy::types::{OnTimeout, Outcome, Plan, Request};
+use shellward::policy::types::{Denial, OnTimeout, Outcome, Plan, Request, Rule};
 use shellward_kit::effective::effective_commands;
 use std::cell::RefCell;
 
@@ -137,9 +137,10 @@ fn decide(request: Request, deny: &[String]) -> Outcome {
     if let Ok(reading) = effective_commands(&request.command) {
         for command in &reading.commands {
             if let Some(program) = command.name().filter(|p| deny.iter().any(|d| d == p)) {
-                return Outcome::Deny(format!(
-                    "{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)"
-                ));
+                return Outcome::Deny(Denial {
+                    reason: format!("{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)"),
+                    rule: Some("deny-programs".into()),
+                });
             }
         }
     }
@@ -153,6 +154,11 @@ fn decide(request: Request, deny: &[String]) -> Outcome {
         notes: Vec::new(),
         interactive: request.interactive,
         tty: request.tty,
+        // What the command may touch: the operator's (or an earlier policy's) confinement, unchanged. A policy may
+        // narrow it, e.g. `network: Network::None` for commands that need no network.
+        confinement: request.confinement,
+        startup_wait_ms: request.startup_wait_ms,
+        rules: Vec::new(),
     })
 }
 
@@ -169,6 +175,14 @@ impl Guest for Policy {
 
     fn evaluate(request: Request) -> Outcome {
         DENY.with(|d| decide(request, &d.borrow()))
+    }
+
+    /// The rules `decide` names, for `shellward policy test --coverage`.
+    fn rules() -> Vec<Rule> {
+        vec![Rule {
+            id: "deny-programs".into(),
+            summary: "refuses the programs of the deny_programs setting".into(),
+        }]
     }
 }
 
@@ -209,13 +223,23 @@ def decide(request, deny):
     try:
         commands = effective_commands(request.command)
     except ParseError as e:
-        return types.Outcome_Deny(f"{{name}}: the command could not be read ({e}); split it into simpler commands")
+        return types.Outcome_Deny(
+            types.Denial(
+                reason=f"{{name}}: the command could not be read ({e}); split it into simpler commands",
+                rule="unreadable",
+            )
+        )
     for command in commands:
         if not command.words or not command.program_known():
             continue
         program = command.words[0].rsplit("/", 1)[-1]
         if program in deny:
-            return types.Outcome_Deny(f"{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)")
+            return types.Outcome_Deny(
+                types.Denial(
+                    reason=f"{{name}}: `{program}` is not allowed here; use a secure alternative (e.g. ssh)",
+                    rule="deny-programs",
+                )
+            )
     return types.Outcome_Run(
         types.Plan(
             command=request.command,
@@ -227,6 +251,10 @@ def decide(request, deny):
             notes=[],
             interactive=request.interactive,
             tty=request.tty,
+            # The operator's (or an earlier policy's) confinement, unchanged; a policy may narrow it.
+            confinement=request.confinement,
+            startup_wait_ms=request.startup_wait_ms,
+            rules=[],
         )
     )
 
@@ -244,6 +272,12 @@ class Policy(exports.Policy):
 
     def evaluate(self, request: types.Request) -> types.Outcome:
         return decide(request, DENY)
+
+    def rules(self) -> list[types.Rule]:
+        return [
+            types.Rule(id="deny-programs", summary="refuses the programs of the deny_programs setting"),
+            types.Rule(id="unreadable", summary="refuses a command that cannot be read"),
+        ]
 "#;
 
 /// Cases that need a shell reader (the Rust scaffold's `shellward-kit`, the Python scaffold's `shellward_reader.py`).
@@ -338,7 +372,7 @@ path = "{{wasm_abs}}"
 deny_programs = ["telnet", "ftp", "rsh"]
 ```
 
-`wit/policy.wit` is a copy of the contract (`shellward:policy@0.2.0`); see shellward's policies/README.md for the
+`wit/policy.wit` is a copy of the contract (`shellward:policy@0.3.0`); see shellward's policies/README.md for the
 authoring guide.
 "#;
 

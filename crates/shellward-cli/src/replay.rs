@@ -95,9 +95,9 @@ impl Verdict {
                     .to_string(),
                 }
             }
-            Outcome::Deny(reason) => Verdict::Deny {
+            Outcome::Deny(denial) => Verdict::Deny {
                 by: d.denied_by.clone().unwrap_or_default(),
-                reason: reason.clone(),
+                reason: denial.reason.clone(),
             },
         }
     }

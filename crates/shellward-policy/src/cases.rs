@@ -19,15 +19,22 @@
 //! expect = { decision = "deny", reason_contains = "root" }
 //! ```
 //!
+//! Request keys besides `command`: `timeout`, `background`, `workdir`, `env`, `context`, `interactive`, `tty`, and the
+//! confinement the operator gives: `network` (`none` | `loopback` | `host`, default `host`), `writable` (paths; default
+//! unconfined), `max_network` and `max_writable` (the ceiling; default: the same as `network` and `writable`),
+//! `startup_wait` (`"5s"`).
+//!
 //! `expect` keys: `decision` (`run` | `deny`, required), `command`, `background`, `timeout` (`"10s"` or `"none"`),
 //! `on_timeout` (`kill` | `background`), `workdir`, `env` (exact table), `notes_contain` (string or array: each must
-//! appear in some note), `no_notes` (true: no note at all), `reason_contains` (string or array, for deny). Keys left
-//! out are not checked.
+//! appear in some note), `no_notes` (true: no note at all), `network` (`none` | `loopback` | `host` | `allow`),
+//! `writable` (exact list, or `"any"`), `startup_wait` (`"10s"` or `"none"`), `rules` (string or array: each must be
+//! among the rules the plan names), `reason_contains` (string or array, for deny), `rule` (the rule a deny names).
+//! Keys left out are not checked.
 
-use crate::bindings::types::{OnTimeout, Outcome, Request};
 use crate::chain::PolicyChain;
 use crate::engine::{FaultMode, PolicyEngine};
 use crate::error::PolicyError;
+use crate::types::{Confinement, NetworkAccess, OnTimeout, Outcome, Request};
 use serde::Deserialize;
 use shellward_kit::duration::{format_millis, parse_millis};
 use std::collections::BTreeMap;
@@ -57,7 +64,7 @@ pub enum SettingsSpec {
 
 impl SettingsSpec {
     /// The settings text for policy `i` of a chain.
-    fn for_policy(&self, i: usize) -> Result<String, String> {
+    pub fn for_policy(&self, i: usize) -> Result<String, String> {
         match self {
             SettingsSpec::Text(s) if i == 0 => Ok(s.clone()),
             SettingsSpec::Table(t) if i == 0 => serde_json::to_string(t)
@@ -137,9 +144,59 @@ pub struct Expect {
     /// No notes at all.
     #[serde(default)]
     pub no_notes: bool,
+    /// The network the plan gives (`none`, `loopback`, `allow`, `host`).
+    #[serde(default)]
+    pub network: Option<String>,
+    /// The exact writable paths of the plan, or `"any"` for unconfined writes.
+    #[serde(default)]
+    pub writable: Option<Writable>,
+    /// The start-up wait the plan asks for (`"10s"`, or `"none"` for the host's default).
+    #[serde(default)]
+    pub startup_wait: Option<String>,
+    /// Rule ids that must each be among the plan's rules.
+    #[serde(default)]
+    pub rules: OneOrMany,
     /// Texts the deny reason must contain.
     #[serde(default)]
     pub reason_contains: OneOrMany,
+    /// The rule id the deny names.
+    #[serde(default)]
+    pub rule: Option<String>,
+}
+
+/// Writable paths in a case: a list, or `"any"` for unconfined writes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Writable {
+    /// `"any"`.
+    Any(String),
+    /// These paths.
+    Paths(Vec<String>),
+}
+
+impl Writable {
+    /// As a confinement's `writable`; the error names a word other than `"any"`.
+    fn paths(&self) -> Result<Option<Vec<String>>, String> {
+        match self {
+            Writable::Any(w) if w == "any" => Ok(None),
+            Writable::Any(w) => Err(format!(
+                "{w:?} is not a list of paths; give an array of paths or \"any\""
+            )),
+            Writable::Paths(p) => Ok(Some(p.clone())),
+        }
+    }
+}
+
+/// A network name of a case as a confinement's network (`allow` cannot be given: it needs its list).
+fn network_named(name: &str) -> Result<NetworkAccess, String> {
+    match name {
+        "none" => Ok(NetworkAccess::None),
+        "loopback" => Ok(NetworkAccess::Loopback),
+        "host" => Ok(NetworkAccess::Host),
+        other => Err(format!(
+            "{other:?} is not a network; use \"none\", \"loopback\" or \"host\""
+        )),
+    }
 }
 
 /// One case.
@@ -171,6 +228,21 @@ pub struct Case {
     /// The caller asks for a terminal (`tty` in the request).
     #[serde(default)]
     pub tty: bool,
+    /// The operator's network for commands (`none`, `loopback`, `host`; default `host`).
+    #[serde(default)]
+    pub network: Option<String>,
+    /// The operator's writable paths (default: unconfined).
+    #[serde(default)]
+    pub writable: Option<Writable>,
+    /// The ceiling's network (default: `network`).
+    #[serde(default)]
+    pub max_network: Option<String>,
+    /// The ceiling's writable paths (default: `writable`).
+    #[serde(default)]
+    pub max_writable: Option<Writable>,
+    /// The start-up wait in the request (`"5s"`).
+    #[serde(default)]
+    pub startup_wait: Option<String>,
     /// Settings for this case (instead of the file's).
     #[serde(default)]
     pub settings: Option<SettingsSpec>,
@@ -255,6 +327,38 @@ impl CaseFile {
             if let Some(t) = &case.timeout {
                 parse_millis(t).map_err(|e| format!("{at}: timeout: {e}"))?;
             }
+            if let Some(t) = &case.startup_wait {
+                parse_millis(t).map_err(|e| format!("{at}: startup_wait: {e}"))?;
+            }
+            if let Some(t) = &case.expect.startup_wait
+                && t != "none"
+            {
+                parse_millis(t)
+                    .map_err(|e| format!("{at}: expect.startup_wait: {e} (or \"none\")"))?;
+            }
+            for (key, n) in [
+                ("network", &case.network),
+                ("max_network", &case.max_network),
+            ] {
+                if let Some(n) = n {
+                    network_named(n).map_err(|e| format!("{at}: {key}: {e}"))?;
+                }
+            }
+            if let Some(n) = &case.expect.network
+                && n != "allow"
+            {
+                network_named(n)
+                    .map_err(|e| format!("{at}: expect.network: {e} (or \"allow\")"))?;
+            }
+            for (key, w) in [
+                ("writable", &case.writable),
+                ("max_writable", &case.max_writable),
+                ("expect.writable", &case.expect.writable),
+            ] {
+                if let Some(w) = w {
+                    w.paths().map_err(|e| format!("{at}: {key}: {e}"))?;
+                }
+            }
             if let Some(t) = &case.expect.timeout
                 && t != "none"
             {
@@ -275,16 +379,24 @@ impl CaseFile {
                 || case.expect.env.is_some()
                 || case.expect.workdir.is_some()
                 || case.expect.no_notes
+                || case.expect.network.is_some()
+                || case.expect.writable.is_some()
+                || case.expect.startup_wait.is_some()
+                || !case.expect.rules.items().is_empty()
                 || !case.expect.notes_contain.items().is_empty();
             match case.expect.decision {
                 ExpectedDecision::Deny if run_only => {
                     return Err(format!(
-                        "{at}: a deny expectation can only check reason_contains"
+                        "{at}: a deny expectation can only check reason_contains and rule"
                     ));
                 }
-                ExpectedDecision::Run if !case.expect.reason_contains.items().is_empty() => {
+                ExpectedDecision::Run
+                    if !case.expect.reason_contains.items().is_empty()
+                        || case.expect.rule.is_some() =>
+                {
                     return Err(format!(
-                        "{at}: reason_contains only applies to decision = \"deny\""
+                        "{at}: reason_contains and rule only apply to decision = \"deny\" (a run's rules are \
+                         checked with rules)"
                     ));
                 }
                 _ => {}
@@ -297,17 +409,34 @@ impl CaseFile {
 impl Case {
     /// The request this case sends.
     pub fn request(&self) -> Request {
-        Request {
-            command: self.command.clone(),
-            workdir: self.workdir.clone(),
-            timeout_ms: self.timeout.as_deref().and_then(|t| parse_millis(t).ok()),
-            background: self.background,
-            on_timeout: None,
-            env: self.env.clone().into_iter().collect(),
-            context: self.context.clone().into_iter().collect(),
-            interactive: self.interactive || self.tty,
-            tty: self.tty,
-        }
+        let network = |n: &Option<String>| n.as_deref().and_then(|n| network_named(n).ok());
+        let writable = |w: &Option<Writable>| w.as_ref().and_then(|w| w.paths().ok());
+        let confinement = Confinement::new(
+            network(&self.network).unwrap_or(NetworkAccess::Host),
+            writable(&self.writable).flatten(),
+        );
+        let ceiling = Confinement::new(
+            network(&self.max_network).unwrap_or_else(|| confinement.network.clone()),
+            match writable(&self.max_writable) {
+                Some(w) => w,
+                None => confinement.writable.clone(),
+            },
+        );
+        let mut request = Request::new(self.command.clone());
+        request.workdir = self.workdir.clone();
+        request.timeout_ms = self.timeout.as_deref().and_then(|t| parse_millis(t).ok());
+        request.background = self.background;
+        request.env = self.env.clone().into_iter().collect();
+        request.context = self.context.clone().into_iter().collect();
+        request.interactive = self.interactive || self.tty;
+        request.tty = self.tty;
+        request.confinement = confinement;
+        request.ceiling = ceiling;
+        request.startup_wait_ms = self
+            .startup_wait
+            .as_deref()
+            .and_then(|t| parse_millis(t).ok());
+        request
     }
 }
 
@@ -331,6 +460,11 @@ pub struct CaseResult {
     pub name: String,
     /// Every mismatch (empty: passed).
     pub mismatches: Vec<Mismatch>,
+    /// The rules the decision named (a plan's rules, or the rule of a deny), for coverage.
+    pub rules: Vec<String>,
+    /// The kinds of outcome the case produced, for coverage of policies that do not name rules: `deny`, `run`,
+    /// `rewrite`, `background`, `note`, `confinement`.
+    pub outcomes: Vec<&'static str>,
 }
 
 impl CaseResult {
@@ -372,15 +506,24 @@ pub fn compare(expect: &Expect, outcome: &Outcome) -> Vec<Mismatch> {
         })
     };
     match (expect.decision, outcome) {
-        (ExpectedDecision::Deny, Outcome::Deny(reason)) => {
+        (ExpectedDecision::Deny, Outcome::Deny(denial)) => {
             for want in expect.reason_contains.items() {
-                if !reason.contains(want) {
+                if !denial.reason.contains(want) {
                     miss(
                         "reason",
                         format!("contains {}", quoted(want)),
-                        quoted(reason),
+                        quoted(&denial.reason),
                     );
                 }
+            }
+            if let Some(rule) = &expect.rule
+                && denial.rule.as_ref() != Some(rule)
+            {
+                miss(
+                    "rule",
+                    quoted(rule),
+                    denial.rule.as_deref().map(quoted).unwrap_or("none".into()),
+                );
             }
         }
         (ExpectedDecision::Deny, Outcome::Run(plan)) => miss(
@@ -388,10 +531,10 @@ pub fn compare(expect: &Expect, outcome: &Outcome) -> Vec<Mismatch> {
             "deny".into(),
             format!("run {}", quoted(&plan.command)),
         ),
-        (ExpectedDecision::Run, Outcome::Deny(reason)) => miss(
+        (ExpectedDecision::Run, Outcome::Deny(denial)) => miss(
             "decision",
             "run".into(),
-            format!("deny: {}", quoted(reason)),
+            format!("deny: {}", quoted(&denial.reason)),
         ),
         (ExpectedDecision::Run, Outcome::Run(plan)) => {
             if let Some(c) = &expect.command
@@ -453,6 +596,46 @@ pub fn compare(expect: &Expect, outcome: &Outcome) -> Vec<Mismatch> {
             if expect.no_notes && !plan.notes.is_empty() {
                 miss("notes", "none".into(), format!("{:?}", plan.notes));
             }
+            if let Some(n) = &expect.network
+                && n != plan.confinement.network.as_str()
+            {
+                miss(
+                    "network",
+                    n.clone(),
+                    plan.confinement.network.as_str().into(),
+                );
+            }
+            if let Some(w) = &expect.writable
+                && let Ok(want) = w.paths()
+                && want != plan.confinement.writable
+            {
+                let show = |w: &Option<Vec<String>>| match w {
+                    None => "any".to_string(),
+                    Some(p) => format!("{p:?}"),
+                };
+                miss("writable", show(&want), show(&plan.confinement.writable));
+            }
+            if let Some(t) = &expect.startup_wait {
+                let want = if t == "none" {
+                    None
+                } else {
+                    parse_millis(t).ok()
+                };
+                if want != plan.startup_wait_ms {
+                    let show =
+                        |v: Option<u64>| v.map(format_millis).unwrap_or_else(|| "none".into());
+                    miss("startup_wait", show(want), show(plan.startup_wait_ms));
+                }
+            }
+            for want in expect.rules.items() {
+                if !plan.rules.iter().any(|r| r == want) {
+                    miss(
+                        "rules",
+                        format!("includes {}", quoted(want)),
+                        format!("{:?}", plan.rules),
+                    );
+                }
+            }
         }
     }
     out
@@ -497,14 +680,42 @@ pub fn run_file(
                 chains.len() - 1
             }
         };
-        let decision = chains[index].1.evaluate(&case.request());
+        let request = case.request();
+        let decision = chains[index].1.evaluate(&request);
         results.push(CaseResult {
             file: path.to_path_buf(),
             name: case.name.clone(),
             mismatches: compare(&case.expect, &decision.outcome),
+            rules: match &decision.outcome {
+                Outcome::Run(p) => p.rules.clone(),
+                Outcome::Deny(d) => d.rule.iter().cloned().collect(),
+            },
+            outcomes: outcome_kinds(&request, &decision.outcome),
         });
     }
     Ok(results)
+}
+
+/// The kinds of outcome `outcome` is for `request`, for coverage of policies that do not name rules.
+pub fn outcome_kinds(request: &Request, outcome: &Outcome) -> Vec<&'static str> {
+    let plan = match outcome {
+        Outcome::Deny(_) => return vec!["deny"],
+        Outcome::Run(p) => p,
+    };
+    let mut kinds = vec!["run"];
+    if plan.command != request.command {
+        kinds.push("rewrite");
+    }
+    if plan.background && request.background != Some(true) {
+        kinds.push("background");
+    }
+    if !plan.notes.is_empty() {
+        kinds.push("note");
+    }
+    if plan.confinement != request.confinement {
+        kinds.push("confinement");
+    }
+    kinds
 }
 
 /// Finds the case file of a policy component: `cases.toml` in the component's directory or an ancestor, or
@@ -541,20 +752,15 @@ pub fn discover(component: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::types::Plan;
+    use crate::types::{Denial, Plan};
 
     fn plan(command: &str) -> Plan {
-        Plan {
-            command: command.into(),
-            workdir: None,
-            background: true,
-            timeout_ms: None,
-            on_timeout: OnTimeout::Background,
-            env: vec![],
-            notes: vec!["Removed the trailing `&`".into()],
-            interactive: false,
-            tty: false,
-        }
+        let mut p = Plan::from_request(&Request::new(command));
+        p.background = true;
+        p.on_timeout = OnTimeout::Background;
+        p.notes = vec!["Removed the trailing `&`".into()];
+        p.rules = vec!["trailing-ampersand".into()];
+        p
     }
 
     #[test]
@@ -575,8 +781,65 @@ mod tests {
         assert_eq!(m[0].field, "command");
         assert_eq!(m[0].expected, "\"x\"");
         assert_eq!(m[0].actual, "\"x &\"");
-        let m = compare(&case.expect, &Outcome::Deny("no".into()));
+        let m = compare(&case.expect, &Outcome::deny("no"));
         assert_eq!(m[0].field, "decision");
+    }
+
+    #[test]
+    fn confinement_rules_and_start_up_wait_are_compared() {
+        let file = CaseFile::parse(
+            r#"
+            [[case]]
+            name = "strict"
+            command = "x"
+            network = "host"
+            writable = ["/w", "/tmp"]
+            max_network = "host"
+            expect = { decision = "run", network = "none", writable = ["/w"], startup_wait = "none", rules = "trailing-ampersand" }
+
+            [[case]]
+            name = "refused"
+            command = "sudo x"
+            expect = { decision = "deny", rule = "sudo" }
+            "#,
+        )
+        .unwrap();
+        let case = &file.cases[0];
+        let request = case.request();
+        assert_eq!(
+            request.confinement.writable,
+            Some(vec!["/w".to_string(), "/tmp".to_string()])
+        );
+        assert_eq!(
+            request.ceiling, request.confinement,
+            "the ceiling defaults to the defaults"
+        );
+        let mut p = plan("x");
+        let m = compare(&case.expect, &Outcome::Run(p.clone()));
+        let fields: Vec<&str> = m.iter().map(|m| m.field.as_str()).collect();
+        assert_eq!(fields, ["network", "writable"], "{m:?}");
+        p.confinement = Confinement::new(NetworkAccess::None, Some(vec!["/w".into()]));
+        assert!(compare(&case.expect, &Outcome::Run(p.clone())).is_empty());
+        p.rules.clear();
+        assert_eq!(compare(&case.expect, &Outcome::Run(p)).len(), 1);
+        let deny = &file.cases[1].expect;
+        assert!(compare(deny, &Outcome::Deny(Denial::new("no").with_rule("sudo"))).is_empty());
+        assert_eq!(compare(deny, &Outcome::deny("no"))[0].field, "rule");
+        assert_eq!(
+            outcome_kinds(&Request::new("x &"), &Outcome::Run(plan("x"))),
+            ["run", "rewrite", "background", "note"]
+        );
+        for (text, needle) in [
+            ("network = \"wide\"", "network"),
+            ("writable = \"all\"", "writable"),
+            ("startup_wait = \"soon\"", "startup_wait"),
+        ] {
+            let e = CaseFile::parse(&format!(
+                "[[case]]\nname = \"a\"\ncommand = \"x\"\n{text}\nexpect = {{ decision = \"run\" }}\n"
+            ))
+            .unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! A chain of policies run in order.
 
-use crate::bindings::types::{OnTimeout, Outcome, Plan, Request};
 use crate::engine::FaultMode;
-use crate::error::PolicyError;
+use crate::error::{FaultKind, PolicyError};
 use crate::policy::Policy;
+use crate::types::{Outcome, Plan, Request};
 
 /// Policies in order. Each sees the previous one's plan as its request; the first deny stops the chain.
 #[derive(Debug)]
@@ -16,7 +16,7 @@ pub struct PolicyChain {
 /// The chain's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
-    /// The final outcome. For `run`, the plan's notes are every policy's notes, in chain order.
+    /// The final outcome. For `run`, the plan's notes and rules are every policy's, in chain order.
     pub outcome: Outcome,
     /// The policy that denied, when the outcome is a deny.
     pub denied_by: Option<String>,
@@ -28,36 +28,9 @@ pub struct Decision {
     /// The last policy that changed the working directory, if any did (a directory that turns out not to exist is
     /// that policy's fault, not the caller's).
     pub workdir_by: Option<String>,
-}
-
-/// The request the next policy sees after `plan`.
-fn next_request(plan: &Plan, context: &[(String, String)]) -> Request {
-    Request {
-        command: plan.command.clone(),
-        workdir: plan.workdir.clone(),
-        timeout_ms: plan.timeout_ms,
-        background: Some(plan.background),
-        on_timeout: Some(plan.on_timeout),
-        env: plan.env.clone(),
-        context: context.to_vec(),
-        interactive: plan.interactive || plan.tty,
-        tty: plan.tty,
-    }
-}
-
-/// The plan for a request no policy changed (an empty chain, or every policy skipped).
-fn pass_through(request: &Request) -> Plan {
-    Plan {
-        command: request.command.clone(),
-        workdir: request.workdir.clone(),
-        background: request.background.unwrap_or(false),
-        timeout_ms: request.timeout_ms,
-        on_timeout: request.on_timeout.unwrap_or(OnTimeout::Kill),
-        env: request.env.clone(),
-        notes: Vec::new(),
-        interactive: request.interactive || request.tty,
-        tty: request.tty,
-    }
+    /// The last policy that changed the confinement, if any did (a confinement the host cannot enforce is that
+    /// policy's fault).
+    pub confinement_by: Option<String>,
 }
 
 impl PolicyChain {
@@ -90,6 +63,7 @@ impl PolicyChain {
 
     fn evaluate_here(&self, request: &Request) -> Decision {
         let mut notes: Vec<String> = Vec::new();
+        let mut rules: Vec<String> = Vec::new();
         // What the next policy sees: the caller's request, then each plan as a request. Built only when another
         // policy follows (the last plan is the decision).
         let mut current = std::borrow::Cow::Borrowed(request);
@@ -98,25 +72,31 @@ impl PolicyChain {
         let mut faults = Vec::new();
         let mut fault_kinds = Vec::new();
         let mut workdir_by = None;
+        let mut confinement_by = None;
         for (i, (policy, on_fault)) in self.policies.iter().zip(&self.on_fault).enumerate() {
             match policy.evaluate_here(&current) {
                 Ok(Outcome::Run(mut p)) => {
                     if p.workdir != current.workdir {
                         workdir_by = Some(policy.name().to_string());
                     }
+                    if p.confinement != current.confinement {
+                        confinement_by = Some(policy.name().to_string());
+                    }
                     notes.append(&mut p.notes);
+                    rules.append(&mut p.rules);
                     if i < last {
-                        current = std::borrow::Cow::Owned(next_request(&p, &request.context));
+                        current = std::borrow::Cow::Owned(request.after(&p));
                     }
                     plan = Some(p);
                 }
-                Ok(Outcome::Deny(reason)) => {
+                Ok(Outcome::Deny(denial)) => {
                     return Decision {
-                        outcome: Outcome::Deny(reason),
+                        outcome: Outcome::Deny(denial),
                         denied_by: Some(policy.name().to_string()),
                         faults,
                         fault_kinds,
                         workdir_by,
+                        confinement_by,
                     };
                 }
                 Err(e) => {
@@ -126,9 +106,13 @@ impl PolicyChain {
                         PolicyError::Fault { kind, .. } => kind.as_str(),
                         _ => "error",
                     });
-                    if *on_fault == FaultMode::Deny || !matches!(e, PolicyError::Fault { .. }) {
+                    // Fail open skips only a policy that crashed or misbehaved; an answer beyond the operator's
+                    // ceiling is deliberate, and skipping it would also drop what it narrowed.
+                    let skip = *on_fault == FaultMode::Skip
+                        && matches!(&e, PolicyError::Fault { kind, .. } if *kind != FaultKind::BeyondCeiling);
+                    if !skip {
                         return Decision {
-                            outcome: Outcome::Deny(format!(
+                            outcome: Outcome::deny(format!(
                                 "The command was not run because a policy failed (fail closed): {text}. Tell the \
                                  operator; retrying the same command will fail the same way."
                             )),
@@ -136,19 +120,22 @@ impl PolicyChain {
                             faults,
                             fault_kinds,
                             workdir_by,
+                            confinement_by,
                         };
                     }
                 }
             }
         }
-        let mut plan = plan.unwrap_or_else(|| pass_through(&current));
+        let mut plan = plan.unwrap_or_else(|| Plan::from_request(&current));
         plan.notes = notes;
+        plan.rules = rules;
         Decision {
             outcome: Outcome::Run(plan),
             denied_by: None,
             faults,
             fault_kinds,
             workdir_by,
+            confinement_by,
         }
     }
 }

@@ -8,10 +8,11 @@ use wasmtime::component::Component;
 /// The WIT package policies implement.
 pub const WIT_PACKAGE: &str = "shellward:policy";
 /// The WIT package version this host was built with (see `wit/policy.wit`).
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 
-/// Earlier versions this host still loads, each through an adapter (frozen copies in `wit-v0.1/`, …).
-pub const ADAPTED_WIT_VERSIONS: &[&str] = &["0.1.0"];
+/// Earlier versions this host still loads, each through an adapter (frozen copies in `wit-v0.2/`, `wit-v0.1/`), newest
+/// first.
+pub const ADAPTED_WIT_VERSIONS: &[&str] = &["0.2.0", "0.1.0"];
 
 /// The name of the exported policy interface, without version.
 const POLICY_INTERFACE: &str = "shellward:policy/policy";
@@ -56,7 +57,7 @@ fn loaded_as(found: &str) -> Option<&'static str> {
         .find(|v| compatible(found, v))
 }
 
-/// Every range this host loads, as text: `0.2.x (and 0.1.x through an adapter)`.
+/// Every range this host loads, as text: `0.3.x (and 0.2.x, 0.1.x through an adapter)`.
 pub fn supported_ranges() -> String {
     let adapted: Vec<String> = ADAPTED_WIT_VERSIONS
         .iter()
@@ -74,12 +75,16 @@ pub fn supported_ranges() -> String {
 }
 
 impl PolicyInfo {
-    /// Whether the policy targets an earlier contract (0.1.x) and runs through the host's adapter.
-    pub fn adapted_from_v0_1(&self) -> bool {
-        self.wit_version
-            .as_deref()
-            .and_then(loaded_as)
-            .is_some_and(|v| v == "0.1.0")
+    /// The earlier contract version (`0.2.0`, `0.1.0`) the policy targets and runs through the host's adapter from;
+    /// `None` for the current contract, or one this host does not load.
+    pub fn adapted_from(&self) -> Option<&'static str> {
+        self.loaded_as().filter(|v| *v != WIT_VERSION)
+    }
+
+    /// The contract version the policy is loaded as (the current one or an adapted one); `None` when this host does
+    /// not load its version.
+    pub(crate) fn loaded_as(&self) -> Option<&'static str> {
+        self.wit_version.as_deref().and_then(loaded_as)
     }
 
     /// Reads what `component` declares.
@@ -193,20 +198,32 @@ mod tests {
     fn wit_version_matches_the_wit_file() {
         let wit = include_str!("../wit/policy.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
-        let frozen = include_str!("../wit-v0.1/policy.wit");
-        assert!(frozen.contains(&format!(
-            "package {WIT_PACKAGE}@{};",
-            ADAPTED_WIT_VERSIONS[0]
-        )));
+        for (frozen, version) in [
+            (
+                include_str!("../wit-v0.2/policy.wit"),
+                ADAPTED_WIT_VERSIONS[0],
+            ),
+            (
+                include_str!("../wit-v0.1/policy.wit"),
+                ADAPTED_WIT_VERSIONS[1],
+            ),
+        ] {
+            assert!(frozen.contains(&format!("package {WIT_PACKAGE}@{version};")));
+            assert!(frozen.starts_with("/// FROZEN"), "{version}");
+        }
     }
 
     #[test]
     fn earlier_versions_load_through_the_adapter_and_others_are_refused() {
+        assert_eq!(loaded_as("0.3.1"), Some("0.3.0"));
         assert_eq!(loaded_as("0.2.3"), Some("0.2.0"));
         assert_eq!(loaded_as("0.1.0"), Some("0.1.0"));
-        assert_eq!(loaded_as("0.3.0"), None);
+        assert_eq!(loaded_as("0.4.0"), None);
         assert_eq!(loaded_as("1.0.0"), None);
-        assert_eq!(supported_ranges(), "0.2.x (and 0.1.x through an adapter)");
+        assert_eq!(
+            supported_ranges(),
+            "0.3.x (and 0.2.x, 0.1.x through an adapter)"
+        );
     }
 
     #[test]

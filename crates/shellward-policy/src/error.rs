@@ -15,10 +15,14 @@ pub enum FaultKind {
     Trap,
     /// It returned an outcome the host refuses (over the size limits, or a plan no executor can run).
     InvalidOutput,
+    /// Its plan asks for more than the operator's confinement ceiling allows. Never skipped, even by a fail-open
+    /// policy: skipping would also drop whatever it narrowed.
+    BeyondCeiling,
 }
 
 impl FaultKind {
-    /// A short stable name (`deadline`, `memory`, `stack`, `trap`, `invalid_output`), for metrics and logs.
+    /// A short stable name (`deadline`, `memory`, `stack`, `trap`, `invalid_output`, `beyond_ceiling`), for metrics
+    /// and logs.
     pub fn as_str(self) -> &'static str {
         match self {
             FaultKind::Deadline => "deadline",
@@ -26,6 +30,7 @@ impl FaultKind {
             FaultKind::Stack => "stack",
             FaultKind::Trap => "trap",
             FaultKind::InvalidOutput => "invalid_output",
+            FaultKind::BeyondCeiling => "beyond_ceiling",
         }
     }
 }

@@ -6,7 +6,6 @@
 //! (bounded) so a panic message can be reported, sockets and name lookups refused. Blocking waits
 //! (`wasi:io/poll`) trap, so a policy cannot hold the host past its deadline from inside a host call.
 
-use crate::bindings::host::{Host, Level};
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::component::{Linker, ResourceTable};
@@ -98,8 +97,21 @@ impl WasiView for HostState {
     }
 }
 
-impl Host for HostState {
-    fn log(&mut self, level: Level, message: String) {
+/// Severity of a policy's diagnostic message, whatever contract version it came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl HostState {
+    /// A policy's `log` call (every contract version's `host` interface comes here): tagged with the policy's name,
+    /// cut to a bounded length and count.
+    pub(crate) fn log(&mut self, level: LogLevel, message: String) {
+        use LogLevel as Level;
         self.logged += 1;
         if self.logged > LOG_MESSAGES_MAX {
             return;
@@ -143,11 +155,15 @@ const POLL_INSTANCE: &str = "wasi:io/poll@0.2.12";
 
 /// Adds the `host` interface and the WASI interfaces (granting nothing, see the module docs) to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    crate::bindings::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+    // Every contract version loaded: its `host` interface, under its own versioned name.
+    crate::bindings::v0_3::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
         linker,
         |s| s,
     )?;
-    // Every earlier contract version still loaded: its `host` interface, under its own versioned name.
+    crate::bindings::v0_2::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+        linker,
+        |s| s,
+    )?;
     crate::bindings::v0_1::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
         linker,
         |s| s,
@@ -166,23 +182,4 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     }
     linker.allow_shadowing(false);
     Ok(())
-}
-
-/// The `types` interface has no functions; policies import it only for its type definitions.
-impl crate::bindings::types::Host for HostState {}
-impl crate::bindings::v0_1::types::Host for HostState {}
-
-/// `host@0.1.0`: the same `log`, with 0.1's level type.
-impl crate::bindings::v0_1::host::Host for HostState {
-    fn log(&mut self, level: crate::bindings::v0_1::host::Level, message: String) {
-        use crate::bindings::v0_1::host::Level as L01;
-        let level = match level {
-            L01::Trace => Level::Trace,
-            L01::Debug => Level::Debug,
-            L01::Info => Level::Info,
-            L01::Warn => Level::Warn,
-            L01::Error => Level::Error,
-        };
-        Host::log(self, level, message);
-    }
 }

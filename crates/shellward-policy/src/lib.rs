@@ -11,8 +11,9 @@
 //! - [`cache`]: the on-disk precompile cache.
 //! - [`embedded`]: the default policy, compiled to a component at build time and embedded in this crate.
 //!
-//! The request, plan and outcome types are generated from the WIT by `wasmtime::component::bindgen!` and re-exported
-//! here: they are the single source of the host's policy types.
+//! The request, plan and outcome types ([`Request`], [`Plan`], [`Outcome`]) are the host's own, written here and
+//! `#[non_exhaustive]`: each contract version's generated bindings are private and mapped to them, so a new WIT
+//! version adds fields and constructors, never breaks this API.
 
 mod bindings;
 pub mod cache;
@@ -27,8 +28,8 @@ mod host;
 mod limits;
 mod outside_async;
 mod policy;
+mod types;
 
-pub use bindings::types::{OnTimeout, Outcome, Plan, Request};
 pub use chain::{Decision, PolicyChain};
 pub use compat::{ADAPTED_WIT_VERSIONS, PolicyInfo, WIT_PACKAGE, WIT_VERSION, supported_ranges};
 pub use engine::{
@@ -39,20 +40,4 @@ pub use error::{FaultKind, PolicyError};
 pub use limits::OutputLimits;
 pub use policy::Policy;
 pub use shellward_kit::duration;
-
-impl Request {
-    /// A request for `command` with nothing else specified.
-    pub fn new(command: impl Into<String>) -> Request {
-        Request {
-            command: command.into(),
-            workdir: None,
-            timeout_ms: None,
-            background: None,
-            on_timeout: None,
-            env: Vec::new(),
-            context: Vec::new(),
-            interactive: false,
-            tty: false,
-        }
-    }
-}
+pub use types::{Confinement, Denial, NetworkAccess, OnTimeout, Outcome, Plan, Request, Rule};

@@ -3,10 +3,11 @@
 //! no shell accepts is at fault: its outcome is refused as a fault naming the policy and the field, before the next
 //! policy or the executor sees it.
 
-use crate::bindings::types::Outcome;
+use crate::types::{NetworkAccess, Outcome};
 
-/// Bounds on one policy's outcome.
+/// Bounds on one policy's outcome. Start from `OutputLimits::default()` and change fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OutputLimits {
     /// Longest command a plan may carry, in bytes (Linux refuses a longer single argument: 131071).
     pub max_command_bytes: usize,
@@ -18,8 +19,12 @@ pub struct OutputLimits {
     pub max_env: usize,
     /// Longest environment variable (name and value), in bytes.
     pub max_env_bytes: usize,
-    /// Longest working directory, in bytes.
+    /// Longest working directory, in bytes (also the longest writable path).
     pub max_workdir_bytes: usize,
+    /// Most writable paths, network allow-list entries or rule ids in one plan (each).
+    pub max_list: usize,
+    /// Longest start-up wait a plan may ask for, in milliseconds.
+    pub max_startup_wait_ms: u64,
 }
 
 impl Default for OutputLimits {
@@ -31,6 +36,8 @@ impl Default for OutputLimits {
             max_env: 256,
             max_env_bytes: 32 * 1024,
             max_workdir_bytes: 4096,
+            max_list: 64,
+            max_startup_wait_ms: 600_000,
         }
     }
 }
@@ -43,7 +50,8 @@ impl OutputLimits {
         self.max_command_bytes
             + self.max_text_bytes * (self.max_notes + 1)
             + self.max_env * self.max_env_bytes
-            + self.max_workdir_bytes
+            + self.max_workdir_bytes * (self.max_list + 1)
+            + self.max_list * 512
             + 64 * 1024
     }
 
@@ -59,9 +67,84 @@ impl OutputLimits {
             }
             Ok(())
         };
+        // A rule id: short, printable, no spaces (it is a key in reports).
+        let rule = |r: &str| -> Result<(), String> {
+            if r.is_empty()
+                || r.len() > 128
+                || !r
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+            {
+                return Err(format!(
+                    "it names a rule {:?}; a rule id is 1 to 128 letters, digits or `-_.:/`",
+                    r.chars().take(64).collect::<String>()
+                ));
+            }
+            Ok(())
+        };
         match outcome {
-            Outcome::Deny(reason) => text("deny reason", reason),
+            Outcome::Deny(denial) => {
+                text("deny reason", &denial.reason)?;
+                denial.rule.as_deref().map_or(Ok(()), rule)
+            }
             Outcome::Run(plan) => {
+                if plan.rules.len() > self.max_list {
+                    return Err(format!(
+                        "its plan names {} rules; the host accepts at most {}",
+                        plan.rules.len(),
+                        self.max_list
+                    ));
+                }
+                plan.rules.iter().try_for_each(|r| rule(r))?;
+                if let Some(paths) = &plan.confinement.writable {
+                    if paths.len() > self.max_list {
+                        return Err(format!(
+                            "its plan lists {} writable paths; the host accepts at most {}",
+                            paths.len(),
+                            self.max_list
+                        ));
+                    }
+                    for p in paths {
+                        let path = std::path::Path::new(p);
+                        let clean = path.is_absolute()
+                            && !p.contains('\0')
+                            && p.len() <= self.max_workdir_bytes
+                            && !p.split('/').any(|seg| seg == "." || seg == "..");
+                        if !clean {
+                            return Err(format!(
+                                "its plan makes {:?} writable; a writable path must be absolute, without `.` or `..`, \
+                                 NUL bytes, and at most {} bytes",
+                                p.chars().take(128).collect::<String>(),
+                                self.max_workdir_bytes
+                            ));
+                        }
+                    }
+                }
+                if let NetworkAccess::Allow(list) = &plan.confinement.network {
+                    if list.is_empty() || list.len() > self.max_list {
+                        return Err(format!(
+                            "its plan's network allow-list has {} entries; give 1 to {} (for no network at all, ask \
+                             for \"none\")",
+                            list.len(),
+                            self.max_list
+                        ));
+                    }
+                    if let Some(bad) = list.iter().find(|e| !valid_destination(e)) {
+                        return Err(format!(
+                            "its plan's network allow-list has {:?}; an entry is a host name or `*.domain`, with an \
+                             optional `:port`",
+                            bad.chars().take(128).collect::<String>()
+                        ));
+                    }
+                }
+                if let Some(ms) = plan.startup_wait_ms
+                    && ms > self.max_startup_wait_ms
+                {
+                    return Err(format!(
+                        "its plan asks a background start to wait {ms} ms; the host accepts at most {}",
+                        self.max_startup_wait_ms
+                    ));
+                }
                 if plan.command.trim().is_empty() {
                     return Err("its plan has an empty command".into());
                 }
@@ -119,31 +202,45 @@ impl OutputLimits {
     }
 }
 
+/// Whether `entry` is a destination an allow-list may name: `host.name`, `*.domain`, each optionally with `:port`.
+fn valid_destination(entry: &str) -> bool {
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (entry, None),
+    };
+    let host = host.strip_prefix("*.").unwrap_or(host);
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0));
+    port_ok
+        && !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::types::{OnTimeout, Plan};
+    use crate::types::{Confinement, Denial, Plan, Request};
 
     fn plan(command: &str) -> Plan {
-        Plan {
-            command: command.into(),
-            workdir: None,
-            background: false,
-            timeout_ms: None,
-            on_timeout: OnTimeout::Kill,
-            env: Vec::new(),
-            notes: Vec::new(),
-            interactive: false,
-            tty: false,
-        }
+        Plan::from_request(&Request::new(command))
     }
 
     #[test]
     fn oversized_or_invalid_output_is_named() {
         let l = OutputLimits::default();
         assert!(l.check(&Outcome::Run(plan("ls"))).is_ok());
-        assert!(l.check(&Outcome::Deny("no".into())).is_ok());
-        let e = l.check(&Outcome::Deny("x".repeat(10 << 20))).unwrap_err();
+        assert!(l.check(&Outcome::deny("no")).is_ok());
+        assert!(
+            l.check(&Outcome::Deny(Denial::new("no").with_rule("sudo")))
+                .is_ok()
+        );
+        let e = l
+            .check(&Outcome::Deny(Denial::new("no").with_rule("has space")))
+            .unwrap_err();
+        assert!(e.contains("rule"), "{e}");
+        let e = l.check(&Outcome::deny("x".repeat(10 << 20))).unwrap_err();
         assert!(e.contains("deny reason") && e.contains("4096"), "{e}");
         let e = l
             .check(&Outcome::Run(plan(&"y".repeat(10 << 20))))
@@ -171,5 +268,45 @@ mod tests {
         let mut p = plan("ls");
         p.workdir = Some(String::new());
         assert!(l.check(&Outcome::Run(p)).unwrap_err().contains("workdir"));
+    }
+
+    #[test]
+    fn confinement_in_a_plan_is_checked() {
+        let l = OutputLimits::default();
+        let with = |writable: Vec<&str>, network: NetworkAccess| {
+            let mut p = plan("ls");
+            p.confinement = Confinement::new(
+                network,
+                Some(writable.into_iter().map(String::from).collect()),
+            );
+            l.check(&Outcome::Run(p))
+        };
+        assert!(with(vec!["/srv/app", "/tmp"], NetworkAccess::None).is_ok());
+        for bad in ["relative/dir", "/srv/../etc", "/srv/./x", "/a\0b"] {
+            let e = with(vec![bad], NetworkAccess::Host).unwrap_err();
+            assert!(e.contains("writable"), "{bad}: {e}");
+        }
+        let allow = |list: &[&str]| {
+            with(
+                vec!["/tmp"],
+                NetworkAccess::Allow(list.iter().map(|s| s.to_string()).collect()),
+            )
+        };
+        assert!(allow(&["pypi.org", "*.npmjs.org:443", "localhost:8080"]).is_ok());
+        for bad in [
+            &[][..],
+            &["evil.org/path"],
+            &["a..b"],
+            &["x.org:0"],
+            &["x.org:99999"],
+        ] {
+            assert!(allow(bad).is_err(), "{bad:?}");
+        }
+        let mut p = plan("ls");
+        p.startup_wait_ms = Some(3_600_000);
+        assert!(l.check(&Outcome::Run(p)).unwrap_err().contains("wait"));
+        let mut p = plan("ls");
+        p.rules = vec!["trailing-ampersand".into(), "bad rule".into()];
+        assert!(l.check(&Outcome::Run(p)).unwrap_err().contains("rule"));
     }
 }

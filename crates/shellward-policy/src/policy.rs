@@ -1,12 +1,12 @@
 //! One loaded policy: instantiation, configuration, evaluation under the sandbox, recovery after faults.
 
-use crate::bindings::types::{Outcome, Request};
-use crate::bindings::{PolicyWorld, PolicyWorldPre, v0_1};
+use crate::bindings::{v0_1, v0_2, v0_3};
 use crate::compat::PolicyInfo;
 use crate::engine_state::{EngineInner, InstanceMode, PolicyEngine};
 use crate::error::{FaultKind, PolicyError};
 use crate::host::HostState;
 use crate::outside_async::outside_async_runtime;
+use crate::types::{Outcome, Request, Rule};
 use std::sync::{Arc, Mutex};
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
@@ -20,53 +20,18 @@ struct Live {
 /// A component pre-linked for the contract version it was built against.
 enum Pre {
     /// The current contract.
-    Current(PolicyWorldPre<HostState>),
-    /// `0.1.x`, adapted (see [`v0_1_request`] and [`from_v0_1`]).
+    V0_3(v0_3::PolicyWorldPre<HostState>),
+    /// `0.2.x`, adapted (see `bindings::v0_2`).
+    V0_2(v0_2::PolicyWorldPre<HostState>),
+    /// `0.1.x`, adapted (see `bindings::v0_1`).
     V0_1(v0_1::PolicyWorldPre<HostState>),
 }
 
 /// An instance's exports, per contract version.
 enum Bindings {
-    Current(PolicyWorld),
+    V0_3(v0_3::PolicyWorld),
+    V0_2(v0_2::PolicyWorld),
     V0_1(v0_1::PolicyWorld),
-}
-
-/// A request as a `0.1` policy sees it: the same fields, without those 0.2 added (`interactive`, `tty`).
-fn v0_1_request(r: &Request) -> v0_1::types::Request {
-    use v0_1::types::OnTimeout as O;
-    v0_1::types::Request {
-        command: r.command.clone(),
-        workdir: r.workdir.clone(),
-        timeout_ms: r.timeout_ms,
-        background: r.background,
-        on_timeout: r.on_timeout.map(|o| match o {
-            crate::OnTimeout::Kill => O::Kill,
-            crate::OnTimeout::Background => O::Background,
-        }),
-        env: r.env.clone(),
-        context: r.context.clone(),
-    }
-}
-
-/// A `0.1` policy's outcome in the current types: what it cannot see passes through from the request.
-fn from_v0_1(outcome: v0_1::types::Outcome, request: &Request) -> Outcome {
-    match outcome {
-        v0_1::types::Outcome::Deny(reason) => Outcome::Deny(reason),
-        v0_1::types::Outcome::Run(p) => Outcome::Run(crate::Plan {
-            command: p.command,
-            workdir: p.workdir,
-            background: p.background,
-            timeout_ms: p.timeout_ms,
-            on_timeout: match p.on_timeout {
-                v0_1::types::OnTimeout::Kill => crate::OnTimeout::Kill,
-                v0_1::types::OnTimeout::Background => crate::OnTimeout::Background,
-            },
-            env: p.env,
-            notes: p.notes,
-            interactive: request.interactive || request.tty,
-            tty: request.tty,
-        }),
-    }
 }
 
 /// Most configured instances one policy has at once in reuse mode. Concurrent evaluations each take an idle one (or
@@ -130,10 +95,10 @@ impl Policy {
             message: format!("{e:#}"),
         };
         let pre = inner.linker.instantiate_pre(component).map_err(link_err)?;
-        let pre = if info.adapted_from_v0_1() {
-            Pre::V0_1(v0_1::PolicyWorldPre::new(pre).map_err(link_err)?)
-        } else {
-            Pre::Current(PolicyWorldPre::new(pre).map_err(link_err)?)
+        let pre = match info.adapted_from() {
+            Some("0.1.0") => Pre::V0_1(v0_1::PolicyWorldPre::new(pre).map_err(link_err)?),
+            Some("0.2.0") => Pre::V0_2(v0_2::PolicyWorldPre::new(pre).map_err(link_err)?),
+            _ => Pre::V0_3(v0_3::PolicyWorldPre::new(pre).map_err(link_err)?),
         };
         let settings = if settings.trim().is_empty() {
             "{}".to_string()
@@ -191,13 +156,17 @@ impl Policy {
         store.set_hostcall_fuel(inner.config.output_limits.lift_budget());
         store.set_epoch_deadline(inner.deadline_ticks());
         let bindings = match &self.pre {
-            Pre::Current(pre) => pre.instantiate(&mut store).map(Bindings::Current),
+            Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),
+            Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
             Pre::V0_1(pre) => pre.instantiate(&mut store).map(Bindings::V0_1),
         }
         .map_err(|e| self.fault(&store, e, "instantiating"))?;
         store.set_epoch_deadline(inner.deadline_ticks());
         let configured = match &bindings {
-            Bindings::Current(b) => b
+            Bindings::V0_3(b) => b
+                .shellward_policy_policy()
+                .call_configure(&mut store, &self.settings),
+            Bindings::V0_2(b) => b
                 .shellward_policy_policy()
                 .call_configure(&mut store, &self.settings),
             Bindings::V0_1(b) => b
@@ -269,17 +238,54 @@ impl Policy {
         }
     }
 
+    /// The rules the policy may name (its `rules` export, called on a configured instance); empty for a policy built
+    /// against a contract before 0.3, which names none. Ids that are not valid rule ids are a fault of the policy.
+    pub fn rules(&self) -> Result<Vec<Rule>, PolicyError> {
+        outside_async_runtime(|| {
+            let mut live = self.instantiate()?;
+            let _ticking = self.inner().ticker.enter();
+            live.store.set_epoch_deadline(self.inner().deadline_ticks());
+            let rules = match &live.bindings {
+                Bindings::V0_3(b) => b
+                    .shellward_policy_policy()
+                    .call_rules(&mut live.store)
+                    .map(v0_3::rules)
+                    .map_err(|e| self.fault(&live.store, e, "listing its rules"))?,
+                Bindings::V0_2(_) | Bindings::V0_1(_) => Vec::new(),
+            };
+            let limits = &self.inner().config.output_limits;
+            for r in &rules {
+                let mut probe = crate::types::Plan::from_request(&Request::new("true"));
+                probe.rules = vec![r.id.clone()];
+                limits
+                    .check(&Outcome::Run(probe))
+                    .map_err(|detail| PolicyError::Fault {
+                        name: self.name().to_string(),
+                        kind: FaultKind::InvalidOutput,
+                        during: "listing its rules",
+                        detail,
+                    })?;
+            }
+            Ok(rules)
+        })
+    }
+
     fn call(&self, live: &mut Live, request: &Request) -> Result<Outcome, PolicyError> {
         let _ticking = self.inner().ticker.enter();
         live.store.set_epoch_deadline(self.inner().deadline_ticks());
         let outcome = match &live.bindings {
-            Bindings::Current(b) => b
+            Bindings::V0_3(b) => b
                 .shellward_policy_policy()
-                .call_evaluate(&mut live.store, request),
+                .call_evaluate(&mut live.store, &v0_3::request(request))
+                .map(v0_3::outcome),
+            Bindings::V0_2(b) => b
+                .shellward_policy_policy()
+                .call_evaluate(&mut live.store, &v0_2::request(request))
+                .map(|o| v0_2::outcome(o, request)),
             Bindings::V0_1(b) => b
                 .shellward_policy_policy()
-                .call_evaluate(&mut live.store, &v0_1_request(request))
-                .map(|o| from_v0_1(o, request)),
+                .call_evaluate(&mut live.store, &v0_1::request(request))
+                .map(|o| v0_1::outcome(o, request)),
         }
         .map_err(|e| self.fault(&live.store, e, "evaluating"))?;
         self.inner()
@@ -292,6 +298,17 @@ impl Policy {
                 during: "evaluating",
                 detail,
             })?;
+        if let Outcome::Run(plan) = &outcome
+            && let Some(detail) = plan.confinement.beyond(&request.ceiling)
+        {
+            tracing::warn!(policy = &*self.name, "policy fault: {detail}");
+            return Err(PolicyError::Fault {
+                name: self.name().to_string(),
+                kind: FaultKind::BeyondCeiling,
+                during: "evaluating",
+                detail,
+            });
+        }
         Ok(outcome)
     }
 

@@ -120,7 +120,7 @@ fn timeouts_are_defaulted_clamped_and_zero_is_denied() {
     );
     req.timeout_ms = Some(0);
     match policy.evaluate(&req).unwrap() {
-        Outcome::Deny(reason) => assert!(reason.contains("zero"), "{reason}"),
+        Outcome::Deny(d) => assert!(d.reason.contains("zero"), "{d}"),
         Outcome::Run(p) => panic!("zero timeout ran: {p:?}"),
     }
 }

@@ -153,7 +153,7 @@ fn incompatible_and_malformed_components_are_refused_with_a_precise_error() {
     assert!(matches!(err, PolicyError::Incompatible { .. }), "{err:?}");
     assert!(
         text.contains("shellward:policy/policy@1.0.0")
-            && text.contains("shellward:policy/policy@0.2.0"),
+            && text.contains("shellward:policy/policy@0.3.0"),
         "{text}"
     );
     assert!(text.contains(FUTURE_POLICY), "{text}");
@@ -225,7 +225,10 @@ fn first_deny_stops_the_chain() {
     );
     // `loop` would fault in the second policy if it ran.
     let d = chain.evaluate(&Request::new("loop-not-reached"));
-    assert_eq!(d.outcome, Outcome::Deny("no thanks".into()));
+    assert_eq!(
+        d.outcome,
+        Outcome::Deny(shellward_policy::Denial::new("no thanks").with_rule("scripted-deny"))
+    );
     assert!(d.denied_by.unwrap().ends_with(".wasm"));
     let after = chain.policies()[1].evaluate(&Request::new("x")).unwrap();
     assert_eq!(notes(after), ["calls=1"], "the second policy never ran");
@@ -240,7 +243,7 @@ fn faults_fail_closed_by_default_and_open_when_configured() {
     );
     let d = closed.evaluate(&Request::new("trap"));
     assert!(
-        matches!(&d.outcome, Outcome::Deny(r) if r.contains("fail closed") && r.contains("trapped")),
+        matches!(&d.outcome, Outcome::Deny(r) if r.reason.contains("fail closed") && r.reason.contains("trapped")),
         "{d:?}"
     );
     assert_eq!(d.faults.len(), 1);

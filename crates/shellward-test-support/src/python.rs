@@ -174,7 +174,10 @@ pub fn guard_py() -> Result<PathBuf, String> {
     let tool = componentize_py()?;
     let _lock = Lock::take(&target.join("guard-py.lock"))?;
     let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
-    let sources = newest_source(&[root.join("policies/guard-py"), root.join("wit")]);
+    let sources = newest_source(&[
+        root.join("policies/guard-py"),
+        root.join("crates/shellward-policy/wit-v0.2"),
+    ]);
     if built.is_some_and(|b| b >= sources) {
         return Ok(out);
     }

@@ -14,8 +14,54 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 /// The version of decision records (`"v"`): 2 added `request`, every field of the request the chain decided, so a
-/// replay can decide it again ([`request_from_record`]). Records without `v` are version 1.
-pub const RECORD_VERSION: u32 = 2;
+/// replay can decide it again ([`request_from_record`]); 3 added the request's `confinement`, `ceiling`, `hidden`,
+/// `startup_wait_ms`, `os` and `shell`, the plan's `confinement` and `startup_wait_ms`, and the rules that decided
+/// (`rules` of a run, `rule` of a deny). Records without `v` are version 1.
+pub const RECORD_VERSION: u32 = 3;
+
+/// A policy confinement as records carry it: `{"network": "none" | "loopback" | "host" | {"allow": [...]},
+/// "writable": [...] | null}` (`null`: unconfined).
+pub fn confinement_json(c: &shellward_policy::Confinement) -> Value {
+    use shellward_policy::NetworkAccess;
+    json!({
+        "network": match &c.network {
+            NetworkAccess::Allow(list) => json!({ "allow": list }),
+            other => json!(other.as_str()),
+        },
+        "writable": c.writable,
+    })
+}
+
+/// [`confinement_json`] read back; `None` when `v` is not one.
+fn confinement_from(v: &Value) -> Option<shellward_policy::Confinement> {
+    use shellward_policy::NetworkAccess;
+    let network = match v.get("network")? {
+        Value::String(s) => match s.as_str() {
+            "none" => NetworkAccess::None,
+            "loopback" => NetworkAccess::Loopback,
+            "host" => NetworkAccess::Host,
+            _ => return None,
+        },
+        other => NetworkAccess::Allow(
+            other
+                .get("allow")?
+                .as_array()?
+                .iter()
+                .map(|e| e.as_str().map(str::to_string))
+                .collect::<Option<_>>()?,
+        ),
+    };
+    let writable = match v.get("writable")? {
+        Value::Null => None,
+        list => Some(
+            list.as_array()?
+                .iter()
+                .map(|e| e.as_str().map(str::to_string))
+                .collect::<Option<_>>()?,
+        ),
+    };
+    Some(shellward_policy::Confinement::new(network, writable))
+}
 
 /// A policy request as a decision record carries it.
 pub fn request_json(r: &shellward_policy::Request) -> Value {
@@ -33,6 +79,12 @@ pub fn request_json(r: &shellward_policy::Request) -> Value {
         "context": r.context,
         "interactive": r.interactive,
         "tty": r.tty,
+        "confinement": confinement_json(&r.confinement),
+        "ceiling": confinement_json(&r.ceiling),
+        "hidden": r.hidden,
+        "startup_wait_ms": r.startup_wait_ms,
+        "os": r.os,
+        "shell": r.shell,
     })
 }
 
@@ -73,6 +125,26 @@ pub fn request_from_record(record: &Value) -> Option<shellward_policy::Request> 
         .and_then(Value::as_bool)
         .unwrap_or(false);
     request.tty = r.get("tty").and_then(Value::as_bool).unwrap_or(false);
+    // Version 3 on; an older record decides again unconfined (what its policies saw: they had no confinement).
+    if let Some(c) = r.get("confinement").and_then(confinement_from) {
+        request.confinement = c;
+    }
+    if let Some(c) = r.get("ceiling").and_then(confinement_from) {
+        request.ceiling = c;
+    }
+    if let Some(list) = r.get("hidden").and_then(Value::as_array) {
+        request.hidden = list
+            .iter()
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .collect();
+    }
+    request.startup_wait_ms = r.get("startup_wait_ms").and_then(Value::as_u64);
+    if let Some(os) = r.get("os").and_then(Value::as_str) {
+        request.os = os.to_string();
+    }
+    if let Some(shell) = r.get("shell").and_then(Value::as_str) {
+        request.shell = shell.to_string();
+    }
     Some(request)
 }
 

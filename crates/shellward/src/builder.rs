@@ -173,6 +173,18 @@ impl ShellwardBuilder {
             // Where a command reports its last directory (see `cwd_trap`).
             paths.push(dir.path().to_path_buf());
         }
+        let policy_confinement = self.config.confinement.policy_view(
+            &plan_confinement,
+            &base_workdir,
+            cwd_dir.as_ref().map(|d| d.path()),
+        );
+        let hidden_for_policies = self
+            .config
+            .confinement
+            .deny_read
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         Ok(Shellward {
             inner: Arc::new(Inner {
                 drain: self.config.executor.drain,
@@ -188,6 +200,8 @@ impl ShellwardBuilder {
                 retention: self.config.executor.retention,
                 confinement: self.config.confinement.clone(),
                 plan_confinement,
+                policy_confinement,
+                hidden_for_policies,
                 cwd_dir,
                 posix_shell: self
                     .config

@@ -11,8 +11,15 @@
 //! - **Network** (`network`): `"host"` (default), `"loopback"` (the command's own loopback only) or `"none"`.
 //! - **System calls** (`deny_syscalls`): refused with `EPERM` by a seccomp filter (default:
 //!   [`shellward_exec::DEFAULT_DENIED_SYSCALLS`]: `ptrace`, `process_vm_readv`/`writev`, `bpf`, `io_uring_*`, …).
+//! - **The ceiling** (`max_network`, `max_writable`): how far a policy may widen a command's confinement (contract
+//!   0.3 plans carry one). By default the defaults themselves: policies may narrow, not widen. A plan beyond it is
+//!   the policy's fault and the command is not run.
+//!
+//! Policies see the confinement in the host's policy types ([`shellward_policy::Confinement`], paths as absolute
+//! strings); [`ConfinementConfig::policy_view`] and [`to_exec`] map between the two.
 
 use shellward_exec::{Confinement, Enforced, Network};
+use shellward_policy::{Confinement as PolicyConfinement, NetworkAccess};
 use std::path::{Path, PathBuf};
 
 /// The default writable paths: the working directory, the temporary directories and the package managers' caches.
@@ -56,6 +63,11 @@ pub struct ConfinementConfig {
     pub network: Network,
     /// System calls commands may not make (they fail with `EPERM`).
     pub deny_syscalls: Vec<String>,
+    /// The widest network a policy may give a command (`None`: `network`, so policies may only narrow).
+    pub max_network: Option<Network>,
+    /// Where a policy may let a command write: `None` is `writable` (policies may only narrow), `Some(None)` is
+    /// anywhere (`"any"`), `Some(Some(paths))` beneath these (entries as in `writable`).
+    pub max_writable: Option<Option<Vec<String>>>,
 }
 
 impl Default for ConfinementConfig {
@@ -71,6 +83,8 @@ impl Default for ConfinementConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            max_network: None,
+            max_writable: None,
         }
     }
 }
@@ -83,30 +97,103 @@ impl ConfinementConfig {
             deny_read: Vec::new(),
             network: Network::Host,
             deny_syscalls: Vec::new(),
+            max_network: None,
+            max_writable: None,
         }
     }
 
     /// The executor's confinement for a command, with `$WORKDIR` standing for `workdir` (absolute; the operator's
     /// working directory, not one the model chose).
     pub fn for_command(&self, workdir: &Path) -> Confinement {
-        let writable = self.writable.as_ref().map(|list| {
-            let mut paths: Vec<PathBuf> = list
-                .iter()
-                .filter_map(|entry| match entry.as_str() {
-                    // `/` as the working directory (a client started from `/`) would make every path writable: left
-                    // out, so writes stay confined to the rest of the list (fail closed).
-                    "$WORKDIR" if workdir == Path::new("/") => None,
-                    "$WORKDIR" => Some(workdir.to_path_buf()),
-                    "$TMPDIR" => Some(std::env::temp_dir()),
-                    other => expand_home(other),
-                })
-                .collect();
-            paths.sort();
-            paths.dedup();
-            paths
-        });
+        let writable = self.writable.as_ref().map(|list| expand(list, workdir));
         Confinement::new(writable, self.network).deny_syscalls(self.deny_syscalls.iter().cloned())
     }
+
+    /// What policies see of `plan` (a command's confinement from [`for_command`](Self::for_command)) and the
+    /// ceiling they may widen it to, with `$WORKDIR` standing for `workdir`. `hidden` is host machinery a command
+    /// must always be able to write (left out of the view, added back by [`to_exec`]).
+    pub fn policy_view(
+        &self,
+        plan: &Confinement,
+        workdir: &Path,
+        hidden: Option<&Path>,
+    ) -> (PolicyConfinement, PolicyConfinement) {
+        let strings = |paths: &[PathBuf]| -> Vec<String> {
+            paths
+                .iter()
+                .filter(|p| Some(p.as_path()) != hidden)
+                .map(|p| p.display().to_string())
+                .collect()
+        };
+        let view = PolicyConfinement::new(
+            network_access(plan.network),
+            plan.writable.as_deref().map(strings),
+        );
+        let ceiling = PolicyConfinement::new(
+            network_access(self.max_network.unwrap_or(self.network)),
+            match &self.max_writable {
+                None => view.writable.clone(),
+                Some(None) => None,
+                Some(Some(list)) => Some(strings(&expand(list, workdir))),
+            },
+        );
+        (view, ceiling)
+    }
+}
+
+/// `list` with `$WORKDIR` (as `workdir`), `$TMPDIR` and `~/` expanded, sorted, without duplicates.
+fn expand(list: &[String], workdir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = list
+        .iter()
+        .filter_map(|entry| match entry.as_str() {
+            // `/` as the working directory (a client started from `/`) would make every path writable: left out, so
+            // writes stay confined to the rest of the list (fail closed).
+            "$WORKDIR" if workdir == Path::new("/") => None,
+            "$WORKDIR" => Some(workdir.to_path_buf()),
+            "$TMPDIR" => Some(std::env::temp_dir()),
+            other => expand_home(other),
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The executor's network as policies see it.
+fn network_access(n: Network) -> NetworkAccess {
+    match n {
+        Network::None => NetworkAccess::None,
+        Network::Loopback => NetworkAccess::Loopback,
+        _ => NetworkAccess::Host,
+    }
+}
+
+/// The executor's confinement for a policy's `decided` one: its network and writable paths, with `base`'s system-call
+/// filter and `hidden` (host machinery) kept writable. The error says why the host cannot enforce it (a network
+/// allow-list: this host has no filtering proxy), for a deny naming the policy.
+pub(crate) fn to_exec(
+    decided: &PolicyConfinement,
+    base: &Confinement,
+    hidden: Option<&Path>,
+) -> Result<Confinement, String> {
+    let network = match &decided.network {
+        NetworkAccess::None => Network::None,
+        NetworkAccess::Loopback => Network::Loopback,
+        NetworkAccess::Host => Network::Host,
+        NetworkAccess::Allow(list) => {
+            return Err(format!(
+                "asked for network access to {} only, and this host cannot filter the network by destination (no \
+                 filtering proxy): rather than give the command more network than asked, it was not run",
+                list.join(", ")
+            ));
+        }
+    };
+    let writable = decided.writable.as_ref().map(|paths| {
+        let mut out: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+        out.extend(hidden.map(Path::to_path_buf));
+        out
+    });
+    Ok(Confinement::new(writable, network).deny_syscalls(base.deny_syscalls.iter().cloned()))
 }
 
 /// `~/rest` under the home directory; other paths as they are. `None` for `~/…` without a home directory.
@@ -264,6 +351,8 @@ mod tests {
             deny_read: vec![],
             network: Network::None,
             deny_syscalls: vec!["ptrace".into()],
+            max_network: None,
+            max_writable: None,
         };
         let got = c.for_command(Path::new("/w/app"));
         let paths = got.writable.clone().unwrap();
@@ -280,6 +369,50 @@ mod tests {
         let from_root = c.for_command(Path::new("/")).writable.unwrap();
         assert!(!from_root.contains(&PathBuf::from("/")), "{from_root:?}");
         assert!(from_root.contains(&PathBuf::from("/srv")));
+    }
+
+    #[test]
+    fn policies_see_the_confinement_and_a_ceiling_and_their_answer_maps_back() {
+        let mut c = ConfinementConfig::unconfined();
+        c.writable = Some(vec!["$WORKDIR".into(), "/srv".into()]);
+        c.network = Network::Loopback;
+        c.deny_syscalls = vec!["ptrace".into()];
+        let workdir = Path::new("/w/app");
+        let hidden = PathBuf::from("/tmp/.shellward-cwd-x");
+        let mut plan = c.for_command(workdir);
+        plan.writable.as_mut().unwrap().push(hidden.clone());
+        let (view, ceiling) = c.policy_view(&plan, workdir, Some(&hidden));
+        assert_eq!(view.network, NetworkAccess::Loopback);
+        assert_eq!(
+            view.writable,
+            Some(vec!["/srv".to_string(), "/w/app".to_string()])
+        );
+        assert_eq!(ceiling, view, "by default the ceiling is the defaults");
+        c.max_network = Some(Network::Host);
+        c.max_writable = Some(Some(vec!["$WORKDIR".into(), "/data".into()]));
+        let (_, ceiling) = c.policy_view(&plan, workdir, Some(&hidden));
+        assert_eq!(ceiling.network, NetworkAccess::Host);
+        assert_eq!(
+            ceiling.writable,
+            Some(vec!["/data".to_string(), "/w/app".to_string()])
+        );
+        c.max_writable = Some(None);
+        assert_eq!(c.policy_view(&plan, workdir, None).1.writable, None);
+        // Back to the executor: the host's hidden directory stays writable, the system-call filter stays.
+        let narrowed = PolicyConfinement::new(NetworkAccess::None, Some(vec!["/w/app".into()]));
+        let exec = to_exec(&narrowed, &plan, Some(&hidden)).unwrap();
+        assert_eq!(exec.network, Network::None);
+        assert_eq!(
+            exec.writable,
+            Some(vec![PathBuf::from("/w/app"), hidden.clone()])
+        );
+        assert_eq!(exec.deny_syscalls, vec!["ptrace".to_string()]);
+        let allow = PolicyConfinement::new(NetworkAccess::Allow(vec!["pypi.org".into()]), None);
+        assert!(
+            to_exec(&allow, &plan, None)
+                .unwrap_err()
+                .contains("pypi.org")
+        );
     }
 
     #[test]

@@ -102,6 +102,11 @@ struct Inner {
     /// process started — never a call's `workdir` or a session's `cd`: the model would widen its own sandbox), and
     /// the directory of the `cd` trap's files writable. The same for every command, so computed once.
     plan_confinement: shellward_exec::Confinement,
+    /// `plan_confinement` as policies see it (without the `cd` trap's directory), and the ceiling they may widen it
+    /// to; also computed once.
+    policy_confinement: (shellward_policy::Confinement, shellward_policy::Confinement),
+    /// The paths no command can read (`[confinement] deny_read`), as policies are told.
+    hidden_for_policies: Vec<String>,
     /// A private directory for the files through which commands report their last working directory (writable to
     /// every confined command); removed with this instance.
     cwd_dir: Option<tempfile::TempDir>,
@@ -184,7 +189,7 @@ impl Decided {
             },
             (_, outcome) => Verdict::Deny {
                 reason: reason_text(match outcome {
-                    Outcome::Deny(r) => r.clone(),
+                    Outcome::Deny(d) => d.reason.clone(),
                     Outcome::Run(_) => String::new(),
                 }),
                 by: self
@@ -462,20 +467,20 @@ impl Shellward {
         if let Some(s) = session {
             context.push(("session-id".to_string(), s.to_string()));
         }
-        let request = Request {
-            command: args.command.clone(),
-            workdir: args.workdir.clone(),
-            timeout_ms,
-            background: args.run_in_background,
-            on_timeout: args.on_timeout.map(|c| match c {
-                tools::OnTimeoutChoice::Kill => OnTimeout::Kill,
-                tools::OnTimeoutChoice::Background => OnTimeout::Background,
-            }),
-            env: env.to_vec(),
-            context,
-            interactive: stdin.interactive(),
-            tty: matches!(stdin, StdinMode::Terminal { .. }),
-        };
+        let mut request = Request::new(args.command.clone());
+        request.workdir = args.workdir.clone();
+        request.timeout_ms = timeout_ms;
+        request.background = args.run_in_background;
+        request.on_timeout = args.on_timeout.map(|c| match c {
+            tools::OnTimeoutChoice::Kill => OnTimeout::Kill,
+            tools::OnTimeoutChoice::Background => OnTimeout::Background,
+        });
+        request.env = env.to_vec();
+        request.context = context;
+        request.interactive = stdin.interactive();
+        request.tty = matches!(stdin, StdinMode::Terminal { .. });
+        (request.confinement, request.ceiling) = self.inner.policy_confinement.clone();
+        request.hidden = self.inner.hidden_for_policies.clone();
         let chain_started = std::time::Instant::now();
         let mut decision = self.inner.active.chain().evaluate(&request);
         let chain_seconds = chain_started.elapsed().as_secs_f64();
@@ -501,12 +506,35 @@ impl Shellward {
                     "does not exist"
                 };
                 tracing::warn!(policy = %by, workdir = %path.display(), "policy chose a working directory that {problem}");
-                decision.outcome = Outcome::Deny(format!(
+                decision.outcome = Outcome::deny(format!(
                     "The command was not run: policy {by} set the working directory to {}, which {problem}. This is \
                      the policy's fault, not the command's; tell the operator.",
                     path.display()
                 ));
                 decision.denied_by = Some(by.clone());
+            }
+        }
+        // The confinement a policy decided, as the executor enforces it; one the host cannot enforce (a network
+        // allow-list) is the policy's fault, reported as a deny naming it (never run with more than was asked).
+        let mut confinement = self.inner.plan_confinement.clone();
+        if let Outcome::Run(p) = &decision.outcome
+            && p.confinement != request.confinement
+        {
+            let hidden = self.inner.cwd_dir.as_ref().map(|d| d.path());
+            match confinement::to_exec(&p.confinement, &self.inner.plan_confinement, hidden) {
+                Ok(c) => confinement = c,
+                Err(why) => {
+                    let by = decision
+                        .confinement_by
+                        .clone()
+                        .unwrap_or_else(|| "a policy".into());
+                    tracing::warn!(policy = %by, "policy asked for a confinement the host cannot enforce: {why}");
+                    decision.outcome = Outcome::deny(format!(
+                        "The command was not run: policy {by} {why}. This is the policy's or the host's limit, not \
+                         the command's; tell the operator."
+                    ));
+                    decision.denied_by = Some(by);
+                }
             }
         }
         let plan = match &decision.outcome {
@@ -519,7 +547,6 @@ impl Shellward {
                         _ => path,
                     }
                 });
-                let confinement = self.inner.plan_confinement.clone();
                 Some(ExecPlan {
                     command: p.command.clone(),
                     workdir,
@@ -536,7 +563,11 @@ impl Shellward {
                         OnTimeout::Background => TimeoutAction::Background,
                     },
                     session: session.map(str::to_string),
-                    startup_wait: p.background.then_some(limits.startup_wait),
+                    startup_wait: p.background.then(|| {
+                        p.startup_wait_ms
+                            .map(Duration::from_millis)
+                            .unwrap_or(limits.startup_wait)
+                    }),
                     deadline: None,
                     labels: Vec::new(),
                     // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy

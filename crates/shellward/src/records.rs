@@ -40,12 +40,16 @@ impl Shellward {
                         TimeoutAction::Kill => "kill",
                         _ => "background",
                     },
+                    "confinement": audit::confinement_json(&p.confinement),
+                    "startup_wait_ms": plan.startup_wait.map(|t| t.as_millis() as u64),
                 });
                 record["notes"] = serde_json::json!(p.notes);
+                record["rules"] = serde_json::json!(p.rules);
             }
-            (Outcome::Deny(reason), _) => {
+            (Outcome::Deny(denial), _) => {
                 record["outcome"] = "deny".into();
-                record["reason"] = serde_json::json!(reason);
+                record["reason"] = serde_json::json!(denial.reason);
+                record["rule"] = serde_json::json!(denial.rule);
                 record["denied_by"] = serde_json::json!(decided.decision.denied_by);
             }
             (Outcome::Run(_), None) => record["outcome"] = "deny".into(),

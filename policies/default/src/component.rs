@@ -1,7 +1,7 @@
 //! Binds the default policy to the `shellward:policy` world.
 
 use crate::decide::{self, Outcome, Request};
-use crate::settings::{OnTimeout, Settings};
+use crate::settings::{Network, OnTimeout, Settings};
 use std::cell::RefCell;
 
 wit_bindgen::generate!({ path: "../../wit", world: "policy-world" });
@@ -43,9 +43,20 @@ impl Guest for DefaultPolicy {
         Ok(())
     }
 
+    fn rules() -> Vec<wit::Rule> {
+        decide::RULES
+            .iter()
+            .map(|(id, summary)| wit::Rule {
+                id: id.to_string(),
+                summary: summary.to_string(),
+            })
+            .collect()
+    }
+
     fn evaluate(request: wit::Request) -> wit::Outcome {
         // Interactive starts are the caller's choice; this policy lets them through as asked.
         let (interactive, tty) = (request.interactive || request.tty, request.tty);
+        let (mut confinement, startup_wait_ms) = (request.confinement, request.startup_wait_ms);
         let req = Request {
             command: request.command,
             workdir: request.workdir,
@@ -60,7 +71,10 @@ impl Guest for DefaultPolicy {
             decide::evaluate_owned(settings.get_or_insert_with(Settings::default), req)
         });
         match outcome {
-            Outcome::Deny(reason) => wit::Outcome::Deny(reason),
+            Outcome::Deny { reason, rule } => wit::Outcome::Deny(wit::Denial {
+                reason,
+                rule: Some(rule.to_string()),
+            }),
             Outcome::Run(p) => wit::Outcome::Run(wit::Plan {
                 command: p.command,
                 workdir: p.workdir,
@@ -71,6 +85,18 @@ impl Guest for DefaultPolicy {
                 notes: p.notes,
                 interactive,
                 tty,
+                confinement: {
+                    if let Some(n) = p.network {
+                        confinement.network = match n {
+                            Network::None => wit::Network::None,
+                            Network::Loopback => wit::Network::Loopback,
+                            Network::Host => wit::Network::Host,
+                        };
+                    }
+                    confinement
+                },
+                startup_wait_ms: p.startup_wait_ms.or(startup_wait_ms),
+                rules: p.rules.into_iter().map(str::to_string).collect(),
             }),
         }
     }

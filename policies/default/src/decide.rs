@@ -1,6 +1,6 @@
 //! The default policy's decision: plain Rust over plain types, unit-tested natively.
 
-use crate::settings::{OnTimeout, Settings};
+use crate::settings::{Network, OnTimeout, Settings};
 use shellward_kit::duration::format_millis;
 use shellward_kit::effective::visit_effective_commands;
 use shellward_kit::pattern::base_name;
@@ -43,6 +43,12 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// Notes for the agent.
     pub notes: Vec<String>,
+    /// The network the command gets, when this policy narrows it (`None`: the request's).
+    pub network: Option<Network>,
+    /// How long a background start waits for readiness (`None`: the request's).
+    pub startup_wait_ms: Option<u64>,
+    /// The ids of the rules that shaped the plan (see [`RULES`]).
+    pub rules: Vec<&'static str>,
 }
 
 /// The outcome, mirroring `shellward:policy/types.outcome`.
@@ -50,9 +56,68 @@ pub struct Plan {
 pub enum Outcome {
     /// Run with this plan.
     Run(Plan),
-    /// Refuse, with a reason.
-    Deny(String),
+    /// Refuse, with a reason and the rule that refused.
+    Deny {
+        /// Shown to the agent.
+        reason: String,
+        /// The rule's id (see [`RULES`]).
+        rule: &'static str,
+    },
 }
+
+/// Every rule this policy names in plans and denials, with what it does (the `rules` export).
+pub const RULES: &[(&str, &str)] = &[
+    ("timeout-zero", "refuses a timeout of zero"),
+    (
+        "nesting-limit",
+        "refuses a command whose expansions nest past the reader's limit",
+    ),
+    (
+        "parse-error",
+        "notes that a command could not be parsed (it runs unchanged)",
+    ),
+    (
+        "trailing-ampersand",
+        "turns a trailing `&` (or `& disown`) into a tracked background run",
+    ),
+    (
+        "setsid",
+        "removes `setsid`, which would detach the process from tracking",
+    ),
+    (
+        "inner-ampersand",
+        "runs a command with `&` part-way through as one background process ending in `wait`",
+    ),
+    (
+        "unread",
+        "notes that a command too long or deep to read whole was not looked at for servers",
+    ),
+    (
+        "promotion",
+        "starts a command that keeps running (a promotion pattern) in the background",
+    ),
+    (
+        "background-timeout",
+        "notes that a timeout does not apply to a background run",
+    ),
+    ("timeout-cap", "lowers a timeout above max_timeout"),
+    (
+        "timeout-default",
+        "gives a foreground command without a timeout the default timeout",
+    ),
+    (
+        "network",
+        "gives commands the network of the `network` setting (e.g. none)",
+    ),
+    (
+        "network-exception",
+        "keeps the operator's network for commands matching network_exceptions",
+    ),
+    (
+        "startup-wait",
+        "gives promoted commands the start-up wait of promoted_startup_wait",
+    ),
+];
 
 const FOLLOW_UP: &str = "The result carries its process id: read its output with process_output and stop it with \
                          process_signal.";
@@ -225,40 +290,65 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
 /// owns the request the host lowered into its memory).
 pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
     if req.timeout_ms == Some(0) {
-        return Outcome::Deny(format!(
-            "A timeout of zero would stop the command before it starts. Omit the timeout to get the default ({}), \
+        return Outcome::Deny {
+            rule: "timeout-zero",
+            reason: format!(
+                "A timeout of zero would stop the command before it starts. Omit the timeout to get the default ({}), \
              give a positive duration such as 30s or 5m (at most {}), or set run_in_background for commands that keep \
              running.",
-            format_millis(settings.default_timeout_ms),
-            format_millis(settings.max_timeout_ms)
-        ));
+                format_millis(settings.default_timeout_ms),
+                format_millis(settings.max_timeout_ms)
+            ),
+        };
     }
     let asked_background = req.background == Some(true);
     let mut background = asked_background;
     let mut notes = Vec::new();
+    let mut rules: Vec<&'static str> = Vec::new();
+    let mut promoted_here = false;
+    // Whether the command keeps the operator's network under a narrowing `network` setting.
+    let mut network_exception = false;
     // The command with edits applied, when there were any; `append_wait` adds a final `wait`.
     let mut edited: Option<String> = None;
     let mut append_wait = false;
 
     match tokenize(&req.command) {
         Err(e) if e.too_deep => {
-            return Outcome::Deny(format!(
-                "The command is {e}: shellward cannot check a command line whose $(…) and ${{…}} expansions nest \
-                 this deep. Split it into steps, or write it to a script file and run the file."
-            ));
+            return Outcome::Deny {
+                rule: "nesting-limit",
+                reason: format!(
+                    "The command is {e}: shellward cannot check a command line whose $(…) and ${{…}} expansions \
+                     nest this deep. Split it into steps, or write it to a script file and run the file."
+                ),
+            };
         }
-        Err(e) => notes.push(format!(
-            "shellward could not parse this command ({e}); it runs unchanged and the shell will probably report a \
-             syntax error. Check the quoting."
-        )),
+        Err(e) => {
+            rules.push("parse-error");
+            notes.push(format!(
+                "shellward could not parse this command ({e}); it runs unchanged and the shell will probably report \
+                 a syntax error. Check the quoting."
+            ))
+        }
         Ok(script) => {
             let mut edits = Edits(Vec::new());
             let cmds = script.simple_commands();
-            let trailing = if settings.ampersand_to_background { trailing_ampersand(&script, &cmds) } else { None };
+            let trailing = if settings.ampersand_to_background {
+                trailing_ampersand(&script, &cmds)
+            } else {
+                None
+            };
             let (setsid, setsid_waits) = setsid_edits(&script, &cmds, &mut edits);
+            if settings.network.is_some() {
+                network_exception = matches_any(&settings.network_exceptions, &script, &cmds);
+            }
             if let Some((from, to, with, disown)) = trailing {
+                rules.push("trailing-ampersand");
                 edits.0.push((from, to, with));
-                let what = if disown { "`& disown`" } else { "the trailing `&`" };
+                let what = if disown {
+                    "`& disown`"
+                } else {
+                    "the trailing `&`"
+                };
                 notes.push(if asked_background {
                     note(&[
                         "Removed ",
@@ -279,6 +369,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
                 background = true;
             }
             if setsid {
+                rules.push("setsid");
                 notes.push(if setsid_waits {
                     "Removed `setsid`: it would move the process out of shellward's tracking.".to_string()
                 } else {
@@ -305,6 +396,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
             let waits = ends_with_wait(&rest, &cmds);
             let (promoted, read_all) = promotion(settings, &rest, &cmds);
             if inner_amp {
+                rules.push("inner-ampersand");
                 append_wait = !waits;
                 background = true;
                 notes.push(format!(
@@ -314,6 +406,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
                 ));
             }
             if !read_all && !background {
+                rules.push("unread");
                 notes.push(
                     "The command is too long or nests shell strings too deep to be read whole, so a server or watcher \
                      in it was not looked for: it runs in the foreground. Split it into steps, and start anything that \
@@ -322,6 +415,8 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
                 );
             }
             if let (false, Some((pattern, matched))) = (background, promoted) {
+                rules.push("promotion");
+                promoted_here = true;
                 background = true;
                 notes.push(note(&[
                     "`",
@@ -342,6 +437,7 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
 
     let timeout_ms = if background {
         if let (Some(t), false) = (req.timeout_ms, asked_background) {
+            rules.push("background-timeout");
             notes.push(format!(
                 "The timeout ({}) does not apply to background processes.",
                 format_millis(t)
@@ -349,8 +445,12 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
         }
         None
     } else {
+        if req.timeout_ms.is_none() {
+            rules.push("timeout-default");
+        }
         let asked = req.timeout_ms.unwrap_or(settings.default_timeout_ms);
         if asked > settings.max_timeout_ms {
+            rules.push("timeout-cap");
             notes.push(format!(
                 "The timeout {} exceeds the maximum of {}; it was lowered to {}. For longer work, use \
                  run_in_background and read the output with process_output.",
@@ -362,6 +462,24 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
         Some(asked.min(settings.max_timeout_ms))
     };
 
+    let network = match settings.network {
+        Some(_) if network_exception => {
+            rules.push("network-exception");
+            None
+        }
+        Some(n) => {
+            rules.push("network");
+            Some(n)
+        }
+        None => None,
+    };
+    let startup_wait_ms = match settings.promoted_startup_wait_ms {
+        Some(ms) if promoted_here => {
+            rules.push("startup-wait");
+            Some(ms)
+        }
+        _ => None,
+    };
     Outcome::Run(Plan {
         command,
         workdir: req.workdir,
@@ -370,7 +488,32 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
         on_timeout: req.on_timeout.unwrap_or(settings.on_timeout),
         env: req.env,
         notes,
+        network,
+        startup_wait_ms,
+        rules,
     })
+}
+
+/// Whether any effective command of the script matches one of `patterns` (wrappers seen through). A reading that
+/// stops at a limit matches nothing: the narrowing applies (fail closed).
+fn matches_any(
+    patterns: &shellward_kit::pattern::PatternSet,
+    script: &Script<'_>,
+    cmds: &[SimpleCommand],
+) -> bool {
+    if patterns.is_empty() {
+        return false;
+    }
+    let mut found = false;
+    visit_effective_commands(script, cmds, |c| {
+        if patterns.find(c.words).is_some() {
+            found = true;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    found
 }
 
 #[cfg(test)]
@@ -380,7 +523,7 @@ mod tests {
     fn run(req: Request) -> Plan {
         match evaluate(&Settings::default(), &req) {
             Outcome::Run(p) => p,
-            Outcome::Deny(r) => panic!("denied: {r}"),
+            Outcome::Deny { reason, .. } => panic!("denied: {reason}"),
         }
     }
 
@@ -686,7 +829,9 @@ mod tests {
                 ..Default::default()
             },
         );
-        assert!(matches!(denied, Outcome::Deny(r) if r.contains("zero") && r.contains("30s")));
+        assert!(
+            matches!(denied, Outcome::Deny { reason: r, rule: "timeout-zero" } if r.contains("zero") && r.contains("30s"))
+        );
         // Expansions nested past the tokenizer's limit are denied with the limit named, not followed.
         let deep = format!("echo {}x{}", "$(".repeat(1000), ")".repeat(1000));
         let denied = evaluate(
@@ -697,7 +842,7 @@ mod tests {
             },
         );
         assert!(
-            matches!(&denied, Outcome::Deny(r) if r.contains("nested too deeply (limit 64)")),
+            matches!(&denied, Outcome::Deny { reason: r, rule: "nesting-limit" } if r.contains("nested too deeply (limit 64)")),
             "{denied:?}"
         );
         // Background runs carry no timeout; a promoted run says the timeout was dropped.
@@ -746,7 +891,7 @@ mod tests {
             },
         ) {
             Outcome::Run(p) => p,
-            Outcome::Deny(r) => panic!("{r}"),
+            Outcome::Deny { reason, .. } => panic!("{reason}"),
         };
         assert!(!ev("./server &").background);
         assert_eq!(ev("./server &").command, "./server &");

@@ -101,6 +101,43 @@ pub const DEFAULT_PROMOTE_PATTERNS: &[&str] = &[
 /// built-in list (a fresh instance per evaluation runs `configure` every time).
 const DEFAULT_PROMOTE_ORDER: BuiltinIndex = program_order(DEFAULT_PROMOTE_PATTERNS);
 
+/// Package installs and fetches: the commands that keep the operator's network under `network = "none"` unless the
+/// operator lists others (`network_exceptions`).
+pub const DEFAULT_NETWORK_EXCEPTIONS: &[&str] = &[
+    "npm install",
+    "npm i",
+    "npm ci",
+    "yarn install",
+    "yarn add",
+    "pnpm install",
+    "pnpm add",
+    "bun install",
+    "bun add",
+    "pip install",
+    "pip3 install",
+    "python* -m pip install",
+    "uv pip install",
+    "uv sync",
+    "uv add",
+    "poetry install",
+    "cargo fetch",
+    "go mod download",
+    "bundle install",
+    "gem install",
+    "composer install",
+];
+
+/// The network the `network` setting gives commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// No network at all.
+    None,
+    /// Only the command's own loopback.
+    Loopback,
+    /// The host's network (within the operator's ceiling).
+    Host,
+}
+
 /// What to do with a foreground command whose timeout expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnTimeout {
@@ -123,6 +160,12 @@ pub struct Settings {
     pub ampersand_to_background: bool,
     /// Commands promoted to background.
     pub promote: PatternSet,
+    /// The network every command gets (`None`: the operator's, unchanged).
+    pub network: Option<Network>,
+    /// Commands that keep the operator's network when `network` narrows it.
+    pub network_exceptions: PatternSet,
+    /// How long a promoted command's start waits for readiness (`None`: the host's default).
+    pub promoted_startup_wait_ms: Option<u64>,
 }
 
 impl Default for Settings {
@@ -133,6 +176,9 @@ impl Default for Settings {
             on_timeout: OnTimeout::Background,
             ampersand_to_background: true,
             promote: PatternSet::from_builtin(DEFAULT_PROMOTE_PATTERNS, &DEFAULT_PROMOTE_ORDER),
+            network: None,
+            network_exceptions: PatternSet::new(Vec::new()),
+            promoted_startup_wait_ms: None,
         }
     }
 }
@@ -147,10 +193,15 @@ struct RawSettings {
     ampersand_to_background: Option<bool>,
     promote_patterns: Option<Vec<String>>,
     extra_promote_patterns: Option<Vec<String>>,
+    profile: Option<String>,
+    network: Option<String>,
+    network_exceptions: Option<Vec<String>>,
+    promoted_startup_wait: Option<Value>,
 }
 
 /// The setting names, for error messages.
-pub const FIELDS: &str = "default_timeout, max_timeout, on_timeout, ampersand_to_background, promote_patterns, extra_promote_patterns";
+pub const FIELDS: &str = "default_timeout, max_timeout, on_timeout, ampersand_to_background, promote_patterns, \
+                          extra_promote_patterns, profile, network, network_exceptions, promoted_startup_wait";
 
 fn duration_field(name: &str, value: &Value) -> Result<u64, String> {
     let ms = match value {
@@ -223,6 +274,51 @@ impl Settings {
                 s.promote.push(p);
             }
         }
+        // `profile = "strict"`: no network, except package installs (unless `network` says otherwise).
+        match raw.profile.as_deref() {
+            None | Some("standard") => {}
+            Some("strict") => s.network = Some(Network::None),
+            Some(other) => {
+                return Err(format!(
+                    "setting `profile`: {other:?} is not a profile; use \"standard\" (commands get the operator's \
+                     confinement) or \"strict\" (no network, except package installs)"
+                ));
+            }
+        }
+        if let Some(v) = raw.network.as_deref() {
+            s.network = match v {
+                "inherit" => None,
+                "none" => Some(Network::None),
+                "loopback" => Some(Network::Loopback),
+                "host" => Some(Network::Host),
+                other => {
+                    return Err(format!(
+                        "setting `network`: {other:?} is not accepted; use \"inherit\" (the operator's), \"none\", \
+                         \"loopback\" or \"host\""
+                    ));
+                }
+            };
+        }
+        if s.network.is_some() {
+            s.network_exceptions = match &raw.network_exceptions {
+                Some(list) => PatternSet::new(patterns_field("network_exceptions", list)?),
+                None => PatternSet::new(
+                    DEFAULT_NETWORK_EXCEPTIONS
+                        .iter()
+                        .map(|p| Pattern::parse_static(p).map_err(|e| e.to_string()))
+                        .collect::<Result<_, _>>()?,
+                ),
+            };
+        } else if raw.network_exceptions.is_some() {
+            return Err(
+                "setting `network_exceptions` has no effect without `network` (or `profile = \"strict\"`); set one \
+                 of them or remove it"
+                    .into(),
+            );
+        }
+        if let Some(v) = &raw.promoted_startup_wait {
+            s.promoted_startup_wait_ms = Some(duration_field("promoted_startup_wait", v)?);
+        }
         Ok(s)
     }
 }
@@ -230,6 +326,39 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_strict_profile_takes_the_network_except_for_installs() {
+        let s = Settings::from_json(r#"{"profile":"strict"}"#).unwrap();
+        assert_eq!(s.network, Some(Network::None));
+        assert_eq!(s.network_exceptions.len(), DEFAULT_NETWORK_EXCEPTIONS.len());
+        let s = Settings::from_json(
+            r#"{"profile":"strict","network":"loopback","network_exceptions":["make deps"]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.network, s.network_exceptions.len()),
+            (Some(Network::Loopback), 1)
+        );
+        for (bad, needle) in [
+            (r#"{"profile":"paranoid"}"#, "strict"),
+            (r#"{"network":"wide"}"#, "loopback"),
+            (r#"{"network_exceptions":["npm install"]}"#, "no effect"),
+            (
+                r#"{"promoted_startup_wait":"soon"}"#,
+                "promoted_startup_wait",
+            ),
+        ] {
+            let e = Settings::from_json(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        assert_eq!(
+            Settings::from_json(r#"{"promoted_startup_wait":"20s"}"#)
+                .unwrap()
+                .promoted_startup_wait_ms,
+            Some(20_000)
+        );
+    }
 
     #[test]
     fn defaults() {

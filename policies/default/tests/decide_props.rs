@@ -18,7 +18,7 @@ fn background(command: &str) -> Option<bool> {
         },
     ) {
         Outcome::Run(p) => Some(p.background),
-        Outcome::Deny(_) => None,
+        Outcome::Deny { .. } => None,
     }
 }
 

@@ -31,12 +31,33 @@ impl Guest for GuardPolicy {
         Ok(())
     }
 
+    fn rules() -> Vec<wit::Rule> {
+        GUARD.with(|g| {
+            let g = g.borrow();
+            crate::rules::RULES
+                .iter()
+                .filter(|r| !g.disabled.iter().any(|d| d == *r))
+                .map(|r| wit::Rule {
+                    id: r.to_string(),
+                    summary: crate::rules::summary(r).to_string(),
+                })
+                .chain((!g.deny.is_empty()).then(|| wit::Rule {
+                    id: "deny-pattern".to_string(),
+                    summary: "refuses commands matching the operator's deny patterns".to_string(),
+                }))
+                .collect()
+        })
+    }
+
     fn evaluate(request: wit::Request) -> wit::Outcome {
         if let Some(denial) = GUARD.with(|g| {
             g.borrow()
                 .check_in(&request.command, request.workdir.as_deref())
         }) {
-            return wit::Outcome::Deny(denial.reason);
+            return wit::Outcome::Deny(wit::Denial {
+                reason: denial.reason,
+                rule: Some(denial.rule),
+            });
         }
         // Everything else passes through unchanged. A pass-through must still state an on-timeout; it keeps an
         // earlier policy's choice and otherwise uses the default policy's default (keep running in background).
@@ -50,6 +71,9 @@ impl Guest for GuardPolicy {
             notes: Vec::new(),
             interactive: request.interactive,
             tty: request.tty,
+            confinement: request.confinement,
+            startup_wait_ms: request.startup_wait_ms,
+            rules: Vec::new(),
         })
     }
 }

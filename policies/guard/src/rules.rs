@@ -76,6 +76,23 @@ fn is_block_device(path: &str) -> bool {
     BLOCK_DEVICES.iter().any(|g| glob(g, path))
 }
 
+/// One line saying what a built-in rule refuses (for coverage reports).
+pub fn summary(rule: &str) -> &'static str {
+    match rule {
+        "fork-bomb" => "refuses fork bombs",
+        "kill-by-name" => "refuses pkill, killall and kill $(pgrep …)",
+        "kill-all" => "refuses kill -1 and signals to pid 1",
+        "rm-root" => "refuses removing /, the home directory or a system directory",
+        "privilege" => "refuses sudo, su, doas, pkexec and runuser",
+        "power" => "refuses shutdown, reboot and suspend",
+        "block-device" => "refuses writes to block devices (mkfs, dd of=/dev/…)",
+        "chmod-root" => "refuses chmod/chown of / or system directories",
+        "find-root" => "refuses find -delete or -exec rm from / or system directories",
+        "unreadable" => "refuses a line the guard cannot read whole",
+        _ => "refuses a command",
+    }
+}
+
 fn reason(rule: &str) -> String {
     let why = match rule {
         "fork-bomb" => "this is a fork bomb: it would exhaust the machine's processes",

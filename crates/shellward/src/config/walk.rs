@@ -224,7 +224,14 @@ impl Walker {
             self.unknown_keys(
                 t,
                 "confinement",
-                &["network", "writable", "deny_read", "deny_syscalls"],
+                &[
+                    "network",
+                    "writable",
+                    "deny_read",
+                    "deny_syscalls",
+                    "max_network",
+                    "max_writable",
+                ],
             );
         }
         if let Some(mut t) = self.table(&mut root, "oci", "") {
@@ -712,21 +719,42 @@ impl Walker {
         );
     }
 
-    /// `[confinement]`: `network`, `writable` (a list, or `"any"`), `deny_read`.
+    /// `[confinement]`: `network`, `writable` (a list, or `"any"`), `deny_read`, `deny_syscalls`, and the ceiling
+    /// `max_network`, `max_writable`.
     fn confinement(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         const P: &str = "confinement";
-        if let Some(n) = self.string(t, "network", P) {
-            match n.as_str() {
-                "none" => c.network = shellward_exec::Network::None,
-                "loopback" => c.network = shellward_exec::Network::Loopback,
-                "host" => c.network = shellward_exec::Network::Host,
-                other => self.problem(
-                    "confinement.network",
-                    format!(
-                        "{other:?} is not a network; give \"none\" (no network), \"loopback\" (the command's own \
-                         loopback only) or \"host\""
-                    ),
-                ),
+        for key in ["network", "max_network"] {
+            if let Some(toml::Value::Table(_)) = t.get(key) {
+                t.remove(key);
+                self.problem(
+                    format!("confinement.{key}"),
+                    "a network allow-list ({ allow = [...] }) needs a filtering proxy, which this shellward does not \
+                     have yet; give \"none\", \"loopback\" or \"host\""
+                        .to_string(),
+                );
+                continue;
+            }
+            if let Some(n) = self.string(t, key, P) {
+                let network = match n.as_str() {
+                    "none" => shellward_exec::Network::None,
+                    "loopback" => shellward_exec::Network::Loopback,
+                    "host" => shellward_exec::Network::Host,
+                    other => {
+                        self.problem(
+                            format!("confinement.{key}"),
+                            format!(
+                                "{other:?} is not a network; give \"none\" (no network), \"loopback\" (the \
+                                 command's own loopback only) or \"host\""
+                            ),
+                        );
+                        continue;
+                    }
+                };
+                if key == "network" {
+                    c.network = network;
+                } else {
+                    c.max_network = Some(network);
+                }
             }
         }
         // Absolute, `~/…`, or (writable only) `$WORKDIR` / `$TMPDIR`.
@@ -750,33 +778,82 @@ impl Walker {
                 }
                 ok
             };
-        match t.get("writable") {
-            Some(toml::Value::String(s)) if s == "any" => {
-                t.remove("writable");
-                c.writable = None;
-            }
-            Some(toml::Value::String(s)) => {
-                let s = s.clone();
-                t.remove("writable");
-                self.problem(
-                    "confinement.writable",
-                    format!(
-                        "{s:?} is not a list; give a list of paths (e.g. [\"$WORKDIR\", \"/tmp\"]) or \"any\" to \
-                         leave writes unconfined"
-                    ),
-                );
-            }
-            _ => {
-                if let Some(list) = self.strings(t, "writable", P) {
+        for key in ["writable", "max_writable"] {
+            let parsed: Option<Option<Vec<String>>> = match t.get(key) {
+                Some(toml::Value::String(s)) if s == "any" => {
+                    t.remove(key);
+                    Some(None)
+                }
+                Some(toml::Value::String(s)) => {
+                    let s = s.clone();
+                    t.remove(key);
+                    self.problem(
+                        format!("confinement.{key}"),
+                        format!(
+                            "{s:?} is not a list; give a list of paths (e.g. [\"$WORKDIR\", \"/tmp\"]) or \"any\" \
+                             to leave writes unconfined"
+                        ),
+                    );
+                    None
+                }
+                _ => self.strings(t, key, P).map(|list| {
                     let mut out = Vec::new();
                     for (i, entry) in list {
-                        if check(self, "writable", i, &entry, true) {
+                        if check(self, key, i, &entry, true) {
                             out.push(entry);
                         }
                     }
-                    c.writable = Some(out);
+                    Some(out)
+                }),
+            };
+            if let Some(w) = parsed {
+                if key == "writable" {
+                    c.writable = w;
+                } else {
+                    c.max_writable = Some(w);
                 }
             }
+        }
+        // The ceiling holds the defaults, or every command a policy passes through unchanged would be beyond it.
+        let rank = |n: shellward_exec::Network| match n {
+            shellward_exec::Network::None => 0,
+            shellward_exec::Network::Loopback => 1,
+            _ => 2,
+        };
+        if let Some(max) = c.max_network
+            && rank(max) < rank(c.network)
+        {
+            self.problem(
+                "confinement.max_network",
+                format!(
+                    "{:?} is narrower than network = {:?}: the ceiling must allow at least the default; raise \
+                     max_network or lower network",
+                    max.as_str(),
+                    c.network.as_str()
+                ),
+            );
+        }
+        if let (Some(Some(max)), Some(defaults)) = (&c.max_writable, &c.writable)
+            && let Some(outside) = defaults.iter().find(|w| {
+                !max.iter()
+                    .any(|m| std::path::Path::new(w.as_str()).starts_with(m.as_str()))
+            })
+        {
+            self.problem(
+                "confinement.max_writable",
+                format!(
+                    "it does not include {outside:?} from writable: the ceiling must allow at least the default; add \
+                     it to max_writable"
+                ),
+            );
+        }
+        if let (Some(Some(_)), None) = (&c.max_writable, &c.writable) {
+            self.problem(
+                "confinement.max_writable",
+                "writable is \"any\", so a narrower ceiling would refuse every command; set writable to a list \
+                 within max_writable, or remove max_writable"
+                    .to_string(),
+            );
         }
         if let Some(list) = self.strings(t, "deny_syscalls", P) {
             let known = shellward_exec::DEFAULT_DENIED_SYSCALLS;

@@ -7,8 +7,11 @@
 //! Commands trigger faults: `loop` (infinite loop), `alloc` (allocate without bound), `trap` (panic), `stack`
 //! (unbounded recursion), `sleep` (blocking sleep through WASI), `log` (log a message through the host). Commands
 //! that return output the host must refuse: `huge-note`, `huge-deny`, `huge-command` (10 MiB each), `bad-env` (a
-//! variable named `A=B`), `workdir:PATH` (runs `true` in PATH). Any other command is echoed back as the plan, with a
-//! note `calls=N` counting evaluations in this instance.
+//! variable named `A=B`), `workdir:PATH` (runs `true` in PATH). Commands that set what 0.3 added: `net:MODE`
+//! (`none`, `loopback`, `host`, or `allow=a,b`), `write:PATHS` (comma-separated, or `any`), `wait:MS` (start-up wait),
+//! `rule:ID` (the plan names rule ID); each runs `true`. Any other command is echoed back as the plan, with a note
+//! `calls=N` counting evaluations in this instance. `rules` lists `scripted-deny` and `echo` (with the setting
+//! `bad-rules`: an invalid id).
 
 #[cfg(target_arch = "wasm32")]
 mod component {
@@ -18,7 +21,9 @@ mod component {
 
     use exports::shellward::policy::policy::Guest;
     use shellward::policy::host::{Level, log};
-    use shellward::policy::types::{OnTimeout, Outcome, Plan, Request};
+    use shellward::policy::types::{
+        Confinement, Denial, Network, OnTimeout, Outcome, Plan, Request, Rule,
+    };
 
     thread_local! {
         static SETTINGS: RefCell<String> = const { RefCell::new(String::new()) };
@@ -59,6 +64,26 @@ mod component {
             Ok(())
         }
 
+        fn rules() -> Vec<Rule> {
+            let mut list = vec![
+                Rule {
+                    id: "scripted-deny".into(),
+                    summary: "denies everything (setting deny:REASON)".into(),
+                },
+                Rule {
+                    id: "echo".into(),
+                    summary: "runs the command as asked".into(),
+                },
+            ];
+            if SETTINGS.with(|s| *s.borrow() == "bad-rules") {
+                list.push(Rule {
+                    id: "not a valid id".into(),
+                    summary: "invalid on purpose".into(),
+                });
+            }
+            list
+        }
+
         fn evaluate(request: Request) -> Outcome {
             let calls = CALLS.with(|c| {
                 c.set(c.get() + 1);
@@ -78,11 +103,19 @@ mod component {
                 "trap" => panic!("evaluate trapped on purpose"),
                 "stack" => {
                     let n = recurse(0, 1, 2, 3);
-                    return Outcome::Deny(format!("unreachable {n}"));
+                    return Outcome::Deny(Denial {
+                        reason: format!("unreachable {n}"),
+                        rule: None,
+                    });
                 }
                 "sleep" => std::thread::sleep(std::time::Duration::from_secs(3600)),
                 "log" => log(Level::Warn, "hello from the scripted policy"),
-                "huge-deny" => return Outcome::Deny("d".repeat(10 << 20)),
+                "huge-deny" => {
+                    return Outcome::Deny(Denial {
+                        reason: "d".repeat(10 << 20),
+                        rule: None,
+                    });
+                }
                 _ => {}
             }
             let huge = |text: &str| Plan {
@@ -95,6 +128,9 @@ mod component {
                 notes: Vec::new(),
                 interactive: false,
                 tty: false,
+                confinement: request.confinement.clone(),
+                startup_wait_ms: request.startup_wait_ms,
+                rules: Vec::new(),
             };
             match request.command.as_str() {
                 "huge-note" => {
@@ -114,11 +150,48 @@ mod component {
                         p.workdir = Some(dir.to_string());
                         return Outcome::Run(p);
                     }
+                    if let Some(mode) = other.strip_prefix("net:") {
+                        let mut p = huge("true");
+                        p.confinement = Confinement {
+                            network: match mode {
+                                "none" => Network::None,
+                                "loopback" => Network::Loopback,
+                                "host" => Network::Host,
+                                list => Network::Allow(
+                                    list.trim_start_matches("allow=")
+                                        .split(',')
+                                        .map(str::to_string)
+                                        .collect(),
+                                ),
+                            },
+                            writable: request.confinement.writable.clone(),
+                        };
+                        return Outcome::Run(p);
+                    }
+                    if let Some(paths) = other.strip_prefix("write:") {
+                        let mut p = huge("true");
+                        p.confinement.writable = (paths != "any")
+                            .then(|| paths.split(',').map(str::to_string).collect());
+                        return Outcome::Run(p);
+                    }
+                    if let Some(ms) = other.strip_prefix("wait:") {
+                        let mut p = huge("true");
+                        p.startup_wait_ms = ms.parse().ok();
+                        return Outcome::Run(p);
+                    }
+                    if let Some(id) = other.strip_prefix("rule:") {
+                        let mut p = huge("true");
+                        p.rules = vec![id.to_string()];
+                        return Outcome::Run(p);
+                    }
                 }
             }
             let settings = SETTINGS.with(|s| s.borrow().clone());
             if let Some(reason) = settings.strip_prefix("deny:") {
-                return Outcome::Deny(reason.to_string());
+                return Outcome::Deny(Denial {
+                    reason: reason.to_string(),
+                    rule: Some("scripted-deny".into()),
+                });
             }
             let mut command = request.command;
             if let Some(suffix) = settings.strip_prefix("append:") {
@@ -140,6 +213,9 @@ mod component {
                 // `no-interactive`: a policy refusing stdin and terminals (the plan turns them off).
                 interactive: request.interactive && settings != "no-interactive",
                 tty: request.tty && settings != "no-interactive",
+                confinement: request.confinement,
+                startup_wait_ms: request.startup_wait_ms,
+                rules: vec!["echo".into()],
             })
         }
     }

@@ -1,0 +1,121 @@
+//! What a command may touch, decided per command by the policies (contract 0.3) within the operator's ceiling, and
+//! enforced by the host: the default policy's strict profile takes the network away except from the commands it
+//! names, a policy that widens past the ceiling is refused (naming it and the ceiling), and a confinement the host
+//! cannot enforce (a network allow-list) is refused rather than run with more than asked.
+
+mod common;
+
+use common::*;
+use shellward::{Config, Shellward};
+
+/// A listener on loopback and a command that reaches it, as a script (so a pattern can name it) and inline.
+struct Target {
+    _listener: std::net::TcpListener,
+    script: String,
+    inline: String,
+}
+
+fn target(dir: &std::path::Path) -> Target {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('reached')"
+    );
+    std::fs::write(dir.join("reach.py"), &code).unwrap();
+    Target {
+        _listener: listener,
+        script: format!("python3 {}/reach.py", dir.display()),
+        inline: format!("python3 -c \"{code}\""),
+    }
+}
+
+fn build(dir: &std::path::Path, mark: &str, confinement: &str, policies: &str) -> Shellward {
+    let file = dir.join("shellward.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "{policies}\n[confinement]\n{confinement}\n[executor]\nworkdir = \"{}\"\ngrace = \"300ms\"\n\
+             [env.set]\n{MARK} = \"{mark}\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    Shellward::builder()
+        .config(Config::load(&file).expect("config"))
+        .build()
+        .expect("build")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_strict_profile_cuts_the_network_except_for_the_commands_it_names() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(dir.path());
+    let policies = format!(
+        "[[policy]]\nbuiltin = \"default\"\nsettings = {{ profile = \"strict\", network_exceptions = [\"python3 {}/reach.py\"] }}\n\
+         [[policy]]\nbuiltin = \"guard\"\n",
+        dir.path().display()
+    );
+    let sw = build(dir.path(), &mark, "network = \"host\"", &policies);
+    let r = sw.execute(None, exec(&t.inline)).await.unwrap();
+    assert!(!r.success && !r.output.contains("reached"), "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("network none")),
+        "{r:?}"
+    );
+    let r = sw.execute(None, exec(&t.script)).await.unwrap();
+    assert!(r.success && r.output.contains("reached"), "{r:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_may_widen_only_within_the_ceiling() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(dir.path());
+    let widen = "[[policy]]\nbuiltin = \"default\"\nsettings = { network = \"host\" }\n";
+    // The ceiling defaults to the defaults: giving the host's network to a command is the policy's fault.
+    let sw = build(dir.path(), &mark, "network = \"none\"", widen);
+    let r = sw.execute(None, exec(&t.inline)).await.unwrap();
+    assert!(!r.success && !r.output.contains("reached"), "{r:?}");
+    let reason = r.deny_reason.clone().expect("denied");
+    assert!(
+        reason.contains("default") && reason.contains("max_network"),
+        "{reason}"
+    );
+    sw.shutdown().await;
+    // Raised by the operator, the same plan runs and reaches the listener.
+    let sw = build(
+        dir.path(),
+        &mark,
+        "network = \"none\"\nmax_network = \"host\"",
+        widen,
+    );
+    let r = sw.execute(None, exec(&t.inline)).await.unwrap();
+    assert!(r.success && r.output.contains("reached"), "{r:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_allow_list_the_host_cannot_enforce_is_refused() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let scripted = shellward_policy::embedded::guests::SCRIPTED_POLICY;
+    let policies = format!("[[policy]]\npath = \"{scripted}\"\n");
+    let sw = build(dir.path(), &mark, "network = \"host\"", &policies);
+    let r = sw.execute(None, exec("net:allow=pypi.org")).await.unwrap();
+    let reason = r.deny_reason.clone().expect("denied");
+    assert!(
+        reason.contains("pypi.org") && reason.contains("filter") && reason.contains("scripted"),
+        "{reason}"
+    );
+    // Narrowing through the same policy runs.
+    let r = sw.execute(None, exec("net:none")).await.unwrap();
+    assert!(r.success, "{r:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -424,3 +424,57 @@ fn drop_in_policies_follow_the_entries_in_file_name_order() {
     let e = Config::parse("[policies]\ndir = \"nope\"\n", dir.path()).unwrap_err();
     assert_eq!(e.problems[0].key, "policies.dir");
 }
+
+#[test]
+fn the_confinement_ceiling_is_read_and_must_hold_the_defaults() {
+    let c = Config::parse(
+        "[confinement]\nnetwork = \"none\"\nmax_network = \"host\"\nwritable = [\"$WORKDIR\"]\n\
+         max_writable = [\"$WORKDIR\", \"/srv\"]\n",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(
+        c.confinement.max_network,
+        Some(shellward_exec::Network::Host)
+    );
+    assert_eq!(
+        c.confinement.max_writable,
+        Some(Some(vec!["$WORKDIR".to_string(), "/srv".to_string()]))
+    );
+    let c = Config::parse("[confinement]\nmax_writable = \"any\"\n", Path::new(".")).unwrap();
+    assert_eq!(c.confinement.max_writable, Some(None));
+    assert_eq!(Config::default().confinement.max_network, None);
+    for (text, key, needle) in [
+        (
+            "network = \"host\"\nmax_network = \"loopback\"",
+            "confinement.max_network",
+            "narrower",
+        ),
+        (
+            "writable = [\"$WORKDIR\", \"/tmp\"]\nmax_writable = [\"$WORKDIR\"]",
+            "confinement.max_writable",
+            "/tmp",
+        ),
+        (
+            "writable = \"any\"\nmax_writable = [\"/srv\"]",
+            "confinement.max_writable",
+            "any",
+        ),
+        (
+            "max_network = \"wide\"",
+            "confinement.max_network",
+            "not a network",
+        ),
+        (
+            "network = { allow = [\"pypi.org\"] }",
+            "confinement.network",
+            "filtering proxy",
+        ),
+    ] {
+        let p = problems(&format!("[confinement]\n{text}\n"));
+        assert!(
+            p.iter().any(|s| s.starts_with(key) && s.contains(needle)),
+            "{text}: {p:#?}"
+        );
+    }
+}

@@ -466,7 +466,7 @@ fn confinement_text(
         "network:    {}\n",
         match &c.network {
             NetworkAccess::Allow(list) => format!(
-                "allow {} (refused when run: this host cannot filter by destination)",
+                "only {} (through shellward's filtering proxy)",
                 list.join(", ")
             ),
             other => other.as_str().to_string(),

@@ -90,6 +90,11 @@ pub struct ExecutorConfig {
     /// directory by an empty read-only directory, in the command's mount namespace. A path that does not exist when a
     /// session's sandbox starts is skipped. Default none.
     pub hidden_paths: Vec<PathBuf>,
+    /// Fixed addresses for names a proxied command ([`Network::Allow`](crate::Network)) asks for, instead of DNS
+    /// (e.g. an internal registry; in tests, names for servers on loopback). They are trusted as given: the proxy's
+    /// check that an allowed name does not resolve to a loopback or link-local address applies to DNS answers only.
+    /// Default none.
+    pub proxy_hosts: std::collections::HashMap<String, Vec<std::net::IpAddr>>,
 }
 
 /// Resource limits of one command's tree. `RLIMIT_CORE` is always 0 (a crashing command does not write a core file
@@ -143,6 +148,7 @@ impl Default for ExecutorConfig {
             session_idle: Duration::from_secs(60),
             read_only_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            proxy_hosts: std::collections::HashMap::new(),
         }
     }
 }

@@ -326,6 +326,10 @@ impl Executor {
                 p.display()
             )));
         }
+        if plan.confinement.network == crate::Network::Allow {
+            crate::proxy::ProxyRules::new(&plan.confinement.allow, &self.inner.config.proxy_hosts)
+                .map_err(|e| ExecError::InvalidCommand(format!("the network allow-list: {e}")))?;
+        }
         let workdir = match plan
             .workdir
             .clone()
@@ -371,6 +375,32 @@ impl Executor {
             extra.push(("TERM".into(), "xterm-256color".into()));
         }
         extra.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
+        // A proxied command finds its proxy here (set after the plan's own, so a plan cannot point them elsewhere:
+        // there is nowhere else to go in its namespace anyway).
+        let proxy_rules = if plan.confinement.network == crate::Network::Allow {
+            let url = format!("http://{}", crate::proxy::PROXY_ADDR);
+            for name in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                extra.push((name.into(), url.clone().into()));
+            }
+            for name in ["NO_PROXY", "no_proxy"] {
+                extra.push((name.into(), "".into()));
+            }
+            Some(Arc::new(
+                crate::proxy::ProxyRules::new(&plan.confinement.allow, &config.proxy_hosts)
+                    .map_err(|e| {
+                        ExecError::InvalidCommand(format!("the network allow-list: {e}"))
+                    })?,
+            ))
+        } else {
+            None
+        };
         let env = SpawnEnv::new(self.inner.base_env.clone(), extra);
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
         args.push(plan.command.clone().into());
@@ -453,6 +483,25 @@ impl Executor {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .create_log();
+        }
+        if let (Some(fd), Some(rules)) = (spawned.proxy_listener, proxy_rules) {
+            // Served until the command's output ends (its tree is done), on the host's network.
+            let listener = std::net::TcpListener::from(fd);
+            match listener
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(listener))
+            {
+                Ok(listener) => {
+                    let mut done = proc.readers_done.subscribe();
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            () = crate::proxy::serve(listener, rules) => {}
+                            _ = done.wait_for(|d| *d) => {}
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(%id, "cannot serve the command's proxy: {e}"),
+            }
         }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();

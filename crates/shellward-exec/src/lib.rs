@@ -21,7 +21,7 @@
 //!
 //! Modules: [`config`] (settings), [`env`](mod@env) (the environment policy), [`output`] (capture and views), `executor`
 //! (the [`Executor`]), `registry` (processes by id, limits), `tasks` (per-process tasks, the reaper), `logdir`,
-//! `results`, `error`, `plan`, and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
+//! `results`, `error`, `plan`, [`proxy`] (the filtering proxy of allow-list commands), and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
 //! fast_spawn,procfs}.rs`).
 //!
 //! It has no WebAssembly dependency: a host that only wants a solid process executor can embed it alone. All methods
@@ -36,6 +36,7 @@ mod executor;
 mod logdir;
 pub mod output;
 mod plan;
+pub mod proxy;
 mod registry;
 mod results;
 mod shared;
@@ -49,6 +50,7 @@ pub use error::ExecError;
 pub use executor::Executor;
 pub use output::{OutputChunk, OutputLimits, OutputView};
 pub use plan::{Confinement, DEFAULT_DENIED_SYSCALLS, ExecPlan, Network, StdinMode, TimeoutAction};
+pub use proxy::{PROXY_ADDR, ProxyRules};
 pub use results::{
     Enforced, ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind,
     SignalOutcome,

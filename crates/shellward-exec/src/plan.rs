@@ -48,6 +48,10 @@ pub enum Network {
     /// Only its own loopback (`127.0.0.1`, `::1`): a network namespace of its own with the loopback up. Servers it
     /// starts are reachable by its own processes, not the host's, and nothing outside is.
     Loopback,
+    /// Only the destinations of [`Confinement::allow`], through a filtering proxy on the host
+    /// ([`crate::proxy`]): a network namespace of its own with the loopback up, where `127.0.0.1:3128` is the proxy
+    /// and `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` say so.
+    Allow,
     /// The host's network (the default).
     #[default]
     Host,
@@ -59,6 +63,7 @@ impl Network {
         match self {
             Network::None => "none",
             Network::Loopback => "loopback",
+            Network::Allow => "allow",
             Network::Host => "host",
         }
     }
@@ -76,6 +81,8 @@ pub struct Confinement {
     pub writable: Option<Vec<PathBuf>>,
     /// The network it reaches.
     pub network: Network,
+    /// With [`Network::Allow`]: the destinations it may reach (`host`, `*.domain`, each with an optional `:port`).
+    pub allow: Vec<String>,
     /// System calls it may not make (they fail with `EPERM`), by name: see [`DEFAULT_DENIED_SYSCALLS`] for the ones
     /// that can be named. Empty: no filter.
     pub deny_syscalls: Vec<String>,
@@ -122,8 +129,19 @@ impl Confinement {
         Confinement {
             writable,
             network,
+            allow: Vec::new(),
             deny_syscalls: Vec::new(),
         }
+    }
+
+    /// The same, reaching only `destinations` through the filtering proxy ([`Network::Allow`]).
+    pub fn allow_only(
+        mut self,
+        destinations: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Confinement {
+        self.network = Network::Allow;
+        self.allow = destinations.into_iter().map(Into::into).collect();
+        self
     }
 
     /// The same, with `names` refused (see [`Confinement::deny_syscalls`]).

@@ -207,6 +207,102 @@ async fn the_network_is_none_its_own_loopback_or_the_hosts() {
     }
 }
 
+/// A tiny HTTP server of the test on the host's loopback that answers every request with `hello from PATH`; its port.
+fn host_http_server() -> u16 {
+    use std::io::Write;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 2048];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            let path = text.split(' ').nth(1).unwrap_or("?").to_string();
+            let body = format!("hello from {path}");
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// Fetches `url` with Python's urllib (which honours `HTTP_PROXY`): the body, or `refused CODE: BODY`.
+fn fetch(url: &str) -> String {
+    format!(
+        "python3 -c \"
+import urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen('{url}', timeout=5).read().decode())
+except urllib.error.HTTPError as e:
+    print('refused', e.code, e.read().decode().strip())
+except Exception as e:
+    print('failed', e)
+\""
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_list_reaches_allowed_names_through_the_proxy_and_nothing_else() {
+    let port = host_http_server();
+    for (name, mut config) in configs() {
+        config
+            .proxy_hosts
+            .insert("allowed.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+        config
+            .proxy_hosts
+            .insert("other.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+        let ex = Executor::new(config).unwrap();
+        let mark = new_mark();
+        let allowed = |command: String| {
+            let mut p = plan(&command, &mark, None, Network::Host);
+            p.confinement = Confinement::new(None, Network::Host).allow_only(["allowed.test"]);
+            p
+        };
+        if name == "no namespaces" && !shellward_test_support::is_root() {
+            // No network namespace can be made without privilege outside the sandbox: refused, never run open.
+            let e = ex
+                .execute(allowed(fetch("http://allowed.test/")))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("network"), "{e}");
+            ex.shutdown().await;
+            continue;
+        }
+        // The allowed name, by plain HTTP through the proxy.
+        let r = ex
+            .execute(allowed(fetch(&format!("http://allowed.test:{port}/ok"))))
+            .await
+            .unwrap();
+        assert_eq!(r.output.text, "hello from /ok\n", "{name}: {r:?}");
+        assert_eq!(r.confinement.network, Network::Allow);
+        // Another name: refused by the proxy with a sentence naming what is allowed.
+        let r = ex
+            .execute(allowed(fetch(&format!("http://other.test:{port}/no"))))
+            .await
+            .unwrap();
+        assert!(
+            r.output.text.starts_with("refused 403") && r.output.text.contains("allowed.test"),
+            "{name}: {r:?}"
+        );
+        // Around the proxy: the host's listener is not reachable directly.
+        let r = ex.execute(allowed(reach_host(port))).await.unwrap();
+        assert_eq!(r.output.text, "unreachable\n", "{name}: {r:?}");
+        // A malformed list is refused before anything runs.
+        let mut bad = allowed("true".into());
+        bad.confinement.allow = vec!["not a host".into()];
+        let e = ex.execute(bad).await.unwrap_err();
+        assert!(e.to_string().contains("allow-list"), "{e}");
+        ex.shutdown().await;
+        assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    }
+}
+
 /// `ptrace(PTRACE_TRACEME)` and `io_uring_setup` from Python: the return value and errno of each.
 const SYSCALLS: &str = "python3 -c \"
 import ctypes

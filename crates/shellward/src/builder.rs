@@ -70,6 +70,9 @@ impl ShellwardBuilder {
         }
         executor.read_only_paths.extend(self.config.host_files());
         executor.hidden_paths.extend(self.config.host_secrets());
+        executor
+            .proxy_hosts
+            .extend(self.config.confinement.proxy_hosts.clone());
         // What commands may not read: hidden in every session's sandbox like the host's secrets.
         executor
             .hidden_paths

@@ -8,7 +8,9 @@
 //!   model chooses) or `$TMPDIR` (the temporary directory). `writable = "any"` leaves writes to the user's own permissions.
 //! - **Reads** (`deny_read`): hidden in every session's sandbox (an empty directory or an empty file in their place),
 //!   added to the executor's hidden paths; paths that do not exist when a session's sandbox is made are not hidden.
-//! - **Network** (`network`): `"host"` (default), `"loopback"` (the command's own loopback only) or `"none"`.
+//! - **Network** (`network`): `"host"` (default), `"loopback"` (the command's own loopback only), `"none"`, or an
+//!   allow-list `{ allow = ["pypi.org", "*.npmjs.org:443"] }` reached through the executor's filtering proxy
+//!   ([`shellward_exec::proxy`]); `proxy_hosts` gives fixed addresses for names.
 //! - **System calls** (`deny_syscalls`): refused with `EPERM` by a seccomp filter (default:
 //!   [`shellward_exec::DEFAULT_DENIED_SYSCALLS`]: `ptrace`, `process_vm_readv`/`writev`, `bpf`, `io_uring_*`, …).
 //! - **The ceiling** (`max_network`, `max_writable`): how far a policy may widen a command's confinement (contract
@@ -61,10 +63,16 @@ pub struct ConfinementConfig {
     pub deny_read: Vec<PathBuf>,
     /// The network commands reach.
     pub network: Network,
+    /// With `network` [`Network::Allow`]: the destinations commands may reach.
+    pub allow: Vec<String>,
+    /// Fixed addresses for names a proxied command asks for (`[confinement] proxy_hosts`), instead of DNS.
+    pub proxy_hosts: std::collections::HashMap<String, Vec<std::net::IpAddr>>,
     /// System calls commands may not make (they fail with `EPERM`).
     pub deny_syscalls: Vec<String>,
     /// The widest network a policy may give a command (`None`: `network`, so policies may only narrow).
     pub max_network: Option<Network>,
+    /// With `max_network` [`Network::Allow`]: the destinations a policy may allow.
+    pub max_allow: Vec<String>,
     /// Where a policy may let a command write: `None` is `writable` (policies may only narrow), `Some(None)` is
     /// anywhere (`"any"`), `Some(Some(paths))` beneath these (entries as in `writable`).
     pub max_writable: Option<Option<Vec<String>>>,
@@ -85,6 +93,9 @@ impl Default for ConfinementConfig {
                 .collect(),
             max_network: None,
             max_writable: None,
+            allow: Vec::new(),
+            max_allow: Vec::new(),
+            proxy_hosts: Default::default(),
         }
     }
 }
@@ -99,6 +110,9 @@ impl ConfinementConfig {
             deny_syscalls: Vec::new(),
             max_network: None,
             max_writable: None,
+            allow: Vec::new(),
+            max_allow: Vec::new(),
+            proxy_hosts: Default::default(),
         }
     }
 
@@ -106,7 +120,13 @@ impl ConfinementConfig {
     /// working directory, not one the model chose).
     pub fn for_command(&self, workdir: &Path) -> Confinement {
         let writable = self.writable.as_ref().map(|list| expand(list, workdir));
-        Confinement::new(writable, self.network).deny_syscalls(self.deny_syscalls.iter().cloned())
+        let c = Confinement::new(writable, self.network);
+        let c = if self.network == Network::Allow {
+            c.allow_only(self.allow.iter().cloned())
+        } else {
+            c
+        };
+        c.deny_syscalls(self.deny_syscalls.iter().cloned())
     }
 
     /// What policies see of `plan` (a command's confinement from [`for_command`](Self::for_command)) and the
@@ -126,11 +146,14 @@ impl ConfinementConfig {
                 .collect()
         };
         let view = PolicyConfinement::new(
-            network_access(plan.network),
+            network_access(plan.network, &plan.allow),
             plan.writable.as_deref().map(strings),
         );
         let ceiling = PolicyConfinement::new(
-            network_access(self.max_network.unwrap_or(self.network)),
+            match self.max_network {
+                Some(n) => network_access(n, &self.max_allow),
+                None => network_access(self.network, &self.allow),
+            },
             match &self.max_writable {
                 None => view.writable.clone(),
                 Some(None) => None,
@@ -159,33 +182,35 @@ fn expand(list: &[String], workdir: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// The executor's network as policies see it.
-fn network_access(n: Network) -> NetworkAccess {
+/// The executor's network (and allow-list) as policies see it.
+fn network_access(n: Network, allow: &[String]) -> NetworkAccess {
     match n {
         Network::None => NetworkAccess::None,
         Network::Loopback => NetworkAccess::Loopback,
+        Network::Allow => NetworkAccess::Allow(allow.to_vec()),
         _ => NetworkAccess::Host,
     }
 }
 
-/// The executor's confinement for a policy's `decided` one: its network and writable paths, with `base`'s system-call
-/// filter and `hidden` (host machinery) kept writable. The error says why the host cannot enforce it (a network
-/// allow-list: this host has no filtering proxy), for a deny naming the policy.
+/// The executor's confinement for a policy's `decided` one: its network (an allow-list through the executor's
+/// filtering proxy) and writable paths, with `base`'s system-call filter and `hidden` (host machinery) kept writable.
+/// The error says why the host cannot enforce it (an allow-list the proxy cannot use), for a deny naming the policy.
 pub(crate) fn to_exec(
     decided: &PolicyConfinement,
     base: &Confinement,
     hidden: Option<&Path>,
 ) -> Result<Confinement, String> {
+    let mut allow = Vec::new();
     let network = match &decided.network {
         NetworkAccess::None => Network::None,
         NetworkAccess::Loopback => Network::Loopback,
         NetworkAccess::Host => Network::Host,
         NetworkAccess::Allow(list) => {
-            return Err(format!(
-                "asked for network access to {} only, and this host cannot filter the network by destination (no \
-                 filtering proxy): rather than give the command more network than asked, it was not run",
-                list.join(", ")
-            ));
+            shellward_exec::ProxyRules::new(list, &Default::default()).map_err(|e| {
+                format!("asked for a network allow-list the proxy cannot use ({e}), so the command was not run")
+            })?;
+            allow.clone_from(list);
+            Network::Allow
         }
     };
     let writable = decided.writable.as_ref().map(|paths| {
@@ -193,7 +218,13 @@ pub(crate) fn to_exec(
         out.extend(hidden.map(Path::to_path_buf));
         out
     });
-    Ok(Confinement::new(writable, network).deny_syscalls(base.deny_syscalls.iter().cloned()))
+    let c = Confinement::new(writable, network);
+    let c = if network == Network::Allow {
+        c.allow_only(allow)
+    } else {
+        c
+    };
+    Ok(c.deny_syscalls(base.deny_syscalls.iter().cloned()))
 }
 
 /// `~/rest` under the home directory; other paths as they are. `None` for `~/…` without a home directory.
@@ -248,7 +279,12 @@ pub(crate) fn line(
         }
         (None, _) => {}
     }
-    if held.network != Network::Host {
+    if held.network == Network::Allow {
+        parts.push(format!(
+            "network only to {} (through a proxy)",
+            asked.allow.join(", ")
+        ));
+    } else if held.network != Network::Host {
         parts.push(format!("network {}", held.network.as_str()));
     }
     if held.syscalls {
@@ -321,6 +357,16 @@ pub(crate) fn refusal_note(asked: &Confinement, held: &Enforced, output: &str) -
             asked.deny_syscalls.join(", ")
         ));
     }
+    if held.network == Network::Allow
+        && (output.contains("403") || NETWORK_REFUSED.iter().any(|m| output.contains(m)))
+    {
+        return Some(format!(
+            "If that was a refused destination: this command may reach only {} (through shellward's proxy; \
+             HTTP_PROXY and HTTPS_PROXY point at it, and nothing else is reachable). Use one of those, or ask the \
+             operator for access to another destination ([confinement] network, or the policy that set it).",
+            asked.allow.join(", ")
+        ));
+    }
     if held.network != Network::Host && NETWORK_REFUSED.iter().any(|m| output.contains(m)) {
         return Some(format!(
             "This command ran with network \"{}\" ({}): nothing outside is reachable. Work offline, or ask the \
@@ -353,6 +399,9 @@ mod tests {
             deny_syscalls: vec!["ptrace".into()],
             max_network: None,
             max_writable: None,
+            allow: Vec::new(),
+            max_allow: Vec::new(),
+            proxy_hosts: Default::default(),
         };
         let got = c.for_command(Path::new("/w/app"));
         let paths = got.writable.clone().unwrap();
@@ -408,10 +457,16 @@ mod tests {
         );
         assert_eq!(exec.deny_syscalls, vec!["ptrace".to_string()]);
         let allow = PolicyConfinement::new(NetworkAccess::Allow(vec!["pypi.org".into()]), None);
+        let exec = to_exec(&allow, &plan, None).unwrap();
+        assert_eq!(
+            (exec.network, exec.allow.clone()),
+            (Network::Allow, vec!["pypi.org".to_string()])
+        );
+        let bad = PolicyConfinement::new(NetworkAccess::Allow(vec!["no such host!".into()]), None);
         assert!(
-            to_exec(&allow, &plan, None)
+            to_exec(&bad, &plan, None)
                 .unwrap_err()
-                .contains("pypi.org")
+                .contains("allow-list")
         );
     }
 

@@ -1,7 +1,7 @@
 //! What a command may touch, decided per command by the policies (contract 0.3) within the operator's ceiling, and
 //! enforced by the host: the default policy's strict profile takes the network away except from the commands it
-//! names, a policy that widens past the ceiling is refused (naming it and the ceiling), and a confinement the host
-//! cannot enforce (a network allow-list) is refused rather than run with more than asked.
+//! names, a policy that widens past the ceiling is refused (naming it and the ceiling), and an allow-list (the
+//! operator's or a policy's) reaches only its names, through the executor's filtering proxy.
 
 mod common;
 
@@ -100,22 +100,77 @@ async fn a_policy_may_widen_only_within_the_ceiling() {
     assert!(survivors(&mark).is_empty());
 }
 
+/// A small HTTP server on the host's loopback answering `hello`; its port.
+fn http_server() -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let _ = s.read(&mut [0u8; 2048]);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    port
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_network_allow_list_the_host_cannot_enforce_is_refused() {
+async fn an_allow_list_reaches_only_its_names_through_the_proxy_and_the_model_is_told() {
     let mark = new_mark();
     let dir = tempfile::tempdir().unwrap();
+    let port = http_server();
+    let confinement = "network = { allow = [\"allowed.test\"] }\n\
+                       proxy_hosts = { \"allowed.test\" = \"127.0.0.1\", \"other.test\" = \"127.0.0.1\" }";
+    let sw = build(dir.path(), &mark, confinement, "");
+    let get = |host: &str| {
+        exec(&format!(
+            "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://{host}:{port}/', timeout=5).read().decode())\""
+        ))
+    };
+    let r = sw.execute(None, get("allowed.test")).await.unwrap();
+    assert!(r.success && r.output.contains("hello"), "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("network only to allowed.test")),
+        "{r:?}"
+    );
+    let r = sw.execute(None, get("other.test")).await.unwrap();
+    assert!(!r.success && r.output.contains("403"), "{r:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("may reach only allowed.test")),
+        "{:?}",
+        r.notes
+    );
+    sw.shutdown().await;
+    // A policy may choose an allow-list for one command (here the scripted test policy, `net:allow=…`), within the
+    // ceiling; the next command has the operator's network again.
     let scripted = shellward_policy::embedded::guests::SCRIPTED_POLICY;
     let policies = format!("[[policy]]\npath = \"{scripted}\"\n");
     let sw = build(dir.path(), &mark, "network = \"host\"", &policies);
-    let r = sw.execute(None, exec("net:allow=pypi.org")).await.unwrap();
-    let reason = r.deny_reason.clone().expect("denied");
-    assert!(
-        reason.contains("pypi.org") && reason.contains("filter") && reason.contains("scripted"),
-        "{reason}"
-    );
-    // Narrowing through the same policy runs.
-    let r = sw.execute(None, exec("net:none")).await.unwrap();
+    let r = sw
+        .execute(None, exec("net:allow=pypi.org,*.npmjs.org:443"))
+        .await
+        .unwrap();
     assert!(r.success, "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("pypi.org, *.npmjs.org:443")),
+        "{r:?}"
+    );
+    let r = sw.execute(None, exec("true")).await.unwrap();
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_none_or(|l| !l.contains("network")),
+        "{r:?}"
+    );
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }

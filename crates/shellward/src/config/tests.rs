@@ -441,6 +441,18 @@ fn the_confinement_ceiling_is_read_and_must_hold_the_defaults() {
         c.confinement.max_writable,
         Some(Some(vec!["$WORKDIR".to_string(), "/srv".to_string()]))
     );
+    let c = Config::parse(
+        "[confinement]\nnetwork = { allow = [\"pypi.org\", \"*.npmjs.org:443\"] }\n\
+         proxy_hosts = { \"registry.internal\" = \"10.0.0.5\" }\n",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(c.confinement.network, shellward_exec::Network::Allow);
+    assert_eq!(c.confinement.allow, ["pypi.org", "*.npmjs.org:443"]);
+    assert_eq!(
+        c.confinement.proxy_hosts["registry.internal"],
+        vec!["10.0.0.5".parse::<std::net::IpAddr>().unwrap()]
+    );
     let c = Config::parse("[confinement]\nmax_writable = \"any\"\n", Path::new(".")).unwrap();
     assert_eq!(c.confinement.max_writable, Some(None));
     assert_eq!(Config::default().confinement.max_network, None);
@@ -466,9 +478,24 @@ fn the_confinement_ceiling_is_read_and_must_hold_the_defaults() {
             "not a network",
         ),
         (
-            "network = { allow = [\"pypi.org\"] }",
+            "network = { allow = [\"not a host\"] }",
             "confinement.network",
-            "filtering proxy",
+            "destination",
+        ),
+        (
+            "network = { deny = [\"x.org\"] }",
+            "confinement.network",
+            "allow =",
+        ),
+        (
+            "network = { allow = [\"a.org\", \"b.org\"] }\nmax_network = { allow = [\"a.org\"] }",
+            "confinement.max_network",
+            "narrower",
+        ),
+        (
+            "proxy_hosts = { \"x.test\" = \"not-an-ip\" }",
+            "confinement.proxy_hosts.x.test",
+            "IP address",
         ),
     ] {
         let p = problems(&format!("[confinement]\n{text}\n"));

@@ -231,6 +231,7 @@ impl Walker {
                     "deny_syscalls",
                     "max_network",
                     "max_writable",
+                    "proxy_hosts",
                 ],
             );
         }
@@ -724,14 +725,34 @@ impl Walker {
     fn confinement(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         const P: &str = "confinement";
         for key in ["network", "max_network"] {
-            if let Some(toml::Value::Table(_)) = t.get(key) {
+            if let Some(toml::Value::Table(table)) = t.get(key).cloned() {
                 t.remove(key);
-                self.problem(
-                    format!("confinement.{key}"),
-                    "a network allow-list ({ allow = [...] }) needs a filtering proxy, which this shellward does not \
-                     have yet; give \"none\", \"loopback\" or \"host\""
-                        .to_string(),
-                );
+                // `{ allow = ["pypi.org", "*.npmjs.org:443"] }`: only these, through the executor's proxy.
+                let list: Option<Vec<String>> = match (table.get("allow"), table.len()) {
+                    (Some(toml::Value::Array(items)), 1) => items
+                        .iter()
+                        .map(|i| i.as_str().map(str::to_string))
+                        .collect(),
+                    _ => None,
+                };
+                let checked = list.ok_or_else(|| {
+                    "give { allow = [\"host\", \"*.domain:443\", ...] } (a list of host names, each with an \
+                     optional :port)"
+                        .to_string()
+                });
+                match checked.and_then(|list| {
+                    shellward_exec::ProxyRules::new(&list, &Default::default()).map(|_| list)
+                }) {
+                    Ok(list) if key == "network" => {
+                        c.network = shellward_exec::Network::Allow;
+                        c.allow = list;
+                    }
+                    Ok(list) => {
+                        c.max_network = Some(shellward_exec::Network::Allow);
+                        c.max_allow = list;
+                    }
+                    Err(e) => self.problem(format!("confinement.{key}"), e),
+                }
                 continue;
             }
             if let Some(n) = self.string(t, key, P) {
@@ -814,14 +835,46 @@ impl Walker {
                 }
             }
         }
+        if let Some(toml::Value::Table(hosts)) = t.get("proxy_hosts").cloned() {
+            t.remove("proxy_hosts");
+            for (name, value) in hosts {
+                let addrs: Option<Vec<std::net::IpAddr>> = match &value {
+                    toml::Value::String(s) => s.parse().ok().map(|a| vec![a]),
+                    toml::Value::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().and_then(|s| s.parse().ok()))
+                        .collect(),
+                    _ => None,
+                };
+                match addrs {
+                    Some(a) if !a.is_empty() => {
+                        c.proxy_hosts.insert(name.to_ascii_lowercase(), a);
+                    }
+                    _ => self.problem(
+                        format!("confinement.proxy_hosts.{name}"),
+                        "give an IP address or a list of them (e.g. \"10.0.0.5\")".to_string(),
+                    ),
+                }
+            }
+        } else if t.contains_key("proxy_hosts") {
+            t.remove("proxy_hosts");
+            self.problem(
+                "confinement.proxy_hosts",
+                "give a table of names and addresses, e.g. { \"registry.internal\" = \"10.0.0.5\" }".to_string(),
+            );
+        }
         // The ceiling holds the defaults, or every command a policy passes through unchanged would be beyond it.
         let rank = |n: shellward_exec::Network| match n {
             shellward_exec::Network::None => 0,
             shellward_exec::Network::Loopback => 1,
-            _ => 2,
+            shellward_exec::Network::Allow => 2,
+            _ => 3,
         };
+        let allow_outside = c.max_network == Some(shellward_exec::Network::Allow)
+            && c.network == shellward_exec::Network::Allow
+            && c.allow.iter().any(|a| !c.max_allow.contains(a));
         if let Some(max) = c.max_network
-            && rank(max) < rank(c.network)
+            && (rank(max) < rank(c.network) || allow_outside)
         {
             self.problem(
                 "confinement.max_network",

@@ -79,6 +79,8 @@ pub(crate) struct FastSpawn<'a> {
     /// The command's network (`child_setup::NET_*`), and the session's prepared namespace for it (-1: a new one).
     pub(crate) net_mode: c_int,
     pub(crate) net_fd: RawFd,
+    /// With `NET_PROXIED`: the unix socket the child sends its proxy listener over (-1 otherwise).
+    pub(crate) proxy_fd: RawFd,
     /// A Landlock ruleset the child applies to itself last, or -1.
     pub(crate) landlock_fd: RawFd,
     /// A seccomp program (instructions, count) the child installs last; null for none.
@@ -127,6 +129,8 @@ struct ChildArgs {
     /// The command's network (`child_setup::NET_*`) and its write-confinement ruleset (-1: none).
     net_mode: c_int,
     net_fd: RawFd,
+    /// With `NET_PROXIED`: where the child sends its proxy listener (`child_setup::proxy_listener`).
+    proxy_fd: RawFd,
     landlock_fd: RawFd,
     /// The seccomp program to install last (null: none).
     seccomp_filter: *const libc::c_void,
@@ -216,7 +220,7 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             hardening_failed(a, f);
         }
         // Its own network, while it still holds the capability to make one.
-        if let Err(f) = super::child_setup::network(a.net_mode, a.net_fd) {
+        if let Err(f) = super::child_setup::network(a.net_mode, a.net_fd, a.proxy_fd) {
             hardening_failed(a, f);
         }
         for (target, &fd) in a.fds.iter().enumerate() {
@@ -425,6 +429,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             failed_step: 0,
             net_mode: req.net_mode,
             net_fd: req.net_fd,
+            proxy_fd: req.proxy_fd,
             landlock_fd: req.landlock_fd,
             seccomp_filter: req.seccomp.0,
             seccomp_len: req.seccomp.1,
@@ -734,6 +739,7 @@ pub(crate) fn spawn_session_init(
         enter: None,
         net_mode: super::child_setup::NET_HOST,
         net_fd: -1,
+        proxy_fd: -1,
         landlock_fd: -1,
         seccomp: (std::ptr::null(), 0),
     };
@@ -758,6 +764,8 @@ pub(crate) struct Around<'a> {
     /// The command's network (`child_setup::NET_*`), and the session's prepared namespace for it (-1: a new one).
     pub(crate) net_mode: c_int,
     pub(crate) net_fd: RawFd,
+    /// With `NET_PROXIED`: the unix socket the child sends its proxy listener over (-1 otherwise).
+    pub(crate) proxy_fd: RawFd,
     /// Its write-confinement ruleset, or -1.
     pub(crate) landlock_fd: RawFd,
     /// Its seccomp program (instructions, count); null for none.
@@ -825,6 +833,7 @@ pub(crate) fn spawn_spec(
         enter: confine.enter,
         net_mode: confine.net_mode,
         net_fd: confine.net_fd,
+        proxy_fd: confine.proxy_fd,
         landlock_fd: confine.landlock_fd,
         seccomp: confine.seccomp,
     };

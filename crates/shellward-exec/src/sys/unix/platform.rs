@@ -78,6 +78,8 @@ pub(crate) struct Spawned {
     /// The command's writes are confined (a Landlock ruleset was applied): false when the plan did not ask, or the
     /// kernel has no Landlock.
     pub(crate) writes_confined: bool,
+    /// A proxied command's listener on its proxy address, in its own network namespace, to serve on the host's.
+    pub(crate) proxy_listener: Option<OwnedFd>,
 }
 
 /// A spawned leader process.
@@ -426,7 +428,7 @@ impl Platform {
         let portable = self.force_portable.load(Ordering::Relaxed);
         #[cfg(not(test))]
         let portable = false;
-        let job = move || -> io::Result<(Unclaimed, Streams, Option<i32>, bool)> {
+        let job = move || -> io::Result<Started> {
             // The write confinement, prepared once per set of paths; none where the kernel has no Landlock.
             let landlock = match &spec.confinement.writable {
                 Some(paths) => rulesets.get(paths)?,
@@ -435,6 +437,26 @@ impl Platform {
             let landlock_fd = landlock.as_ref().map_or(-1, |fd| fd.as_raw_fd());
             let writes_confined = landlock.is_some();
             let net_mode = child_setup::net_mode(spec.confinement.network);
+            // A proxied command hands its proxy listener over this pair (ours, the child's).
+            let proxy_pair = if net_mode == child_setup::NET_PROXIED {
+                // Close-on-exec: the child uses its end before exec, and nothing it runs inherits it.
+                Some(std::os::unix::net::UnixDatagram::pair()?)
+            } else {
+                None
+            };
+            let proxy_fd = proxy_pair
+                .as_ref()
+                .map_or(-1, |(_, theirs)| theirs.as_raw_fd());
+            // The listener the child sent, once it has started (it sends before exec).
+            let take_listener = |pair: &Option<(
+                std::os::unix::net::UnixDatagram,
+                std::os::unix::net::UnixDatagram,
+            )>|
+             -> io::Result<Option<OwnedFd>> {
+                pair.as_ref()
+                    .map(|(ours, _)| child_setup::receive_listener(ours.as_raw_fd()))
+                    .transpose()
+            };
             // The system-call filter, compiled once per deny list; held until the child has installed it.
             let seccomp = filters.get(&spec.confinement.deny_syscalls)?;
             let seccomp_raw = seccomp.as_ref().map_or((std::ptr::null(), 0), |p| {
@@ -469,6 +491,7 @@ impl Platform {
                     enter,
                     net_mode,
                     net_fd,
+                    proxy_fd,
                     landlock_fd,
                     seccomp: seccomp_raw,
                 };
@@ -577,12 +600,11 @@ impl Platform {
                     // The child has its copies: closing ours makes EOF (or, on a terminal, EIO) arrive when the tree
                     // is done.
                     (streams.child_in, streams.child_out, streams.child_err) = (None, None, None);
-                    return Ok((
-                        Unclaimed(Some(Leader::Raw { pid, pidfd })),
-                        streams,
-                        sandbox_init,
-                        writes_confined,
-                    ));
+                    let leader = Unclaimed(Some(Leader::Raw { pid, pidfd }));
+                    // Without its listener a proxied command has no network at all: refused (the leader is killed
+                    // as `leader` drops), not run with less than asked.
+                    let listener = take_listener(&proxy_pair)?;
+                    return Ok((leader, streams, sandbox_init, writes_confined, listener));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
                 Err(e) => return Err(e),
@@ -639,7 +661,7 @@ impl Platform {
                         cgroup::join_from_child(procs)?;
                     }
                     // Its own network while it may still make one; no mount namespace on this path.
-                    child_setup::network(net_mode, -1)
+                    child_setup::network(net_mode, -1, proxy_fd)
                         .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
                     hardening
                         .privileges()
@@ -655,12 +677,9 @@ impl Platform {
             drop(cmd);
             drop(landlock);
             drop(seccomp);
-            Ok((
-                Unclaimed(Some(Leader::Std(child))),
-                streams,
-                None,
-                writes_confined,
-            ))
+            let leader = Unclaimed(Some(Leader::Std(child)));
+            let listener = take_listener(&proxy_pair)?;
+            Ok((leader, streams, None, writes_confined, listener))
         };
         let spares = self.spares();
         self.submit(Box::new(move || {
@@ -672,12 +691,13 @@ impl Platform {
         }))?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;
-        let (leader, streams, sandbox_init, writes_confined) = match result {
-            Ok((mut unclaimed, streams, sandbox_init, writes_confined)) => match unclaimed.0.take()
-            {
-                Some(leader) => (leader, streams, sandbox_init, writes_confined),
-                None => return Err(stopped()),
-            },
+        let (leader, streams, sandbox_init, writes_confined, proxy_listener) = match result {
+            Ok((mut unclaimed, streams, sandbox_init, writes_confined, listener)) => {
+                match unclaimed.0.take() {
+                    Some(leader) => (leader, streams, sandbox_init, writes_confined, listener),
+                    None => return Err(stopped()),
+                }
+            }
             Err(e) => {
                 if let Some(cg) = &cgroup {
                     cg.remove();
@@ -714,6 +734,7 @@ impl Platform {
             terminal: streams.terminal,
             tree,
             writes_confined,
+            proxy_listener,
         })
     }
 
@@ -893,6 +914,10 @@ fn small_init_beside(exe: &std::path::Path) -> Option<PathBuf> {
 }
 
 /// A spawned leader on its way to the caller; killed if dropped before the caller takes it.
+/// What the spawner thread hands back for a start: the leader (killed if nobody claims it), its streams, the pid of
+/// its session sandbox's init, whether its writes are confined, and a proxied command's listener.
+type Started = (Unclaimed, Streams, Option<i32>, bool, Option<OwnedFd>);
+
 struct Unclaimed(Option<Leader>);
 
 impl Drop for Unclaimed {

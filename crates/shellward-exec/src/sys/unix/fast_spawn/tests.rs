@@ -14,6 +14,7 @@ fn plain() -> Around<'static> {
         enter: None,
         net_mode: 0,
         net_fd: -1,
+        proxy_fd: -1,
         landlock_fd: -1,
         seccomp: (std::ptr::null(), 0),
     }

@@ -15,6 +15,7 @@ const PYTHON_READER: &str = include_str!("../shellward_reader.py");
 const KIT_FILES: &[(&str, &str)] = &[
     ("src/lib.rs", include_str!("../kit-src/lib.rs")),
     ("src/alloc.rs", include_str!("../kit-src/alloc.rs")),
+    ("src/confine.rs", include_str!("../kit-src/confine.rs")),
     ("src/duration.rs", include_str!("../kit-src/duration.rs")),
     ("src/effective.rs", include_str!("../kit-src/effective.rs")),
     ("src/pattern.rs", include_str!("../kit-src/pattern.rs")),

@@ -7,6 +7,8 @@
 //! - [`effective`]: the commands a line would actually run, wrappers (`timeout`, `sudo`, `xargs`, `find -exec`…) and
 //!   nested shell strings (`bash -c`, `eval`, `$(…)`, `echo … | sh`) seen through, with run-time-only words marked;
 //! - [`pattern`]: word patterns (`docker compose up !-d`) matched against tokenized simple commands;
+//! - [`confine`]: what a command may touch — paths beneath paths, narrowing a writable list, allow-list matching (the
+//!   host's own rules, for policies that decide a command's confinement);
 //! - [`duration`]: parsing and formatting of human durations (`500ms`, `30s`, `5m`, `1m30s`, `2h`);
 //! - [`alloc`]: a small-object allocator that makes a component's per-decision allocations cheap.
 //!
@@ -14,6 +16,7 @@
 //! `wasm32-wasip2` (where it runs inside policy components).
 
 pub mod alloc;
+pub mod confine;
 pub mod duration;
 pub mod effective;
 pub mod pattern;

@@ -356,7 +356,10 @@ fn confinement(c: &mut Criterion) {
     let writes = Confinement::new(writable.clone(), Network::Host);
     let filtered = Confinement::new(writable.clone(), Network::Host)
         .deny_syscalls(shellward_exec::DEFAULT_DENIED_SYSCALLS.iter().copied());
-    let offline = Confinement::new(writable, Network::None);
+    let offline = Confinement::new(writable.clone(), Network::None);
+    let loopback = Confinement::new(writable.clone(), Network::Loopback);
+    let proxied =
+        Confinement::new(writable, Network::Host).allow_only(["pypi.org", "*.npmjs.org:443"]);
     paired(
         &rt,
         "confinement: writes confined (Landlock) / unconfined, same session sandbox",
@@ -378,12 +381,28 @@ fn confinement(c: &mut Criterion) {
         run(none.clone()),
         run(offline.clone()),
     );
+    paired(
+        &rt,
+        "confinement: writes confined + network loopback (a namespace per command) / unconfined, same session sandbox",
+        300,
+        run(none.clone()),
+        run(loopback.clone()),
+    );
+    paired(
+        &rt,
+        "confinement: writes confined + network allow-list (a namespace per command, the proxy's listener handed over) / unconfined, same session sandbox",
+        300,
+        run(none.clone()),
+        run(proxied.clone()),
+    );
     let mut g = c.benchmark_group("confinement");
     for (name, confinement) in [
         ("executor-true-unconfined", none),
         ("executor-true-writes", writes),
         ("executor-true-writes-seccomp", filtered),
         ("executor-true-writes-network-none", offline),
+        ("executor-true-writes-network-loopback", loopback),
+        ("executor-true-writes-network-allow", proxied),
     ] {
         g.bench_function(name, |b| {
             b.to_async(&rt).iter(|| {

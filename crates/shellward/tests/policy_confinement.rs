@@ -174,3 +174,42 @@ async fn an_allow_list_reaches_only_its_names_through_the_proxy_and_the_model_is
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A policy sets how long a background start waits for readiness (contract 0.3's `startup-wait-ms`): the default
+/// policy's `promoted_startup_wait` holds a promoted watcher's start for that long, while other background starts keep
+/// the operator's `[tools] startup_wait`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_sets_the_start_up_wait_of_the_commands_it_promotes() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let policies = "[[policy]]\nbuiltin = \"default\"\nsettings = { promoted_startup_wait = \"1500ms\" }\n\
+                    [tools]\nstartup_wait = \"100ms\"\n";
+    let sw = build(dir.path(), &mark, "network = \"host\"", policies);
+    let started = std::time::Instant::now();
+    let r = sw.execute(None, exec("tail -f /dev/null")).await.unwrap();
+    let promoted = started.elapsed();
+    assert!(r.running, "{r:?}");
+    assert!(
+        promoted >= std::time::Duration::from_millis(1400),
+        "the policy's wait: {promoted:?}"
+    );
+    let started = std::time::Instant::now();
+    let r = sw
+        .execute(
+            None,
+            shellward::tools::ExecuteArgs {
+                run_in_background: Some(true),
+                ..exec("sleep 30")
+            },
+        )
+        .await
+        .unwrap();
+    let plain = started.elapsed();
+    assert!(r.running, "{r:?}");
+    assert!(
+        plain < promoted,
+        "the operator's shorter wait: {plain:?} vs {promoted:?}"
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -176,6 +176,16 @@ impl ShellwardBuilder {
             // Where a command reports its last directory (see `cwd_trap`).
             paths.push(dir.path().to_path_buf());
         }
+        // The shell that runs commands, as policies are told it (`sh`, `bash`, …).
+        let shell_name = self
+            .config
+            .executor
+            .shell
+            .first()
+            .and_then(|p| Path::new(p).file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("sh")
+            .to_string();
         let policy_confinement = self.config.confinement.policy_view(
             &plan_confinement,
             &base_workdir,
@@ -206,18 +216,11 @@ impl ShellwardBuilder {
                 policy_confinement,
                 hidden_for_policies,
                 cwd_dir,
-                posix_shell: self
-                    .config
-                    .executor
-                    .shell
-                    .first()
-                    .and_then(|p| Path::new(p).file_name())
-                    .is_some_and(|n| {
-                        matches!(
-                            n.to_str(),
-                            Some("sh" | "bash" | "dash" | "zsh" | "ksh" | "ash")
-                        )
-                    }),
+                posix_shell: matches!(
+                    shell_name.as_str(),
+                    "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"
+                ),
+                shell_name,
             }),
         })
     }

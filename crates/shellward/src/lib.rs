@@ -92,6 +92,8 @@ struct Inner {
     session_dirs: std::sync::Mutex<std::collections::HashMap<Option<String>, PathBuf>>,
     /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
     posix_shell: bool,
+    /// The shell's program name (`sh`, `bash`), for the policies' requests.
+    shell_name: String,
     /// `execute` results by client token (idempotent starts).
     execute_tokens: idempotency::TokenIndex<ExecuteResult>,
     /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.
@@ -481,6 +483,7 @@ impl Shellward {
         request.tty = matches!(stdin, StdinMode::Terminal { .. });
         (request.confinement, request.ceiling) = self.inner.policy_confinement.clone();
         request.hidden = self.inner.hidden_for_policies.clone();
+        request.shell.clone_from(&self.inner.shell_name);
         let chain_started = std::time::Instant::now();
         let mut decision = self.inner.active.chain().evaluate(&request);
         let chain_seconds = chain_started.elapsed().as_secs_f64();

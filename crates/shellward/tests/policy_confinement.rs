@@ -213,3 +213,45 @@ async fn a_policy_sets_the_start_up_wait_of_the_commands_it_promotes() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// What the policies are told about where a command runs: the platform, the configured shell, the operator's
+/// confinement and ceiling, and the paths no command can read.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_request_tells_policies_the_shell_the_confinement_and_the_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "x").unwrap();
+    let file = dir.path().join("shellward.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[executor]\nshell = [\"bash\", \"-c\"]\nworkdir = \"{}\"\n[confinement]\nnetwork = \"loopback\"\n\
+             max_network = \"host\"\nwritable = [\"$WORKDIR\"]\ndeny_read = [\"{}\"]\n",
+            dir.path().display(),
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let sw = Shellward::builder()
+        .config(Config::load(&file).unwrap())
+        .build()
+        .unwrap();
+    let d = sw.decide(None, &exec("ls"), &[]).unwrap();
+    assert_eq!(d.request.shell, "bash");
+    assert_eq!(d.request.os, std::env::consts::OS);
+    assert_eq!(
+        d.request.confinement.network,
+        shellward_policy::NetworkAccess::Loopback
+    );
+    assert_eq!(
+        d.request.confinement.writable,
+        Some(vec![dir.path().display().to_string()]),
+        "the cd trap's private directory is host machinery, not shown"
+    );
+    assert_eq!(
+        d.request.ceiling.network,
+        shellward_policy::NetworkAccess::Host
+    );
+    assert_eq!(d.request.hidden, vec![secret.display().to_string()]);
+    sw.shutdown().await;
+}

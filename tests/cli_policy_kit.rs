@@ -496,3 +496,47 @@ fn coverage_names_the_rules_no_case_exercised() {
         "{missed:?}"
     );
 }
+
+/// The guard names its rules: a case file reduced to one of them leaves the others reported as never hit, and a
+/// threshold fails the run naming them.
+#[test]
+fn coverage_names_the_guard_rules_a_reduced_case_file_never_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("reduced.toml");
+    std::fs::write(
+        &cases,
+        "[[case]]\nname = \"sudo\"\ncommand = \"sudo ls\"\nexpect = { decision = \"deny\", rule = \"privilege\" }\n",
+    )
+    .unwrap();
+    let o = shellward(&[
+        "policy",
+        "test",
+        guests::GUARD_POLICY,
+        cases.to_str().unwrap(),
+        "--coverage",
+        "--min-coverage",
+        "50",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["failed"], 0, "{v}");
+    let missed: Vec<&str> = v["coverage"]["missed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    assert!(
+        missed.contains(&"fork-bomb")
+            && missed.contains(&"rm-root")
+            && !missed.contains(&"privilege"),
+        "{missed:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("fork-bomb"),
+        "{}",
+        text(&o)
+    );
+}

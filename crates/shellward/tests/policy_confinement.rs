@@ -255,3 +255,20 @@ async fn the_request_tells_policies_the_shell_the_confinement_and_the_ceiling() 
     assert_eq!(d.request.hidden, vec![secret.display().to_string()]);
     sw.shutdown().await;
 }
+
+const SUITE_AS_USER: &str = "SHELLWARD_TEST_POLICY_CONFINEMENT_AS_USER";
+
+/// Every test above again as a normal user (the session sandbox in a user namespace of its own, a network namespace
+/// per confined command).
+#[test]
+fn every_policy_confinement_test_passes_as_a_normal_user() {
+    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
+    {
+        return;
+    }
+    let out = shellward_test_support::rerun_all_as_user(
+        "every_policy_confinement_test_passes_as_a_normal_user",
+        SUITE_AS_USER,
+    );
+    println!("{out}");
+}

@@ -149,7 +149,7 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if ToolName::parse(&request.name).is_none() {
+        let Some(tool) = ToolName::parse(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool {:?}; the tools are execute, process_output, process_input, process_list and process_signal",
@@ -157,8 +157,7 @@ impl ServerHandler for Server {
                 ),
                 None,
             ));
-        }
-        let tool = ToolName::parse(&request.name).expect("checked above");
+        };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         // The text is written for the model (header lines, then the output as plain text); the typed result goes in
         // structuredContent.

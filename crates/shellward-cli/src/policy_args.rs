@@ -86,15 +86,13 @@ impl PolicyArgs {
             self.policies
                 .iter()
                 .enumerate()
-                .map(|(i, p)| match p.to_str() {
-                    Some(name)
-                        if !p.exists() && shellward_policy::embedded::builtin(name).is_some() =>
-                    {
-                        engine
-                            .load_builtin(name, settings_for(i))
-                            .expect("checked above")
-                    }
-                    _ => engine.load_file(p, settings_for(i)),
+                .map(|(i, p)| {
+                    // A built-in's name (`default`, `guard`) unless a file of that name exists.
+                    let builtin = p
+                        .to_str()
+                        .filter(|_| !p.exists())
+                        .and_then(|name| engine.load_builtin(name, settings_for(i)));
+                    builtin.unwrap_or_else(|| engine.load_file(p, settings_for(i)))
                 })
                 .collect::<Result<_, _>>()?
         };

@@ -9,8 +9,9 @@ use shellward_policy::{Decision, NetworkAccess, OnTimeout, Outcome, Request};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Exit code of `policy check` when the chain denies the command.
-pub const EXIT_DENIED: u8 = 3;
+/// Exit code of `policy check` when the chain denies the command (a check's answer, not a failure: distinct from
+/// `run`'s 126, which shells use for "found but could not run", and from 1/2, an error or bad usage of the check).
+pub const EXIT_CHECK_DENIED: u8 = 3;
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
@@ -395,7 +396,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     }
     Ok(match decision.outcome {
         Outcome::Run(_) => ExitCode::SUCCESS,
-        Outcome::Deny(_) => ExitCode::from(EXIT_DENIED),
+        Outcome::Deny(_) => ExitCode::from(EXIT_CHECK_DENIED),
     })
 }
 

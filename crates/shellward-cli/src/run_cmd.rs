@@ -18,7 +18,8 @@ use tokio::time::Instant;
 pub const EXIT_TIMED_OUT: u8 = 124;
 /// Exit code when shellward itself failed (configuration, policy load, spawn).
 pub const EXIT_FAILED: u8 = 125;
-/// Exit code when the policy chain denied the command.
+/// Exit code of `run` when the policy chain denied the command (the shell's "could not run"; `policy check` answers
+/// a deny with its own code, `policy_cmd::EXIT_CHECK_DENIED`).
 pub const EXIT_DENIED: u8 = 126;
 
 #[derive(Args, Debug)]

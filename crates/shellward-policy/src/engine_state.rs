@@ -52,7 +52,7 @@ pub struct SandboxConfig {
     /// cannot be reserved.
     pub pooling: bool,
     /// Bounds on what a policy may return (sizes of the command, notes, reason; a valid plan).
-    pub output_limits: crate::limits::OutputLimits,
+    pub outcome_limits: crate::limits::OutcomeLimits,
 }
 
 impl Default for SandboxConfig {
@@ -64,7 +64,7 @@ impl Default for SandboxConfig {
             on_fault: FaultMode::Deny,
             cache_dir: crate::cache::default_dir(),
             pooling: true,
-            output_limits: crate::limits::OutputLimits::default(),
+            outcome_limits: crate::limits::OutcomeLimits::default(),
         }
     }
 }

@@ -37,7 +37,7 @@ pub use engine::{
     read_component,
 };
 pub use error::{FaultKind, PolicyError};
-pub use limits::OutputLimits;
+pub use limits::OutcomeLimits;
 pub use policy::Policy;
 pub use shellward_kit::duration;
 pub use types::{Confinement, Denial, NetworkAccess, OnTimeout, Outcome, Plan, Request, Rule};

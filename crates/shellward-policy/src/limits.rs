@@ -5,10 +5,10 @@
 
 use crate::types::{NetworkAccess, Outcome};
 
-/// Bounds on one policy's outcome. Start from `OutputLimits::default()` and change fields.
+/// Bounds on one policy's outcome. Start from `OutcomeLimits::default()` and change fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct OutputLimits {
+pub struct OutcomeLimits {
     /// Longest command a plan may carry, in bytes (Linux refuses a longer single argument: 131071).
     pub max_command_bytes: usize,
     /// Longest deny reason or note, in bytes.
@@ -27,9 +27,9 @@ pub struct OutputLimits {
     pub max_startup_wait_ms: u64,
 }
 
-impl Default for OutputLimits {
+impl Default for OutcomeLimits {
     fn default() -> Self {
-        OutputLimits {
+        OutcomeLimits {
             max_command_bytes: 131_071,
             max_text_bytes: 4096,
             max_notes: 32,
@@ -42,7 +42,7 @@ impl Default for OutputLimits {
     }
 }
 
-impl OutputLimits {
+impl OutcomeLimits {
     /// Most bytes the host copies out of a policy's memory for one outcome: the sum of every limit. It is enforced
     /// while the outcome is read (wasmtime's hostcall fuel), so strings that alias one buffer cannot make the host
     /// copy it again and again.
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn oversized_or_invalid_output_is_named() {
-        let l = OutputLimits::default();
+        let l = OutcomeLimits::default();
         assert!(l.check(&Outcome::Run(plan("ls"))).is_ok());
         assert!(l.check(&Outcome::deny("no")).is_ok());
         assert!(
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn confinement_in_a_plan_is_checked() {
-        let l = OutputLimits::default();
+        let l = OutcomeLimits::default();
         let with = |writable: Vec<&str>, network: NetworkAccess| {
             let mut p = plan("ls");
             p.confinement = Confinement::new(

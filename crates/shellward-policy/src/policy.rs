@@ -153,7 +153,7 @@ impl Policy {
         );
         store.limiter(|s| &mut s.limits);
         // Bounds what the host copies out of the guest per call (before the field-by-field check).
-        store.set_hostcall_fuel(inner.config.output_limits.lift_budget());
+        store.set_hostcall_fuel(inner.config.outcome_limits.lift_budget());
         store.set_epoch_deadline(inner.deadline_ticks());
         let bindings = match &self.pre {
             Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),
@@ -253,7 +253,7 @@ impl Policy {
                     .map_err(|e| self.fault(&live.store, e, "listing its rules"))?,
                 Bindings::V0_2(_) | Bindings::V0_1(_) => Vec::new(),
             };
-            let limits = &self.inner().config.output_limits;
+            let limits = &self.inner().config.outcome_limits;
             for r in &rules {
                 let mut probe = crate::types::Plan::from_request(&Request::new("true"));
                 probe.rules = vec![r.id.clone()];
@@ -290,7 +290,7 @@ impl Policy {
         .map_err(|e| self.fault(&live.store, e, "evaluating"))?;
         self.inner()
             .config
-            .output_limits
+            .outcome_limits
             .check(&outcome)
             .map_err(|detail| PolicyError::Fault {
                 name: self.name().to_string(),
@@ -326,7 +326,7 @@ impl Policy {
                 format!(
                     "it returned more data than the host accepts ({} bytes in all for the command, notes, deny \
                      reason and variables)",
-                    config.output_limits.lift_budget()
+                    config.outcome_limits.lift_budget()
                 ),
             ),
             Some(Trap::Interrupt) => (

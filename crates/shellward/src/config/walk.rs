@@ -306,7 +306,7 @@ impl Walker {
             ],
         );
         // A policy may not rewrite a command past what the agent may send.
-        config.sandbox.output_limits.max_command_bytes = config.tools.max_command_bytes;
+        config.sandbox.outcome_limits.max_command_bytes = config.tools.max_command_bytes;
         config
     }
 

@@ -491,8 +491,8 @@ async fn json_run(
 }
 
 fn signal_number(name: &str) -> u8 {
-    ExitState::Signal(name.to_string())
-        .shell_status()
-        .map(|s| (s - 128) as u8)
+    ExitState::from_signal_name(name)
+        .and_then(|s| s.signal_number())
+        .map(|n| n as u8)
         .unwrap_or(0)
 }

@@ -12,8 +12,8 @@ pub enum ExitState {
     Running,
     /// Exited with a code.
     Code(i32),
-    /// Killed by a signal (its name, e.g. `SIGKILL`).
-    Signal(String),
+    /// Killed by a signal (its number, e.g. 9; [`ExitState::signal`] names it).
+    Signal(i32),
 }
 
 impl ExitState {
@@ -25,12 +25,33 @@ impl ExitState {
         }
     }
 
-    /// The signal name, when a signal ended it.
-    pub fn signal(&self) -> Option<&str> {
+    /// The signal's name (`SIGKILL`), when a signal this platform names ended it.
+    pub fn signal(&self) -> Option<&'static str> {
         match self {
-            ExitState::Signal(s) => Some(s),
+            ExitState::Signal(n) => Signal::try_from(*n).ok().map(|s| s.as_str()),
             _ => None,
         }
+    }
+
+    /// The signal's number, when a signal ended it.
+    pub fn signal_number(&self) -> Option<i32> {
+        match self {
+            ExitState::Signal(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The state of a process ended by the signal named `name` (`SIGTERM` or `TERM`); `None` for a name this
+    /// platform does not know.
+    pub fn from_signal_name(name: &str) -> Option<ExitState> {
+        let full = if name.starts_with("SIG") {
+            name.to_string()
+        } else {
+            format!("SIG{name}")
+        };
+        full.parse::<Signal>()
+            .ok()
+            .map(|s| ExitState::Signal(s as i32))
     }
 
     /// A shell-style status: the code, or 128 + signal number.
@@ -38,7 +59,7 @@ impl ExitState {
         match self {
             ExitState::Running => None,
             ExitState::Code(c) => Some(*c),
-            ExitState::Signal(name) => name.parse::<Signal>().ok().map(|s| 128 + s as i32),
+            ExitState::Signal(n) => Some(128 + n),
         }
     }
 }
@@ -184,4 +205,31 @@ pub struct SignalOutcome {
     /// this counts processes that escaped beyond what can be found: another cgroup *and* a cleared environment,
     /// or processes in uninterruptible sleep). Zero means the whole tree is gone.
     pub survivors: usize,
+}
+
+#[cfg(test)]
+mod exit_state_tests {
+    use super::ExitState;
+
+    #[test]
+    fn a_signal_is_kept_as_its_number_and_named_on_demand() {
+        let killed = ExitState::Signal(libc::SIGKILL);
+        assert_eq!(killed.signal(), Some("SIGKILL"));
+        assert_eq!(killed.signal_number(), Some(9));
+        assert_eq!(killed.shell_status(), Some(137));
+        assert_eq!(
+            ExitState::from_signal_name("SIGTERM"),
+            Some(ExitState::Signal(libc::SIGTERM))
+        );
+        assert_eq!(
+            ExitState::from_signal_name("TERM"),
+            Some(ExitState::Signal(libc::SIGTERM))
+        );
+        assert_eq!(ExitState::from_signal_name("SIGNOPE"), None);
+        // A real-time signal has no name here, but its number and status stay.
+        let rt = ExitState::Signal(libc::SIGRTMIN() + 2);
+        assert_eq!(rt.signal(), None);
+        assert_eq!(rt.shell_status(), Some(128 + libc::SIGRTMIN() + 2));
+        assert_eq!(ExitState::Code(3).signal_number(), None);
+    }
 }

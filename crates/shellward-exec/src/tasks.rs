@@ -7,7 +7,6 @@ use crate::shared::Inner;
 use crate::sys::Leader;
 use crate::sys::pidfd::pidfd_open;
 use crate::sys::pipes::waitpid_blocking;
-use nix::sys::signal::Signal;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -211,11 +210,7 @@ fn publish_exit(
     let state = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => ExitState::Code(c),
-            (None, Some(sig)) => ExitState::Signal(
-                Signal::try_from(sig)
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|_| format!("signal {sig}")),
-            ),
+            (None, Some(sig)) => ExitState::Signal(sig),
             _ => ExitState::Code(-1),
         },
         Err(e) => {

@@ -31,7 +31,7 @@ async fn kill_minus_one_inside_reaches_only_the_tree() {
         "kill(-1, 9) inside the tree killed a process outside it"
     );
     // Everything of the namespace got the signal: the shell (its own kill) and the sleep.
-    assert_eq!(r.exit, ExitState::Signal("SIGKILL".into()), "{r:?}");
+    assert_eq!(r.exit, ExitState::Signal(libc::SIGKILL), "{r:?}");
     assert!(!r.output.text.contains("after"), "{r:?}");
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     ex.shutdown().await;
@@ -43,8 +43,8 @@ async fn the_command_status_passes_through_the_init() {
     for (command, want) in [
         ("exit 3", ExitState::Code(3)),
         ("true", ExitState::Code(0)),
-        ("kill -KILL $$", ExitState::Signal("SIGKILL".into())),
-        ("kill -TERM $$", ExitState::Signal("SIGTERM".into())),
+        ("kill -KILL $$", ExitState::Signal(libc::SIGKILL)),
+        ("kill -TERM $$", ExitState::Signal(libc::SIGTERM)),
     ] {
         let r = ex.execute(ExecPlan::new(command)).await.unwrap();
         assert_eq!(r.exit, want, "{command}: {r:?}");
@@ -94,7 +94,7 @@ async fn terminate_still_means_term_then_grace_then_kill() {
     );
     assert_eq!(
         ex.info(&r.id, None).unwrap().exit,
-        ExitState::Signal("SIGKILL".into())
+        ExitState::Signal(libc::SIGKILL)
     );
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     ex.shutdown().await;
@@ -196,7 +196,7 @@ async fn a_background_deadline_stops_the_tree() {
         .await
         .expect("the deadline stopped it")
         .unwrap();
-    assert_eq!(info.exit, ExitState::Signal("SIGTERM".into()), "{info:?}");
+    assert_eq!(info.exit, ExitState::Signal(libc::SIGTERM), "{info:?}");
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     let mut quick = ExecPlan::new("echo done");
     quick.background = true;

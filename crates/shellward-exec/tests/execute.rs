@@ -36,7 +36,7 @@ async fn foreground_reports_exit_code_output_and_duration() {
     assert!(!r.timed_out && !r.running && !r.output_incomplete);
     assert_eq!(r.leftover_processes, 0);
     let r = ex.execute(ExecPlan::new("kill -TERM $$")).await.unwrap();
-    assert_eq!(r.exit, ExitState::Signal("SIGTERM".into()));
+    assert_eq!(r.exit, ExitState::Signal(libc::SIGTERM));
     assert_eq!(r.exit.shell_status(), Some(143));
     // Finished foreground runs are not listed.
     assert!(ex.list(None, 100).processes.is_empty());
@@ -107,7 +107,7 @@ async fn foreground_timeout_can_keep_the_process_in_the_background() {
     ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     let info = ex.info(&r.id, None).unwrap();
-    assert_eq!(info.exit, ExitState::Signal("SIGKILL".into()));
+    assert_eq!(info.exit, ExitState::Signal(libc::SIGKILL));
     ex.shutdown().await;
 }
 

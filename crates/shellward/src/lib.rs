@@ -291,7 +291,13 @@ fn execute_fingerprint(args: &ExecuteArgs, env: &[(String, String)]) -> idempote
 }
 
 fn exit_fields(exit: &ExitState) -> (Option<i32>, Option<String>) {
-    (exit.code(), exit.signal().map(str::to_string))
+    (
+        exit.code(),
+        exit.signal()
+            .map(str::to_string)
+            // A signal this platform has no name for (a real-time one) is still reported, by number.
+            .or_else(|| exit.signal_number().map(|n| format!("signal {n}"))),
+    )
 }
 
 impl Shellward {

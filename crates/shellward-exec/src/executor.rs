@@ -484,8 +484,9 @@ impl Executor {
                 .unwrap_or_else(|p| p.into_inner())
                 .create_log();
         }
-        if let (Some(fd), Some(rules)) = (spawned.proxy_listener, proxy_rules) {
-            // Served until the command's output ends (its tree is done), on the host's network.
+        if let (Some((fd, shared)), Some(rules)) = (spawned.proxy_listener, proxy_rules) {
+            // Served on the host's network until the command's output ends (its tree is done), or, when its network
+            // became its session's, until the session's sandbox ends (which shuts the listener down).
             let listener = std::net::TcpListener::from(fd);
             match listener
                 .set_nonblocking(true)
@@ -494,6 +495,9 @@ impl Executor {
                 Ok(listener) => {
                     let mut done = proc.readers_done.subscribe();
                     tokio::spawn(async move {
+                        if shared {
+                            return crate::proxy::serve(listener, rules).await;
+                        }
                         tokio::select! {
                             () = crate::proxy::serve(listener, rules) => {}
                             _ = done.wait_for(|d| *d) => {}

@@ -45,11 +45,14 @@ impl StdinMode {
 pub enum Network {
     /// None at all: a network namespace of its own whose loopback is down.
     None,
-    /// Only its own loopback (`127.0.0.1`, `::1`): a network namespace of its own with the loopback up. Servers it
-    /// starts are reachable by its own processes, not the host's, and nothing outside is.
+    /// Only its session's loopback (`127.0.0.1`, `::1`): a network namespace with the loopback up, made by the
+    /// session's first such command and entered by the next (in a session sandbox; without one, each command's own).
+    /// Servers one command starts are reachable by the session's later `loopback` commands, as in one terminal; not
+    /// by the host or other sessions, and nothing outside is reachable.
     Loopback,
     /// Only the destinations of [`Confinement::allow`], through a filtering proxy on the host
-    /// ([`crate::proxy`]): a network namespace of its own with the loopback up, where `127.0.0.1:3128` is the proxy
+    /// ([`crate::proxy`]): a network namespace with the loopback up (shared, like `Loopback`, by the session's
+    /// commands with the same list), where `127.0.0.1:3128` is the proxy
     /// and `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` say so.
     Allow,
     /// The host's network (the default).

@@ -187,13 +187,26 @@ fn public(ip: IpAddr) -> bool {
     }
 }
 
-/// Serves `listener` (a proxied command's [`PROXY_ADDR`]) until the task is dropped or aborted.
+/// Serves `listener` (a proxied command's [`PROXY_ADDR`]) until the task is dropped or aborted, or the listener is
+/// shut down (its session ended).
 pub(crate) async fn serve(listener: TcpListener, rules: Arc<ProxyRules>) {
     loop {
-        let Ok((conn, _)) = listener.accept().await else {
-            // A transient accept failure (out of descriptors): wait instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
+        let conn = match listener.accept().await {
+            Ok((conn, _)) => conn,
+            // Shut down (EINVAL) or closed: done.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINVAL | libc::EBADF | libc::ENOTSOCK)
+                ) =>
+            {
+                return;
+            }
+            // A transient failure (out of descriptors, an aborted connection): wait instead of spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let rules = rules.clone();
         tokio::spawn(async move {

@@ -184,7 +184,7 @@ async fn the_network_is_none_its_own_loopback_or_the_hosts() {
         let r = run(reach_host(port), Network::Loopback).await.unwrap();
         assert_eq!(r.output.text, "unreachable\n", "{name}: {r:?}");
         // As root in a sandbox, `none` commands of one session share one prepared namespace (so they start as fast as
-        // any); a `loopback` command always has its own.
+        // any); `loopback` is another (see the next test: the session's, made by its first such command).
         let ns = |network| {
             let ex = &ex;
             let p = plan("readlink /proc/self/ns/net", &mark, None, network);
@@ -205,6 +205,76 @@ async fn the_network_is_none_its_own_loopback_or_the_hosts() {
         ex.shutdown().await;
         assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     }
+}
+
+/// A session's loopback is the session's: a server one `loopback` command starts in the background is reached by the
+/// next `loopback` command of the same session (as in one terminal), never by another session's; an allow-list
+/// network is shared the same way, per list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_loopback_is_shared_by_its_commands_and_no_one_else() {
+    let ex = Executor::new(namespaced()).unwrap();
+    if !ex.pid_namespaces() {
+        ex.shutdown().await;
+        panic!("this machine runs commands in session sandboxes; none was made");
+    }
+    let mark = new_mark();
+    let in_session = |command: &str, session: &str, network: Network| {
+        let mut p = plan(command, &mark, None, network);
+        p.session = Some(session.into());
+        p
+    };
+    let server = "python3 -c \"
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', 47001)); s.listen()
+print('listening', flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b'hello from the session'); c.close()
+\"";
+    let client = "python3 -c \"
+import socket
+try:
+    print(socket.create_connection(('127.0.0.1', 47001), 2).recv(100).decode())
+except OSError as e:
+    print('unreachable')
+\"";
+    let mut bg = in_session(server, "a", Network::Loopback);
+    bg.background = true;
+    bg.startup_wait = Some(Duration::from_secs(5));
+    let started = ex.execute(bg).await.unwrap();
+    assert!(started.running, "{started:?}");
+    let r = ex
+        .execute(in_session(client, "a", Network::Loopback))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "hello from the session\n", "{r:?}");
+    let r = ex
+        .execute(in_session(client, "b", Network::Loopback))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.output.text, "unreachable\n",
+        "another session's loopback: {r:?}"
+    );
+    let r = ex
+        .execute(in_session(client, "a", Network::None))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "unreachable\n", "no network at all: {r:?}");
+    let ns = |session: &str, network: Network| {
+        let p = in_session("readlink /proc/self/ns/net", session, network);
+        let ex = &ex;
+        async move { ex.execute(p).await.unwrap().output.text }
+    };
+    assert_eq!(
+        ns("a", Network::Loopback).await,
+        ns("a", Network::Loopback).await
+    );
+    assert_ne!(
+        ns("a", Network::Loopback).await,
+        ns("b", Network::Loopback).await
+    );
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
 }
 
 /// A tiny HTTP server of the test on the host's loopback that answers every request with `hello from PATH`; its port.

@@ -75,7 +75,7 @@
 //! list_limit = 100
 //!
 //! [confinement]                   # what each command may touch (see README "Confinement")
-//! network = "host"                # or "loopback" (its own loopback only) or "none"
+//! network = "host"                # or "loopback" (its session's loopback only) or "none"
 //! writable = ["$WORKDIR", "$TMPDIR", "/tmp", "/var/tmp", "~/.cache"]   # writes only beneath these; or "any"
 //! deny_read = ["~/.ssh", "~/.aws"]   # hidden in every session's sandbox
 //! deny_syscalls = ["ptrace", "bpf"]  # refused (EPERM) by a seccomp filter; [] for none

@@ -8,7 +8,7 @@
 //!   model chooses) or `$TMPDIR` (the temporary directory). `writable = "any"` leaves writes to the user's own permissions.
 //! - **Reads** (`deny_read`): hidden in every session's sandbox (an empty directory or an empty file in their place),
 //!   added to the executor's hidden paths; paths that do not exist when a session's sandbox is made are not hidden.
-//! - **Network** (`network`): `"host"` (default), `"loopback"` (the command's own loopback only), `"none"`, or an
+//! - **Network** (`network`): `"host"` (default), `"loopback"` (the session's own loopback only), `"none"`, or an
 //!   allow-list `{ allow = ["pypi.org", "*.npmjs.org:443"] }` reached through the executor's filtering proxy
 //!   ([`shellward_exec::proxy`]); `proxy_hosts` gives fixed addresses for names.
 //! - **System calls** (`deny_syscalls`): refused with `EPERM` by a seccomp filter (default:
@@ -374,7 +374,7 @@ pub(crate) fn refusal_note(asked: &Confinement, held: &Enforced, output: &str) -
             held.network.as_str(),
             match held.network {
                 Network::None => "no network at all",
-                _ => "only its own loopback",
+                _ => "only its session's loopback",
             }
         ));
     }

@@ -765,7 +765,7 @@ impl Walker {
                             format!("confinement.{key}"),
                             format!(
                                 "{other:?} is not a network; give \"none\" (no network), \"loopback\" (the \
-                                 command's own loopback only) or \"host\""
+                                 session's own loopback only) or \"host\""
                             ),
                         );
                         continue;

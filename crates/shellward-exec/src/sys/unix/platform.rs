@@ -78,8 +78,9 @@ pub(crate) struct Spawned {
     /// The command's writes are confined (a Landlock ruleset was applied): false when the plan did not ask, or the
     /// kernel has no Landlock.
     pub(crate) writes_confined: bool,
-    /// A proxied command's listener on its proxy address, in its own network namespace, to serve on the host's.
-    pub(crate) proxy_listener: Option<OwnedFd>,
+    /// A proxied command's listener on its proxy address, in its network namespace, to serve on the host's; `true`
+    /// when the namespace became its session's (served until the session's sandbox ends, not the command).
+    pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
 }
 
 /// A spawned leader process.
@@ -509,7 +510,8 @@ impl Platform {
             // candidate the host refuses to run is dropped for the next; with none left commands run without one.
             let spawned = loop {
                 let Some(candidate) = init.as_ref() else {
-                    break spawn_plain(None, -1).map(|spawned| (spawned, None));
+                    break spawn_plain(None, -1)
+                        .map(|spawned| (spawned, None, take_listener(&proxy_pair), false));
                 };
                 let create = || -> io::Result<session::Sandbox> {
                     if portable {
@@ -539,7 +541,8 @@ impl Platform {
                 let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
                     let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
                     // The session's network namespace of that kind, made once (as root; -1: one per command).
-                    let net_fd = sandbox.net(net_mode)?;
+                    let allow = &spec.confinement.allow;
+                    let net_fd = sandbox.net(net_mode, allow)?;
                     spawn_plain(
                         Some(fast_spawn::Enter {
                             user_ns,
@@ -549,7 +552,25 @@ impl Platform {
                         }),
                         net_fd,
                     )
-                    .map(|spawned| (spawned, sandbox.pid()))
+                    .map(|spawned| {
+                        // A network the command made for itself becomes the session's (entered by the next command
+                        // asking for the same); a proxied one's listener is then served for the session's life.
+                        let mut shared = false;
+                        let listener = if net_fd < 0 && net_mode != child_setup::NET_HOST {
+                            let listener = take_listener(&proxy_pair);
+                            let copy = match &listener {
+                                Ok(Some(l)) => l.try_clone().ok(),
+                                _ => None,
+                            };
+                            if listener.is_ok() && (copy.is_some() || proxy_pair.is_none()) {
+                                shared = sandbox.adopt_network(net_mode, allow, spawned.0, copy);
+                            }
+                            listener
+                        } else {
+                            Ok(None)
+                        };
+                        (spawned, sandbox.pid(), listener, shared)
+                    })
                 });
                 match started {
                     // A sandbox exists but this start cannot enter it: refused, never run outside it.
@@ -559,7 +580,11 @@ impl Platform {
                              cannot enter it); it was not run",
                         ));
                     }
-                    Ok(result) => break result.map(|(spawned, init)| (spawned, Some(init))),
+                    Ok(result) => {
+                        break result.map(|(spawned, init, listener, shared)| {
+                            (spawned, Some(init), listener, shared)
+                        });
+                    }
                     // The fast path is what enters a sandbox; where it does not exist (another architecture, an old
                     // kernel) no command could run inside one: say so once and run without, never pretend.
                     Err(e) if e.kind() == io::ErrorKind::Unsupported => {
@@ -596,14 +621,14 @@ impl Platform {
                 }
             };
             match spawned {
-                Ok(((pid, pidfd), sandbox_init)) => {
+                Ok(((pid, pidfd), sandbox_init, listener, shared)) => {
                     // The child has its copies: closing ours makes EOF (or, on a terminal, EIO) arrive when the tree
                     // is done.
                     (streams.child_in, streams.child_out, streams.child_err) = (None, None, None);
                     let leader = Unclaimed(Some(Leader::Raw { pid, pidfd }));
                     // Without its listener a proxied command has no network at all: refused (the leader is killed
                     // as `leader` drops), not run with less than asked.
-                    let listener = take_listener(&proxy_pair)?;
+                    let listener = listener?.map(|l| (l, shared));
                     return Ok((leader, streams, sandbox_init, writes_confined, listener));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
@@ -678,7 +703,7 @@ impl Platform {
             drop(landlock);
             drop(seccomp);
             let leader = Unclaimed(Some(Leader::Std(child)));
-            let listener = take_listener(&proxy_pair)?;
+            let listener = take_listener(&proxy_pair)?.map(|l| (l, false));
             Ok((leader, streams, None, writes_confined, listener))
         };
         let spares = self.spares();
@@ -915,8 +940,15 @@ fn small_init_beside(exe: &std::path::Path) -> Option<PathBuf> {
 
 /// A spawned leader on its way to the caller; killed if dropped before the caller takes it.
 /// What the spawner thread hands back for a start: the leader (killed if nobody claims it), its streams, the pid of
-/// its session sandbox's init, whether its writes are confined, and a proxied command's listener.
-type Started = (Unclaimed, Streams, Option<i32>, bool, Option<OwnedFd>);
+/// its session sandbox's init, whether its writes are confined, and a proxied command's listener (and whether its
+/// namespace is now the session's).
+type Started = (
+    Unclaimed,
+    Streams,
+    Option<i32>,
+    bool,
+    Option<(OwnedFd, bool)>,
+);
 
 struct Unclaimed(Option<Leader>);
 

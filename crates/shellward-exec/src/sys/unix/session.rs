@@ -39,6 +39,13 @@ pub(crate) struct Sandbox {
     /// The session's network namespace for `network = none`, made at the first command asking (as root; without
     /// privilege each such command makes its own inside the sandbox's user namespace).
     no_network: std::sync::Mutex<Option<OwnedFd>>,
+    /// The session's own networks, adopted from the first command that made one ([`Sandbox::adopt_network`]): by
+    /// `child_setup::NET_*` mode and, for an allow-list, its destinations. Later commands of the session asking for
+    /// the same enter it, so they start as fast as any and see each other's servers, as in one terminal.
+    networks: std::sync::Mutex<HashMap<(i32, Vec<String>), OwnedFd>>,
+    /// Copies of the proxy listeners of the session's allow-list networks: shut down when the sandbox ends, which
+    /// ends the executor's proxy task serving them.
+    proxy_listeners: std::sync::Mutex<Vec<OwnedFd>>,
 }
 
 impl Sandbox {
@@ -66,6 +73,8 @@ impl Sandbox {
                 mnt_ns,
                 last_start: Instant::now(),
                 no_network: std::sync::Mutex::new(None),
+                networks: std::sync::Mutex::new(HashMap::new()),
+                proxy_listeners: std::sync::Mutex::new(Vec::new()),
             }),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 let _ = pidfd_send_signal(&pidfd, Signal::SIGKILL);
@@ -103,13 +112,25 @@ impl Sandbox {
         )
     }
 
-    /// The network namespace a command with network `mode` enters: for `child_setup::NET_NONE`, the session's
-    /// namespace without network (its loopback down), made on first use, so such a start costs no more than any
-    /// other (a namespace with nothing up has nothing to share but abstract unix sockets, and those stay within the
-    /// session); -1 otherwise — the host's network, a `loopback` command's own namespace (its loopback is its own),
-    /// and a sandbox in a user namespace (the namespace must belong to it, which this process cannot enter: each
-    /// command makes its own). Called on the spawner thread only (see [`make_network`]).
-    pub(crate) fn net(&self, mode: i32) -> io::Result<RawFd> {
+    /// The network namespace a command with network `mode` (and, for an allow-list, `allow`) enters: one the session
+    /// already has of that kind — adopted from its first such command ([`Sandbox::adopt_network`]), or, for
+    /// `child_setup::NET_NONE` as root, made on first use by this thread (a namespace with nothing up has nothing to
+    /// share but abstract unix sockets, and those stay within the session) — so such a start costs no more than any
+    /// other; -1 otherwise: the host's network, or the session's first command of that kind, which makes its own
+    /// (in a sandbox in a user namespace the namespace must belong to it, which only its commands can make). Called
+    /// on the spawner thread only (see [`make_network`]).
+    pub(crate) fn net(&self, mode: i32, allow: &[String]) -> io::Result<RawFd> {
+        if mode == super::child_setup::NET_HOST {
+            return Ok(-1);
+        }
+        if let Some(fd) = self
+            .networks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(mode, allow.to_vec()))
+        {
+            return Ok(fd.as_raw_fd());
+        }
         if mode != super::child_setup::NET_NONE || self.user_ns.is_some() {
             return Ok(-1);
         }
@@ -121,6 +142,36 @@ impl Sandbox {
         let raw = fd.as_raw_fd();
         *slot = Some(fd);
         Ok(raw)
+    }
+
+    /// After a command of this session made a network namespace of its own (`mode`, `allow`), keeps it as the
+    /// session's: later commands asking for the same enter it ([`Sandbox::net`]). `pid` is the command's leader, an
+    /// unreaped child of this process, so its number names it. `listener` is a copy of its proxy listener, kept to be
+    /// shut down when the sandbox ends. Returns whether it was kept (false when one is kept already, or it cannot be
+    /// opened: the command keeps its own).
+    pub(crate) fn adopt_network(
+        &self,
+        mode: i32,
+        allow: &[String],
+        pid: i32,
+        listener: Option<OwnedFd>,
+    ) -> bool {
+        let mut networks = self.networks.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (mode, allow.to_vec());
+        if networks.contains_key(&key) {
+            return false;
+        }
+        let Ok(ns) = std::fs::File::open(format!("/proc/{pid}/ns/net")) else {
+            return false;
+        };
+        networks.insert(key, ns.into());
+        if let Some(l) = listener {
+            self.proxy_listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(l);
+        }
+        true
     }
 
     /// Whether any process other than pid 1 is in the namespace (one `/proc` scan).
@@ -149,6 +200,16 @@ impl Sandbox {
     /// Ends the sandbox: `SIGTERM` to its pid 1 (the kernel then kills the rest of the namespace), `SIGKILL` if it
     /// has not exited within a second, and the reap.
     fn end(self) {
+        // The session's proxies stop accepting (their tasks end); then the namespace goes.
+        for l in self
+            .proxy_listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            // SAFETY: shutdown of a socket descriptor this sandbox holds.
+            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
+        }
         let _ = pidfd_send_signal(&self.pidfd, Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(1);
         while self.alive() && Instant::now() < deadline {

@@ -383,14 +383,14 @@ fn confinement(c: &mut Criterion) {
     );
     paired(
         &rt,
-        "confinement: writes confined + network loopback (a namespace per command) / unconfined, same session sandbox",
+        "confinement: writes confined + network loopback (the session's namespace) / unconfined, same session sandbox",
         300,
         run(none.clone()),
         run(loopback.clone()),
     );
     paired(
         &rt,
-        "confinement: writes confined + network allow-list (a namespace per command, the proxy's listener handed over) / unconfined, same session sandbox",
+        "confinement: writes confined + network allow-list (the session's namespace for that list, its proxy) / unconfined, same session sandbox",
         300,
         run(none.clone()),
         run(proxied.clone()),

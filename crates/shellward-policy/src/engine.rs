@@ -78,7 +78,9 @@ impl PolicyEngine {
         }
         .map_err(|e| PolicyError::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
-        host::add_to_linker(&mut linker).map_err(|e| PolicyError::Engine(e.to_string()))?;
+        crate::bindings::add_to_linker(&mut linker)
+            .and_then(|()| host::add_to_linker(&mut linker))
+            .map_err(|e| PolicyError::Engine(e.to_string()))?;
         let ticker = Arc::new(Ticker::default());
         spawn_epoch_ticker(&engine, ticker.clone()).map_err(|e| {
             PolicyError::Engine(format!(

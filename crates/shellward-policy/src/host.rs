@@ -153,21 +153,9 @@ pub(crate) const ALLOWED_IMPORTS: &[&str] = &[
 /// The `wasi:io/poll` instance as named by the linked WASI implementation.
 const POLL_INSTANCE: &str = "wasi:io/poll@0.2.12";
 
-/// Adds the `host` interface and the WASI interfaces (granting nothing, see the module docs) to `linker`.
+/// Adds the WASI interfaces (granting nothing, see the module docs) to `linker`.
+/// (Every contract version's own `host` interface is linked by `bindings::add_to_linker`.)
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    // Every contract version loaded: its `host` interface, under its own versioned name.
-    crate::bindings::v0_3::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
-        linker,
-        |s| s,
-    )?;
-    crate::bindings::v0_2::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
-        linker,
-        |s| s,
-    )?;
-    crate::bindings::v0_1::PolicyWorld::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
-        linker,
-        |s| s,
-    )?;
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     // Blocking waits (sleep, poll) would run in host code, where the epoch deadline cannot interrupt them: make
     // them trap instead.

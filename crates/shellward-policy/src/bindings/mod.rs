@@ -44,3 +44,14 @@ macro_rules! on_timeout_mapping {
     };
 }
 pub(crate) use on_timeout_mapping;
+
+/// Adds every contract version's `host` interface, under its own versioned name, to `linker`.
+pub(crate) fn add_to_linker(
+    linker: &mut wasmtime::component::Linker<crate::host::HostState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::HasSelf;
+    v0_3::PolicyWorld::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v0_2::PolicyWorld::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v0_1::PolicyWorld::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    Ok(())
+}

@@ -129,7 +129,7 @@ struct ChildArgs {
     /// The command's network (`child_setup::NET_*`) and its write-confinement ruleset (-1: none).
     net_mode: c_int,
     net_fd: RawFd,
-    /// With `NET_PROXIED`: where the child sends its proxy listener (`child_setup::proxy_listener`).
+    /// With `NET_PROXIED`: where the child sends its proxy listener (`proxy_fd::proxy_listener`).
     proxy_fd: RawFd,
     landlock_fd: RawFd,
     /// The seccomp program to install last (null: none).

@@ -27,6 +27,7 @@ pub(crate) mod pidfd;
 pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
+pub(crate) mod proxy_fd;
 mod pty;
 pub(crate) mod seccomp;
 mod session;

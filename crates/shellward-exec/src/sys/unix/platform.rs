@@ -455,7 +455,7 @@ impl Platform {
             )>|
              -> io::Result<Option<OwnedFd>> {
                 pair.as_ref()
-                    .map(|(ours, _)| child_setup::receive_listener(ours.as_raw_fd()))
+                    .map(|(ours, _)| super::proxy_fd::receive_listener(ours.as_raw_fd()))
                     .transpose()
             };
             // The system-call filter, compiled once per deny list; held until the child has installed it.

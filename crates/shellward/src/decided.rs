@@ -1,0 +1,64 @@
+//! What the policy chain decided for one `execute` call ([`Decided`]) and the form every surface acts on
+//! ([`Verdict`]).
+
+use super::*;
+
+/// What the policy chain decided for an `execute` call, and the plan the executor would run.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The command as the caller asked for it (before any policy rewrote it).
+    pub asked: String,
+    /// The caller's session.
+    pub session: Option<String>,
+    /// The chain's decision (outcome, who denied, faults).
+    pub decision: Decision,
+    /// The plan for the executor, when the outcome is run.
+    pub plan: Option<ExecPlan>,
+    /// The request the chain decided (what a replay re-decides).
+    pub request: Request,
+}
+
+/// A decision as the caller acts on it: run this plan (with the policies' notes), or refuse (with the reason and the
+/// policy that refused). Every surface reads decisions through this one type.
+// One per decision, consumed at once: boxing the plan would cost an allocation per command for no saving.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Run the plan.
+    Run {
+        /// What the executor runs.
+        plan: ExecPlan,
+        /// The policies' notes for the agent, in chain order.
+        notes: Vec<String>,
+    },
+    /// Do not run it.
+    Deny {
+        /// Why, for the agent (never empty).
+        reason: String,
+        /// The policy that denied (`a policy` when unknown).
+        by: String,
+    },
+}
+
+impl Decided {
+    /// The decision as a [`Verdict`].
+    pub fn verdict(&self) -> Verdict {
+        match (&self.plan, &self.decision.outcome) {
+            (Some(plan), Outcome::Run(p)) => Verdict::Run {
+                plan: plan.clone(),
+                notes: p.notes.clone(),
+            },
+            (_, outcome) => Verdict::Deny {
+                reason: reason_text(match outcome {
+                    Outcome::Deny(d) => d.reason.clone(),
+                    Outcome::Run(_) => String::new(),
+                }),
+                by: self
+                    .decision
+                    .denied_by
+                    .clone()
+                    .unwrap_or_else(|| "a policy".into()),
+            },
+        }
+    }
+}

@@ -32,6 +32,10 @@ pub(crate) const PROXY_PORT: u16 = 3128;
 const MAX_HEAD: usize = 16 * 1024;
 /// How long a client may take to send its request head, and the proxy to connect to a destination.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections one proxy serves at once. Each holds two of shellward's descriptors (the client's and the
+/// destination's), so a command opening connections without end cannot exhaust the supervisor's: past this many,
+/// new ones wait in the listener's backlog, then the kernel refuses them.
+const MAX_CONNECTIONS: usize = 256;
 
 /// One allow-list entry: a host (or `*.domain`) and an optional port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +194,16 @@ fn public(ip: IpAddr) -> bool {
 /// Serves `listener` (a proxied command's [`PROXY_ADDR`]) until the task is dropped or aborted, or the listener is
 /// shut down (its session ended).
 pub(crate) async fn serve(listener: TcpListener, rules: Arc<ProxyRules>) {
+    serve_at_most(listener, rules, MAX_CONNECTIONS).await
+}
+
+/// [`serve`] with at most `max` connections at once.
+async fn serve_at_most(listener: TcpListener, rules: Arc<ProxyRules>, max: usize) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let conn = match listener.accept().await {
             Ok((conn, _)) => conn,
             // Shut down (EINVAL) or closed: done.
@@ -211,6 +224,7 @@ pub(crate) async fn serve(listener: TcpListener, rules: Arc<ProxyRules>) {
         let rules = rules.clone();
         tokio::spawn(async move {
             let _ = handle(conn, &rules).await;
+            drop(slot);
         });
     }
 }
@@ -522,5 +536,36 @@ mod tests {
             refused.starts_with("HTTP/1.1 403") && refused.contains("loopback"),
             "{refused}"
         );
+    }
+
+    /// A command opening connections without end holds at most the cap: the next one is served only once one of
+    /// the held ones goes.
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_for_a_free_slot() {
+        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = proxy.local_addr().unwrap();
+        tokio::spawn(serve_at_most(
+            proxy,
+            Arc::new(rules(&["allowed.test"], &[])),
+            2,
+        ));
+        // Two idle connections take both slots (they never send a head).
+        let first = TcpStream::connect(addr).await.unwrap();
+        let _second = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        third
+            .write_all(b"CONNECT refused.test:443 HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut buf)).await;
+        assert!(early.is_err(), "served past the cap: {early:?}");
+        drop(first);
+        let n = tokio::time::timeout(Duration::from_secs(5), third.read(&mut buf))
+            .await
+            .expect("served once a slot is free")
+            .unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 403"));
     }
 }

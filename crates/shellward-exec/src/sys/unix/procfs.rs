@@ -292,6 +292,12 @@ mod tests {
         // orphans of a thread whose group lives on), which is what `children_of` callers rely on.
         let everywhere = own_children().unwrap();
         assert!(everywhere.contains(&pid), "{pid} not in {everywhere:?}");
+        // `join` returns once the thread's code is done; the kernel removes its `/proc/self/task` entry a moment
+        // later (when the exited task is released), so wait for that, bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while children_of(&[tid]).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(
             children_of(&[tid]).is_none(),
             "an exited thread has no children file"

@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shellward::idempotency::{self, Claim, Fingerprint, RetryError, TokenScope, TokenState};
 use shellward::tools::{ExecuteArgs, ProcessSignalArgs, SignalName};
-use shellward::{ToolError, ToolErrorKind, Verdict};
+use shellward::{ReadOptions, ToolError, ToolErrorKind, Verdict};
 use shellward_exec::{ExitState, TimeoutAction};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -220,8 +220,8 @@ pub(crate) async fn start(
                 .claim(scope.clone(), &sent.token, fingerprint, |scope, id, _| {
                     state
                         .sw
-                        .executor()
-                        .info(id, scope.session.as_deref())
+                        .process(scope.session.as_deref(), id)
+                        .view()
                         .is_err()
                 });
         match claim {
@@ -238,7 +238,7 @@ pub(crate) async fn start(
             Claim::Retry(retry) => match retry.outcome(Some(TOKEN_WAIT)).await {
                 Ok(id) => {
                     let mut out = json!({ "id": id, "started": false, sent.field: sent.token, "attached": true });
-                    if let Ok(info) = state.sw.executor().info(&id, scope.session.as_deref()) {
+                    if let Ok(info) = state.sw.process(scope.session.as_deref(), &id).view() {
                         out["command"] = json!(info.command);
                         out["started_at"] = json!(info.started_at_unix);
                     }
@@ -313,7 +313,7 @@ async fn start_new(
         Verdict::Run { notes, .. } => notes,
         Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
-            let _ = state.sw.start_tracked(decided).await;
+            state.sw.record_denied(&decided);
             return (denied(&reason, &by), None);
         }
     };
@@ -330,23 +330,26 @@ async fn start_new(
         }
     }
     match state.sw.start_tracked(decided).await {
-        Ok(r) => {
-            let mut out = json!({ "id": r.id, "started": true });
+        Ok(process) => {
+            let mut out = json!({ "id": process.id(), "started": true });
             if let Some(sent) = sent {
                 out[sent.field] = json!(sent.token);
                 out["attached"] = json!(false);
             }
-            if let Some(p) = &r.log_path {
-                out["log_path"] = json!(p);
-            }
-            if let Ok(info) = state.sw.executor().info(&r.id, sess.as_deref()) {
+            if let Ok(info) = process.view() {
+                if let Some(p) = &info.log_path {
+                    out["log_path"] = json!(p);
+                }
                 out["command"] = json!(info.command);
                 out["started_at"] = json!(info.started_at_unix);
             }
             if !notes.is_empty() {
                 out["notes"] = json!(notes);
             }
-            (axum::Json(out).into_response(), Some(r.id))
+            (
+                axum::Json(out).into_response(),
+                Some(process.id().to_string()),
+            )
         }
         Err(e) => (start_error(&e), None),
     }
@@ -380,7 +383,7 @@ pub(crate) async fn token(
         }
         TokenState::Done(id) => {
             // A process past its retention is forgotten with its token.
-            if state.sw.executor().info(&id, session.as_deref()).is_ok() {
+            if state.sw.process(session.as_deref(), &id).view().is_ok() {
                 out["found"] = json!(true);
                 out["process_id"] = json!(id);
             }
@@ -448,10 +451,7 @@ fn visible(chat: Option<&str>, labels: &[(String, String)]) -> bool {
 pub(crate) async fn list(State(state): State<Shared>, headers: HeaderMap) -> Response {
     let sess = session(&headers);
     let chat = chat_id(&headers);
-    let all = state
-        .sw
-        .executor()
-        .list_filtered(sess.as_deref(), usize::MAX, true);
+    let all = state.sw.all_processes(sess.as_deref());
     let processes: Vec<Value> = all
         .processes
         .iter()
@@ -506,8 +506,8 @@ pub(crate) async fn output(
 ) -> Response {
     let sess = session(&headers);
     let chat = chat_id(&headers);
-    let executor = state.sw.executor();
-    match executor.info(&id, sess.as_deref()) {
+    let process = state.sw.process(sess.as_deref(), &id);
+    match process.view() {
         Ok(info) if visible(chat.as_deref(), &info.labels) => {}
         _ => return not_found(&id),
     }
@@ -529,15 +529,15 @@ pub(crate) async fn output(
         },
     };
     // Wait for the exit (the view is not used), then read the head and the tail as bytes.
-    let done = match executor
-        .read_output(&id, sess.as_deref(), None, wait, 0)
+    let done = match process
+        .read(&ReadOptions::view().wait(wait).max_bytes(0))
         .await
     {
         Ok(r) => r,
         Err(_) => return not_found(&id),
     };
-    let head = executor
-        .read_output(&id, sess.as_deref(), Some(0), Duration::ZERO, HEAD_BYTES)
+    let head = process
+        .read(&ReadOptions::after(0).max_bytes(HEAD_BYTES))
         .await;
     let Ok(head) = head else {
         return not_found(&id);
@@ -548,8 +548,8 @@ pub(crate) async fn output(
         let from = head_chunk
             .next_cursor
             .max(head_chunk.total_bytes.saturating_sub(TAIL_BYTES as u64));
-        if let Ok(t) = executor
-            .read_output(&id, sess.as_deref(), Some(from), Duration::ZERO, TAIL_BYTES)
+        if let Ok(t) = process
+            .read(&ReadOptions::after(from).max_bytes(TAIL_BYTES))
             .await
         {
             tail_chunk = t.chunk;
@@ -567,7 +567,7 @@ pub(crate) async fn output(
     if let Some(s) = done.exit.signal() {
         out["signal"] = json!(s);
     }
-    if let Ok(info) = executor.info(&id, sess.as_deref())
+    if let Ok(info) = process.view()
         && let Some(p) = info.log_path
     {
         out["log_path"] = json!(p);
@@ -672,7 +672,7 @@ pub(crate) async fn signal(
 ) -> Response {
     let sess = session(&headers);
     let chat = chat_id(&headers);
-    if let Ok(info) = state.sw.executor().info(&id, sess.as_deref())
+    if let Ok(info) = state.sw.process(sess.as_deref(), &id).view()
         && !visible(chat.as_deref(), &info.labels)
     {
         return not_found(&id);

@@ -204,7 +204,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
         let sw = args.service.build("mcp")?;
         let _watcher = crate::service::watch_and_reload(&sw);
         let session = format!("mcp-{}", std::process::id());
-        tracing::info!(%session, containment = %sw.executor().containment(), "MCP server on stdio");
+        tracing::info!(%session, containment = %sw.containment(), "MCP server on stdio");
         let server = Server {
             sw: sw.clone(),
             session,

@@ -4,8 +4,10 @@ use crate::policy_args::PolicyArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
-use shellward_policy::duration::{self, format_millis};
-use shellward_policy::{Decision, NetworkAccess, OnTimeout, Outcome, Request};
+use shellward::Shellward;
+use shellward::tools::ExecuteArgs;
+use shellward_policy::duration::format_millis;
+use shellward_policy::{Decision, NetworkAccess, OnTimeout, Outcome};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -315,82 +317,78 @@ pub(crate) fn pair(text: &str, what: &str) -> Result<(String, String)> {
 }
 
 fn check(args: CheckArgs) -> Result<ExitCode> {
-    // The confinement a run would get comes from the configuration (the built-in defaults without one).
+    // Decided as a run would decide it (the facade's one mapping of a call to a plan), with the configuration's
+    // confinement (the built-in defaults without one); nothing is run.
     let (chain, config) = match &args.config {
         Some(file) => {
             let config = shellward::Config::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let engine = shellward::PolicyEngine::new(config.sandbox.clone())?;
-            let chain = config
-                .load_chain(&engine)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            (chain, config)
+            (None, config)
         }
-        None => (args.policy.chain()?, shellward::Config::default()),
+        None => (Some(args.policy.chain()?), shellward::Config::default()),
     };
-    let base = config
-        .executor
-        .default_workdir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| "/".into());
-    let confinement = config.confinement.for_command(&base);
-    let mut request = Request::new(args.command.join(" "));
-    (request.confinement, request.ceiling) =
-        config.confinement.policy_view(&confinement, &base, None);
-    request.hidden = config
-        .confinement
-        .deny_read
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    request.timeout_ms = args
-        .timeout
-        .as_deref()
-        .map(duration::parse_millis)
-        .transpose()
-        .context("--timeout")?;
-    request.background = if args.background {
-        Some(true)
-    } else if args.foreground {
-        Some(false)
-    } else {
-        None
+    let call = ExecuteArgs {
+        command: args.command.join(" "),
+        timeout: args.timeout.clone(),
+        run_in_background: if args.background {
+            Some(true)
+        } else if args.foreground {
+            Some(false)
+        } else {
+            None
+        },
+        workdir: args.workdir.clone(),
+        interactive: Some(args.interactive || args.tty),
+        tty: Some(args.tty),
+        ..Default::default()
     };
-    request.workdir = args.workdir.clone();
-    request.interactive = args.interactive || args.tty;
-    request.tty = args.tty;
-    request.env = args
+    let env: Vec<(String, String)> = args
         .env
         .iter()
         .map(|e| pair(e, "--env"))
         .collect::<Result<_>>()?;
-    request.context = args
+    let context: Vec<(String, String)> = args
         .context
         .iter()
         .map(|c| pair(c, "--context"))
         .collect::<Result<_>>()?;
-    let decision = chain.evaluate(&request);
+    let deny_read = config.confinement.deny_read.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let decided = runtime.block_on(async {
+        let mut builder = Shellward::builder().config(config).surface("policy-check");
+        if let Some(chain) = chain {
+            builder = builder.policy_chain(chain);
+        }
+        let sw = builder.build().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let decided = sw.decide_with_context(None, &call, &env, &context);
+        sw.shutdown().await;
+        decided.map_err(|e| anyhow::anyhow!("{}", e.message))
+    })?;
+    let decision = &decided.decision;
+    let deny_syscalls = decided
+        .plan
+        .as_ref()
+        .map(|p| p.confinement.deny_syscalls.clone())
+        .unwrap_or_default();
     if args.json {
-        let mut value = decision_json(&decision);
+        let mut value = decision_json(decision);
         if let Outcome::Run(p) = &decision.outcome {
             value["confinement"] = json!({
                 "writable": p.confinement.writable,
                 "network": network_json(&p.confinement.network),
-                "deny_read": config.confinement.deny_read,
-                "deny_syscalls": confinement.deny_syscalls,
+                "deny_read": deny_read,
+                "deny_syscalls": deny_syscalls,
             });
         }
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print!("{}", decision_text(&decision));
+        print!("{}", decision_text(decision));
         if let Outcome::Run(p) = &decision.outcome {
             print!(
                 "{}",
-                confinement_text(
-                    &p.confinement,
-                    &confinement.deny_syscalls,
-                    &config.confinement.deny_read
-                )
+                confinement_text(&p.confinement, &deny_syscalls, &deny_read)
             );
         }
     }

@@ -5,7 +5,7 @@ use crate::service::{ServiceArgs, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
 use shellward::tools::{ExecuteArgs, ProcessOutputArgs};
-use shellward::{Shellward, ToolError};
+use shellward::{Process, ReadOptions, Shellward, ToolError};
 use shellward_exec::{ExitState, SignalKind, TimeoutAction};
 use shellward_policy::duration::format_millis;
 use std::io::Write;
@@ -183,7 +183,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         shellward::Verdict::Run { plan, notes } => (plan, notes),
         shellward::Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like any other surface's deny.
-            let _ = sw.start_tracked(decided).await;
+            sw.record_denied(&decided);
             eprintln!("shellward: denied by {by}: {reason}");
             return Ok(ExitCode::from(EXIT_DENIED));
         }
@@ -203,16 +203,16 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));
     }
-    let started = match sw.start_tracked(decided).await {
-        Ok(r) => r,
+    let process = match sw.start_tracked(decided).await {
+        Ok(p) => p,
         Err(e) => return Ok(fail(e)),
     };
-    let id = started.id.clone();
+    let id = process.id().to_string();
     // No log path is announced: every byte is streamed here, and the log goes with `run` when it exits.
     // Local echo off while a terminal command echoes what is typed (restored when this guard drops).
     let _echo = (interactive && args.tty).then(EchoOff::new).flatten();
     if interactive {
-        tokio::spawn(relay_stdin(sw.clone(), id.clone(), args.tty));
+        tokio::spawn(relay_stdin(process.clone(), args.tty));
     } else if background {
         eprintln!(
             "shellward: running in the background as {id}; streaming until it ends, Ctrl-C terminates it"
@@ -230,9 +230,8 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
                 .min(Duration::from_millis(250)),
             None => Duration::from_millis(250),
         };
-        let read = sw
-            .executor()
-            .read_output(&id, None, Some(cursor), wait, 256 * 1024);
+        let options = ReadOptions::after(cursor).wait(wait);
+        let read = process.read(&options);
         let read = tokio::select! {
             r = read => r?,
             sig = interrupts.recv() => break Stop::Signalled(sig),
@@ -278,7 +277,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     };
     let code = match stop {
         Stop::Exited => {
-            let info = sw.executor().info(&id, None)?;
+            let info = process.view()?;
             match info.exit.shell_status() {
                 Some(c) => ExitCode::from((c & 0xff) as u8),
                 None => ExitCode::from(EXIT_FAILED),
@@ -286,19 +285,19 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         }
         Stop::TimedOut => {
             let t = format_millis(timeout.unwrap_or_default().as_millis() as u64);
-            let _ = sw.executor().signal(&id, SignalKind::Terminate, None).await;
-            flush_rest(sw, &id, cursor).await;
+            let _ = process.signal(SignalKind::Terminate).await;
+            flush_rest(&process, cursor).await;
             eprintln!("shellward: timed out after {t}; the process tree was terminated");
             ExitCode::from(EXIT_TIMED_OUT)
         }
         Stop::Signalled(sig) => {
             eprintln!("shellward: interrupted; terminating the process tree");
-            let _ = sw.executor().signal(&id, SignalKind::Terminate, None).await;
-            flush_rest(sw, &id, cursor).await;
+            let _ = process.signal(SignalKind::Terminate).await;
+            flush_rest(&process, cursor).await;
             ExitCode::from(128 + sig as u8)
         }
         Stop::BrokenPipe => {
-            let _ = sw.executor().signal(&id, SignalKind::Terminate, None).await;
+            let _ = process.signal(SignalKind::Terminate).await;
             ExitCode::from(128 + 13)
         }
     };
@@ -306,7 +305,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
 }
 
 /// Copies this process's stdin to the command's input until stdin ends, then closes the command's input.
-async fn relay_stdin(sw: Shellward, id: String, terminal: bool) {
+async fn relay_stdin(process: Process, terminal: bool) {
     use tokio::io::AsyncReadExt;
     let mut stdin = tokio::io::stdin();
     let mut buf = vec![0u8; 16 * 1024];
@@ -316,30 +315,25 @@ async fn relay_stdin(sw: Shellward, id: String, terminal: bool) {
         match stdin.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if let Err(e) = sw
-                    .executor()
-                    .write_input(&id, None, &buf[..n], false, limit)
-                    .await
-                {
-                    tracing::debug!(%id, "input relay stopped: {e}");
+                if let Err(e) = process.write(&buf[..n], limit).await {
+                    tracing::debug!(id = process.id(), "input relay stopped: {e}");
                     return;
                 }
             }
         }
     }
-    let _ = sw.executor().write_input(&id, None, b"", true, limit).await;
+    let _ = process.close_input(b"", limit).await;
     if terminal {
         // On a terminal the end of input is a ^D the program must read at the start of a line. One sent while the
         // program was still setting its terminal up (a REPL switching to raw mode after the input arrived) is lost,
         // and the program would wait for more input forever: repeat it, a few times, while the command runs.
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            if !sw.executor().info(&id, None).is_ok_and(|i| i.running) {
+            if !process.view().is_ok_and(|i| i.running) {
                 return;
             }
-            if sw
-                .executor()
-                .write_input(&id, None, b"\x04", false, Duration::from_secs(1))
+            if process
+                .write(b"\x04", Duration::from_secs(1))
                 .await
                 .is_err()
             {
@@ -387,20 +381,11 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Writes whatever output arrived after `cursor` (after the tree was stopped).
-async fn flush_rest(sw: &Shellward, id: &str, mut cursor: u64) {
+async fn flush_rest(process: &Process, mut cursor: u64) {
     let mut stdout = std::io::stdout();
     for _ in 0..64 {
-        let Ok(read) = sw
-            .executor()
-            .read_output(
-                id,
-                None,
-                Some(cursor),
-                Duration::from_millis(200),
-                256 * 1024,
-            )
-            .await
-        else {
+        let options = ReadOptions::after(cursor).wait(Duration::from_millis(200));
+        let Ok(read) = process.read(&options).await else {
             return;
         };
         let Some(chunk) = read.chunk else { return };
@@ -468,7 +453,7 @@ async fn json_run(
                 value["final"] = serde_json::to_value(&o)?;
             }
             None => {
-                let _ = sw.executor().signal(id, SignalKind::Terminate, None).await;
+                let _ = sw.process(None, id).signal(SignalKind::Terminate).await;
                 value["final"] = serde_json::json!({"interrupted": true});
                 println!("{}", serde_json::to_string_pretty(&value)?);
                 return Ok(ExitCode::from(130));

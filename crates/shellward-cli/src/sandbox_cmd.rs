@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use shellward::{ExecPlan, Executor};
+use shellward::SandboxProbe;
 use shellward_exec::ContainmentKind;
 use std::process::ExitCode;
 
@@ -63,40 +63,18 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let probe = runtime.block_on(async {
-        let ex = Executor::new(config.clone()).context("cannot start the executor")?;
-        let mut plan = ExecPlan::new(
-            "readlink /proc/self/ns/pid; grep -E '^(NoNewPrivs|CapEff):' /proc/self/status; ls /proc | grep -c '^[0-9]'",
-        );
-        plan.session = Some("sandbox-check".into());
-        let r = ex.execute(plan).await.context("the probe command could not run")?;
-        // The per-command confinement: writes only beneath one directory, and no network.
-        let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
-        let (inside, outside) = (scratch.path().join("in"), scratch.path().join("out"));
-        std::fs::create_dir_all(&inside)?;
-        std::fs::create_dir_all(&outside)?;
-        let mut confined = ExecPlan::new(format!(
-            "readlink /proc/self/ns/net; (echo x > {}/probe) 2>/dev/null && echo written || echo refused",
-            outside.display()
-        ));
-        confined.session = Some("sandbox-check".into());
-        confined.confinement =
-            shellward_exec::Confinement::new(Some(vec![inside]), shellward_exec::Network::None);
-        let confined = match ex.execute(confined).await {
-            Ok(c) => Ok((c.confinement.writes, c.output.text)),
-            Err(e) => Err(e.to_string()),
-        };
-        let facts = (
-            ex.pid_namespaces(),
-            ex.containment(),
-            ex.process_limit(),
-            r.output.text.clone(),
-            confined,
-        );
-        ex.shutdown().await;
-        anyhow::Ok(facts)
-    })?;
-    let (namespaces, containment, limit, text, confined) = probe;
+    let probe = runtime
+        .block_on(SandboxProbe::run(&config))
+        .context("the probe could not run")?;
+    let SandboxProbe {
+        pid_namespaces: namespaces,
+        containment,
+        process_limit: limit,
+        landlock_abi: abi,
+        output: text,
+        confined,
+        ..
+    } = probe;
     let own_ns = std::fs::read_link("/proc/self/ns/pid")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
@@ -216,7 +194,6 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     let own_net = std::fs::read_link("/proc/self/ns/net")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let abi = Executor::landlock_abi();
     match &confined {
         Ok((writes, out)) => {
             let refused = out.contains("refused");

@@ -3,8 +3,8 @@
 
 use crate::config::{Config, ToolLimits};
 use crate::{
-    BuildError, Executor, ExecutorConfig, Inner, MAX_CLIENT_TOKENS, PolicyChain, PolicySummary,
-    Shellward, active, audit, idempotency, metrics, oci,
+    BuildError, Executor, ExecutorConfig, Inner, PolicyChain, PolicySummary, Shellward, active,
+    audit, idempotency, metrics, oci, run::MAX_CLIENT_TOKENS,
 };
 use shellward_policy::PolicyEngine;
 use std::path::{Path, PathBuf};

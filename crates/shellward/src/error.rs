@@ -97,8 +97,9 @@ impl From<ExecError> for ToolError {
     }
 }
 
-/// Why a [`Shellward`] could not be built.
+/// Why a [`Shellward`] (or a [`SandboxProbe`](crate::SandboxProbe)) could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The configuration (or a policy it names) is invalid.
     #[error(transparent)]
@@ -112,4 +113,15 @@ pub enum BuildError {
     /// The audit log could not be opened.
     #[error("{0}")]
     Audit(std::io::Error),
+    /// A scratch file or directory could not be made.
+    #[error(
+        "cannot make {path}: {source}; check that its directory is writable (TMPDIR for temporary files)"
+    )]
+    Scratch {
+        /// What could not be made.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }

@@ -31,12 +31,18 @@ impl Shellward {
         }
         .filter(|i| !i.is_zero());
         let id = args.process_id.trim();
-        let read = self
-            .inner
-            .executor
-            .read_output_until_quiet(id, session, args.cursor, wait, idle, limits.max_read_bytes)
-            .await?;
-        let info = self.inner.executor.info(id, session)?;
+        let process = self.process(session, id);
+        let mut options = match args.cursor {
+            Some(c) => ReadOptions::after(c),
+            None => ReadOptions::view(),
+        }
+        .wait(wait)
+        .max_bytes(limits.max_read_bytes);
+        if let Some(idle) = idle {
+            options = options.until_quiet(idle);
+        }
+        let read = process.read(&options).await?;
+        let info = process.view()?;
         let (output, omitted, total) = match (&read.chunk, &read.view) {
             (Some(c), _) => (c.text.clone(), c.skipped_bytes, c.total_bytes),
             (None, Some(v)) => (v.text.clone(), v.omitted_bytes, v.total_bytes),
@@ -122,22 +128,16 @@ impl Shellward {
             )));
         }
         // The answer is what comes after the input.
-        let before = self
-            .inner
-            .executor
-            .read_output(&id, session, None, Duration::ZERO, 0)
+        let process = self.process(session, &id);
+        let before = process
+            .read(&ReadOptions::view().max_bytes(0))
             .await?
             .next_cursor;
-        self.inner
-            .executor
-            .write_input(
-                &id,
-                session,
-                &data,
-                args.close_stdin.unwrap_or(false),
-                INPUT_LIMIT,
-            )
-            .await?;
+        if args.close_stdin.unwrap_or(false) {
+            process.close_input(&data, INPUT_LIMIT).await?;
+        } else {
+            process.write(&data, INPUT_LIMIT).await?;
+        }
         let mut result = self
             .process_output(
                 session,
@@ -206,12 +206,9 @@ impl Shellward {
             SignalName::Terminate => SignalKind::Terminate,
             SignalName::Kill => SignalKind::Kill,
         };
-        let outcome = self.inner.executor.signal(id, kind, session).await?;
-        self.inner.metrics.signal(match kind {
-            SignalKind::Kill => "kill",
-            _ => "terminate",
-        });
-        let info = self.inner.executor.info(id, session)?;
+        let process = self.process(session, id);
+        let outcome = process.signal(kind).await?;
+        let info = process.view()?;
         let (exit_code, signal) = exit_fields(&info.exit);
         let mut notes = vec![match args.signal {
             SignalName::Terminate => format!(

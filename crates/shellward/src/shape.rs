@@ -1,8 +1,8 @@
 //! Shaping results for the model: an executor result into the `execute` result with the notes that say what to do
 //! next, and the `EXIT` trap through which a foreground command reports its last working directory.
 
+use crate::format_millis;
 use crate::tools::ExecuteResult;
-use crate::{exit_fields, format_millis};
 use shellward_exec::{ExecResult, ExitState};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -219,4 +219,15 @@ pub(crate) fn shape_execute(
         attached: false,
         confinement: None,
     }
+}
+
+/// A process's exit as the tools report it: the exit code, or the signal's name (by number when it has none).
+pub(crate) fn exit_fields(exit: &ExitState) -> (Option<i32>, Option<String>) {
+    (
+        exit.code(),
+        exit.signal()
+            .map(str::to_string)
+            // A signal this platform has no name for (a real-time one) is still reported, by number.
+            .or_else(|| exit.signal_number().map(|n| format!("signal {n}"))),
+    )
 }

@@ -851,7 +851,7 @@ async fn reaching_the_process_limit_is_reported_to_the_model() {
     let probe = sw.execute(None, exec("true")).await.unwrap();
     assert!(probe.success, "{probe:?}");
     assert!(
-        sw.executor().process_limit().is_some(),
+        sw.process_limit().is_some(),
         "no writable pids cgroup here: this test needs the process limit (run as root, as CI does)"
     );
     let r = sw

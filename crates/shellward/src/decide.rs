@@ -1,0 +1,264 @@
+//! The one mapping of an `execute` call to a plan: its arguments checked, the policy chain's request built, the
+//! chain run, and its outcome turned into what the executor runs ([`Decided`]).
+
+use super::*;
+
+impl Shellward {
+    /// Validates `execute` arguments and runs the policy chain on them, without running anything. `env` is extra
+    /// environment for the command (the policy sees it and may change it).
+    pub fn decide(
+        &self,
+        session: Option<&str>,
+        args: &ExecuteArgs,
+        env: &[(String, String)],
+    ) -> Result<Decided, ToolError> {
+        self.decide_with_context(session, args, env, &[])
+    }
+
+    /// [`Shellward::decide`] with more request context for the policies: `context`'s pairs follow the facade's own
+    /// (`tool`, `session-id`), as `shellward policy check --context KEY=VALUE` gives them.
+    pub fn decide_with_context(
+        &self,
+        session: Option<&str>,
+        args: &ExecuteArgs,
+        env: &[(String, String)],
+        extra_context: &[(String, String)],
+    ) -> Result<Decided, ToolError> {
+        let limits = &self.inner.limits;
+        if args.command.trim().is_empty() {
+            return Err(ToolError::invalid(
+                "command is empty; give the shell command to run, e.g. {\"command\": \"ls -la\"}",
+            ));
+        }
+        check_text("command", &args.command)?;
+        if args.command.len() > limits.max_command_bytes {
+            return Err(ToolError::invalid(format!(
+                "command is {} bytes; the limit is {} bytes. Write a long script to a file and run the file \
+                 instead",
+                args.command.len(),
+                limits.max_command_bytes
+            )));
+        }
+        let stdin = stdin_mode(args)?;
+        let timeout_ms = match &args.timeout {
+            None => None,
+            Some(t) => Some(parse_duration("timeout", t, false)?.as_millis() as u64),
+        };
+        if let Some(w) = &args.workdir {
+            check_text("workdir", w)?;
+            if w.is_empty() {
+                return Err(ToolError::invalid(
+                    "workdir is empty; omit it to use the default directory or give a directory",
+                ));
+            }
+        }
+        // The call's own variables first, then the host's (e.g. the process API's `env`), which win.
+        let env: Vec<(String, String)> = args
+            .env
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(env.iter().cloned())
+            .collect();
+        let env = &env;
+        for (k, v) in env {
+            check_text("an environment variable", k)?;
+            check_text("an environment variable", v)?;
+            if k.is_empty() || k.contains('=') {
+                return Err(ToolError::invalid(format!(
+                    "environment variable name {k:?} is invalid (empty or contains '=')"
+                )));
+            }
+        }
+        let mut context = vec![("tool".to_string(), "execute".to_string())];
+        if let Some(s) = session {
+            context.push(("session-id".to_string(), s.to_string()));
+        }
+        context.extend(extra_context.iter().cloned());
+        let mut request = Request::new(args.command.clone());
+        request.workdir = args.workdir.clone();
+        request.timeout_ms = timeout_ms;
+        request.background = args.run_in_background;
+        request.on_timeout = args.on_timeout.map(|c| match c {
+            tools::OnTimeoutChoice::Kill => OnTimeout::Kill,
+            tools::OnTimeoutChoice::Background => OnTimeout::Background,
+        });
+        request.env = env.to_vec();
+        request.context = context;
+        request.interactive = stdin.interactive();
+        request.tty = matches!(stdin, StdinMode::Terminal { .. });
+        (request.confinement, request.ceiling) = self.inner.policy_confinement.clone();
+        request.hidden = self.inner.hidden_for_policies.clone();
+        request.shell.clone_from(&self.inner.shell_name);
+        let chain_started = std::time::Instant::now();
+        let mut decision = self.inner.active.chain().evaluate(&request);
+        let chain_seconds = chain_started.elapsed().as_secs_f64();
+        for ((policy, _), kind) in decision.faults.iter().zip(&decision.fault_kinds) {
+            self.inner.metrics.fault(policy, kind);
+        }
+        for (policy, fault) in &decision.faults {
+            tracing::warn!(policy = %policy, error = %fault, "policy fault");
+        }
+        // A working directory a policy chose must exist: if it does not, that is the policy's fault, reported as a
+        // deny naming it (the caller's own workdir is checked by the executor and reported as the caller's).
+        if let (Outcome::Run(p), Some(by)) = (&decision.outcome, &decision.workdir_by)
+            && let Some(w) = &p.workdir
+        {
+            let path = match &self.inner.default_workdir {
+                Some(base) if Path::new(w).is_relative() => base.join(w),
+                _ => PathBuf::from(w),
+            };
+            if !path.is_dir() {
+                let problem = if path.exists() {
+                    "is not a directory"
+                } else {
+                    "does not exist"
+                };
+                tracing::warn!(policy = %by, workdir = %path.display(), "policy chose a working directory that {problem}");
+                decision.outcome = Outcome::deny(format!(
+                    "The command was not run: policy {by} set the working directory to {}, which {problem}. This is \
+                     the policy's fault, not the command's; tell the operator.",
+                    path.display()
+                ));
+                decision.denied_by = Some(by.clone());
+            }
+        }
+        // The confinement a policy decided, as the executor enforces it; one the host cannot enforce (a network
+        // allow-list) is the policy's fault, reported as a deny naming it (never run with more than was asked).
+        let mut confinement = self.inner.plan_confinement.clone();
+        if let Outcome::Run(p) = &decision.outcome
+            && p.confinement != request.confinement
+        {
+            let hidden = self.inner.cwd_dir.as_ref().map(|d| d.path());
+            match confinement::to_exec(&p.confinement, &self.inner.plan_confinement, hidden) {
+                Ok(c) => confinement = c,
+                Err(why) => {
+                    let by = decision
+                        .confinement_by
+                        .clone()
+                        .unwrap_or_else(|| "a policy".into());
+                    tracing::warn!(policy = %by, "policy asked for a confinement the host cannot enforce: {why}");
+                    decision.outcome = Outcome::deny(format!(
+                        "The command was not run: policy {by} {why}. This is the policy's or the host's limit, not \
+                         the command's; tell the operator."
+                    ));
+                    decision.denied_by = Some(by);
+                }
+            }
+        }
+        let plan = match &decision.outcome {
+            Outcome::Deny(_) => None,
+            Outcome::Run(p) => {
+                let workdir = p.workdir.as_ref().map(|w| {
+                    let path = PathBuf::from(w);
+                    match &self.inner.default_workdir {
+                        Some(base) if path.is_relative() => base.join(path),
+                        _ => path,
+                    }
+                });
+                Some(ExecPlan {
+                    command: p.command.clone(),
+                    workdir,
+                    confinement,
+                    env: p.env.clone(),
+                    background: p.background,
+                    timeout: if p.background {
+                        None
+                    } else {
+                        p.timeout_ms.map(Duration::from_millis)
+                    },
+                    on_timeout: match p.on_timeout {
+                        OnTimeout::Kill => TimeoutAction::Kill,
+                        OnTimeout::Background => TimeoutAction::Background,
+                    },
+                    session: session.map(str::to_string),
+                    startup_wait: p.background.then(|| {
+                        p.startup_wait_ms
+                            .map(Duration::from_millis)
+                            .unwrap_or(limits.startup_wait)
+                    }),
+                    deadline: None,
+                    labels: Vec::new(),
+                    // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy
+                    // cannot make a command wait for input nobody asked to give).
+                    stdin: match stdin {
+                        StdinMode::Terminal { .. } if p.tty => stdin,
+                        StdinMode::Terminal { .. } | StdinMode::Pipe if p.interactive || p.tty => {
+                            StdinMode::Pipe
+                        }
+                        _ => StdinMode::Null,
+                    },
+                })
+                .map(|mut plan| {
+                    if plan.stdin.interactive() {
+                        // An interactive program waits for its input: it runs in the background, and the call
+                        // returns once it has gone quiet (its prompt), not at a foreground timeout.
+                        plan.background = true;
+                        plan.timeout = None;
+                        plan.startup_wait = None;
+                    }
+                    plan
+                })
+            }
+        };
+        self.inner
+            .metrics
+            .decision(decision.denied_by.as_deref(), chain_seconds);
+        Ok(Decided {
+            asked: args.command.clone(),
+            session: session.map(str::to_string),
+            decision,
+            plan,
+            request,
+        })
+    }
+}
+
+/// The stdin an `execute` call asks for: `/dev/null`, a pipe (`interactive`), or a terminal (`tty`, sized by
+/// `rows`/`cols`).
+fn stdin_mode(args: &ExecuteArgs) -> Result<StdinMode, ToolError> {
+    let tty = args.tty.unwrap_or(false);
+    if !tty && (args.rows.is_some() || args.cols.is_some()) {
+        return Err(ToolError::invalid(
+            "rows and cols size a terminal: set tty: true as well (or leave them out)",
+        ));
+    }
+    if tty {
+        let rows = args.rows.unwrap_or(24);
+        let cols = args.cols.unwrap_or(80);
+        if !(1..=1000).contains(&rows) || !(1..=1000).contains(&cols) {
+            return Err(ToolError::invalid(format!(
+                "a terminal of {rows} rows × {cols} columns is not possible; give 1 to 1000 of each (e.g. 24 × 80)"
+            )));
+        }
+        return Ok(StdinMode::Terminal { rows, cols });
+    }
+    Ok(if args.interactive.unwrap_or(false) {
+        StdinMode::Pipe
+    } else {
+        StdinMode::Null
+    })
+}
+
+pub(crate) fn check_text(what: &str, text: &str) -> Result<(), ToolError> {
+    if text.contains('\0') {
+        return Err(ToolError::invalid(format!(
+            "{what} contains a NUL byte; remove it (a shell command cannot carry NUL bytes)"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn parse_duration(
+    what: &str,
+    text: &str,
+    allow_zero: bool,
+) -> Result<Duration, ToolError> {
+    match parse_millis(text) {
+        Ok(0) if !allow_zero => Err(ToolError::invalid(format!(
+            "{what} must be greater than zero; use {ACCEPTED_FORMS}"
+        ))),
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(e) => Err(ToolError::invalid(format!("{what}: {e}"))),
+    }
+}

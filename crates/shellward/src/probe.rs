@@ -1,0 +1,78 @@
+//! [`SandboxProbe`]: what confinement this host really gives commands, found by starting an executor as a server
+//! would and running two probe commands in a session sandbox (one unconfined, one with writes confined to a scratch
+//! directory and no network). `shellward sandbox check` prints it; a host can run it at start-up and refuse to serve
+//! without the confinement it needs.
+
+use crate::{BuildError, ExecPlan, Executor, ExecutorConfig};
+use shellward_exec::{Confinement, ContainmentKind, Network};
+
+/// The session the probe commands run in.
+const PROBE_SESSION: &str = "sandbox-check";
+
+/// What the probe found. The fields are facts, not judgements: the caller decides what is enough.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SandboxProbe {
+    /// Commands run in a PID and mount namespace per session (the executor could create them).
+    pub pid_namespaces: bool,
+    /// How process trees are contained (cgroup, or process group and marker).
+    pub containment: ContainmentKind,
+    /// The process limit per command, when a writable `pids` cgroup enforces one.
+    pub process_limit: Option<u64>,
+    /// The Landlock ABI the kernel offers (0: none).
+    pub landlock_abi: i32,
+    /// What the unconfined probe printed: its PID namespace (`readlink /proc/self/ns/pid`), its `NoNewPrivs:` and
+    /// `CapEff:` lines of `/proc/self/status`, and how many processes its `/proc` lists.
+    pub output: String,
+    /// The confined probe: whether the executor reported writes confined, and what it printed (its network namespace,
+    /// then `written` or `refused` for a write outside its writable directory); or why it could not start.
+    pub confined: Result<(bool, String), String>,
+}
+
+impl SandboxProbe {
+    /// Starts an executor with `config`, runs the probes, and shuts it down. Needs a Tokio runtime.
+    pub async fn run(config: &ExecutorConfig) -> Result<SandboxProbe, BuildError> {
+        let executor = Executor::new(config.clone())?;
+        let probe = Self::probe(&executor).await;
+        executor.shutdown().await;
+        probe
+    }
+
+    async fn probe(executor: &Executor) -> Result<SandboxProbe, BuildError> {
+        let mut plan = ExecPlan::new(
+            "readlink /proc/self/ns/pid; grep -E '^(NoNewPrivs|CapEff):' /proc/self/status; ls /proc | grep -c '^[0-9]'",
+        );
+        plan.session = Some(PROBE_SESSION.into());
+        let plain = executor.execute(plan).await?;
+        // The per-command confinement: writes only beneath one directory, and no network.
+        let scratch = tempfile::tempdir().map_err(|source| BuildError::Scratch {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+        let (inside, outside) = (scratch.path().join("in"), scratch.path().join("out"));
+        for dir in [&inside, &outside] {
+            std::fs::create_dir_all(dir).map_err(|source| BuildError::Scratch {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let mut confined = ExecPlan::new(format!(
+            "readlink /proc/self/ns/net; (echo x > {}/probe) 2>/dev/null && echo written || echo refused",
+            outside.display()
+        ));
+        confined.session = Some(PROBE_SESSION.into());
+        confined.confinement = Confinement::new(Some(vec![inside]), Network::None);
+        let confined = match executor.execute(confined).await {
+            Ok(c) => Ok((c.confinement.writes, c.output.text)),
+            Err(e) => Err(e.to_string()),
+        };
+        Ok(SandboxProbe {
+            pid_namespaces: executor.pid_namespaces(),
+            containment: executor.containment(),
+            process_limit: executor.process_limit(),
+            landlock_abi: Executor::landlock_abi(),
+            output: plain.output.text,
+            confined,
+        })
+    }
+}

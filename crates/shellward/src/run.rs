@@ -1,0 +1,442 @@
+//! Running what was decided: `execute` (with idempotent client tokens and the session's working directory), a
+//! foreground or background run shaped for the model, a tracked start for hosts that stream (`shellward run`,
+//! Coder's routes), and the audit record and metrics of every start and every deny.
+
+use super::*;
+
+impl Shellward {
+    /// `execute`: runs the policy chain, then the executor.
+    pub async fn execute(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+    ) -> Result<ExecuteResult, ToolError> {
+        self.execute_with_env(session, args, Vec::new()).await
+    }
+
+    /// `execute` with extra environment variables for the command.
+    ///
+    /// With a `client_token`, the call is idempotent within its session: a retry of the same call (same arguments,
+    /// same extra environment) returns the first call's result with `attached: true` and starts nothing, waiting for
+    /// it when the first call is still running; the token with different arguments is a
+    /// [`ToolErrorKind::Conflict`]. The first call runs on its own task, so a caller that goes away (a dropped
+    /// connection) does not take the result its retry will ask for with it. A first call that fails before it has a
+    /// result (an error, not a deny) releases the token. Results are kept as long as the executor keeps their process
+    /// (`[executor] retention`).
+    pub async fn execute_with_env(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        env: Vec<(String, String)>,
+    ) -> Result<ExecuteResult, ToolError> {
+        let Some(token) = args.client_token.clone() else {
+            return self.execute_now(session, args, env).await;
+        };
+        check_client_token(&token)?;
+        let scope = idempotency::TokenScope {
+            session: session.map(str::to_string),
+            within: None,
+        };
+        let fingerprint = execute_fingerprint(&args, &env);
+        // A released token (the first call failed before it had a result) is claimed again; a few rounds at most.
+        for _ in 0..3 {
+            let claim = self.inner.execute_tokens.claim(
+                scope.clone(),
+                &token,
+                fingerprint,
+                |scope, first, age| self.token_expired(scope, first, age),
+            );
+            match claim {
+                idempotency::Claim::Mismatch => {
+                    return Err(ToolError {
+                        kind: ToolErrorKind::Conflict,
+                        message: format!(
+                            "client_token {token:?} was already used in this session for a different call; nothing \
+                             was started. Use a new client_token for a new command (send the same token only to \
+                             retry the very same call)"
+                        ),
+                    });
+                }
+                idempotency::Claim::Retry(retry) => {
+                    if let Ok(first) = retry.outcome(None).await {
+                        return Ok(self.attached(first, session, &token));
+                    }
+                }
+                idempotency::Claim::First(first) => {
+                    let this = self.clone();
+                    let owned = session.map(str::to_string);
+                    let task = tokio::spawn(async move {
+                        let r = this.execute_now(owned.as_deref(), args, env).await;
+                        if let Ok(result) = &r {
+                            first.publish(result.clone());
+                        }
+                        r
+                    });
+                    return task.await.map_err(|e| ToolError {
+                        kind: ToolErrorKind::Internal,
+                        message: format!("the execute call failed on its task: {e}"),
+                    })?;
+                }
+            }
+        }
+        Err(ToolError {
+            kind: ToolErrorKind::Busy,
+            message: format!(
+                "the call first sent with client_token {token:?} keeps failing before it starts; send it again"
+            ),
+        })
+    }
+
+    /// Whether the result a client token names is gone: its process left the executor's registry, or (a deny,
+    /// which has no process) it is older than the executor's retention.
+    fn token_expired(
+        &self,
+        scope: &idempotency::TokenScope,
+        first: &ExecuteResult,
+        age: Duration,
+    ) -> bool {
+        match &first.process_id {
+            Some(id) => self
+                .inner
+                .executor
+                .info(id, scope.session.as_deref())
+                .is_err(),
+            None => age >= self.inner.retention,
+        }
+    }
+
+    /// A retry's answer: the first call's result, its process's state brought up to date, marked `attached`.
+    fn attached(&self, first: ExecuteResult, session: Option<&str>, token: &str) -> ExecuteResult {
+        let mut r = first;
+        r.attached = true;
+        let what = match &r.process_id {
+            Some(id) => format!("started as {id}"),
+            None if r.denied => "denied".to_string(),
+            None => "run".to_string(),
+        };
+        let mut notes = vec![format!(
+            "A retry: client_token {token:?} was already {what} by an earlier call; nothing new was started. This is \
+             that call's result."
+        )];
+        if let Some(id) = r.process_id.clone()
+            && r.running
+            && let Ok(info) = self.inner.executor.info(&id, session)
+            && !info.running
+        {
+            let (exit_code, signal) = exit_fields(&info.exit);
+            r.running = false;
+            r.exit_code = exit_code;
+            r.signal = signal;
+            notes.push(format!(
+                "{id} has ended since ({}); read its output with process_output.",
+                match (&r.exit_code, &r.signal) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => "unknown status".into(),
+                }
+            ));
+        }
+        notes.append(&mut r.notes);
+        r.notes = notes;
+        r
+    }
+
+    /// `execute` without a client token: the session's working directory, the policies, the executor.
+    async fn execute_now(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        env: Vec<(String, String)>,
+    ) -> Result<ExecuteResult, ToolError> {
+        // The session's working directory, as its last command left it, unless the call names one (which wins for
+        // this call and leaves the session's alone). The policies see it in the request.
+        let mut args = args;
+        let follow = args.workdir.is_none();
+        if follow && let Some(dir) = self.session_dir(session) {
+            args.workdir = Some(dir.display().to_string());
+        }
+        let decided = self.decide(session, &args, &env)?;
+        self.run_decided_with(decided, follow).await
+    }
+
+    /// The working directory `session`'s commands continue in, when one was left and still exists.
+    fn session_dir(&self, session: Option<&str>) -> Option<PathBuf> {
+        let mut dirs = self
+            .inner
+            .session_dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let key = session.map(str::to_string);
+        match dirs.get(&key) {
+            Some(dir) if dir.is_dir() => Some(dir.clone()),
+            Some(_) => {
+                dirs.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
+    /// goes to the executor.
+    pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
+        self.run_decided_with(decided, false).await
+    }
+
+    /// [`Shellward::run_decided`]; with `follow`, a foreground command's last working directory becomes its
+    /// session's (see [`cwd_trap`]).
+    async fn run_decided_with(
+        &self,
+        decided: Decided,
+        follow: bool,
+    ) -> Result<ExecuteResult, ToolError> {
+        let session = decided.session.clone();
+        let (plan, notes) = match decided.verdict() {
+            Verdict::Run { plan, notes } => (plan, notes),
+            Verdict::Deny { reason, by } => {
+                self.record_denied(&decided);
+                return Ok(ExecuteResult {
+                    success: false,
+                    denied: true,
+                    deny_reason: Some(reason),
+                    // The reason is in deny_reason; the note only points there (a long reason is not sent twice).
+                    notes: vec![format!("Not run: denied by {by}; deny_reason says why.")],
+                    ..Default::default()
+                });
+            }
+        };
+        let record = self
+            .inner
+            .audit
+            .as_ref()
+            .map(|_| self.decision_record(&decided));
+        let mut plan = plan;
+        let timeout = plan.timeout;
+        // What the executor does with leftovers at the deadline: stop them when the timeout kills.
+        let kills_leftovers = matches!(plan.on_timeout, shellward_exec::TimeoutAction::Kill);
+        let command = plan.command.clone();
+        let cwd_file =
+            (follow && self.inner.posix_shell && !plan.background && !plan.stdin.interactive())
+                .then(|| cwd_file(self.inner.cwd_dir.as_ref().map(|d| d.path())))
+                .flatten();
+        if let Some(file) = &cwd_file {
+            plan.command = cwd_trap(file, &plan.command);
+        }
+        let startup = plan.background.then_some(plan.startup_wait).flatten();
+        let background = plan.background;
+        let asked = plan.confinement.clone();
+        let interactive = plan.stdin.interactive();
+        let r = self
+            .start_recorded(plan, background, record, session.clone())
+            .await?;
+        let id = r.id.clone();
+        if let Some(file) = cwd_file {
+            if r.running {
+                // Kept running after its timeout: its directory is not the session's; remove the file once it ends.
+                let executor = self.inner.executor.clone();
+                let (id, session) = (id.clone(), session.clone());
+                tokio::spawn(async move {
+                    let _ = executor.wait_exit(&id, session.as_deref()).await;
+                    let _ = std::fs::remove_file(&file);
+                });
+            } else if let Some(dir) = read_cwd_file(&file) {
+                self.inner
+                    .session_dirs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(session.clone(), dir);
+            }
+        }
+        let held = r.confinement.clone();
+        let mut result = shape_execute(r, command, notes, timeout, kills_leftovers);
+        result.confinement = confinement::line(
+            &asked,
+            &held,
+            &self.inner.confinement.deny_read,
+            self.inner.executor.pid_namespaces(),
+        );
+        if !result.success
+            && !result.running
+            && let Some(note) = confinement::refusal_note(&asked, &held, &result.output)
+        {
+            result.notes.push(note);
+        }
+        if interactive {
+            self.first_prompt(&mut result, &id, session.as_deref())
+                .await?;
+        }
+        if let Some(window) = startup
+            && !result.running
+        {
+            let how = match (&result.exit_code, &result.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "an unknown status".into(),
+            };
+            result.notes.push(format!(
+                "It exited during start-up (within {}) with {how}, so it is not running in the background; its \
+                 output is above.",
+                format_millis(window.as_millis() as u64)
+            ));
+        }
+        Ok(result)
+    }
+
+    /// An interactive start: waits until the program's output goes quiet (its prompt) or it exits, and puts that
+    /// output in the result with how to answer it.
+    async fn first_prompt(
+        &self,
+        result: &mut ExecuteResult,
+        id: &str,
+        session: Option<&str>,
+    ) -> Result<(), ToolError> {
+        let limits = &self.inner.limits;
+        let read = self
+            .inner
+            .executor
+            .read_output_until_quiet(
+                id,
+                session,
+                None,
+                limits.default_wait,
+                Some(limits.default_idle),
+                limits.max_read_bytes,
+            )
+            .await?;
+        if let Some(view) = read.view {
+            result.output = view.text;
+            result.output_omitted_bytes = view.omitted_bytes;
+            result.output_total_bytes = view.total_bytes;
+        }
+        result.cursor = read.next_cursor;
+        result.running = read.running;
+        let (exit_code, signal) = exit_fields(&read.exit);
+        result.exit_code = exit_code;
+        result.signal = signal;
+        result
+            .notes
+            .retain(|n| !n.starts_with("Running in the background as"));
+        if read.running {
+            result.success = true;
+            result.notes.push(format!(
+                "Interactive: {id} waits for input. Answer with process_input (process_id {id}, text ending in \
+                 \"\\n\"); close_stdin ends its input; process_signal stops it."
+            ));
+        } else {
+            result.success = exit_code == Some(0);
+            result.background_process_id = None;
+            result.notes.push(format!(
+                "It ended before any input was written ({}); its output is above.",
+                match (&exit_code, &result.signal) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => "unknown status".into(),
+                }
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts a decided run tracked in the background and returns its handle at once, for a host that streams the
+    /// output and enforces the timeout itself (as `shellward run` does): no start-up wait, no foreground timeout, the
+    /// decision and the end recorded (audit log, metrics) as for `execute`. A deny is recorded (see
+    /// [`Shellward::record_denied`]) and is an error naming the policy and the reason.
+    pub async fn start_tracked(&self, decided: Decided) -> Result<Process, ToolError> {
+        let session = decided.session.clone();
+        let mut plan = match decided.verdict() {
+            Verdict::Run { plan, .. } => plan,
+            Verdict::Deny { reason, by } => {
+                self.record_denied(&decided);
+                return Err(ToolError::invalid(format!("denied by {by}: {reason}")));
+            }
+        };
+        let record = self
+            .inner
+            .audit
+            .as_ref()
+            .map(|_| self.decision_record(&decided));
+        let background = plan.background;
+        plan.background = true;
+        plan.timeout = None;
+        plan.startup_wait = None;
+        let started = self
+            .start_recorded(plan, background, record, session.clone())
+            .await?;
+        Ok(self.process(session.as_deref(), &started.id))
+    }
+
+    /// Records a decision a host will not run because the chain denied it: its audit record (the decision's metrics
+    /// were counted when it was decided). A surface that answers a deny itself (Coder's routes, `shellward run`)
+    /// calls this; `execute` and [`Shellward::start_tracked`] do it on their own. Does nothing for a decision to run.
+    pub fn record_denied(&self, decided: &Decided) {
+        if decided.plan.is_some() {
+            return;
+        }
+        if let Some(audit) = &self.inner.audit {
+            audit.record(self.decision_record(decided));
+        }
+    }
+
+    /// Runs a plan on the executor and records it: the decision's audit record (with the process id, or the start
+    /// error), the execute metrics (`background` is the mode the policies decided), and how the process ends.
+    async fn start_recorded(
+        &self,
+        plan: ExecPlan,
+        background: bool,
+        record: Option<Value>,
+        session: Option<String>,
+    ) -> Result<ExecResult, ExecError> {
+        let r = self.inner.executor.execute(plan).await;
+        if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
+            match &r {
+                Ok(r) => record["process_id"] = serde_json::json!(r.id),
+                Err(e) => record["error"] = serde_json::json!(e.to_string()),
+            }
+            audit.record(record);
+        }
+        let r = r?;
+        self.inner
+            .metrics
+            .execute(background, r.spawn_micros, r.timed_out);
+        self.audit_end(&r, session);
+        Ok(r)
+    }
+}
+
+/// How many `execute` results client tokens keep at most (the oldest finished go first).
+pub(crate) const MAX_CLIENT_TOKENS: usize = 4096;
+
+/// A client token must be non-empty, visible text, at most [`idempotency::MAX_TOKEN_BYTES`].
+fn check_client_token(token: &str) -> Result<(), ToolError> {
+    check_text("client_token", token)?;
+    if token.trim().is_empty() {
+        return Err(ToolError::invalid(
+            "client_token is empty; omit it, or give a unique string (e.g. a UUID) for this call",
+        ));
+    }
+    if token.len() > idempotency::MAX_TOKEN_BYTES {
+        return Err(ToolError::invalid(format!(
+            "client_token is {} bytes; the limit is {} (a UUID is 36)",
+            token.len(),
+            idempotency::MAX_TOKEN_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// What makes two `execute` calls the same call: every argument but the token, and the host's extra environment.
+fn execute_fingerprint(args: &ExecuteArgs, env: &[(String, String)]) -> idempotency::Fingerprint {
+    let args = ExecuteArgs {
+        client_token: None,
+        ..args.clone()
+    };
+    // Serializing plain strings, numbers and a BTreeMap cannot fail; an empty encoding would only make calls alike.
+    let encoded = serde_json::to_vec(&args).unwrap_or_default();
+    let env: Vec<u8> = env
+        .iter()
+        .flat_map(|(k, v)| [k.as_bytes(), b"\0", v.as_bytes(), b"\0"])
+        .flatten()
+        .copied()
+        .collect();
+    idempotency::Fingerprint::of([encoded.as_slice(), env.as_slice()])
+}

@@ -69,12 +69,21 @@ fn json_output_carries_the_whole_plan() {
 
 #[test]
 fn deny_exits_3_with_the_reason() {
-    let o = shellward(&["policy", "check", "--json", "--timeout", "0s", "--", "make"]);
+    let o = shellward(&["policy", "check", "--json", "--", "rm", "-rf", "/"]);
     assert_eq!(o.status.code(), Some(3));
     let v = json(&o);
     assert_eq!(v["decision"], "deny");
-    assert_eq!(v["denied_by"], "default");
-    assert!(v["reason"].as_str().unwrap().contains("zero"));
+    assert_eq!(v["denied_by"], "guard");
+    assert!(v["reason"].as_str().unwrap().contains("guard[rm-root]"));
+    // Checked as a run checks it: a call `execute` refuses before any policy sees it is refused here too, with the
+    // same words, not handed to the chain (which a run never does).
+    let o = shellward(&["policy", "check", "--json", "--timeout", "0s", "--", "make"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("timeout must be greater than zero"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -108,10 +108,10 @@ fn check(file: &Path) -> Result<ExitCode> {
                 problems.extend(e.problems);
             }
         }
-        Err(e) => problems.push(shellward::Problem {
-            key: "sandbox".into(),
-            message: format!("the policy engine cannot be created: {e}"),
-        }),
+        Err(e) => problems.push(shellward::Problem::new(
+            "sandbox",
+            format!("the policy engine cannot be created: {e}"),
+        )),
     }
     if !problems.is_empty() {
         return Ok(report(&ConfigError {

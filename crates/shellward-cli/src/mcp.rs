@@ -12,7 +12,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use shellward::Shellward;
-use shellward::tools::ToolName;
+use shellward::ToolErrorKind;
+use shellward::tools::{ToolCall, ToolName};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -149,33 +150,31 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(tool) = ToolName::parse(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "unknown tool {:?}; the tools are execute, process_output, process_input, process_list and process_signal",
-                    request.name
-                ),
-                None,
-            ));
-        };
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let call = match ToolCall::parse(&request.name, args) {
+            Ok(call) => call,
+            // An unknown tool is the client's protocol error; arguments that do not fit go to the model to fix.
+            Err(e) if e.kind == ToolErrorKind::UnknownTool => {
+                return Err(ErrorData::invalid_params(e.message, None));
+            }
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(e.model_text())]).into());
+            }
+        };
         // The text is written for the model (header lines, then the output as plain text); the typed result goes in
         // structuredContent.
-        let result = match self.sw.call(Some(&self.session), &request.name, args).await {
-            Ok(value) => {
-                let ok = value["success"].as_bool().unwrap_or(true);
-                let text = shellward::tools::model_text(tool, &value);
-                let mut r = if ok {
+        let result = match self.sw.call_tool(Some(&self.session), call).await {
+            Ok(output) => {
+                let text = output.model_text();
+                let mut r = if output.success() {
                     CallToolResult::success(vec![ContentBlock::text(text)])
                 } else {
                     CallToolResult::error(vec![ContentBlock::text(text)])
                 };
-                r.structured_content = Some(value);
+                r.structured_content = Some(output.to_json());
                 r
             }
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(
-                shellward::tools::model_text(tool, &e.to_json()),
-            )]),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.model_text())]),
         };
         Ok(result.into())
     }

@@ -144,7 +144,8 @@ fn status_of(kind: ToolErrorKind) -> StatusCode {
         ToolErrorKind::NotAlive | ToolErrorKind::Conflict => StatusCode::CONFLICT,
         ToolErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
         ToolErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        ToolErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        // `Internal`, and a kind newer than this surface: the server's fault.
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::SystemTime;
 
 /// One policy of the active chain, as `GET /v1/policies` and `shellward policy list` show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct PolicySummary {
     /// The policy's name (in deny reasons, notes and logs).
     pub name: String,

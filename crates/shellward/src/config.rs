@@ -306,11 +306,22 @@ pub fn valid_session(s: &str) -> bool {
 
 /// One problem in a configuration, with the key it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Problem {
     /// Key path, e.g. `executor.grace` or `policy[1].settings` (empty for the file as a whole).
     pub key: String,
     /// What is wrong and what to write instead.
     pub message: String,
+}
+
+impl Problem {
+    /// A problem with `key` (a key path such as `executor.grace`; empty for the file as a whole).
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
 }
 
 impl fmt::Display for Problem {

@@ -5,6 +5,7 @@ use super::*;
 
 /// What the policy chain decided for an `execute` call, and the plan the executor would run.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Decided {
     /// The command as the caller asked for it (before any policy rewrote it).
     pub asked: String,

@@ -7,6 +7,7 @@ use shellward_exec::ExecError;
 
 /// What kind of failure a [`ToolError`] is (HTTP surfaces map it to a status code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolErrorKind {
     /// The arguments are malformed or refer to something invalid (bad duration, empty command, missing workdir).
     InvalidArguments,

@@ -86,7 +86,6 @@ use std::time::Duration;
 use tools::{
     ExecuteArgs, ExecuteResult, ProcessEntry, ProcessInputArgs, ProcessListArgs, ProcessListResult,
     ProcessOutputArgs, ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, SignalName,
-    ToolName,
 };
 
 struct Inner {

@@ -3,6 +3,11 @@
 //! The argument types are the single source of the schemas ([`ToolSpec::input_schema`] is generated from them with
 //! schemars), so the schema a model sees and the parser that reads its call cannot drift apart.
 
+mod text;
+mod typed;
+
+pub use typed::{ToolCall, ToolOutput};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -144,6 +149,7 @@ pub struct ProcessSignalArgs {
 
 /// The result of `execute`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
 pub struct ExecuteResult {
     /// The command ran and exited 0, or was started (or kept running) in the background.
     pub success: bool,
@@ -214,6 +220,7 @@ pub struct ExecuteResult {
 
 /// The result of `process_output`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
 pub struct ProcessOutputResult {
     /// Always true for a result (errors are reported separately).
     pub success: bool,
@@ -249,6 +256,7 @@ pub struct ProcessOutputResult {
 
 /// One process in `process_list`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
 pub struct ProcessEntry {
     /// The process id.
     pub process_id: String,
@@ -278,6 +286,7 @@ pub struct ProcessEntry {
 
 /// The result of `process_list`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
 pub struct ProcessListResult {
     /// Always true for a result.
     pub success: bool,
@@ -289,6 +298,7 @@ pub struct ProcessListResult {
 
 /// The result of `process_signal`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
 pub struct ProcessSignalResult {
     /// The signal was delivered and the tree is gone.
     pub success: bool,
@@ -434,6 +444,7 @@ fn portable(mut schema: serde_json::Value) -> serde_json::Value {
 
 /// A tool as an MCP server or HTTP API lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ToolSpec {
     /// Wire name.
     pub name: &'static str,
@@ -514,116 +525,3 @@ const PROCESS_SIGNAL_DESCRIPTION: &str = "\
 Stop a process started by execute, together with every process it started (its whole tree, including daemons that \
 detached). signal \"terminate\" sends SIGTERM and, after a grace period, SIGKILL to whatever is left; \"kill\" sends \
 SIGKILL at once. Returns when the tree is gone. Fails when nothing of the tree is running any more.";
-
-/// The text a model reads for a tool result (the MCP `text` content): a few header lines — how the command ended or
-/// that it runs on, how long it took, what was left out and where the full log is, the policy's notes — then the
-/// output as plain text, never escaped JSON. The full typed result goes beside it (MCP `structuredContent`).
-pub fn model_text(tool: ToolName, result: &serde_json::Value) -> String {
-    use serde_json::Value;
-    let str_of = |k: &str| result.get(k).and_then(Value::as_str);
-    let u64_of = |k: &str| result.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let flag = |k: &str| result.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let mut head: Vec<String> = Vec::new();
-    if let Some(error) = str_of("error") {
-        return format!("error: {error}");
-    }
-    if flag("denied") {
-        head.push(format!(
-            "denied: {}",
-            str_of("deny_reason").unwrap_or("the policy refused the command")
-        ));
-    }
-    let id = str_of("process_id")
-        .or_else(|| str_of("background_process_id"))
-        .unwrap_or("");
-    if !flag("denied") && tool != ToolName::ProcessList {
-        let ended = match (
-            result.get("exit_code").and_then(Value::as_i64),
-            str_of("signal"),
-        ) {
-            (Some(c), _) => Some(format!("exit code {c}")),
-            (None, Some(s)) => Some(format!("killed by {s}")),
-            _ => None,
-        };
-        let mut status = match (flag("running"), flag("timed_out"), ended) {
-            (true, true, _) => format!("still running as {id} after its timeout"),
-            (true, false, _) => format!("running as {id}"),
-            (false, true, Some(e)) => format!("timed out; stopped ({e})"),
-            (false, true, None) => "timed out; stopped".into(),
-            (false, false, Some(e)) => e,
-            (false, false, None) => "finished".into(),
-        };
-        if let Some(ms) = result.get("wall_duration_ms").and_then(Value::as_u64) {
-            status.push_str(&format!(
-                " · {}",
-                shellward_policy::duration::format_millis(ms)
-            ));
-        }
-        head.push(status);
-    }
-    if let Some(sandbox) = str_of("confinement") {
-        head.push(sandbox.to_string());
-    }
-    let omitted = u64_of("output_omitted_bytes");
-    if omitted > 0 {
-        let log = str_of("log_path")
-            .map(|p| format!("; full output in {p}"))
-            .unwrap_or_default();
-        head.push(format!(
-            "{omitted} bytes of output left out{log} (read them with process_output, cursor 0)"
-        ));
-    }
-    if matches!(tool, ToolName::ProcessOutput | ToolName::ProcessInput) && flag("running") {
-        head.push(format!("next cursor: {}", u64_of("cursor")));
-    }
-    if let Some(procs) = result.get("processes").and_then(Value::as_array) {
-        if procs.is_empty() {
-            head.push("no processes".into());
-        }
-        for p in procs {
-            let pid = p.get("process_id").and_then(Value::as_str).unwrap_or("?");
-            let cmd = p.get("command").and_then(Value::as_str).unwrap_or("");
-            let state = if p.get("running").and_then(Value::as_bool).unwrap_or(false) {
-                "running".to_string()
-            } else {
-                match p.get("exit_code").and_then(Value::as_i64) {
-                    Some(c) => format!("exited {c}"),
-                    None => p
-                        .get("signal")
-                        .and_then(Value::as_str)
-                        .map(|s| format!("killed by {s}"))
-                        .unwrap_or_else(|| "ended".into()),
-                }
-            };
-            head.push(format!("{pid}  {state}  {cmd}"));
-        }
-        let more = u64_of("omitted");
-        if more > 0 {
-            head.push(format!("(+{more} more)"));
-        }
-    }
-    for note in result
-        .get("notes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        head.push(format!("note: {note}"));
-    }
-    let mut text = head.join("\n");
-    let output = str_of("output").unwrap_or("");
-    let stderr = str_of("stderr").unwrap_or("");
-    if !output.is_empty() || !stderr.is_empty() {
-        text.push_str("\n---\n");
-        text.push_str(output);
-        if !stderr.is_empty() {
-            if !output.is_empty() && !output.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str("--- stderr\n");
-            text.push_str(stderr);
-        }
-    }
-    text
-}

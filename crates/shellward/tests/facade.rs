@@ -695,7 +695,7 @@ async fn a_background_start_that_fails_at_once_says_so() {
 /// escaped JSON; and how much smaller it is than the pretty JSON it replaces, for typical results.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn results_are_rendered_as_text_for_a_model() {
-    use shellward::tools::model_text;
+    use shellward::tools::{ToolCall, ToolOutput};
     let mark = new_mark();
     let sw = instance(&mark);
     for (label, command) in [
@@ -708,15 +708,11 @@ async fn results_are_rendered_as_text_for_a_model() {
         ),
         ("15 MB seq", "seq 1 2000000"),
     ] {
-        let value = sw
-            .call(
-                None,
-                "execute",
-                json!({"command": command, "timeout": "1m"}),
-            )
-            .await
-            .unwrap();
-        let text = model_text(ToolName::Execute, &value);
+        let call =
+            ToolCall::parse("execute", json!({"command": command, "timeout": "1m"})).unwrap();
+        let output = sw.call_tool(None, call).await.unwrap();
+        let text = output.model_text();
+        let value = output.to_json();
         let json_text = serde_json::to_string_pretty(&value).unwrap();
         println!(
             "{label}: text {} bytes, pretty JSON {} bytes",
@@ -737,11 +733,60 @@ async fn results_are_rendered_as_text_for_a_model() {
             assert!(text.contains("bytes of output left out"), "{text}");
         }
     }
-    let denied = sw
-        .call(None, "execute", json!({"command": "rm -rf /"}))
+    let call = ToolCall::parse("execute", json!({"command": "rm -rf /"})).unwrap();
+    let denied = sw.call_tool(None, call).await.unwrap();
+    assert!(!denied.success());
+    assert!(denied.model_text().starts_with("denied: guard[rm-root]"));
+    // The process tools: a running process's cursor, the list, a signal's outcome.
+    let call = ToolCall::parse(
+        "execute",
+        json!({"command": "echo ready; sleep 30", "run_in_background": true}),
+    )
+    .unwrap();
+    let ToolOutput::Execute(started) = sw.call_tool(None, call).await.unwrap() else {
+        panic!("execute answers with an execute result");
+    };
+    let id = started.background_process_id.expect("a background process");
+    let read = ToolCall::parse("process_output", json!({"process_id": id, "cursor": 0})).unwrap();
+    let read = sw.call_tool(None, read).await.unwrap();
+    assert_eq!(read.tool(), ToolName::ProcessOutput);
+    let text = read.model_text();
+    assert!(
+        text.starts_with(&format!("running as {id}\nnext cursor: ")),
+        "{text}"
+    );
+    assert!(text.ends_with("---\nready\n"), "{text}");
+    let list = sw
+        .call_tool(None, ToolCall::parse("process_list", Value::Null).unwrap())
         .await
         .unwrap();
-    assert!(model_text(ToolName::Execute, &denied).starts_with("denied: guard[rm-root]"));
+    assert!(
+        list.model_text()
+            .contains(&format!("{id}  running  echo ready; sleep 30")),
+        "{}",
+        list.model_text()
+    );
+    let stop = ToolCall::parse(
+        "process_signal",
+        json!({"process_id": id, "signal": "kill"}),
+    )
+    .unwrap();
+    let stopped = sw.call_tool(None, stop).await.unwrap();
+    assert!(stopped.success());
+    assert!(
+        stopped
+            .model_text()
+            .starts_with("killed by SIGKILL\nnote: "),
+        "{}",
+        stopped.model_text()
+    );
+    let unknown = ToolCall::parse("process_kill", json!({})).unwrap_err();
+    assert_eq!(unknown.kind, ToolErrorKind::UnknownTool);
+    assert!(
+        unknown
+            .model_text()
+            .starts_with("error: unknown tool \"process_kill\"")
+    );
     sw.shutdown().await;
 }
 

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_shellward");
 
+#[path = "performance/sdk.rs"]
+mod sdk;
 #[path = "performance/size.rs"]
 mod size;
 
@@ -225,14 +227,19 @@ impl Mcp {
     }
 }
 
-/// The peer, `mcp-shell-server` from PyPI, in a venv of its own under `target/`.
-fn peer_command() -> Result<Command, String> {
-    let target = Path::new(BIN)
+/// The target directory the bench binary was built in.
+fn target_dir() -> Result<std::path::PathBuf, String> {
+    Ok(Path::new(BIN)
         .parent()
         .and_then(Path::parent)
         .ok_or("no target directory")?
-        .to_path_buf();
-    let venv = target.join("bench-peer-venv");
+        .to_path_buf())
+}
+
+/// The peer, `mcp-shell-server` from PyPI, in a venv of its own under `target/` (with the MCP Python SDK it depends
+/// on, which the SDK row uses as its client).
+fn peer_command() -> Result<Command, String> {
+    let venv = target_dir()?.join("bench-peer-venv");
     let exe = venv.join("bin/mcp-shell-server");
     if !exe.exists() {
         let ok = Command::new("python3")
@@ -976,6 +983,9 @@ fn main() {
     }
     if want("spaced") {
         mcp_spaced();
+    }
+    if want("sdk") {
+        sdk::through_the_sdks();
     }
     if want("process") {
         whole_process();

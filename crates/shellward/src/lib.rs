@@ -69,6 +69,11 @@ pub use config::{
 pub use shellward_exec::{
     Confinement, Enforced, ExecPlan, Executor, ExecutorConfig, Network, init_main_if_requested,
 };
+/// What a [`Process`] handle answers with: its details, its output, a signal's outcome.
+pub use shellward_exec::{
+    ContainmentKind, ExitState, OutputChunk, OutputRead, OutputView, ProcessInfo, ProcessList,
+    SignalKind, SignalOutcome,
+};
 
 /// The Rust examples of the project's README, compiled as doc tests so they stay true.
 #[cfg(doctest)]
@@ -77,7 +82,7 @@ struct ReadmeExamples;
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
 use serde_json::Value;
-use shellward_exec::{ExecError, ExecResult, SignalKind, StdinMode, TimeoutAction};
+use shellward_exec::{ExecError, ExecResult, StdinMode, TimeoutAction};
 use shellward_policy::duration::{ACCEPTED_FORMS, format_millis, parse_millis};
 use shellward_policy::{OnTimeout, Outcome, Request};
 use std::path::{Path, PathBuf};

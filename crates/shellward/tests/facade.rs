@@ -424,6 +424,35 @@ fn every_tool_has_a_schema_generated_from_its_arguments() {
             );
         }
     }
+    // The output schemas stock clients validate every result against: draft-07, flat (no definitions or refs), a
+    // typed property for each field every result carries, and every field of the full schema described.
+    for tool in ToolName::ALL {
+        let (compact, full) = (tool.output_schema(), tool.full_output_schema());
+        assert_eq!(
+            compact["$schema"], "http://json-schema.org/draft-07/schema#",
+            "{tool}"
+        );
+        let text = compact.to_string();
+        assert!(
+            !text.contains("$ref") && compact.get("definitions").is_none(),
+            "{tool}: {text}"
+        );
+        assert_eq!(compact["required"], full["required"], "{tool}");
+        for required in full["required"].as_array().unwrap() {
+            let name = required.as_str().unwrap();
+            assert!(
+                compact["properties"][name]["type"].is_string(),
+                "{tool}.{name}: {text}"
+            );
+        }
+        let about = compact["description"].as_str().unwrap();
+        for name in full["properties"].as_object().unwrap().keys() {
+            assert!(
+                about.contains(&format!("`{name}` (")),
+                "{tool}.{name} not described: {about}"
+            );
+        }
+    }
     let signal = ToolName::ProcessSignal.input_schema().to_string();
     assert!(
         signal.contains("terminate") && signal.contains("kill"),

@@ -20,8 +20,10 @@ async def main() -> None:
     n = int(sys.argv[1])
     servers = []
     for spec in sys.argv[2:]:
-        label, argv, call = spec.split("=", 2)
-        servers.append((label, json.loads(argv), json.loads(call)))
+        # LABEL=[argv…]={call…}: the label ends at the first "=", the argv at the "=" before the call's "{".
+        label, rest = spec.split("=", 1)
+        argv, call = rest.split("={", 1)
+        servers.append((label, json.loads(argv), json.loads("{" + call)))
     async with AsyncExitStack() as stack:
         sessions = []
         for label, argv, call in servers:

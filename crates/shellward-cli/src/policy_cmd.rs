@@ -352,6 +352,12 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .map(|c| pair(c, "--context"))
         .collect::<Result<_>>()?;
     let deny_read = config.confinement.deny_read.clone();
+    // Nothing runs: the executor behind the decision needs no cgroups, watchdog or namespaces (they cost a one-shot
+    // check milliseconds), and none of them changes what is decided.
+    let mut config = config;
+    config.executor.containment = shellward::ContainmentPreference::ProcessGroup;
+    config.executor.pid_namespace = false;
+    config.executor.limits.max_processes = None;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

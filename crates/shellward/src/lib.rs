@@ -67,7 +67,8 @@ pub use config::{
     AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
 };
 pub use shellward_exec::{
-    Confinement, Enforced, ExecPlan, Executor, ExecutorConfig, Network, init_main_if_requested,
+    Confinement, ContainmentPreference, Enforced, ExecPlan, Executor, ExecutorConfig, Network,
+    init_main_if_requested,
 };
 /// What a [`Process`] handle answers with: its details, its output, a signal's outcome.
 pub use shellward_exec::{

@@ -945,3 +945,73 @@ async fn reaching_the_process_limit_is_reported_to_the_model() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A host that streams a process itself gets a `Process` handle from `start_tracked`: it reads from a cursor, writes
+/// to the input and ends it, and its signal is counted in the metrics like the `process_signal` tool's; a deny is an
+/// error, and a handle of a process that is not kept answers `UnknownProcess`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_handle_reads_writes_and_signals_through_the_facade() {
+    use shellward::{ReadOptions, SignalKind};
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let decided = sw
+        .decide(
+            Some("s1"),
+            &ExecuteArgs {
+                command: "read line; echo \"got $line\"; sleep 30".into(),
+                interactive: Some(true),
+                ..Default::default()
+            },
+            &[],
+        )
+        .unwrap();
+    let process = sw.start_tracked(decided).await.unwrap();
+    assert_eq!(process.session(), Some("s1"));
+    assert!(process.view().unwrap().running);
+    process
+        .write(b"hello\n", Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut text = String::new();
+    let mut cursor = 0;
+    for _ in 0..50 {
+        let read = process
+            .read(&ReadOptions::after(cursor).wait(Duration::from_millis(200)))
+            .await
+            .unwrap();
+        let chunk = read.chunk.expect("a read from a cursor returns a chunk");
+        text.push_str(&chunk.text);
+        cursor = chunk.next_cursor;
+        if text.contains("got hello") {
+            break;
+        }
+    }
+    assert_eq!(text, "got hello\n");
+    // Another session's handle of the same id sees nothing.
+    let other = sw.process(Some("s2"), process.id());
+    assert_eq!(
+        other.view().unwrap_err().kind,
+        ToolErrorKind::UnknownProcess
+    );
+    let before = sw.metrics_text();
+    let outcome = process.signal(SignalKind::Kill).await.unwrap();
+    assert_eq!(outcome.survivors, 0);
+    assert!(!process.wait().await.unwrap().running);
+    let after = sw.metrics_text();
+    let kills = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("shellward_signals_total{signal=\"kill\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(kills(&after), kills(&before) + 1, "{after}");
+    assert_eq!(
+        process.signal(SignalKind::Kill).await.unwrap_err().kind,
+        ToolErrorKind::NotAlive
+    );
+    let denied = sw.decide(None, &exec("rm -rf /"), &[]).unwrap();
+    let e = sw.start_tracked(denied).await.unwrap_err();
+    assert!(e.message.starts_with("denied by guard"), "{}", e.message);
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

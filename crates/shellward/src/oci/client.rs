@@ -48,6 +48,7 @@ fn is_loopback(registry: &str) -> bool {
 }
 
 fn client(reference: &Reference) -> Client {
+    super::install_tls_provider();
     let registry = reference.resolve_registry().to_string();
     let protocol = if is_loopback(&registry) {
         ClientProtocol::HttpsExcept(vec![registry])

@@ -24,6 +24,16 @@ use std::time::Duration;
 
 #[cfg(feature = "oci")]
 mod client;
+
+/// Makes ring the process's TLS cryptography, once (a provider the host installed first stays). reqwest and
+/// oci-client are compiled without a provider of their own, so every HTTPS client here is built after this.
+#[cfg(feature = "oci")]
+fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
 #[cfg(feature = "oci")]
 pub use client::{pull_with, push};
 
@@ -118,4 +128,22 @@ pub fn push(_file: &Path, reference: &str) -> Result<String, OciError> {
     Err(OciError::new(format!(
         "{reference}: this build of shellward has no OCI registry support (built without the `oci` feature)"
     )))
+}
+
+#[cfg(all(test, feature = "oci"))]
+mod tls_tests {
+    /// The HTTP clients are compiled without a TLS provider of their own: building one needs the provider installed
+    /// first (without it, rustls panics at the first HTTPS client), and a host's own provider is kept.
+    #[test]
+    fn https_clients_build_with_the_installed_provider() {
+        super::install_tls_provider();
+        assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+        let client = reqwest::Client::builder()
+            .https_only(true)
+            .build()
+            .expect("an HTTPS client builds with ring installed");
+        drop(client);
+        // Installing again changes nothing (and does not panic).
+        super::install_tls_provider();
+    }
 }

@@ -50,6 +50,7 @@ impl<'a> Registry<'a> {
                 format!("the registry {registry:?} is not a host name: {e}"),
             )
         })?;
+        super::super::install_tls_provider();
         let http = Client::builder()
             .connect_timeout(limits.connect_timeout)
             .read_timeout(limits.read_timeout)

@@ -203,7 +203,8 @@ pub fn rerun_all_as_user(skip: &str, marker: &str) -> String {
 }
 
 /// A command that runs `program` as an unprivileged user: as root, [`TEST_USER`] (created when missing) through
-/// `setpriv` with every capability and supplementary group dropped; as a normal user already, that user.
+/// `setpriv` with every capability and supplementary group dropped, with a compiled-policy cache of its own; as a
+/// normal user already, that user.
 pub fn command_as_user(program: &std::path::Path) -> std::process::Command {
     if !is_root() {
         return std::process::Command::new(program);
@@ -217,7 +218,13 @@ pub fn command_as_user(program: &std::path::Path) -> std::process::Command {
         "--inh-caps=-all",
         "--",
     ])
-    .arg(program);
+    .arg(program)
+    // The workspace's compiled-policy cache under target/ (`.cargo/config.toml`) is root's and private: the user
+    // compiles into a cache of its own in the temporary directory.
+    .env(
+        "SHELLWARD_CACHE_DIR",
+        std::env::temp_dir().join(format!("{TEST_USER}-policy-cache")),
+    );
     c
 }
 

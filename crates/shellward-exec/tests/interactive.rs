@@ -17,8 +17,10 @@ fn interactive(command: &str, mark: &str, stdin: StdinMode) -> ExecPlan {
     plan
 }
 
-/// Writes `input` and returns the output from before it until it is quiet (or the process ends).
-async fn answer(ex: &Executor, id: &str, input: &str) -> String {
+/// Writes `input` and returns the output from before it, read until it is quiet (or the process ends) and contains
+/// `needle`: the answer is waited for as an event, not as a quiet spell of a fixed length (a loaded machine can pause
+/// a REPL between echoing the input and answering it for longer than the idle window).
+async fn answer(ex: &Executor, id: &str, input: &str, needle: &str) -> String {
     let before = ex
         .read_output(id, None, None, Duration::ZERO, 0)
         .await
@@ -27,18 +29,28 @@ async fn answer(ex: &Executor, id: &str, input: &str) -> String {
     ex.write_input(id, None, input.as_bytes(), false, Duration::from_secs(5))
         .await
         .unwrap();
-    let r = ex
-        .read_output_until_quiet(
-            id,
-            None,
-            Some(before),
-            Duration::from_secs(15),
-            Some(Duration::from_millis(700)),
-            1 << 20,
-        )
-        .await
-        .unwrap();
-    r.chunk.unwrap().text
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut text = String::new();
+    let mut cursor = before;
+    loop {
+        let r = ex
+            .read_output_until_quiet(
+                id,
+                None,
+                Some(cursor),
+                Duration::from_secs(15),
+                Some(Duration::from_millis(700)),
+                1 << 20,
+            )
+            .await
+            .unwrap();
+        let chunk = r.chunk.unwrap();
+        text.push_str(&chunk.text);
+        cursor = chunk.next_cursor;
+        if text.contains(needle) || !r.running || Instant::now() >= deadline {
+            return text;
+        }
+    }
 }
 
 /// Waits until the output contains `needle`, returning it all.
@@ -71,7 +83,7 @@ async fn a_python_repl_answers_on_a_pipe_and_on_a_terminal() {
                 .await
                 .unwrap();
             assert!(r.running, "{name} {stdin:?}: {r:?}");
-            let out = answer(&ex, &r.id, "print(6*7)\n").await;
+            let out = answer(&ex, &r.id, "print(6*7)\n", "42").await;
             assert!(out.contains("42"), "{name} {stdin:?}: {out:?}");
             if stdin == TTY {
                 // The terminal echoed the input; the view has no escape sequences or carriage returns.
@@ -164,7 +176,7 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
         ex.write_input(&r.id, None, b"\x03", false, Duration::from_secs(5))
             .await
             .unwrap();
-        let out = answer(&ex, &r.id, "echo shell-alive\n").await;
+        let out = answer(&ex, &r.id, "echo shell-alive\n", "shell-alive").await;
         assert!(out.contains("shell-alive"), "{name}: {out:?}");
         assert!(interrupted.elapsed() < Duration::from_secs(20), "{name}");
         assert!(

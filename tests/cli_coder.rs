@@ -9,6 +9,10 @@
 //! case-insensitively, `null` leaves a field unset, and a value of the wrong JSON type (a bool where an object is
 //! declared, 1.5 or "1" for an int) is a decode error — which is how Coder's client fails.
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

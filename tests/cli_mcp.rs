@@ -4,6 +4,10 @@
 //! The interpreter comes from `shellward_test_support::python` (a pinned venv under the target directory, created on
 //! first use; `$SHELLWARD_TEST_PYTHON` overrides it).
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

@@ -3,6 +3,10 @@
 //! it into a clean cache, load it from a config by pinned reference (and from the cache once the registry is gone),
 //! and refuse a tampered component or a digest that does not match.
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

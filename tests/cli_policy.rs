@@ -1,5 +1,9 @@
 //! End-to-end: `shellward policy check` drives the real binary with the embedded default policy and with policy files.
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

@@ -5,6 +5,10 @@
 //! the tests' own pinned venv) by `policies/guard-py/build.sh` when missing or older than its sources;
 //! `$SHELLWARD_TEST_GUARD_PY` overrides it.
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 
@@ -71,6 +75,17 @@ fn the_rust_guard_passes_its_case_file() {
     let o = shellward(&["policy", "test", guests::GUARD_POLICY]);
     all_pass(&o);
     assert!(String::from_utf8_lossy(&o.stdout).contains("policies/guard/cases.toml"));
+}
+
+/// The guard's Windows reading: `cmd` and PowerShell lines (and any line on Windows) against the Windows case file,
+/// every case run.
+#[test]
+fn the_guard_reads_windows_lines() {
+    let path = "policies/guard/cases-windows.toml";
+    let o = shellward(&["policy", "test", "guard", path]);
+    let passed = all_pass(&o);
+    let cases = std::fs::read_to_string(root().join(path)).unwrap();
+    assert_eq!(passed, cases.matches("[[case]]").count(), "every case ran");
 }
 
 #[test]

@@ -4,6 +4,10 @@
 //! The Python scaffold needs componentize-py, provisioned by `shellward_test_support::python` (the tests' pinned venv;
 //! `$SHELLWARD_TEST_COMPONENTIZE_PY` overrides it).
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

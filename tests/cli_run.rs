@@ -1,5 +1,9 @@
 //! End-to-end tests of `shellward run` and `shellward config check`, driving the real binary.
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

@@ -1,6 +1,10 @@
 //! `shellward serve` driven end to end with a plain HTTP client (ureq): tool routes, the process API and its status
 //! codes, sessions, bearer-token auth, `wait=true`, bad input, and cleanup at shutdown.
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

@@ -2,6 +2,10 @@
 //! free port for `localhost:7878`), their output compared with what the README shows. The Rust examples are
 //! compiled by the doc tests of `crates/shellward` (README) and `policies/kit` (authoring guide).
 
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
 #[path = "support/cli.rs"]
 mod cli;
 

@@ -1,5 +1,5 @@
 //! Serving HTTP connections for `shellward serve`: the accept loop with a connection cap, hyper's HTTP/1 server with a
-//! header-read timeout, bounded graceful shutdown, and safe creation of a unix socket.
+//! header-read timeout, bounded graceful shutdown, and (in `sys`) safe creation of a unix socket.
 //!
 //! **Slots go to clients that send requests.** With every slot taken, a new connection closes the one that has been
 //! idle longest — connected without a request in progress (it never sent one, sent only part of its headers, or is
@@ -11,13 +11,10 @@
 //! axum's own `serve` offers neither a header timeout nor a connection cap, so connections are handed to hyper
 //! directly (hyper-util's tokio glue and graceful-shutdown watcher); the axum `Router` is the service.
 
-use anyhow::{Context, Result, bail};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,6 +37,7 @@ pub enum Listener {
     /// TCP.
     Tcp(tokio::net::TcpListener),
     /// A unix socket.
+    #[cfg(unix)]
     Unix(tokio::net::UnixListener),
 }
 
@@ -49,7 +47,7 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Serves `app` until SIGTERM/SIGINT; then stops accepting, lets requests in flight finish for at most
 /// `limits.shutdown_timeout` (a second signal ends the wait at once), and returns.
 pub async fn serve(listener: Listener, app: Router, limits: Limits) -> std::io::Result<()> {
-    let mut signals = Signals::new()?;
+    let mut signals = crate::sys::StopSignals::new()?;
     let table = Arc::new(Connections::default());
     let graceful = GracefulShutdown::new();
     let service = TowerToHyperService::new(app);
@@ -106,6 +104,7 @@ pub async fn serve(listener: Listener, app: Router, limits: Limits) -> std::io::
         }
         match stream {
             Stream::Tcp(s) => spawn_conn!(s),
+            #[cfg(unix)]
             Stream::Unix(s) => spawn_conn!(s),
         }
     }
@@ -117,7 +116,7 @@ async fn finish(
     listener: Listener,
     graceful: GracefulShutdown,
     limits: Limits,
-    mut signals: Signals,
+    mut signals: crate::sys::StopSignals,
 ) -> std::io::Result<()> {
     drop(listener);
     tracing::info!(
@@ -256,12 +255,14 @@ impl Drop for Busy {
 
 enum Stream {
     Tcp(tokio::net::TcpStream),
+    #[cfg(unix)]
     Unix(tokio::net::UnixStream),
 }
 
 async fn accept(listener: &Listener) -> std::io::Result<Stream> {
     match listener {
         Listener::Tcp(l) => l.accept().await.map(|(s, _)| Stream::Tcp(s)),
+        #[cfg(unix)]
         Listener::Unix(l) => l.accept().await.map(|(s, _)| Stream::Unix(s)),
     }
 }
@@ -270,68 +271,5 @@ async fn accept(listener: &Listener) -> std::io::Result<Stream> {
 #[allow(dead_code)]
 fn io_bounds<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>() {}
 const _: fn() = io_bounds::<tokio::net::TcpStream>;
+#[cfg(unix)]
 const _: fn() = io_bounds::<tokio::net::UnixStream>;
-
-/// The stop signals (SIGTERM, SIGINT), watched from before the first connection. SIGHUP reloads the policies.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-    }
-}
-
-/// Binds a unix socket at `path` with permissions `mode`, never exposing it with wider ones: it is bound in a
-/// private (0700) directory beside the target, given its mode, then renamed into place. What is already at `path`
-/// is replaced only if it is a socket nobody listens on (a stale one); anything else is an error.
-pub fn bind_unix(path: &Path, mode: u32) -> Result<tokio::net::UnixListener> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                bail!(
-                    "{} is in use: another server listens there; stop it or choose another path",
-                    path.display()
-                );
-            }
-            std::fs::remove_file(path)
-                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
-        }
-        Ok(_) => bail!(
-            "{} exists and is not a socket; refusing to replace it. Remove it yourself or choose another path",
-            path.display()
-        ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", path.display())),
-    }
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let private = tempfile::Builder::new()
-        .prefix(".shellward-sock-")
-        .tempdir_in(parent)
-        .with_context(|| format!("cannot create a private directory in {}", parent.display()))?;
-    let staged = private.path().join("s");
-    let listener = std::os::unix::net::UnixListener::bind(&staged)
-        .with_context(|| format!("cannot listen on unix socket {}", path.display()))?;
-    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
-    std::fs::rename(&staged, path)
-        .with_context(|| format!("cannot move the socket into place at {}", path.display()))?;
-    listener.set_nonblocking(true)?;
-    Ok(tokio::net::UnixListener::from_std(listener)?)
-}

@@ -19,6 +19,7 @@ mod sandbox_cmd;
 mod serve;
 mod service;
 mod state;
+mod sys;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

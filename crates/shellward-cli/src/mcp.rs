@@ -216,7 +216,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
                 .context("the MCP client did not complete initialization")?;
             tokio::select! {
                 r = running.waiting() => { r.context("the MCP session failed")?; }
-                _ = terminate_signal() => {}
+                _ = crate::sys::terminate_signal() => {}
             }
             anyhow::Ok(())
         }
@@ -228,19 +228,4 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
     // The stdin reader blocks in a thread until the client writes or closes; after a signal, exit without it.
     rt.shutdown_background();
     result
-}
-
-/// Resolves on SIGTERM or SIGINT (SIGHUP reloads the policies instead).
-pub async fn terminate_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

@@ -2,7 +2,8 @@
 
 use crate::policy_cmd::{decision_json, decision_text, pair};
 use crate::service::{ServiceArgs, runtime};
-use anyhow::{Context, Result};
+use crate::sys::{EchoOff, Interrupts};
+use anyhow::Result;
 use clap::Args;
 use shellward::tools::{ExecuteArgs, ProcessOutputArgs};
 use shellward::{Process, ReadOptions, Shellward, ToolError};
@@ -11,7 +12,6 @@ use shellward_policy::duration::format_millis;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind as UnixSignal, signal};
 use tokio::time::Instant;
 
 /// Exit code when the foreground timeout expired and the tree was killed (as `timeout(1)`).
@@ -65,43 +65,6 @@ pub struct RunArgs {
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("shellward: error: {message}");
     ExitCode::from(EXIT_FAILED)
-}
-
-/// The signals that stop `run`, watched from its first moment: one that arrives while policies load or the command
-/// starts is held and acted on as soon as the command is tracked (before this, the default action would end shellward
-/// at once and leave the tree to the watchdog).
-struct Interrupts {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Interrupts {
-    fn new() -> Result<Interrupts> {
-        Ok(Interrupts {
-            int: signal(UnixSignal::interrupt()).context("cannot watch SIGINT")?,
-            term: signal(UnixSignal::terminate()).context("cannot watch SIGTERM")?,
-            hup: signal(UnixSignal::hangup()).context("cannot watch SIGHUP")?,
-        })
-    }
-
-    /// The next signal's number.
-    async fn recv(&mut self) -> i32 {
-        tokio::select! {
-            _ = self.int.recv() => 2,
-            _ = self.term.recv() => 15,
-            _ = self.hup.recv() => 1,
-        }
-    }
-
-    /// A signal that has already arrived, without waiting.
-    async fn pending(&mut self) -> Option<i32> {
-        tokio::select! {
-            biased;
-            sig = self.recv() => Some(sig),
-            _ = std::future::ready(()) => None,
-        }
-    }
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
@@ -339,36 +302,6 @@ async fn relay_stdin(process: Process, terminal: bool) {
             {
                 return;
             }
-        }
-    }
-}
-
-/// Turns off the local terminal's echo while it lives (only when stdin is a terminal).
-struct EchoOff {
-    saved: libc::termios,
-}
-
-impl EchoOff {
-    fn new() -> Option<EchoOff> {
-        // SAFETY: tcgetattr/tcsetattr on fd 0 with termios structures owned here; nothing happens when fd 0 is not
-        // a terminal (tcgetattr fails).
-        unsafe {
-            let mut t: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut t) != 0 {
-                return None;
-            }
-            let saved = t;
-            t.c_lflag &= !(libc::ECHO | libc::ECHONL);
-            (libc::tcsetattr(0, libc::TCSANOW, &t) == 0).then_some(EchoOff { saved })
-        }
-    }
-}
-
-impl Drop for EchoOff {
-    fn drop(&mut self) {
-        // SAFETY: restores the attributes read in `new` on the same descriptor.
-        unsafe {
-            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
         }
     }
 }

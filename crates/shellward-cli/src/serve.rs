@@ -466,9 +466,13 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
         let app = router(sw.clone(), args.token.clone(), auth.clone());
         let has_token = args.token.is_some() || !auth.is_empty();
         let served = if let Some(path) = args.listen.strip_prefix("unix:") {
-            let listener = listen::bind_unix(std::path::Path::new(path), socket_mode)?;
+            let listener = crate::sys::bind_unix(std::path::Path::new(path), socket_mode)?;
             announce(&format!("unix:{path}"));
-            listen::serve(listen::Listener::Unix(listener), app, limits).await
+            #[cfg(unix)]
+            let listener = listen::Listener::Unix(listener);
+            #[cfg(windows)]
+            let listener = listen::Listener::Tcp(listener);
+            listen::serve(listener, app, limits).await
         } else {
             let addr = resolve_listen(&args.listen)?;
             if !is_loopback(&addr) && !has_token {

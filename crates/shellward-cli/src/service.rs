@@ -84,22 +84,7 @@ pub fn watch_and_reload(sw: &Shellward) -> Option<shellward::PolicyWatcher> {
             None
         }
     };
-    // Installed now, before the caller announces itself: a SIGHUP must never find the default action (exit).
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot watch SIGHUP ({e}); policies reload on file changes only");
-            return watcher;
-        }
-    };
-    let sw = sw.clone();
-    tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            let sw = sw.clone();
-            let _ = tokio::task::spawn_blocking(move || sw.reload_policies_logged("SIGHUP")).await;
-        }
-    });
+    crate::sys::reload_on_hangup(sw);
     watcher
 }
 

@@ -17,11 +17,20 @@ pub enum ContainmentPreference {
     ProcessGroup,
 }
 
+/// The shell commands run in when the configuration names none: `sh -c` on Unix.
+#[cfg(not(windows))]
+pub const DEFAULT_SHELL: &[&str] = &["sh", "-c"];
+/// The shell commands run in when the configuration names none: `cmd.exe /d /s /c` on Windows (`/d`: no AutoRun
+/// commands; `/s /c`: the command line after it runs as typed).
+#[cfg(windows)]
+pub const DEFAULT_SHELL: &[&str] = &["cmd.exe", "/d", "/s", "/c"];
+
 /// Executor settings. Start from [`ExecutorConfig::default`] and change fields.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ExecutorConfig {
-    /// The shell and its flag; the command is appended as the last argument. Default `["sh", "-c"]`.
+    /// The shell and its flags; the command is appended as the last argument. Default [`DEFAULT_SHELL`]: `["sh",
+    /// "-c"]`, on Windows `["cmd.exe", "/d", "/s", "/c"]` (there the command is passed to `cmd` verbatim).
     pub shell: Vec<String>,
     /// Working directory when a plan names none (default: the executor's current directory).
     pub default_workdir: Option<PathBuf>,
@@ -127,7 +136,7 @@ impl Default for ResourceLimits {
 impl Default for ExecutorConfig {
     fn default() -> Self {
         ExecutorConfig {
-            shell: vec!["sh".into(), "-c".into()],
+            shell: DEFAULT_SHELL.iter().map(|s| s.to_string()).collect(),
             default_workdir: None,
             env: EnvPolicy::default(),
             grace: Duration::from_secs(2),

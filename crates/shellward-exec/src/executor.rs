@@ -11,16 +11,12 @@ use crate::results::{
 };
 pub(crate) use crate::shared::Inner;
 use crate::sys::{BaseEnv, ContainmentKind, Platform, SpawnEnv, SpawnSpec};
-use crate::tasks::{
-    cleanup, nonblocking, read_pipe, read_terminal, reaper, try_cleanup, wait_leader,
-};
-use nix::sys::signal::Signal;
+use crate::tasks::{cleanup, read_pipe, read_terminal, reaper, try_cleanup, wait_leader};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 /// Runs plans and tracks the processes they start. Cheap to clone (shared).
@@ -111,7 +107,7 @@ impl Executor {
     /// ([`crate::Confinement::writable`]). Without it writes are not confined, and results say so
     /// ([`crate::Enforced::writes`]).
     pub fn landlock_abi() -> i32 {
-        crate::sys::unix::landlock::kernel_abi()
+        crate::sys::landlock_abi()
     }
 
     /// The containment mechanism in use.
@@ -319,7 +315,7 @@ impl Executor {
             .writable
             .iter()
             .flatten()
-            .find(|p| p.is_relative())
+            .find(|p| !(p.is_absolute() || cfg!(windows) && p.has_root()))
         {
             return Err(ExecError::InvalidCommand(format!(
                 "the confinement's writable path {} is relative; give absolute paths",
@@ -424,7 +420,7 @@ impl Executor {
         let confinement = crate::results::Enforced {
             writes: spawned.writes_confined,
             network: plan.confinement.network,
-            syscalls: !plan.confinement.deny_syscalls.is_empty(),
+            syscalls: spawned.syscalls_filtered,
         };
         let spawn_micros = spawn_started.elapsed().as_micros() as u64;
         slot.keep();
@@ -456,12 +452,8 @@ impl Executor {
             interactive: spawned.stdin.is_some(),
             terminal: spawned.terminal,
             input: Mutex::new(match spawned.stdin {
-                Some(fd) => match nonblocking(fd).and_then(|fd| {
-                    // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which keeps it open for its whole lifetime.
-                    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }
-                        .map_err(std::io::Error::from)
-                }) {
-                    Ok(afd) => Some(Arc::new(afd)),
+                Some(stream) => match crate::sys::InputSink::new(stream) {
+                    Ok(sink) => Some(Arc::new(sink)),
                     Err(e) => {
                         tracing::warn!(%id, "cannot watch the input side: {e}");
                         None
@@ -540,7 +532,7 @@ impl Executor {
 
     /// SIGTERM to the tree, then SIGKILL to whatever remains after the grace period; waits until it is gone.
     async fn terminate(&self, proc: &Proc) {
-        proc.tree.signal(Signal::SIGTERM);
+        proc.tree.terminate();
         if !proc.wait_tree_gone(self.inner.config.grace).await {
             proc.tree.kill();
             proc.wait_tree_gone(Duration::from_secs(5)).await;
@@ -619,14 +611,7 @@ impl Executor {
         let eot: &[u8] = if close && proc.terminal { b"\x04" } else { b"" };
         let bytes = [data, eot].concat();
         while written < bytes.len() {
-            let ready = match tokio::time::timeout_at(deadline, sink.writable()).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
-                    return Err(ExecError::InputFailed {
-                        id: id.to_string(),
-                        error: e,
-                    });
-                }
+            match tokio::time::timeout_at(deadline, sink.write_some(&bytes[written..])).await {
                 Err(_) => {
                     return Err(ExecError::InputStalled {
                         id: id.to_string(),
@@ -635,27 +620,10 @@ impl Executor {
                         waited_ms: started.elapsed().as_millis() as u64,
                     });
                 }
-            };
-            let mut ready = ready;
-            let rest = &bytes[written..];
-            let result = ready.try_io(|fd| {
-                use std::os::fd::AsRawFd;
-                // SAFETY: write from a buffer we own to a descriptor the AsyncFd keeps open.
-                let n = unsafe {
-                    libc::write(fd.get_ref().as_raw_fd(), rest.as_ptr().cast(), rest.len())
-                };
-                if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            });
-            match result {
-                Err(_would_block) => continue,
                 Ok(Ok(n)) => written += n,
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 // The reading side is gone (the command closed stdin or ended; a terminal hung up).
-                Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::EIO)) => {
+                Ok(Err(e)) if crate::sys::is_input_gone(&e) => {
                     proc.close_input();
                     return Err(ExecError::InputClosed(id.to_string()));
                 }
@@ -928,7 +896,6 @@ const INPUT_SETTLE: Duration = Duration::from_millis(10);
 /// The identity of an interactive command's stdin, while the executor still holds its end (see
 /// `procfs::input_identity`); `None` for other commands.
 fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
-    use std::os::fd::AsRawFd;
     if !proc.interactive {
         return None;
     }
@@ -937,8 +904,8 @@ fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone()?;
-    crate::sys::unix::procfs::input_identity(sink.get_ref().as_raw_fd(), proc.terminal)
+    sink.identity(proc.terminal)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;

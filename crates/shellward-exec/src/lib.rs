@@ -29,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+mod capabilities;
 pub mod config;
 pub mod env;
 mod error;
@@ -44,7 +45,8 @@ mod sys;
 mod tasks;
 mod terminal;
 
-pub use config::{ContainmentPreference, ExecutorConfig, ResourceLimits};
+pub use capabilities::{KEPT_CAPABILITIES, capability_number};
+pub use config::{ContainmentPreference, DEFAULT_SHELL, ExecutorConfig, ResourceLimits};
 pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
@@ -55,8 +57,5 @@ pub use results::{
     Enforced, ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind,
     SignalOutcome,
 };
-#[cfg(unix)]
-pub use sys::unix::ContainmentKind;
-pub use sys::unix::child_setup::{KEPT_CAPABILITIES, capability_number};
-#[cfg(unix)]
-pub use sys::unix::nsinit::init_main_if_requested;
+pub use sys::ContainmentKind;
+pub use sys::init_main_if_requested;

@@ -16,10 +16,9 @@
 //! has one yet) is free: its executor died while making it. Directories of the old `shellward-<pid>-<n>` form (which
 //! had no lock) are removed when process `<pid>` is gone.
 
+use crate::sys::files;
 use std::fs::{self, File};
-use std::io::{self, Read};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 
 const PREFIX: &str = "shellward-";
@@ -72,7 +71,7 @@ impl LogDir {
         for _ in 0..16 {
             let name = random_name(16)?;
             let staging = parent.join(format!("{STAGING}{name}"));
-            match fs::DirBuilder::new().mode(0o700).create(&staging) {
+            match files::create_private_dir(&staging) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     last = Some(e);
@@ -96,7 +95,7 @@ impl LogDir {
                 }
             };
             let path = parent.join(format!("{PREFIX}{name}"));
-            match rename_noreplace(&staging, &path) {
+            match files::rename_noreplace(&staging, &path) {
                 Ok(()) => {
                     return Ok(LogDir {
                         path,
@@ -143,14 +142,9 @@ impl LogDir {
 /// Makes `dir` exactly 0700 (the umask may have narrowed the mode, never widened it), then creates its `lock` file and
 /// locks it.
 fn lock_new(dir: &Path) -> io::Result<File> {
-    fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    files::make_private_dir(dir)?;
     let path = dir.join(LOCK);
-    let lock = File::options()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
+    let lock = files::create_private(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     if !try_lock(&lock) {
         return Err(io::Error::other(format!("cannot lock {}", path.display())));
@@ -158,28 +152,9 @@ fn lock_new(dir: &Path) -> io::Result<File> {
     Ok(lock)
 }
 
-/// Renames `from` to `to`, failing with `AlreadyExists` rather than replacing anything at `to` (a plain `rename`
-/// replaces an empty directory).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => Ok(()),
-        // A filesystem without RENAME_NOREPLACE: the names are unpredictable, so a check first is enough.
-        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => rename_if_absent(from, to),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Renames `from` to `to`, failing with `AlreadyExists` rather than replacing anything at `to`.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    rename_if_absent(from, to)
-}
-
 /// `rename` after checking that nothing is at `to`; for where `RENAME_NOREPLACE` is missing. The names are random, so
 /// the gap between the check and the rename matters only to a process that guesses them.
-fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
     match fs::symlink_metadata(to) {
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -194,17 +169,16 @@ fn rename_if_absent(from: &Path, to: &Path) -> io::Result<()> {
 pub(crate) fn random_name(len: usize) -> io::Result<String> {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut bytes = vec![0u8; len];
-    File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    getrandom::fill(&mut bytes).map_err(io::Error::other)?;
     Ok(bytes
         .iter()
         .map(|b| CHARS[*b as usize % CHARS.len()] as char)
         .collect())
 }
 
-/// Takes an exclusive `flock` without waiting; returns whether it was taken.
+/// Takes an exclusive lock (`flock` on Unix, `LockFileEx` on Windows) without waiting; returns whether it was taken.
 fn try_lock(file: &File) -> bool {
-    // SAFETY: flock on a valid, open descriptor.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    file.try_lock().is_ok()
 }
 
 /// Removes the log directories under `parent` that belong to executors no longer running; returns how many.
@@ -212,8 +186,6 @@ pub(crate) fn sweep_stale(parent: &Path) -> usize {
     let Ok(entries) = fs::read_dir(parent) else {
         return 0;
     };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -230,7 +202,7 @@ pub(crate) fn sweep_stale(parent: &Path) -> usize {
         let Ok(meta) = fs::symlink_metadata(&path) else {
             continue;
         };
-        if !meta.is_dir() || meta.uid() != me {
+        if !meta.is_dir() || !files::owned_by_me(&meta) {
             continue;
         }
         let stale = if staging {
@@ -270,10 +242,7 @@ fn staging_stale(path: &Path) -> bool {
 
 /// Opens the `lock` file in `dir` for locking, without following a symlink.
 fn open_lock(dir: &Path) -> io::Result<File> {
-    File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir.join(LOCK))
+    files::open_nofollow(&dir.join(LOCK))
 }
 
 /// How long after its last change a staging directory is left alone by the sweep.
@@ -299,10 +268,10 @@ fn legacy_stale(rest: &str) -> bool {
     ) else {
         return false;
     };
-    pid > 0 && !Path::new(&format!("/proc/{pid}")).exists()
+    files::process_gone(pid)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

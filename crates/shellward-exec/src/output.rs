@@ -7,7 +7,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 /// Limits of one captured stream.
@@ -240,13 +239,7 @@ impl Capture {
             }
             // A new file only (never one planted at the path, nor a symlink), readable by the owner alone: the output
             // of a command may be secret.
-            match File::options()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&log.path)
-            {
+            match crate::sys::files::create_private(&log.path) {
                 Ok(f) => {
                     log.file = Some(f);
                     log.created = true;
@@ -278,15 +271,11 @@ impl Capture {
         }
         if from < self.tail_start
             && from < self.log.written
-            && let Ok(file) = File::options()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&self.log.path)
+            && let Ok(file) = crate::sys::files::open_nofollow(&self.log.path)
         {
             let end = to.min(self.log.written).min(self.tail_start.max(from + 1));
             let mut buf = vec![0u8; (end - from) as usize];
-            if file
-                .read_at(&mut buf, from)
+            if crate::sys::files::read_at(&file, &mut buf, from)
                 .map(|n| n == buf.len())
                 .unwrap_or(false)
             {

@@ -26,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 /// Where a proxied command finds its proxy, inside its own network namespace.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 /// The port of [`PROXY_ADDR`].
+#[cfg(unix)]
 pub(crate) const PROXY_PORT: u16 = 3128;
 
 /// Longest request head the proxy reads (request line and headers).
@@ -197,6 +198,22 @@ pub(crate) async fn serve(listener: TcpListener, rules: Arc<ProxyRules>) {
     serve_at_most(listener, rules, MAX_CONNECTIONS).await
 }
 
+/// Whether an accept failed because the listener was shut down or closed (`EINVAL`, `EBADF`, `ENOTSOCK`).
+#[cfg(unix)]
+fn listener_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EBADF | libc::ENOTSOCK)
+    )
+}
+
+/// Whether an accept failed because the listener was shut down or closed (`WSAEINVAL`, `WSAEBADF`,
+/// `WSAENOTSOCK`).
+#[cfg(windows)]
+fn listener_gone(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(10022 | 10009 | 10038))
+}
+
 /// [`serve`] with at most `max` connections at once.
 async fn serve_at_most(listener: TcpListener, rules: Arc<ProxyRules>, max: usize) {
     let slots = Arc::new(tokio::sync::Semaphore::new(max));
@@ -207,12 +224,7 @@ async fn serve_at_most(listener: TcpListener, rules: Arc<ProxyRules>, max: usize
         let conn = match listener.accept().await {
             Ok((conn, _)) => conn,
             // Shut down (EINVAL) or closed: done.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINVAL | libc::EBADF | libc::ENOTSOCK)
-                ) =>
-            {
+            Err(e) if listener_gone(&e) => {
                 return;
             }
             // A transient failure (out of descriptors, an aborted connection): wait instead of spinning.

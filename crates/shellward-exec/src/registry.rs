@@ -44,7 +44,7 @@ pub(crate) struct Proc {
     /// Runs on a pseudo-terminal.
     pub(crate) terminal: bool,
     /// Where input is written (non-blocking), until closed or the command ends.
-    pub(crate) input: Mutex<Option<Arc<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>>>,
+    pub(crate) input: Mutex<Option<Arc<crate::sys::InputSink>>>,
     /// One write at a time, so concurrent inputs never interleave.
     pub(crate) input_turn: tokio::sync::Mutex<()>,
 }

@@ -1,7 +1,6 @@
 //! What the executor hands back: how a process ended, the result of a run, listings, output reads, signal outcomes.
 
 use crate::output::{OutputChunk, OutputView};
-use nix::sys::signal::Signal;
 use std::path::PathBuf;
 
 /// How a process ended.
@@ -28,7 +27,7 @@ impl ExitState {
     /// The signal's name (`SIGKILL`), when a signal this platform names ended it.
     pub fn signal(&self) -> Option<&'static str> {
         match self {
-            ExitState::Signal(n) => Signal::try_from(*n).ok().map(|s| s.as_str()),
+            ExitState::Signal(n) => crate::sys::signal_name(*n),
             _ => None,
         }
     }
@@ -49,9 +48,7 @@ impl ExitState {
         } else {
             format!("SIG{name}")
         };
-        full.parse::<Signal>()
-            .ok()
-            .map(|s| ExitState::Signal(s as i32))
+        crate::sys::signal_number(&full).map(ExitState::Signal)
     }
 
     /// A shell-style status: the code, or 128 + signal number.
@@ -207,7 +204,7 @@ pub struct SignalOutcome {
     pub survivors: usize,
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod exit_state_tests {
     use super::ExitState;
 

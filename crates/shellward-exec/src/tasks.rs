@@ -4,19 +4,13 @@
 use crate::registry::Proc;
 use crate::results::ExitState;
 use crate::shared::Inner;
-use crate::sys::Leader;
-use crate::sys::pidfd::pidfd_open;
-use crate::sys::pipes::waitpid_blocking;
+use crate::sys::{Leader, Stream};
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
-use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncReadExt;
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 
 /// Releases a finished tree's resources once (may wait briefly; for shutdown paths).
 pub(crate) fn cleanup(inner: &Inner, proc: &Proc) {
@@ -40,67 +34,15 @@ pub(crate) fn try_cleanup(inner: &Inner, proc: &Proc) {
     }
 }
 
-/// Reads a terminal's master side into the output capture until the terminal is gone (every slave descriptor closed:
-/// `EIO`, the terminal's end of file), then marks the stream finished.
-pub(crate) async fn read_terminal(proc: Arc<Proc>, fd: OwnedFd) {
-    use std::os::fd::AsRawFd;
-    let watched = nonblocking(fd).and_then(|fd| {
-        // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which keeps it open for its whole lifetime.
-        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
-            .map_err(std::io::Error::from)
-    });
-    match watched {
-        Ok(afd) => {
-            let mut buf = vec![0u8; 8 * 1024];
-            loop {
-                let mut ready = match afd.readable().await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::warn!(id = %proc.id, "watching the terminal failed: {e}");
-                        break;
-                    }
-                };
-                let read = ready.try_io(|fd| {
-                    // SAFETY: read into a buffer we own from a descriptor the AsyncFd keeps open.
-                    let n = unsafe {
-                        libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
-                    };
-                    if n < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(n as usize)
-                    }
-                });
-                match read {
-                    Err(_would_block) => continue,
-                    Ok(Ok(0)) => break,
-                    Ok(Ok(n)) => record(&proc, false, &buf[..n]),
-                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    // EIO: the last slave descriptor closed — the terminal's end of file.
-                    Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => break,
-                    Ok(Err(e)) => {
-                        tracing::warn!(id = %proc.id, "reading the terminal failed: {e}");
-                        break;
-                    }
-                }
-            }
-        }
-        Err(e) => tracing::warn!(id = %proc.id, "cannot watch the terminal: {e}"),
+/// Reads a terminal's master side into the output capture until the terminal is gone, then marks the stream
+/// finished.
+pub(crate) async fn read_terminal(proc: Arc<Proc>, stream: Stream) {
+    let recorder = proc.clone();
+    if let Err(e) = crate::sys::read_terminal(stream, |bytes| record(&recorder, false, bytes)).await
+    {
+        tracing::warn!(id = %proc.id, "reading the terminal failed: {e}");
     }
     finish_stream(&proc, false);
-}
-
-/// Sets `O_NONBLOCK` on a descriptor (shared by its duplicates: the same open file).
-pub(crate) fn nonblocking(fd: OwnedFd) -> std::io::Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(fd)
 }
 
 /// The capture a stream goes to: stderr's own when it is captured separately, else the shared output.
@@ -133,8 +75,9 @@ fn finish_stream(proc: &Proc, stderr: bool) {
     }
 }
 
-pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
-    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd);
+/// Reads an output pipe into its capture until its end of file, then marks the stream finished.
+pub(crate) async fn read_pipe(proc: Arc<Proc>, stream: Stream, stderr: bool) {
+    let receiver = crate::sys::pipe_reader(stream);
     match receiver {
         Ok(mut rx) => {
             // Small while the process is quiet (1,000 idle processes must stay cheap), doubled up to 256 KiB while
@@ -162,57 +105,22 @@ pub(crate) async fn read_pipe(proc: Arc<Proc>, fd: OwnedFd, stderr: bool) {
     finish_stream(&proc, stderr);
 }
 
+/// Waits for the leader to end, then publishes how it ended.
 pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Leader) {
     let pid = leader.pid();
-    let (pidfd, child) = match leader {
-        Leader::Raw { pidfd, .. } => (Ok(pidfd), None),
-        Leader::Std(child) => (pidfd_open(pid), Some(child)),
-    };
-    let registered = pidfd.and_then(|fd| {
-        // SAFETY: the pidfd is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
-        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into())
-    });
-    let wait = move || match child {
-        Some(mut c) => c.wait(),
-        None => waitpid_blocking(pid),
-    };
-    let status = match registered {
-        Ok(fd) => {
-            let _ = fd.readable().await;
-            // Exited, not yet reaped: its pid is still its own.
-            if let Some(inner) = inner.upgrade() {
-                inner.platform.leader_exited(pid);
-            }
-            // The process has exited: this reaps it without blocking (and without a group signal in flight).
-            proc.tree.leader().reap(wait)
-        }
-        Err(e) => {
-            tracing::debug!(id = %proc.id, "pidfd unavailable ({e}); waiting on a blocking thread");
-            let waiter = proc.clone();
-            let status = tokio::task::spawn_blocking(move || waiter.tree.leader().reap(wait))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-            if let Some(inner) = inner.upgrade() {
-                inner.platform.leader_exited(pid);
-            }
-            status
+    let exited = || {
+        if let Some(inner) = inner.upgrade() {
+            inner.platform.leader_exited(pid);
         }
     };
+    let status = crate::sys::wait_leader(leader, &proc.tree, &proc.id, exited).await;
     publish_exit(&inner, &proc, status);
 }
 
 /// Records how the command ended, frees its running slot, and wakes its waiters.
-fn publish_exit(
-    inner: &Weak<Inner>,
-    proc: &Proc,
-    status: std::io::Result<std::process::ExitStatus>,
-) {
+fn publish_exit(inner: &Weak<Inner>, proc: &Proc, status: std::io::Result<ExitState>) {
     let state = match status {
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => ExitState::Code(c),
-            (None, Some(sig)) => ExitState::Signal(sig),
-            _ => ExitState::Code(-1),
-        },
+        Ok(s) => s,
         Err(e) => {
             tracing::warn!(id = %proc.id, "waiting for the process failed: {e}");
             ExitState::Code(-1)

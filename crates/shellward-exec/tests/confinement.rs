@@ -2,6 +2,10 @@
 //! limit per tree, and resource limits. Commands that would harm the machine outside a namespace (`os.kill(-1, 9)`, a
 //! fork bomb) run only after the test has proven the confinement is active.
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,10 @@
 //! the executor itself being SIGKILLed), for both containment paths, proven by scanning /proc; and escapers left by a
 //! foreground run are reported.
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

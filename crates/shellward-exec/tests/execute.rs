@@ -1,6 +1,10 @@
 //! Executor behaviour: spawning, environment, errors, timeouts, drain bound, output capture and cursor reads,
 //! registry (ids, sessions, listing, retention, caps), and resource hygiene (fds, zombies).
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,10 @@
 //! writable paths (Landlock), a network of the command's own (`none`, `loopback`) or the host's, a seccomp filter — in a session's sandbox and
 //! without one, as root and (rerun at the end) as a normal user.
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

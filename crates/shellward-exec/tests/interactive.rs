@@ -2,6 +2,10 @@
 //! terminal output cleaned for reading — on every containment path (cgroup or process group, with or without a PID
 //! namespace).
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

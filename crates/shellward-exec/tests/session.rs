@@ -2,6 +2,10 @@
 //! started is found and stopped by the next (`pgrep`, `kill PID`), while other sessions and the host's processes stay
 //! invisible and out of reach; an idle, empty sandbox ends, a busy one does not.
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

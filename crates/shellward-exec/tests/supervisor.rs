@@ -3,6 +3,10 @@
 //! host's own files; every command runs with `no_new_privs`; and the host is non-dumpable, so a command running as
 //! the same user reads neither its environment nor its memory — as root and as a normal user.
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,10 @@
 //! way a tree is stopped; a member that moved itself to another cgroup is still found and killed; one session cannot
 //! take every running slot, and what is retained is bounded (count per session, bytes of logs on disk).
 
+// Unix only: these tests prove Linux containment (`/proc`, signals, namespaces); `portable.rs` holds what every
+// platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

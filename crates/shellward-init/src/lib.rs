@@ -17,6 +17,8 @@
 //! static binary needs no C library. It starts in about a fifth of the time of a dynamically linked Rust program and is
 //! small enough to copy into memory once per executor.
 
+// Linux only: on other platforms the crate is empty (nothing there runs a PID namespace).
+#![cfg(target_os = "linux")]
 #![cfg_attr(not(test), no_std)]
 
 use core::ffi::CStr;

@@ -11,7 +11,8 @@
 //! directory's `key` file (mode 0600, made on first use; one that is not a private regular file of this user, or not
 //! 32 bytes, is refused and the cache is not used). Loading checks the MAC (over a read-only mapping of the file on
 //! Unix, streamed through a small buffer elsewhere), then maps the file with `Component::deserialize_file`: the code
-//! is used from the page cache in place, not read into memory and copied again. An entry that fails the check —
+//! is used from the page cache in place, not read into memory and copied again (on Windows, where a mapped file's
+//! pages cannot always be made read-only — Wine refuses it —, the entry is read into memory instead). An entry that fails the check —
 //! truncated, edited, written by someone without the key, or another component's valid entry copied over this file
 //! name — is discarded and compiled again, never loaded.
 //!
@@ -146,7 +147,7 @@ impl Cache {
                     // when this host wrote it from `Engine::precompile_component` for exactly these component bytes;
                     // the key includes the engine's compatibility hash, and entries are only ever replaced by
                     // renaming a new file over them, never modified in place.
-                    match unsafe { Component::deserialize_file(engine, &path) } {
+                    match unsafe { load_entry(engine, &path) } {
                         Ok(c) => {
                             // Recently used: the last to be evicted. Best effort (a read-only cache still loads).
                             // Eviction needs the order of use only roughly, so an entry used within the last hour
@@ -458,4 +459,26 @@ fn authenticate(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Loads a verified entry: mapped from the page cache.
+///
+/// # Safety
+/// As [`Component::deserialize_file`]: the file must be an artifact `Engine::precompile_component` wrote for this
+/// engine, and must not change while it is mapped.
+#[cfg(not(windows))]
+unsafe fn load_entry(engine: &Engine, path: &std::path::Path) -> wasmtime::Result<Component> {
+    // SAFETY: the caller's.
+    unsafe { Component::deserialize_file(engine, path) }
+}
+
+/// Loads a verified entry: read into memory (a mapping's pages cannot always be made read-only here).
+///
+/// # Safety
+/// As [`Component::deserialize`]: the file must be an artifact `Engine::precompile_component` wrote for this engine.
+#[cfg(windows)]
+unsafe fn load_entry(engine: &Engine, path: &std::path::Path) -> wasmtime::Result<Component> {
+    let bytes = std::fs::read(path)?;
+    // SAFETY: the caller's.
+    unsafe { Component::deserialize(engine, &bytes) }
 }

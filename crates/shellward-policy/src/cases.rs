@@ -22,7 +22,8 @@
 //! Request keys besides `command`: `timeout`, `background`, `workdir`, `env`, `context`, `interactive`, `tty`, and the
 //! confinement the operator gives: `network` (`none` | `loopback` | `host`, default `host`), `writable` (paths; default
 //! unconfined), `max_network` and `max_writable` (the ceiling; default: the same as `network` and `writable`),
-//! `startup_wait` (`"5s"`).
+//! `startup_wait` (`"5s"`), and the platform: `shell` (`sh` | `bash` | `cmd` | `powershell` | …, default `sh`) and `os`
+//! (`linux` | `windows` | …, default: the one the test runs on).
 //!
 //! `expect` keys: `decision` (`run` | `deny`, required), `command`, `background`, `timeout` (`"10s"` or `"none"`),
 //! `on_timeout` (`kill` | `background`), `workdir`, `env` (exact table), `notes_contain` (string or array: each must
@@ -243,6 +244,12 @@ pub struct Case {
     /// The start-up wait in the request (`"5s"`).
     #[serde(default)]
     pub startup_wait: Option<String>,
+    /// The shell the request says runs the command (`sh`, `cmd`, `powershell`, …; default `sh`).
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// The operating system the request says the command runs on (`linux`, `windows`, …; default: this one).
+    #[serde(default)]
+    pub os: Option<String>,
     /// Settings for this case (instead of the file's).
     #[serde(default)]
     pub settings: Option<SettingsSpec>,
@@ -436,6 +443,12 @@ impl Case {
             .startup_wait
             .as_deref()
             .and_then(|t| parse_millis(t).ok());
+        if let Some(shell) = &self.shell {
+            request.shell.clone_from(shell);
+        }
+        if let Some(os) = &self.os {
+            request.os.clone_from(os);
+        }
         request
     }
 }

@@ -105,11 +105,10 @@ impl OutcomeLimits {
                         ));
                     }
                     for p in paths {
-                        let path = std::path::Path::new(p);
-                        let clean = path.is_absolute()
+                        let clean = is_rooted(p)
                             && !p.contains('\0')
                             && p.len() <= self.max_workdir_bytes
-                            && !p.split('/').any(|seg| seg == "." || seg == "..");
+                            && !p.split(SEPARATORS).any(|seg| seg == "." || seg == "..");
                         if !clean {
                             return Err(format!(
                                 "its plan makes {:?} writable; a writable path must be absolute, without `.` or `..`, \
@@ -216,6 +215,20 @@ fn valid_destination(entry: &str) -> bool {
         && host.split('.').all(|label| {
             !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         })
+}
+
+/// What separates a path's parts: `/`, and on Windows `\` too.
+#[cfg(not(windows))]
+const SEPARATORS: &[char] = &['/'];
+/// What separates a path's parts: `/`, and on Windows `\` too.
+#[cfg(windows)]
+const SEPARATORS: &[char] = &['/', '\\'];
+
+/// Whether `p` names a path from a root: absolute on Unix; on Windows also rooted on the current drive (`/tmp`,
+/// `\tmp`), which is how a policy written for every platform names one.
+fn is_rooted(p: &str) -> bool {
+    let path = std::path::Path::new(p);
+    path.is_absolute() || (cfg!(windows) && path.has_root())
 }
 
 #[cfg(test)]

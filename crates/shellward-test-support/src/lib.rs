@@ -3,6 +3,8 @@
 //! test that needs a process of its own; and [`python`], which provisions the Python tools some tests need. Not part
 //! of any shipped crate.
 
+// Unix only: the helpers read `/proc` and send signals.
+#![cfg(unix)]
 #![deny(missing_docs)]
 
 pub mod python;

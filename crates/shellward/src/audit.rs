@@ -208,7 +208,6 @@ enum Sink {
 /// FIFO would block every decision; a device is no log), and a file owned by another user (someone else could read
 /// or rewrite the record). Opened non-blocking, so a FIFO cannot hold the open itself.
 fn open_file(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let not_regular = || {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -218,35 +217,7 @@ fn open_file(path: &Path) -> io::Result<File> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file()) {
         return Err(not_regular());
     }
-    let file = File::options()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(not_regular());
-    }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "it is owned by uid {}, not by this user (uid {me}); remove it or give a path of your own",
-                meta.uid()
-            ),
-        ));
-    }
-    // Back to blocking writes for the writer thread.
-    // SAFETY: fcntl on a descriptor `file` owns.
-    unsafe {
-        use std::os::fd::AsRawFd;
-        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
-    Ok(file)
+    crate::sys::open_append_owned(path, not_regular)
 }
 
 impl Sink {
@@ -386,7 +357,7 @@ impl Drop for AuditLog {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

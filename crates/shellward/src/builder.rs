@@ -62,11 +62,7 @@ impl ShellwardBuilder {
             .cloned()
             .chain(oci::default_cache_dir())
         {
-            use std::os::unix::fs::DirBuilderExt;
-            let _ = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir);
+            let _ = crate::sys::create_private_dir_all(&dir);
         }
         executor.read_only_paths.extend(self.config.host_files());
         executor.hidden_paths.extend(self.config.host_secrets());

@@ -275,7 +275,11 @@ pub(crate) fn line(
             parts.push(format!("writes only under {}", some_paths(&existing, 3)));
         }
         (Some(_), false) => {
-            parts.push("writes not confined (this kernel has no Landlock)".into());
+            parts.push(if cfg!(windows) {
+                "writes not confined (Windows has no per-command write confinement)".into()
+            } else {
+                "writes not confined (this kernel has no Landlock)".into()
+            });
         }
         (None, _) => {}
     }

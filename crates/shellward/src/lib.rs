@@ -41,6 +41,7 @@ mod process;
 mod records;
 mod run;
 mod shape;
+mod sys;
 pub mod tools;
 mod watch;
 

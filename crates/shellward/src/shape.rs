@@ -40,16 +40,9 @@ pub(crate) fn cwd_trap(file: &Path, command: &str) -> String {
 /// following a link or blocking on a FIFO, and only a small regular file is read.
 pub(crate) fn read_cwd_file(file: &Path) -> Option<PathBuf> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(file);
+    let opened = crate::sys::open_regular(file);
     let _ = std::fs::remove_file(file);
     let mut f = opened.ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
     let mut text = String::new();
     f.by_ref().take(4096).read_to_string(&mut text).ok()?;
     let dir = PathBuf::from(text.trim_end_matches('\n'));

@@ -1,6 +1,10 @@
 //! The facade's answers an agent relies on, in-process: input-wait, readiness, the session's working directory,
 //! client tokens and confinement. Every test proves none of its processes survive.
 
+// Unix only: these tests prove what the facade does on Linux (`/proc` scans, signals, sandboxes); the executor's
+// `portable.rs` and the CLI's Windows tests cover what every platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

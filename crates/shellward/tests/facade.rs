@@ -1,6 +1,10 @@
 //! The facade end to end in-process: the real default policy component, the real executor, the five tools.
 //! Every test marks its processes through the instance's default environment and proves none survive.
 
+// Unix only: these tests prove what the facade does on Linux (`/proc` scans, signals, sandboxes); the executor's
+// `portable.rs` and the CLI's Windows tests cover what every platform shares.
+#![cfg(unix)]
+
 use serde_json::{Value, json};
 use shellward::tools::{
     ExecuteArgs, ProcessListArgs, ProcessOutputArgs, ProcessSignalArgs, SignalName, ToolName,

@@ -3,6 +3,10 @@
 //! after it was pulled. Every case must be refused within its bound, with memory bounded by the limits (the server
 //! counts what it managed to send before the client hung up).
 
+// Unix only: these tests prove what the facade does on Linux (`/proc` scans, signals, sandboxes); the executor's
+// `portable.rs` and the CLI's Windows tests cover what every platform shares.
+#![cfg(unix)]
+
 use sha2::{Digest, Sha256};
 use shellward::oci::{PullLimits, pull_with};
 use std::io::{BufRead, BufReader, Write};

@@ -3,6 +3,10 @@
 //! names, a policy that widens past the ceiling is refused (naming it and the ceiling), and an allow-list (the
 //! operator's or a policy's) reaches only its names, through the executor's filtering proxy.
 
+// Unix only: these tests prove what the facade does on Linux (`/proc` scans, signals, sandboxes); the executor's
+// `portable.rs` and the CLI's Windows tests cover what every platform shares.
+#![cfg(unix)]
+
 mod common;
 
 use common::*;

@@ -65,6 +65,7 @@ impl Guest for DefaultPolicy {
             on_timeout: request.on_timeout.map(on_timeout_from),
             env: request.env,
             context: request.context,
+            shell: request.shell,
         };
         let outcome = SETTINGS.with(|s| {
             let mut settings = s.borrow_mut();

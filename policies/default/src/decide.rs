@@ -24,6 +24,8 @@ pub struct Request {
     pub env: Vec<(String, String)>,
     /// Caller context.
     pub context: Vec<(String, String)>,
+    /// The shell that runs the command (`sh`, `bash`, `cmd`, `powershell`, …); empty means `sh`.
+    pub shell: String,
 }
 
 /// A plan, mirroring `shellward:policy/types.plan`.
@@ -256,10 +258,14 @@ fn ends_with_wait(script: &Script<'_>, cmds: &[SimpleCommand]) -> bool {
 /// reading reached every command (false when it stopped at a limit without a match: a server past the limit was not
 /// looked for, which the caller says).
 /// The commands are read one at a time and borrowed: the reading stops at the first match.
+///
+/// On another shell than a POSIX one (Windows' `cmd`, PowerShell), `ping` ends by itself unless given `-t`: only
+/// `ping -t` keeps running there.
 fn promotion<'s>(
     settings: &'s Settings,
     script: &Script<'_>,
     cmds: &[SimpleCommand],
+    posix: bool,
 ) -> (Option<(&'s str, String)>, bool) {
     if settings.promote.is_empty() {
         return (None, true);
@@ -267,6 +273,17 @@ fn promotion<'s>(
     let mut found = None;
     let visit = visit_effective_commands(script, cmds, |c| {
         if c.name() == Some("cd") || c.via("timeout") {
+            return ControlFlow::Continue(());
+        }
+        if !posix
+            && c.name().is_some_and(|n| {
+                n.eq_ignore_ascii_case("ping") || n.eq_ignore_ascii_case("ping.exe")
+            })
+            && !c
+                .args()
+                .iter()
+                .any(|w| w.text.eq_ignore_ascii_case("-t") || w.text.eq_ignore_ascii_case("/t"))
+        {
             return ControlFlow::Continue(());
         }
         match settings.promote.find(c.words) {
@@ -279,6 +296,18 @@ fn promotion<'s>(
     });
     let complete = found.is_some() || (!visit.too_deep && !visit.truncated);
     (found, complete)
+}
+
+/// Whether `shell` (a program name or path, as the host reports it) reads POSIX shell syntax: `sh` and the shells
+/// compatible with it. An empty name is `sh` (a host older than the field).
+pub fn reads_posix(shell: &str) -> bool {
+    let name = shell.rsplit(['/', '\\']).next().unwrap_or(shell);
+    let name = name.to_ascii_lowercase();
+    let name = name.strip_suffix(".exe").unwrap_or(&name);
+    matches!(
+        name,
+        "" | "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "busybox" | "yash" | "posh"
+    )
 }
 
 /// Decides what to do with one request.
@@ -312,7 +341,12 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
     let mut edited: Option<String> = None;
     let mut append_wait = false;
 
+    // The command line is read as POSIX shell syntax. Another shell's line (`cmd`, where `&` separates commands,
+    // PowerShell) is only looked at for programs that keep running: nothing in it is rewritten, and what the POSIX
+    // reader cannot read is not reported as a syntax error.
+    let posix = reads_posix(&req.shell);
     match tokenize(&req.command) {
+        Err(_) if !posix => {}
         Err(e) if e.too_deep => {
             return Outcome::Deny {
                 rule: "nesting-limit",
@@ -332,12 +366,16 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
         Ok(script) => {
             let mut edits = Edits(Vec::new());
             let cmds = script.simple_commands();
-            let trailing = if settings.ampersand_to_background {
+            let trailing = if settings.ampersand_to_background && posix {
                 trailing_ampersand(&script, &cmds)
             } else {
                 None
             };
-            let (setsid, setsid_waits) = setsid_edits(&script, &cmds, &mut edits);
+            let (setsid, setsid_waits) = if posix {
+                setsid_edits(&script, &cmds, &mut edits)
+            } else {
+                (false, false)
+            };
             if settings.network.is_some() {
                 network_exception = matches_any(&settings.network_exceptions, &script, &cmds);
             }
@@ -392,9 +430,9 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
             } else {
                 (script, cmds)
             };
-            let inner_amp = settings.ampersand_to_background && has_inner_ampersand(&rest);
+            let inner_amp = settings.ampersand_to_background && posix && has_inner_ampersand(&rest);
             let waits = ends_with_wait(&rest, &cmds);
-            let (promoted, read_all) = promotion(settings, &rest, &cmds);
+            let (promoted, read_all) = promotion(settings, &rest, &cmds, posix);
             if inner_amp {
                 rules.push("inner-ampersand");
                 append_wait = !waits;
@@ -555,6 +593,51 @@ mod tests {
         assert_eq!(p.command, c);
         assert_eq!(p.timeout_ms, Some(10_000));
         assert!(p.notes.is_empty(), "{c:?}: {:?}", p.notes);
+    }
+
+    /// Another shell's line is not read as POSIX: in `cmd`, `&` separates commands, so nothing is moved to the
+    /// background or rewritten for it, and a quote the POSIX reader cannot close is no syntax error; a program that
+    /// keeps running is still started in the background.
+    #[test]
+    fn only_posix_lines_are_rewritten() {
+        let on = |shell: &str, c: &str| {
+            run(Request {
+                command: c.to_string(),
+                shell: shell.to_string(),
+                ..Default::default()
+            })
+        };
+        for shell in [
+            "cmd",
+            "C:\\Windows\\System32\\cmd.exe",
+            "powershell",
+            "pwsh.exe",
+        ] {
+            for c in ["echo one & echo two", "dir &", "echo it's", "setsid foo"] {
+                let p = on(shell, c);
+                assert!(!p.background, "{shell}: {c:?}");
+                assert_eq!(p.command, c, "{shell}: {c:?}");
+                assert!(p.notes.is_empty(), "{shell}: {c:?}: {:?}", p.notes);
+                assert_eq!(p.timeout_ms, Some(10_000), "{shell}: {c:?}");
+            }
+            for c in ["npm run dev", "ping -t 127.0.0.1"] {
+                let p = on(shell, c);
+                assert!(
+                    p.background && p.rules.contains(&"promotion"),
+                    "{shell}: {c:?}: {p:?}"
+                );
+            }
+            // Windows' ping stops after its count (four by default) unless given -t.
+            assert!(!on(shell, "ping -n 40 127.0.0.1").background, "{shell}");
+        }
+        for shell in ["", "sh", "/bin/bash", "zsh"] {
+            let p = on(shell, "sleep 5 &");
+            assert!(
+                p.background && p.rules.contains(&"trailing-ampersand"),
+                "{shell}: {p:?}"
+            );
+            assert!(on(shell, "ping -n 127.0.0.1").background, "{shell}");
+        }
     }
 
     /// A line the reading cannot finish does not pass as "nothing to promote" silently: the agent is told that a

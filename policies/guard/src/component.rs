@@ -51,8 +51,12 @@ impl Guest for GuardPolicy {
 
     fn evaluate(request: wit::Request) -> wit::Outcome {
         if let Some(denial) = GUARD.with(|g| {
-            g.borrow()
-                .check_in(&request.command, request.workdir.as_deref())
+            g.borrow().check_request(
+                &request.command,
+                request.workdir.as_deref(),
+                &request.os,
+                &request.shell,
+            )
         }) {
             return wit::Outcome::Deny(wit::Denial {
                 reason: denial.reason,

@@ -124,8 +124,8 @@ fn reason(rule: &str) -> String {
              poweroff, init 0, /proc/sysrq-trigger); ask the user"
         }
         "block-device" => {
-            "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys file \
-             systems; ask the user"
+            "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…; on Windows \
+             format, diskpart, Format-Volume, Clear-Disk) destroys file systems; ask the user"
         }
         "unreadable" => {
             "the guard could not read the whole line, so it cannot tell what would run; split it into shorter \
@@ -463,6 +463,30 @@ impl Guard {
     /// Checks a whole command line whose working directory is not known.
     pub fn check(&self, command: &str) -> Option<Denial> {
         self.check_in(command, None)
+    }
+
+    /// Checks a request's line: the POSIX reading ([`Guard::check_in`]), then, for a request on Windows or for a
+    /// Windows shell (`cmd`, PowerShell), the Windows reading ([`crate::windows`]).
+    pub fn check_request(
+        &self,
+        command: &str,
+        workdir: Option<&str>,
+        os: &str,
+        shell: &str,
+    ) -> Option<Denial> {
+        if let Some(d) = self.check_in(command, workdir) {
+            return Some(d);
+        }
+        if !crate::windows::applies(os, shell) {
+            return None;
+        }
+        match crate::windows::check(command, crate::windows::shell_of(shell))? {
+            crate::windows::Finding::Rule(rule) => self.deny(rule),
+            crate::windows::Finding::TooDeep => self.unreadable(&format!(
+                "shells (cmd /c, powershell -Command) are nested more than {} deep",
+                crate::windows::MAX_DEPTH
+            )),
+        }
     }
 
     /// Checks a whole command line run in `workdir` (the request's; `None` or a relative one: not known). Relative

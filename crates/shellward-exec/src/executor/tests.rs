@@ -1,6 +1,7 @@
 //! Unit tests of the executor's internals.
 
 use super::*;
+use nix::sys::signal::Signal;
 
 /// Shutdown's blocking half (cgroups removed, the watchdog's exit waited for, the log directory removed) runs off
 /// the runtime's threads: on a current-thread runtime, another task still runs while shutdown waits for a

@@ -1,10 +1,55 @@
-//! Platform-specific process control. Unix (Linux) today; each platform lives in its own module so Windows (job
-//! objects) can follow behind the same crate-internal interface: `Platform`, `Tree`, `Leader`, `SpawnSpec`, and the
-//! `pidfd`/`pipes` helpers.
+//! Platform-specific process control, one module per platform behind the same crate-internal interface:
+//!
+//! - `Platform` (per executor: containment, spawning), `SpawnSpec`, `Leader`, `Tree` (one command's process tree:
+//!   membership, liveness, terminate and kill), `BaseEnv`/`SpawnEnv` (the commands' environment);
+//! - streams: `Stream` (the host's end of a command's standard stream), `pipe_reader`, `InputSink`, `read_terminal`,
+//!   `wait_leader`;
+//! - `files`: the executor's private directories and files;
+//! - `signal_name`/`signal_number`, `landlock_abi`, `init_main_if_requested`.
+//!
+//! Unix (Linux) is `unix/`; Windows (job objects) is `windows/`.
 
 #[cfg(unix)]
 pub(crate) mod unix;
 #[cfg(unix)]
 pub(crate) use unix::{
-    BaseEnv, ContainmentKind, Leader, Platform, SpawnEnv, SpawnSpec, Tree, pidfd, pipes,
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
+    landlock_abi, pipe_reader, read_terminal, signal_name, signal_number, wait_leader,
 };
+
+#[cfg(unix)]
+pub use unix::init_main_if_requested;
+
+#[cfg(windows)]
+pub(crate) mod windows;
+#[cfg(windows)]
+pub use windows::init_main_if_requested;
+#[cfg(windows)]
+pub(crate) use windows::{
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
+    landlock_abi, pipe_reader, read_terminal, signal_name, signal_number, wait_leader,
+};
+
+/// How command trees are contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContainmentKind {
+    /// One cgroup v2 per tree, killed with `cgroup.kill`: holds processes that leave the process group (Linux).
+    Cgroup,
+    /// One process group per tree, plus the descendants found in `/proc`; the executor is a child subreaper so
+    /// orphaned descendants stay visible (Linux).
+    ProcessGroup,
+    /// One job object per tree, killed with `TerminateJobObject` and closed with the executor (kill on close): holds
+    /// every process the command starts, including those that leave its console (Windows).
+    JobObject,
+}
+
+impl std::fmt::Display for ContainmentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ContainmentKind::Cgroup => "cgroup v2 (cgroup.kill)",
+            ContainmentKind::ProcessGroup => "process group + subreaper",
+            ContainmentKind::JobObject => "job object (kill on close)",
+        })
+    }
+}

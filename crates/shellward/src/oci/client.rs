@@ -119,18 +119,7 @@ fn cache_paths(cache_dir: &Path, digest: &str) -> (PathBuf, PathBuf) {
 
 /// Opens a cache file for reading without following a final link or blocking on a FIFO; only a regular file.
 fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
+    crate::sys::open_regular(path)
 }
 
 /// Reads at most `cap` bytes of `file`; `None` when it is longer.
@@ -357,11 +346,7 @@ pub fn pull_with(
 
 /// Creates the cache directory private to this user where it does not exist yet.
 fn create_cache_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    crate::sys::create_private_dir_all(dir)
 }
 
 /// Pushes a component as a Wasm OCI artifact; returns the pinned reference (`REPOSITORY@sha256:…`).

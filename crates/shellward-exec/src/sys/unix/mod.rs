@@ -14,12 +14,15 @@
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
 //! - [`session`]: one sandbox (PID and mount namespace) per session, which its commands start in;
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
-//! - [`stale`]: removing what executors that died left in the cgroup hierarchies.
+//! - [`stale`]: removing what executors that died left in the cgroup hierarchies;
+//! - [`io`]: the command's streams as the portable core reads and writes them; [`files`]: private files.
 
 pub(crate) mod cgroup;
 pub(crate) mod child_setup;
 mod embedded_init;
 mod fast_spawn;
+pub(crate) mod files;
+mod io;
 pub(crate) mod landlock;
 pub(crate) mod limits;
 pub(crate) mod nsinit;
@@ -36,6 +39,9 @@ mod stale;
 mod tree;
 mod watchdog;
 
+pub(crate) use super::ContainmentKind;
+pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
+pub use nsinit::init_main_if_requested;
 pub(crate) use platform::{Leader, Platform, SpawnSpec};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
@@ -47,22 +53,21 @@ pub(crate) const TREE_VAR: &str = "SHELLWARD_TREE";
 /// executors has several.
 pub(crate) const WATCHDOG_VAR: &str = "SHELLWARD_WATCHDOG";
 
-/// How command trees are contained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ContainmentKind {
-    /// One cgroup v2 per tree, killed with `cgroup.kill`: holds processes that leave the process group.
-    Cgroup,
-    /// One process group per tree, plus the descendants found in `/proc`; the executor is a child subreaper so
-    /// orphaned descendants stay visible.
-    ProcessGroup,
+/// The Landlock ABI version of the running kernel (0: none).
+pub(crate) fn landlock_abi() -> i32 {
+    landlock::kernel_abi()
 }
 
-impl std::fmt::Display for ContainmentKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ContainmentKind::Cgroup => "cgroup v2 (cgroup.kill)",
-            ContainmentKind::ProcessGroup => "process group + subreaper",
-        })
-    }
+/// The name of signal `n` (`SIGKILL`), when this platform names it.
+pub(crate) fn signal_name(n: i32) -> Option<&'static str> {
+    nix::sys::signal::Signal::try_from(n)
+        .ok()
+        .map(|s| s.as_str())
+}
+
+/// The number of the signal named `name` (`SIGTERM`), when this platform knows it.
+pub(crate) fn signal_number(name: &str) -> Option<i32> {
+    name.parse::<nix::sys::signal::Signal>()
+        .ok()
+        .map(|s| s as i32)
 }

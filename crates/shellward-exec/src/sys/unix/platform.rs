@@ -78,6 +78,9 @@ pub(crate) struct Spawned {
     /// The command's writes are confined (a Landlock ruleset was applied): false when the plan did not ask, or the
     /// kernel has no Landlock.
     pub(crate) writes_confined: bool,
+    /// The command's system calls are filtered (the plan named some to deny; a filter that cannot be installed
+    /// fails the start).
+    pub(crate) syscalls_filtered: bool,
     /// A proxied command's listener on its proxy address, in its network namespace, to serve on the host's; `true`
     /// when the namespace became its session's (served until the session's sandbox ends, not the command).
     pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
@@ -388,6 +391,7 @@ impl Platform {
     /// Spawns `sh -c …` (or the configured shell) as the leader of a new process group, inside a new cgroup when
     /// available, with stdin on /dev/null and stdout/stderr on pipes.
     pub(crate) async fn spawn(&self, mut spec: SpawnSpec) -> io::Result<Spawned> {
+        let syscalls_filtered = !spec.confinement.deny_syscalls.is_empty();
         let marker = format!("{}/{}", self.token, spec.name);
         spec.env.push(TREE_VAR.into(), marker.clone().into());
         let cgroup = match &self.root {
@@ -759,6 +763,7 @@ impl Platform {
             terminal: streams.terminal,
             tree,
             writes_confined,
+            syscalls_filtered,
             proxy_listener,
         })
     }

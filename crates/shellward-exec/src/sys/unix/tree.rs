@@ -177,6 +177,11 @@ impl Tree {
         &self.leader
     }
 
+    /// The leader's reaping order, shared with a thread that waits for it.
+    pub(crate) fn leader_shared(&self) -> Arc<LeaderReap> {
+        self.leader.clone()
+    }
+
     /// The living members now, with their start times.
     pub(crate) fn members(&self) -> Vec<Identity> {
         match &self.kind {
@@ -400,6 +405,11 @@ impl Tree {
             .into_iter()
             .filter(|&m| signal_verified(m, signal, |pid| self.belongs(pid)))
             .count()
+    }
+
+    /// Asks the whole tree to end (SIGTERM); [`Tree::kill`] follows after the grace period if it does not.
+    pub(crate) fn terminate(&self) {
+        self.signal(Signal::SIGTERM);
     }
 
     /// SIGKILLs the whole tree at once.

@@ -1,0 +1,226 @@
+//! `sandbox check` on Linux: runs probe commands through the facade and reports each layer of the session sandbox
+//! (namespaces, private `/proc`, read-only host files, privileges, cgroups, Landlock, network namespaces), with what
+//! to do where one is missing.
+
+use super::line;
+use anyhow::{Context, Result};
+use shellward::SandboxProbe;
+use shellward_exec::ContainmentKind;
+use std::process::ExitCode;
+
+pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
+    let uid = crate::sys::effective_uid();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let probe = runtime
+        .block_on(SandboxProbe::run(config))
+        .context("the probe could not run")?;
+    let SandboxProbe {
+        pid_namespaces: namespaces,
+        containment,
+        process_limit: limit,
+        landlock_abi: abi,
+        output: text,
+        confined,
+        ..
+    } = probe;
+    let own_ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut lines = text.lines();
+    let probe_ns = lines.next().unwrap_or_default();
+    let isolated = namespaces && probe_ns != own_ns && !probe_ns.is_empty();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+            .unwrap_or_default()
+    };
+    let no_new_privs = field("NoNewPrivs:") == "1";
+    let caps = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(u64::MAX);
+    const CAP_SYS_ADMIN: u64 = 1 << 21;
+
+    println!(
+        "shellward sandbox check (running as {}; kernel {})",
+        if uid == 0 {
+            "root".to_string()
+        } else {
+            format!("uid {uid}")
+        },
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+    );
+    if isolated {
+        let how = if uid == 0 {
+            "PID and mount namespace per session"
+        } else {
+            "PID and mount namespace per session, in a user namespace of its own (your uid mapped to itself)"
+        };
+        line(true, "session sandbox", how);
+        line(
+            true,
+            "private /proc",
+            "`ps -e` in a command lists only its session",
+        );
+        line(
+            true,
+            "read-only host files",
+            "/sys with the cgroup hierarchies, /proc/sys, the log directory, shellward's config, policies and caches",
+        );
+    } else {
+        line(
+            false,
+            "session sandbox",
+            &why_no_namespace(uid, config.pid_namespace),
+        );
+        line(
+            false,
+            "private /proc",
+            "commands see every process of the host",
+        );
+        line(
+            false,
+            "read-only host files",
+            "needs the session sandbox's mount namespace",
+        );
+    }
+    line(
+        no_new_privs,
+        "no_new_privs",
+        if no_new_privs {
+            "set-user-id programs gain nothing"
+        } else {
+            "not set: report this as a bug"
+        },
+    );
+    if uid == 0 {
+        line(
+            caps & CAP_SYS_ADMIN == 0,
+            "escape capabilities dropped",
+            "CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, … (keep more with [executor] keep_capabilities)",
+        );
+    } else {
+        line(
+            true,
+            "escape capabilities dropped",
+            "a normal user's commands hold none",
+        );
+    }
+    line(
+        true,
+        "shellward non-dumpable",
+        "commands cannot read its environment or memory",
+    );
+    match containment {
+        ContainmentKind::Cgroup => line(
+            true,
+            "tree containment",
+            "one cgroup v2 per command (cgroup.kill)",
+        ),
+        _ => line(
+            false,
+            "cgroup containment",
+            "no writable cgroup v2 hierarchy: trees are tracked by process group and marker instead (run as root, or \
+             give shellward a delegated cgroup, e.g. systemd's Delegate=yes)",
+        ),
+    }
+    match limit {
+        Some(n) => line(
+            true,
+            "process limit per command",
+            &format!("{n} (cgroup pids)"),
+        ),
+        None => line(
+            false,
+            "process limit per command",
+            if config.limits.max_processes.is_none() {
+                "turned off ([executor] max_processes = 0)"
+            } else {
+                "no writable pids cgroup: a fork bomb is not stopped by shellward (run as root, or delegate a cgroup)"
+            },
+        ),
+    }
+    let own_net = std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    match &confined {
+        Ok((writes, out)) => {
+            let refused = out.contains("refused");
+            line(
+                *writes && refused,
+                "writes confined per command (Landlock)",
+                &if *writes && refused {
+                    format!("Landlock ABI {abi}: writes only beneath [confinement] writable")
+                } else if abi == 0 {
+                    "this kernel has no Landlock: commands write wherever their user may (enable the landlock LSM)"
+                        .to_string()
+                } else {
+                    format!(
+                        "Landlock ABI {abi} is present but a write outside was not refused: report this as a bug"
+                    )
+                },
+            );
+            let probe_net = out.lines().next().unwrap_or_default();
+            let own = !probe_net.is_empty() && probe_net != own_net;
+            line(
+                own,
+                "network per command",
+                if own {
+                    "network = \"none\" or \"loopback\" gives a command a network namespace of its own"
+                } else {
+                    "a command asking for no network still saw the host's: report this as a bug"
+                },
+            );
+        }
+        Err(e) => {
+            line(
+                abi > 0,
+                "writes confined per command (Landlock)",
+                &format!("Landlock ABI {abi}"),
+            );
+            line(
+                false,
+                "network per command",
+                &format!("a command with network = \"none\" cannot start here: {e}"),
+            );
+        }
+    }
+    Ok(if isolated {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Why commands run without a session sandbox here, and what to do.
+fn why_no_namespace(uid: u32, wanted: bool) -> String {
+    if !wanted {
+        return "turned off ([executor] pid_namespace = false)".into();
+    }
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    if uid != 0 {
+        if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+            return "this host refuses unprivileged user namespaces (kernel.unprivileged_userns_clone = 0); enable \
+                    them with `sysctl -w kernel.unprivileged_userns_clone=1`, or run shellward as root"
+                .into();
+        }
+        if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+            return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = \
+                    1); give shellward an AppArmor profile with `userns,`, or set the sysctl to 0"
+                .into();
+        }
+        if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+            return "user namespaces are disabled (user.max_user_namespaces = 0); raise it with `sysctl -w \
+                    user.max_user_namespaces=15000`"
+                .into();
+        }
+    }
+    "the kernel refused to create the namespaces, or no init program could run (see the log with SHELLWARD_LOG=info)"
+        .into()
+}

@@ -1,0 +1,215 @@
+//! What the `shellward` binary does the same on every platform, run on Linux and, cross-built, on Windows (under
+//! Wine here): `run` prints a command's output and exits with its code, `policy check` refuses what the guard
+//! refuses, and `serve` over TCP kills a tree at its timeout, runs background processes read by cursor and
+//! signalled, and leaves nothing running when it is killed.
+//!
+//! Commands are named for both default shells (`sh -c`, `cmd /d /s /c`); the child a command starts is a second
+//! process (`sleep` on Linux, `ping` under `cmd` on Windows).
+
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_shellward")
+}
+
+/// The command for this platform's default shell.
+fn cmd(unix: &str, windows: &str) -> String {
+    if cfg!(windows) { windows } else { unix }.to_string()
+}
+
+/// A command that runs about `secs` seconds and starts a child process of its own doing it.
+fn long_with_child(secs: u32) -> String {
+    cmd(
+        &format!("sleep {secs} | cat"),
+        &format!("ping -n {secs} 127.0.0.1 >NUL"),
+    )
+}
+
+/// `shellward ARGS` with the test environment's shellward settings removed.
+fn shellward(args: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .env_remove("SHELLWARD_LOG")
+        .stdin(Stdio::null());
+    c
+}
+
+/// A running `shellward serve` on a loopback port; killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start() -> Server {
+        let mut child = shellward(&["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start shellward serve");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("shellward: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Server { child, base }
+    }
+
+    fn post(&self, path: &str, body: Value) -> Value {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let mut response = agent
+            .post(&format!("{}{path}", self.base))
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .expect("HTTP request");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap();
+        assert_eq!(status, 200, "{path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn run_prints_the_output_and_exits_with_the_code() {
+    let out = shellward(&["run", "--", "echo hello"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hello"),
+        "{out:?}"
+    );
+    let out = shellward(&["run", "--", "exit 4"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+}
+
+#[test]
+fn policy_check_refuses_what_the_guard_refuses() {
+    let out = shellward(&["policy", "check", "--", "rm -rf /"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("deny") && text.contains("guard"), "{text}");
+    let out = shellward(&["policy", "check", "--", "echo fine"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn serve_kills_a_tree_at_its_timeout() {
+    let server = Server::start();
+    let started = Instant::now();
+    let r = server.post(
+        "/v1/tools/execute",
+        json!({"command": long_with_child(40), "timeout": "2s", "on_timeout": "kill"}),
+    );
+    assert_eq!(r["timed_out"], true, "{r}");
+    assert_eq!(r["running"], false, "{r}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    // Nothing of it is listed as running afterwards.
+    let list = server.post("/v1/tools/process_list", json!({}));
+    let running: Vec<&Value> = list["processes"]
+        .as_array()
+        .map(|a| a.iter().filter(|p| p["running"] == true).collect())
+        .unwrap_or_default();
+    assert!(running.is_empty(), "{list}");
+}
+
+#[test]
+fn serve_runs_background_processes_and_signals_them() {
+    let server = Server::start();
+    let r = server.post(
+        "/v1/tools/execute",
+        json!({"command": cmd("echo started; sleep 60", "echo started & ping -n 60 127.0.0.1 >NUL"), "run_in_background": true}),
+    );
+    let id = r["background_process_id"]
+        .as_str()
+        .or(r["process_id"].as_str())
+        .unwrap_or_else(|| panic!("no process id: {r}"))
+        .to_string();
+    assert_eq!(r["running"], true, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut cursor = 0;
+    let mut seen = String::new();
+    while !seen.contains("started") {
+        assert!(Instant::now() < deadline, "no output: {seen:?}");
+        let out = server.post(
+            "/v1/tools/process_output",
+            json!({"process_id": id, "cursor": cursor, "wait": "2s"}),
+        );
+        seen.push_str(out["output"].as_str().unwrap_or_default());
+        cursor = out["cursor"].as_u64().unwrap_or(cursor);
+    }
+    let s = server.post(
+        "/v1/tools/process_signal",
+        json!({"process_id": id, "signal": "kill"}),
+    );
+    assert_eq!(s["running"], false, "{s}");
+    let info = server.post("/v1/tools/process_list", json!({}));
+    let entry = info["processes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["process_id"] == id.as_str()))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_ne!(entry["running"], true, "{info}");
+}
+
+#[test]
+fn nothing_outlives_a_killed_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("beat");
+    let f = file.display().to_string();
+    // A loop whose child appends to a file about every half second.
+    let beat = cmd(
+        &format!("while :; do echo x >> '{f}'; sleep 0.4; done"),
+        &format!("for /L %i in (1,1,600) do (echo x>>\"{f}\" & ping -n 2 127.0.0.1 >NUL)"),
+    );
+    let mut server = Server::start();
+    let r = server.post(
+        "/v1/tools/execute",
+        json!({"command": beat, "run_in_background": true}),
+    );
+    assert_eq!(r["running"], true, "{r}");
+    let size = || std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while size() < 4 {
+        assert!(Instant::now() < deadline, "the loop never wrote");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    // Whatever was in flight lands; then nothing writes any more.
+    std::thread::sleep(Duration::from_secs(2));
+    let after_kill = size();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        size(),
+        after_kill,
+        "the command kept running after its server was killed"
+    );
+}

@@ -213,3 +213,88 @@ fn nothing_outlives_a_killed_server() {
         "the command kept running after its server was killed"
     );
 }
+
+/// One JSON-RPC request over `shellward mcp`'s stdio; returns its result (other lines are skipped).
+fn mcp_call(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> Value {
+    use std::io::Write;
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    loop {
+        let mut reply = String::new();
+        assert_ne!(
+            stdout.read_line(&mut reply).unwrap(),
+            0,
+            "the server closed its output"
+        );
+        let Ok(v) = serde_json::from_str::<Value>(&reply) else {
+            continue;
+        };
+        if v["id"] == json!(id) {
+            assert!(v.get("error").is_none(), "{v}");
+            return v["result"].clone();
+        }
+    }
+}
+
+#[test]
+fn mcp_over_stdio_runs_a_command() {
+    use std::io::Write;
+    let mut child = shellward(&["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start shellward mcp");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let init = mcp_call(
+        &mut stdin,
+        &mut stdout,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "cli-portable", "version": "0"}}),
+    );
+    assert_eq!(init["serverInfo"]["name"], "shellward", "{init}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let tools = mcp_call(&mut stdin, &mut stdout, 2, "tools/list", json!({}));
+    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(5), "{tools}");
+    let r = mcp_call(
+        &mut stdin,
+        &mut stdout,
+        3,
+        "tools/call",
+        json!({"name": "execute", "arguments": {"command": "echo hello"}}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["exit_code"], 0, "{r}");
+    assert!(
+        r["structuredContent"]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello"),
+        "{r}"
+    );
+    // End of input ends the server.
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "mcp did not exit at the end of its input"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

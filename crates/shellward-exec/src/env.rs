@@ -114,8 +114,48 @@ impl Withheld {
 }
 
 /// The variables [`Inherit::Core`] keeps.
+#[cfg(not(windows))]
 pub const CORE_PATTERNS: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_*", "TMPDIR", "TZ",
+];
+
+/// The variables [`Inherit::Core`] keeps: on Windows also what its programs need to start and find the user's
+/// directories (`SystemRoot`, `ComSpec`, `PATHEXT`, `TEMP`, `USERPROFILE`, …; names compare case-insensitively).
+#[cfg(windows)]
+pub const CORE_PATTERNS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_*",
+    "TMPDIR",
+    "TZ",
+    "SystemRoot",
+    "SystemDrive",
+    "windir",
+    "ComSpec",
+    "PATHEXT",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "USERNAME",
+    "USERDOMAIN",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "ProgramData",
+    "ProgramFiles",
+    "ProgramFiles(x86)",
+    "ProgramW6432",
+    "CommonProgramFiles",
+    "CommonProgramFiles(x86)",
+    "PUBLIC",
+    "OS",
+    "NUMBER_OF_PROCESSORS",
+    "PROCESSOR_*",
 ];
 
 /// Which of the executor's variables a command starts from.

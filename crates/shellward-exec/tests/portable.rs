@@ -213,3 +213,36 @@ fn shutdown_stops_every_background_run() {
         assert!(ex.execute(ExecPlan::new("echo late")).await.is_err());
     });
 }
+
+/// With only the core environment inherited, a command still finds what its platform's programs need: on Windows
+/// `SystemRoot` (without it many programs do not start) and `PATH`; elsewhere `PATH`.
+#[test]
+fn a_core_environment_keeps_what_programs_need() {
+    runtime().block_on(async {
+        let mut c = config();
+        c.env.inherit = shellward_exec::Inherit::Core;
+        let ex = Executor::new(c).unwrap();
+        let r = ex
+            .execute(ExecPlan::new(cmd(
+                "echo \"$PATH\"",
+                "echo %SystemRoot% & echo %PATH%",
+            )))
+            .await
+            .unwrap();
+        assert_eq!(r.exit, ExitState::Code(0), "{r:?}");
+        assert!(
+            !r.output.text.contains('%'),
+            "a variable was not set: {r:?}"
+        );
+        assert!(r.output.text.trim().len() > 3, "{r:?}");
+        let r = ex
+            .execute(ExecPlan::new(cmd(
+                "ls / >/dev/null",
+                "ping -n 1 127.0.0.1 >NUL",
+            )))
+            .await
+            .unwrap();
+        assert_eq!(r.exit, ExitState::Code(0), "{r:?}");
+        ex.shutdown().await;
+    });
+}

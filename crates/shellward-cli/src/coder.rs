@@ -291,13 +291,12 @@ async fn start_new(
     let command = req.command.unwrap_or_default();
     let chat = chat_id(headers);
     let background = req.background.unwrap_or(false);
-    let args = ExecuteArgs {
-        command,
-        timeout: req.timeout,
+    let args = {
+        let mut built = ExecuteArgs::new(command).background(background);
         // Go sends no workdir when it is empty; an explicit "" means the default too.
-        workdir: req.workdir.filter(|w| !w.is_empty()),
-        run_in_background: Some(background),
-        ..Default::default()
+        built.timeout = req.timeout;
+        built.workdir = req.workdir.filter(|w| !w.is_empty());
+        built
     };
     let mut env: Vec<(String, String)> = req.env.unwrap_or_default().into_iter().collect();
     if let Some(c) = &chat {
@@ -697,10 +696,7 @@ pub(crate) async fn signal(
             );
         }
     };
-    let args = ProcessSignalArgs {
-        process_id: id.clone(),
-        signal,
-    };
+    let args = ProcessSignalArgs::new(id.clone(), signal);
     match state.sw.process_signal(sess.as_deref(), args).await {
         Ok(r) => {
             let mut out = json!({

@@ -326,20 +326,20 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         }
         None => (Some(args.policy.chain()?), shellward::Config::default()),
     };
-    let call = ExecuteArgs {
-        command: args.command.join(" "),
-        timeout: args.timeout.clone(),
-        run_in_background: if args.background {
+    let call = {
+        let mut built =
+            ExecuteArgs::new(args.command.join(" ")).interactive(args.interactive || args.tty);
+        built.timeout = args.timeout.clone();
+        built.run_in_background = if args.background {
             Some(true)
         } else if args.foreground {
             Some(false)
         } else {
             None
-        },
-        workdir: args.workdir.clone(),
-        interactive: Some(args.interactive || args.tty),
-        tty: Some(args.tty),
-        ..Default::default()
+        };
+        built.workdir = args.workdir.clone();
+        built.tty = Some(args.tty);
+        built
     };
     let env: Vec<(String, String)> = args
         .env

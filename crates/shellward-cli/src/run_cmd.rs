@@ -122,14 +122,14 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         .iter()
         .map(|e| pair(e, "--env"))
         .collect::<Result<Vec<_>>>()?;
-    let exec = ExecuteArgs {
-        command: args.command.join(" "),
-        timeout: args.timeout.clone(),
-        workdir: args.workdir.clone(),
-        run_in_background: args.background.then_some(true),
-        interactive: args.interactive.then_some(true),
-        tty: args.tty.then_some(true),
-        ..Default::default()
+    let exec = {
+        let mut built = ExecuteArgs::new(args.command.join(" "));
+        built.timeout = args.timeout.clone();
+        built.workdir = args.workdir.clone();
+        built.run_in_background = args.background.then_some(true);
+        built.interactive = args.interactive.then_some(true);
+        built.tty = args.tty.then_some(true);
+        built
     };
     if args.json {
         return json_run(sw, exec, env, interrupts).await;
@@ -363,12 +363,7 @@ async fn json_run(
     // Nothing outlives `run`: a process left running is waited for (Ctrl-C terminates it), and its final state is
     // reported under "final".
     if let Some(id) = &result.background_process_id {
-        let args = ProcessOutputArgs {
-            process_id: id.clone(),
-            cursor: None,
-            wait: Some("10s".into()),
-            idle: None,
-        };
+        let args = ProcessOutputArgs::new(id.clone()).wait("10s");
         let fin = loop {
             let out = tokio::select! {
                 r = sw.process_output(None, args.clone()) => r,

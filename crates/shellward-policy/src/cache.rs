@@ -54,6 +54,7 @@ const REFRESH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
 const NOTICE_BYTES: usize = 1 << 20;
 /// Where a component came from when it was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheOutcome {
     /// Loaded from a valid cache entry.
     Hit,

@@ -118,6 +118,7 @@ pub enum ExpectedDecision {
 /// What a case expects.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Expect {
     /// Run or deny.
     pub decision: ExpectedDecision,
@@ -203,6 +204,7 @@ fn network_named(name: &str) -> Result<NetworkAccess, String> {
 /// One case.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Case {
     /// Its name (unique within the file).
     pub name: String,
@@ -260,6 +262,7 @@ pub struct Case {
 /// A parsed case file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CaseFile {
     /// Settings for every case that has none of its own.
     #[serde(default)]
@@ -271,6 +274,7 @@ pub struct CaseFile {
 
 /// Why a case file could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CaseError {
     /// The file could not be read.
     #[error("cannot read case file {path}: {io}")]
@@ -455,6 +459,7 @@ impl Case {
 
 /// One difference between expected and actual.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Mismatch {
     /// The field (`decision`, `command`, `notes`, ...).
     pub field: String,

@@ -15,6 +15,7 @@ pub struct PolicyChain {
 
 /// The chain's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// The final outcome. For `run`, the plan's notes and rules are every policy's, in chain order.
     pub outcome: Outcome,

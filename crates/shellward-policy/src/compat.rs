@@ -19,6 +19,7 @@ const POLICY_INTERFACE: &str = "shellward:policy/policy";
 
 /// What a component declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyInfo {
     /// Export names, e.g. `shellward:policy/policy@0.1.0`.
     pub exports: Vec<String>,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// What went wrong inside a running policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FaultKind {
     /// It ran past its deadline (e.g. an infinite loop or a blocking call).
     Deadline,
@@ -37,6 +38,7 @@ impl FaultKind {
 
 /// An error from loading or running a policy.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// The policy file could not be read.
     #[error("cannot read policy file {path}: {io}; check the path and its permissions")]

@@ -16,21 +16,13 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let plain = Shellward::builder().build().unwrap();
-        let config = Config {
-            audit: Some(AuditConfig {
-                path: dir.path().join("audit.jsonl"),
-                ..AuditConfig::default()
-            }),
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.audit = Some(AuditConfig::to(dir.path().join("audit.jsonl")));
         let audited = Shellward::builder().config(config).build().unwrap();
         let run = |sw: &Shellward| {
             let sw = sw.clone();
             async move {
-                let args = ExecuteArgs {
-                    command: "true".into(),
-                    ..Default::default()
-                };
+                let args = ExecuteArgs::new("true");
                 let r = sw.execute(None, args).await.unwrap();
                 assert_eq!(r.exit_code, Some(0));
             }

@@ -148,8 +148,10 @@ pub fn request_from_record(record: &Value) -> Option<shellward_policy::Request> 
     Some(request)
 }
 
-/// Where audit records go (`[audit]` in the configuration file).
+/// Where audit records go (`[audit]` in the configuration file). Built with [`AuditConfig::to`] (or from
+/// `Default`) and then changed field by field: the fields can grow.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AuditConfig {
     /// The log file (JSON lines, created 0600 when missing), or `-` for standard output.
     pub path: PathBuf,
@@ -168,6 +170,16 @@ impl Default for AuditConfig {
             max_bytes: 100 * 1024 * 1024,
             keep: 5,
             include_output: false,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// Records to `path` (`-`: standard output), with the default rotation and without output.
+    pub fn to(path: impl Into<PathBuf>) -> AuditConfig {
+        AuditConfig {
+            path: path.into(),
+            ..AuditConfig::default()
         }
     }
 }

@@ -143,8 +143,9 @@ impl PolicyEntry {
     }
 }
 
-/// Limits of the agent tools themselves.
+/// Limits of the agent tools themselves. Start from `Default` and change fields (they can grow).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolLimits {
     /// Longest accepted command, in bytes. Default 131071: Linux refuses a longer single argument.
     pub max_command_bytes: usize,
@@ -178,8 +179,10 @@ impl Default for ToolLimits {
     }
 }
 
-/// A whole configuration: what a config file describes, with defaults for what it leaves out.
+/// A whole configuration: what a config file describes, with defaults for what it leaves out. Load one
+/// ([`Config::load`]) or start from `Default` and change fields (they can grow).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// The policy chain in order.
     pub policies: Vec<PolicyEntry>,

@@ -9,7 +9,7 @@
 //! use shellward::{Shellward, tools::ExecuteArgs};
 //! let sw = Shellward::builder().build()?; // embedded default policy, default limits
 //! let result = sw
-//!     .execute(Some("session-1"), ExecuteArgs { command: "npm run dev &".into(), ..Default::default() })
+//!     .execute(Some("session-1"), ExecuteArgs::new("npm run dev &"))
 //!     .await?;
 //! assert!(result.running); // the trailing `&` was turned into a tracked background process
 //! sw.shutdown().await;

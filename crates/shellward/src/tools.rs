@@ -11,12 +11,21 @@ pub use typed::{ToolCall, ToolOutput};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Arguments of `execute`.
+/// Arguments of `execute`. Built with [`ExecuteArgs::new`] and its setters (the fields can grow).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ExecuteArgs {
-    /// The shell command to run with `sh -c`. Do not end it with `&` to background it: set `run_in_background`
-    /// instead.
+    #[cfg_attr(
+        not(windows),
+        doc = "The shell command to run with `sh -c`. Do not end it with `&` to background it: set \
+               `run_in_background` instead."
+    )]
+    #[cfg_attr(
+        windows,
+        doc = "The command line to run with `cmd.exe /d /s /c` (Windows: `&` separates commands there). To run \
+               something in the background, set `run_in_background`."
+    )]
     pub command: String,
     /// How long to wait for a foreground command, as a duration string: `500ms`, `30s`, `5m`, `1m30s`, `2h`. Default
     /// set by policy (usually 10s). When it expires the command usually keeps running in the background and you get
@@ -74,9 +83,10 @@ pub enum OnTimeoutChoice {
     Background,
 }
 
-/// Arguments of `process_output`.
+/// Arguments of `process_output`. Built with [`ProcessOutputArgs::new`] and its setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProcessOutputArgs {
     /// The process id returned by `execute` (`background_process_id` or `process_id`), e.g. `p3-k3x9q2mz`.
     pub process_id: String,
@@ -97,9 +107,10 @@ pub struct ProcessOutputArgs {
     pub idle: Option<String>,
 }
 
-/// Arguments of `process_input`.
+/// Arguments of `process_input`. Built with [`ProcessInputArgs::new`] and its setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProcessInputArgs {
     /// The process id of a command started with `interactive` or `tty`.
     pub process_id: String,
@@ -121,9 +132,10 @@ pub struct ProcessInputArgs {
     pub idle: Option<String>,
 }
 
-/// Arguments of `process_list` (none).
+/// Arguments of `process_list` (none yet: [`ProcessListArgs::default`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProcessListArgs {}
 
 /// The signal `process_signal` sends.
@@ -136,15 +148,156 @@ pub enum SignalName {
     Kill,
 }
 
-/// Arguments of `process_signal`.
+/// Arguments of `process_signal`. Built with [`ProcessSignalArgs::new`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProcessSignalArgs {
     /// The process id, e.g. `p3-k3x9q2mz`.
     pub process_id: String,
     /// `terminate` (graceful: SIGTERM, then SIGKILL after a grace period) or `kill` (SIGKILL at once). Both reach
     /// every process the command started.
     pub signal: SignalName,
+}
+
+impl ExecuteArgs {
+    /// `execute` of `command`, everything else left to the policy.
+    pub fn new(command: impl Into<String>) -> ExecuteArgs {
+        ExecuteArgs {
+            command: command.into(),
+            ..ExecuteArgs::default()
+        }
+    }
+
+    /// The foreground timeout, as a duration string (`"30s"`, `"5m"`).
+    pub fn timeout(mut self, timeout: impl Into<String>) -> ExecuteArgs {
+        self.timeout = Some(timeout.into());
+        self
+    }
+
+    /// The working directory for this call.
+    pub fn workdir(mut self, workdir: impl Into<String>) -> ExecuteArgs {
+        self.workdir = Some(workdir.into());
+        self
+    }
+
+    /// Runs it in the background (`run_in_background`).
+    pub fn background(mut self, background: bool) -> ExecuteArgs {
+        self.run_in_background = Some(background);
+        self
+    }
+
+    /// What happens when the timeout expires.
+    pub fn on_timeout(mut self, choice: OnTimeoutChoice) -> ExecuteArgs {
+        self.on_timeout = Some(choice);
+        self
+    }
+
+    /// Adds an environment variable for this command.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> ExecuteArgs {
+        self.env
+            .get_or_insert_with(Default::default)
+            .insert(name.into(), value.into());
+        self
+    }
+
+    /// Keeps stdin open for `process_input`.
+    pub fn interactive(mut self, interactive: bool) -> ExecuteArgs {
+        self.interactive = Some(interactive);
+        self
+    }
+
+    /// Runs it on a terminal of `rows` × `cols` (the defaults, 24 × 80, where `None`).
+    pub fn tty(mut self, rows: Option<u16>, cols: Option<u16>) -> ExecuteArgs {
+        self.tty = Some(true);
+        self.rows = rows;
+        self.cols = cols;
+        self
+    }
+
+    /// Names this start for safe retries (`client_token`).
+    pub fn client_token(mut self, token: impl Into<String>) -> ExecuteArgs {
+        self.client_token = Some(token.into());
+        self
+    }
+}
+
+impl ProcessOutputArgs {
+    /// `process_output` of `process_id`: the head/tail view, waiting as the tool does by default.
+    pub fn new(process_id: impl Into<String>) -> ProcessOutputArgs {
+        ProcessOutputArgs {
+            process_id: process_id.into(),
+            ..ProcessOutputArgs::default()
+        }
+    }
+
+    /// Reads the bytes after `cursor`.
+    pub fn cursor(mut self, cursor: u64) -> ProcessOutputArgs {
+        self.cursor = Some(cursor);
+        self
+    }
+
+    /// Waits at most this long (a duration string; `"0s"`: a snapshot).
+    pub fn wait(mut self, wait: impl Into<String>) -> ProcessOutputArgs {
+        self.wait = Some(wait.into());
+        self
+    }
+
+    /// Returns once the output has been quiet this long (a duration string; `"0s"`: off).
+    pub fn idle(mut self, idle: impl Into<String>) -> ProcessOutputArgs {
+        self.idle = Some(idle.into());
+        self
+    }
+}
+
+impl ProcessInputArgs {
+    /// `process_input` to `process_id`, writing nothing yet.
+    pub fn new(process_id: impl Into<String>) -> ProcessInputArgs {
+        ProcessInputArgs {
+            process_id: process_id.into(),
+            ..ProcessInputArgs::default()
+        }
+    }
+
+    /// The text to write.
+    pub fn text(mut self, text: impl Into<String>) -> ProcessInputArgs {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Raw bytes to write, base64-encoded.
+    pub fn bytes_base64(mut self, bytes: impl Into<String>) -> ProcessInputArgs {
+        self.bytes_base64 = Some(bytes.into());
+        self
+    }
+
+    /// Closes stdin after writing.
+    pub fn close_stdin(mut self, close: bool) -> ProcessInputArgs {
+        self.close_stdin = Some(close);
+        self
+    }
+
+    /// Waits at most this long for the answer.
+    pub fn wait(mut self, wait: impl Into<String>) -> ProcessInputArgs {
+        self.wait = Some(wait.into());
+        self
+    }
+
+    /// Returns once the output has been quiet this long after the input.
+    pub fn idle(mut self, idle: impl Into<String>) -> ProcessInputArgs {
+        self.idle = Some(idle.into());
+        self
+    }
+}
+
+impl ProcessSignalArgs {
+    /// `process_signal` of `signal` to `process_id`.
+    pub fn new(process_id: impl Into<String>, signal: SignalName) -> ProcessSignalArgs {
+        ProcessSignalArgs {
+            process_id: process_id.into(),
+            signal,
+        }
+    }
 }
 
 /// The result of `execute`.

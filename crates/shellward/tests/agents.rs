@@ -30,14 +30,7 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
         let id = r.process_id.clone().expect("an id");
         // Let the interpreter start and print its first prompt.
         let first = sw
-            .process_output(
-                None,
-                ProcessOutputArgs {
-                    process_id: id.clone(),
-                    idle: Some("3s".into()),
-                    ..Default::default()
-                },
-            )
+            .process_output(None, ProcessOutputArgs::new(id.clone()).idle("3s"))
             .await
             .unwrap();
         assert!(first.waiting_for_input, "tty={tty}: {first:?}");
@@ -45,12 +38,9 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
         let answer = sw
             .process_input(
                 None,
-                ProcessInputArgs {
-                    process_id: id.clone(),
-                    text: Some("print(6*7)\n".into()),
-                    idle: Some("3s".into()),
-                    ..Default::default()
-                },
+                ProcessInputArgs::new(id.clone())
+                    .text("print(6*7)\n")
+                    .idle("3s"),
             )
             .await
             .unwrap();
@@ -64,10 +54,7 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
         );
         sw.process_signal(
             None,
-            shellward::tools::ProcessSignalArgs {
-                process_id: id,
-                signal: shellward::tools::SignalName::Kill,
-            },
+            shellward::tools::ProcessSignalArgs::new(id, shellward::tools::SignalName::Kill),
         )
         .await
         .unwrap();
@@ -80,11 +67,7 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
     let out = sw
         .process_output(
             None,
-            ProcessOutputArgs {
-                process_id: r.process_id.clone().unwrap(),
-                idle: Some("300ms".into()),
-                ..Default::default()
-            },
+            ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle("300ms"),
         )
         .await
         .unwrap();
@@ -97,11 +80,7 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
     let out = sw
         .process_output(
             None,
-            ProcessOutputArgs {
-                process_id: r.process_id.clone().unwrap(),
-                idle: Some("3s".into()),
-                ..Default::default()
-            },
+            ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle("3s"),
         )
         .await
         .unwrap();
@@ -121,11 +100,7 @@ async fn a_background_start_is_answered_when_ready_failed_or_at_the_limit() {
         .local_addr()
         .unwrap()
         .port();
-    let background = |command: String| ExecuteArgs {
-        command,
-        run_in_background: Some(true),
-        ..Default::default()
-    };
+    let background = |command: String| ExecuteArgs::new(command).background(true);
     // Listens after 1.5 s.
     let started = Instant::now();
     let r = sw
@@ -262,11 +237,7 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
     };
     let dir = tempfile::tempdir().unwrap();
     let tally = dir.path().join("tally");
-    let with_token = |command: String, token: &str| ExecuteArgs {
-        command,
-        client_token: Some(token.into()),
-        ..Default::default()
-    };
+    let with_token = |command: String, token: &str| ExecuteArgs::new(command).client_token(token);
     let runs = || {
         std::fs::read_to_string(&tally)
             .unwrap_or_default()
@@ -332,10 +303,7 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
     assert_eq!(runs(), 3);
 
     // A background start and its retry: one process, whose state the retry brings up to date.
-    let bg = ExecuteArgs {
-        run_in_background: Some(true),
-        ..with_token("sleep 0.6; exit 4".into(), "t-3")
-    };
+    let bg = with_token("sleep 0.6; exit 4".into(), "t-3").background(true);
     let started = sw.execute(Some("s1"), bg.clone()).await.unwrap();
     assert!(started.running, "{started:?}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -344,7 +312,7 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
     assert_eq!(later.exit_code, Some(4));
     assert_eq!(later.process_id, started.process_id);
     let listed = sw
-        .process_list(Some("s1"), ProcessListArgs {})
+        .process_list(Some("s1"), ProcessListArgs::default())
         .await
         .unwrap();
     assert_eq!(
@@ -439,10 +407,7 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                workdir: Some(elsewhere.display().to_string()),
-                ..exec("echo data > y")
-            },
+            exec("echo data > y").workdir(elsewhere.display().to_string()),
         )
         .await
         .unwrap();

@@ -66,15 +66,11 @@ async fn trailing_ampersand_becomes_a_tracked_background_process() {
     let mut seen = String::new();
     while !seen.contains("later") {
         let out = sw
-            .process_output(
-                Some("s1"),
-                ProcessOutputArgs {
-                    process_id: id.clone(),
-                    cursor: Some(cursor),
-                    wait: Some("2s".into()),
-                    idle: None,
-                },
-            )
+            .process_output(Some("s1"), {
+                let mut built = ProcessOutputArgs::new(id.clone()).cursor(cursor).wait("2s");
+                built.idle = None;
+                built
+            })
             .await
             .unwrap();
         assert!(out.running);
@@ -85,7 +81,7 @@ async fn trailing_ampersand_becomes_a_tracked_background_process() {
     assert_eq!(seen, "started\nlater\n");
 
     let list = sw
-        .process_list(Some("s1"), ProcessListArgs {})
+        .process_list(Some("s1"), ProcessListArgs::default())
         .await
         .unwrap();
     assert_eq!(list.processes.len(), 1);
@@ -94,17 +90,14 @@ async fn trailing_ampersand_becomes_a_tracked_background_process() {
 
     // Another session sees nothing and cannot signal it.
     let other = sw
-        .process_list(Some("s2"), ProcessListArgs {})
+        .process_list(Some("s2"), ProcessListArgs::default())
         .await
         .unwrap();
     assert!(other.processes.is_empty());
     let e = sw
         .process_signal(
             Some("s2"),
-            ProcessSignalArgs {
-                process_id: id.clone(),
-                signal: SignalName::Kill,
-            },
+            ProcessSignalArgs::new(id.clone(), SignalName::Kill),
         )
         .await
         .unwrap_err();
@@ -113,10 +106,7 @@ async fn trailing_ampersand_becomes_a_tracked_background_process() {
     let s = sw
         .process_signal(
             Some("s1"),
-            ProcessSignalArgs {
-                process_id: id.clone(),
-                signal: SignalName::Terminate,
-            },
+            ProcessSignalArgs::new(id.clone(), SignalName::Terminate),
         )
         .await
         .unwrap();
@@ -124,13 +114,7 @@ async fn trailing_ampersand_becomes_a_tracked_background_process() {
     assert!(survivors(&mark).is_empty());
     // Signalling a dead tree is refused with a clear error.
     let e = sw
-        .process_signal(
-            Some("s1"),
-            ProcessSignalArgs {
-                process_id: id,
-                signal: SignalName::Kill,
-            },
-        )
+        .process_signal(Some("s1"), ProcessSignalArgs::new(id, SignalName::Kill))
         .await
         .unwrap_err();
     assert_eq!(e.kind, ToolErrorKind::NotAlive);
@@ -144,11 +128,7 @@ async fn foreground_timeout_keeps_the_process_and_returns_its_id() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                command: "echo before; sleep 30".into(),
-                timeout: Some("300ms".into()),
-                ..Default::default()
-            },
+            ExecuteArgs::new("echo before; sleep 30").timeout("300ms"),
         )
         .await
         .unwrap();
@@ -161,15 +141,12 @@ async fn foreground_timeout_keeps_the_process_and_returns_its_id() {
         r.notes
     );
     let snap = sw
-        .process_output(
-            None,
-            ProcessOutputArgs {
-                process_id: id,
-                cursor: None,
-                wait: Some("0s".into()),
-                idle: None,
-            },
-        )
+        .process_output(None, {
+            let mut built = ProcessOutputArgs::new(id).wait("0s");
+            built.cursor = None;
+            built.idle = None;
+            built
+        })
         .await
         .unwrap();
     assert!(snap.running);
@@ -508,12 +485,9 @@ async fn the_caller_chooses_on_timeout_and_env_per_call() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                command: "sleep 31 | cat; echo never".into(),
-                timeout: Some("1s".into()),
-                on_timeout: Some(shellward::tools::OnTimeoutChoice::Kill),
-                ..Default::default()
-            },
+            ExecuteArgs::new("sleep 31 | cat; echo never")
+                .timeout("1s")
+                .on_timeout(shellward::tools::OnTimeoutChoice::Kill),
         )
         .await
         .unwrap();
@@ -522,12 +496,9 @@ async fn the_caller_chooses_on_timeout_and_env_per_call() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                command: "sleep 30".into(),
-                timeout: Some("1s".into()),
-                on_timeout: Some(shellward::tools::OnTimeoutChoice::Background),
-                ..Default::default()
-            },
+            ExecuteArgs::new("sleep 30")
+                .timeout("1s")
+                .on_timeout(shellward::tools::OnTimeoutChoice::Background),
         )
         .await
         .unwrap();
@@ -566,12 +537,7 @@ async fn leftovers_are_reported_with_their_id_and_their_fate() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                command: "python3 -c 'import os, time; os.fork() or (os.close(1), os.close(2), time.sleep(31))'; echo started".into(),
-                timeout: Some("2s".into()),
-                on_timeout: Some(shellward::tools::OnTimeoutChoice::Kill),
-                ..Default::default()
-            },
+            ExecuteArgs::new("python3 -c 'import os, time; os.fork() or (os.close(1), os.close(2), time.sleep(31))'; echo started").timeout("2s").on_timeout(shellward::tools::OnTimeoutChoice::Kill),
         )
         .await
         .unwrap();
@@ -600,12 +566,7 @@ async fn leftovers_are_reported_with_their_id_and_their_fate() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                command: "python3 -c 'import os, time; os.fork() or (os.close(1), os.close(2), time.sleep(32))'; echo started".into(),
-                timeout: Some("2s".into()),
-                on_timeout: Some(shellward::tools::OnTimeoutChoice::Background),
-                ..Default::default()
-            },
+            ExecuteArgs::new("python3 -c 'import os, time; os.fork() or (os.close(1), os.close(2), time.sleep(32))'; echo started").timeout("2s").on_timeout(shellward::tools::OnTimeoutChoice::Background),
         )
         .await
         .unwrap();
@@ -636,14 +597,7 @@ async fn a_trailing_ampersand_is_explained_once() {
     assert!(r.notes.iter().any(|n| n.contains(&id)), "{:?}", r.notes);
     // Without a policy note, the host's note still says how to follow up.
     let r = sw
-        .execute(
-            None,
-            ExecuteArgs {
-                command: "sleep 5".into(),
-                run_in_background: Some(true),
-                ..Default::default()
-            },
-        )
+        .execute(None, ExecuteArgs::new("sleep 5").background(true))
         .await
         .unwrap();
     assert!(
@@ -694,11 +648,7 @@ async fn a_large_output_suggests_searching_its_log() {
 async fn a_background_start_that_fails_at_once_says_so() {
     let mark = new_mark();
     let sw = instance(&mark);
-    let bg = |command: &str| ExecuteArgs {
-        command: command.into(),
-        run_in_background: Some(true),
-        ..Default::default()
-    };
+    let bg = |command: &str| ExecuteArgs::new(command).background(true);
     let r = sw
         .execute(
             None,
@@ -832,11 +782,7 @@ async fn a_poll_returns_when_output_goes_quiet() {
     let r = sw
         .execute(
             None,
-            ExecuteArgs {
-                command: "echo 'Listening on :3000'; sleep 30".into(),
-                run_in_background: Some(true),
-                ..Default::default()
-            },
+            ExecuteArgs::new("echo 'Listening on :3000'; sleep 30").background(true),
         )
         .await
         .unwrap();
@@ -961,11 +907,7 @@ async fn a_process_handle_reads_writes_and_signals_through_the_facade() {
     let decided = sw
         .decide(
             Some("s1"),
-            &ExecuteArgs {
-                command: "read line; echo \"got $line\"; sleep 30".into(),
-                interactive: Some(true),
-                ..Default::default()
-            },
+            &ExecuteArgs::new("read line; echo \"got $line\"; sleep 30").interactive(true),
             &[],
         )
         .unwrap();

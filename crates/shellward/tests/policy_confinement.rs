@@ -199,13 +199,7 @@ async fn a_policy_sets_the_start_up_wait_of_the_commands_it_promotes() {
     );
     let started = std::time::Instant::now();
     let r = sw
-        .execute(
-            None,
-            shellward::tools::ExecuteArgs {
-                run_in_background: Some(true),
-                ..exec("sleep 30")
-            },
-        )
+        .execute(None, exec("sleep 30").background(true))
         .await
         .unwrap();
     let plain = started.elapsed();

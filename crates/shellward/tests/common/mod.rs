@@ -33,8 +33,5 @@ pub fn instance(mark: &str) -> Shellward {
 }
 
 pub fn exec(command: &str) -> ExecuteArgs {
-    ExecuteArgs {
-        command: command.into(),
-        ..Default::default()
-    }
+    ExecuteArgs::new(command)
 }

@@ -53,13 +53,7 @@ pub fn start_serve(
 
 /// A marker unique to this call.
 pub fn new_mark(tag: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    shellward_test_support::unique_mark(tag)
 }
 
 /// Living processes carrying `mark` now.

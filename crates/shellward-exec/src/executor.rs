@@ -11,7 +11,9 @@ use crate::results::{
 };
 pub(crate) use crate::shared::Inner;
 use crate::sys::{BaseEnv, ContainmentKind, Platform, SpawnEnv, SpawnSpec};
-use crate::tasks::{cleanup, read_pipe, read_terminal, reaper, try_cleanup, wait_leader};
+use crate::tasks::{
+    cleanup, read_pipe, read_terminal, reap_pass, reaper, try_cleanup, wait_leader,
+};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,6 +110,13 @@ impl Executor {
     /// ([`crate::Enforced::writes`]).
     pub fn landlock_abi() -> i32 {
         crate::sys::landlock_abi()
+    }
+
+    /// Runs one pass of the reaper now (release of ended trees, retention and the per-session limits), instead of
+    /// waiting for its next period: for tests that check what a pass leaves, without sleeping for it.
+    #[doc(hidden)]
+    pub fn reap_now(&self) {
+        reap_pass(&self.inner);
     }
 
     /// The containment mechanism in use.

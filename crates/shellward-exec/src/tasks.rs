@@ -135,6 +135,29 @@ fn publish_exit(inner: &Weak<Inner>, proc: &Proc, status: std::io::Result<ExitSt
     proc.tick.send_modify(|t| *t += 1);
 }
 
+/// One pass of upkeep: releases ended trees, enforces retention and the registry's limits, reaps orphaned members.
+/// Returns the processes retained after it, and when it ran.
+pub(crate) fn reap_pass(inner: &Inner) -> (Vec<Arc<Proc>>, SystemTime) {
+    inner.reaper_passes.fetch_add(1, Ordering::Relaxed);
+    let mut known = HashMap::new();
+    for p in inner.registry.all() {
+        // Zombies of a tree that is otherwise gone still need reaping: every tree's members count.
+        known.extend(p.tree.known());
+        if p.leader_exited() && !p.cleaned.load(Ordering::Relaxed) && !p.tree.alive() {
+            try_cleanup(inner, &p);
+        }
+    }
+    let now = SystemTime::now();
+    inner.registry.enforce(now);
+    // Leaders are reaped by their waiter task, which needs their exit status.
+    let procs = inner.registry.all();
+    for p in &procs {
+        known.remove(&p.pid);
+    }
+    inner.platform.reap_orphans(&known);
+    (procs, now)
+}
+
 /// How often the reaper looks while something is running or being released.
 const BUSY_PERIOD: Duration = Duration::from_millis(500);
 /// The longest the reaper sleeps with exited processes retained (their retention is checked at least this often).
@@ -164,23 +187,7 @@ pub(crate) async fn reaper(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
         if inner.shut_down.load(Ordering::SeqCst) {
             return;
         }
-        inner.reaper_passes.fetch_add(1, Ordering::Relaxed);
-        let mut known = HashMap::new();
-        for p in inner.registry.all() {
-            // Zombies of a tree that is otherwise gone still need reaping: every tree's members count.
-            known.extend(p.tree.known());
-            if p.leader_exited() && !p.cleaned.load(Ordering::Relaxed) && !p.tree.alive() {
-                try_cleanup(&inner, &p);
-            }
-        }
-        let now = SystemTime::now();
-        inner.registry.enforce(now);
-        // Leaders are reaped by their waiter task, which needs their exit status.
-        let procs = inner.registry.all();
-        for p in &procs {
-            known.remove(&p.pid);
-        }
-        inner.platform.reap_orphans(&known);
+        let (procs, now) = reap_pass(&inner);
         // Sessions' sandboxes that have been idle long enough end (checked at most every 10 s: a `/proc` scan each).
         let sessions = inner.platform.has_sessions();
         let session_check = SESSION_CHECK.min(inner.config.session_idle);

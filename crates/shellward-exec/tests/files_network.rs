@@ -432,7 +432,7 @@ fn every_files_and_network_test_passes_as_a_normal_user() {
         return;
     }
     let out = shellward_test_support::rerun_all_as_user(
-        "every_files_and_network_test_passes_as_a_normal_user",
+        &["every_files_and_network_test_passes_as_a_normal_user"],
         SUITE_AS_USER,
     );
     println!("{out}");

@@ -163,13 +163,13 @@ async fn pid_reuse_child_role() {
 /// Reproduces the PID-reuse defect the way it was found: a tree member exits, an unrelated `setsid sleep` receives
 /// its pid (`ns_last_pid`), then the tree is stopped by terminate, kill, a foreground timeout with kill, and
 /// shutdown. The stranger must survive each. Root-only (it writes `ns_last_pid` inside a private PID namespace, so
-/// nothing outside is affected); elsewhere it prints why it skips.
+/// nothing outside is affected); without root it fails saying so.
 #[test]
 fn a_stranger_with_a_reused_pid_is_never_signalled() {
-    if !is_root() {
-        println!("skipped: needs root (writes ns_last_pid inside a private PID namespace)");
-        return;
-    }
+    assert!(
+        is_root(),
+        "this test needs root (it writes ns_last_pid inside a private PID namespace): run the suite as root, as CI does"
+    );
     let out = std::process::Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
         .arg(std::env::current_exe().unwrap())
@@ -181,19 +181,14 @@ fn a_stranger_with_a_reused_pid_is_never_signalled() {
             "--test-threads=1",
         ])
         .output();
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => {
-            println!("skipped: cannot run unshare ({e})");
-            return;
-        }
-    };
+    let out = out
+        .unwrap_or_else(|e| panic!("this test needs `unshare` (util-linux): cannot run it ({e})"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() && stdout.is_empty() && stderr.contains("unshare") {
-        println!("skipped: unshare failed: {stderr}");
-        return;
-    }
+    assert!(
+        out.status.success() || !stdout.is_empty() || !stderr.contains("unshare"),
+        "this test needs a private PID namespace, and unshare failed: {stderr}"
+    );
     assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout
         .lines()
@@ -217,9 +212,10 @@ fn a_stranger_with_a_reused_pid_is_never_signalled() {
 async fn a_member_that_left_the_cgroup_is_still_killed() {
     let ex = Executor::new(quick(|_| {})).unwrap();
     let (Some(dir), true) = (ex.cgroup_dir().map(|d| d.to_path_buf()), is_root()) else {
-        println!("skipped: needs the cgroup path and root");
-        ex.shutdown().await;
-        return;
+        panic!(
+            "this test needs root and the cgroup path (run the suite as root, as CI does); containment here: {}",
+            ex.containment()
+        );
     };
     // The cgroup this test process is in: the parent of the executor's own.
     let outside = dir.parent().unwrap().join("cgroup.procs");
@@ -267,9 +263,10 @@ async fn a_member_that_left_the_cgroup_is_still_killed() {
 async fn a_finished_tree_never_reaches_the_command_that_reuses_its_cgroup() {
     let ex = Executor::new(quick(|_| {})).unwrap();
     let Some(root) = ex.cgroup_dir().map(|d| d.to_path_buf()) else {
-        println!("skipped: needs the cgroup path ({})", ex.containment());
-        ex.shutdown().await;
-        return;
+        panic!(
+            "this test needs the cgroup path (a writable cgroup v2 hierarchy with cgroup.kill: run the suite as root, as CI does); containment here: {}",
+            ex.containment()
+        );
     };
     let first = ex.execute(ExecPlan::new("true")).await.unwrap();
     assert_eq!(first.exit.code(), Some(0));
@@ -321,11 +318,11 @@ async fn a_finished_tree_never_reaches_the_command_that_reuses_its_cgroup() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_trees_cgroup_is_never_reused() {
     let ex = Executor::new(quick(|_| {})).unwrap();
-    if ex.cgroup_dir().is_none() {
-        println!("skipped: needs the cgroup path ({})", ex.containment());
-        ex.shutdown().await;
-        return;
-    }
+    assert!(
+        ex.cgroup_dir().is_some(),
+        "this test needs the cgroup path (a writable cgroup v2 hierarchy with cgroup.kill: run the suite as root, as CI does); containment here: {}",
+        ex.containment()
+    );
     for round in 0..3 {
         let mut plan = ExecPlan::new("sleep 60");
         plan.background = true;
@@ -399,8 +396,8 @@ async fn exited_processes_are_capped_per_session_and_readers_are_told() {
         plan.session = Some("a".into());
         ids.push(ex.execute(plan).await.unwrap().id);
     }
-    // The reaper settles within one period (cgroups are released on their own task).
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // One reaper pass enforces the cap (no waiting for its period).
+    ex.reap_now();
     let listed = ex.list_filtered(Some("a"), 100, true).processes;
     assert!(listed.len() <= 5, "{} retained", listed.len());
     assert!(listed.iter().any(|p| p.id == ids[11]), "the newest is kept");
@@ -528,7 +525,14 @@ fn every_trust_test_passes_as_a_normal_user() {
         return;
     }
     let out = shellward_test_support::rerun_all_as_user(
-        "every_trust_test_passes_as_a_normal_user",
+        &[
+            "every_trust_test_passes_as_a_normal_user",
+            // Their subjects need root: the cgroup path, and writing ns_last_pid.
+            "a_stranger_with_a_reused_pid_is_never_signalled",
+            "a_member_that_left_the_cgroup_is_still_killed",
+            "a_finished_tree_never_reaches_the_command_that_reuses_its_cgroup",
+            "a_killed_trees_cgroup_is_never_reused",
+        ],
         SUITE_AS_USER,
     );
     println!("{out}");

@@ -31,6 +31,22 @@ impl Proc {
     }
 }
 
+/// A marker unique to this call in this run: `TAG-PID-N-NANOS` (the process id, a counter, and the time, so two runs
+/// in a row never share one). Test trees carry it in their environment so their survivors can be found in `/proc`.
+pub fn unique_mark(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{tag}-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}
+
 /// Every process in `/proc` now.
 pub fn scan() -> Vec<Proc> {
     let Ok(dir) = fs::read_dir("/proc") else {
@@ -175,10 +191,10 @@ pub fn rerun_as_user(test: &str, marker: &str) -> String {
     rerun(cmd, test, "as an unprivileged user")
 }
 
-/// Runs every test of the current test binary but `skip` (the caller) again as an unprivileged user (as
-/// [`rerun_as_user`]), with `marker` set, and returns its standard output: a whole suite proven on the non-root path
-/// too. Panics with both outputs when any test fails or none ran.
-pub fn rerun_all_as_user(skip: &str, marker: &str) -> String {
+/// Runs every test of the current test binary but those named in `skip` (the caller, and tests whose subject needs
+/// root) again as an unprivileged user (as [`rerun_as_user`]), with `marker` set, and returns its standard output: a
+/// whole suite proven on the non-root path too. Panics with both outputs when any test fails or none ran.
+pub fn rerun_all_as_user(skip: &[&str], marker: &str) -> String {
     let exe = std::env::current_exe().expect("the path of the running test binary");
     let mut cmd = command_as_user(&exe);
     let scratch = std::env::temp_dir();
@@ -188,7 +204,7 @@ pub fn rerun_all_as_user(skip: &str, marker: &str) -> String {
         .env("TMPDIR", &scratch)
         .env_remove("XDG_RUNTIME_DIR")
         .current_dir(&scratch)
-        .args(["--skip", skip])
+        .args(skip.iter().flat_map(|s| ["--skip", s]))
         .output()
         .unwrap_or_else(|e| panic!("cannot rerun the suite as an unprivileged user: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -265,7 +265,7 @@ fn every_policy_confinement_test_passes_as_a_normal_user() {
         return;
     }
     let out = shellward_test_support::rerun_all_as_user(
-        "every_policy_confinement_test_passes_as_a_normal_user",
+        &["every_policy_confinement_test_passes_as_a_normal_user"],
         SUITE_AS_USER,
     );
     println!("{out}");

@@ -11,17 +11,7 @@ pub const MARK: &str = "SHELLWARD_TEST_MARK";
 
 /// A marker unique to this call.
 pub fn new_mark() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "m{}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
+    shellward_test_support::unique_mark("m")
 }
 
 /// Living (non-zombie) processes whose environment carries `mark`.

@@ -8,14 +8,9 @@ use std::time::Duration;
 
 pub const MARK: &str = "SHELLWARD_TEST_MARK";
 
+/// A marker unique to this call.
 pub fn new_mark() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "facade-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    shellward_test_support::unique_mark("facade")
 }
 
 /// The processes still carrying `mark` after up to 5 s.

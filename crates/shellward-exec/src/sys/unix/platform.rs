@@ -5,6 +5,7 @@ use super::cgroup::{self, CgroupRoot};
 use super::child_setup;
 use super::fast_spawn;
 use super::limits::{self, PidsRoot};
+use super::nsinit::{InitProgram, init_candidates, init_refused};
 use super::pipes::pipe;
 use super::procfs;
 use super::session;
@@ -850,97 +851,6 @@ impl Platform {
             }
         }
     }
-}
-
-/// A program that can serve as pid 1 of a session's sandbox.
-#[derive(Clone, Debug)]
-pub(crate) enum InitProgram {
-    /// A binary on disk (configured, beside the executable, or the executable itself).
-    File(PathBuf),
-    /// The static init embedded in this crate, in a sealed memfd.
-    Embedded(super::embedded_init::EmbeddedInit),
-}
-
-impl InitProgram {
-    /// The path the child execs.
-    fn path(&self) -> &std::path::Path {
-        match self {
-            InitProgram::File(p) => p,
-            InitProgram::Embedded(e) => e.path(),
-        }
-    }
-
-    /// The `argv[0]` the init gets: its path, or for the embedded init a name (`ps` would show `/proc/self/fd/N`).
-    fn argv0(&self) -> &std::ffi::OsStr {
-        match self {
-            InitProgram::File(p) => p.as_os_str(),
-            InitProgram::Embedded(_) => std::ffi::OsStr::new("shellward-init"),
-        }
-    }
-
-    /// Whether `self` and `other` are the same candidate.
-    fn same(&self, other: &InitProgram) -> bool {
-        self.path() == other.path()
-    }
-}
-
-impl std::fmt::Display for InitProgram {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            InitProgram::File(p) => write!(f, "{}", p.display()),
-            InitProgram::Embedded(_) => f.write_str("the embedded static init (memfd)"),
-        }
-    }
-}
-
-/// The init candidates for `config`, best first (the order `nsinit` documents).
-fn init_candidates(config: &crate::ExecutorConfig) -> Vec<InitProgram> {
-    let mut candidates = Vec::new();
-    if let Some(program) = &config.init_program {
-        candidates.push(InitProgram::File(program.clone()));
-    }
-    match super::embedded_init::load() {
-        Ok(Some(embedded)) => candidates.push(InitProgram::Embedded(embedded)),
-        Ok(None) => {}
-        Err(e) => tracing::info!("{e}; using a dynamically linked init"),
-    }
-    if super::nsinit::hook_installed()
-        && let Ok(exe) = std::env::current_exe()
-    {
-        if let Some(small) = small_init_beside(&exe) {
-            candidates.push(InitProgram::File(small));
-        }
-        candidates.push(InitProgram::File(exe));
-    }
-    candidates
-}
-
-/// Whether a spawn under an init failed because of the init or the namespace (so the next candidate, or no namespace,
-/// may work), not because of the command.
-fn init_refused(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(
-            libc::EPERM
-                | libc::EINVAL
-                | libc::ENOSPC
-                | libc::EUSERS
-                | libc::ENOENT
-                | libc::EACCES
-                | libc::ENOEXEC
-                | libc::ETXTBSY
-        )
-    )
-}
-
-/// This crate's `shellward-init` binary in the same directory as `exe`, when it is there and executable: a small
-/// program starts in about half the time of a large host binary (fewer pages and relocations). As trustworthy as
-/// `exe` itself (same directory, installed together).
-fn small_init_beside(exe: &std::path::Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let init = exe.parent()?.join("shellward-init");
-    let meta = std::fs::metadata(&init).ok()?;
-    (meta.is_file() && meta.permissions().mode() & 0o111 != 0 && init != exe).then_some(init)
 }
 
 /// A spawned leader on its way to the caller; killed if dropped before the caller takes it.

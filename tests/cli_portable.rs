@@ -298,3 +298,30 @@ fn mcp_over_stdio_runs_a_command() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// On Windows, `sandbox check` says what a job object gives and names each piece Windows does not have, and exits 1
+/// (contained, not isolated).
+#[cfg(windows)]
+#[test]
+fn sandbox_check_says_what_windows_has_and_lacks() {
+    let out = shellward(&["sandbox", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("yes  tree containment") && text.contains("job object"),
+        "{text}"
+    );
+    for missing in [
+        "session sandbox",
+        "writes confined",
+        "network per command",
+        "terminal (tty)",
+        "unix sockets",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("no") && l.contains(missing)),
+            "{missing}: {text}"
+        );
+    }
+}

@@ -23,8 +23,8 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
     line(
         probe.containment == ContainmentKind::JobObject,
         "tree containment",
-        "one job object per command: the whole tree is killed at once, and what is left dies when shellward exits \
-         or is killed (kill on close)",
+        "one job object per command (Windows has no cgroups): the whole tree is killed at once, and what is left \
+         dies when shellward exits or is killed (kill on close)",
     );
     match probe.process_limit {
         Some(n) => line(

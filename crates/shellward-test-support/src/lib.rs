@@ -238,12 +238,30 @@ pub fn command_as_user(program: &std::path::Path) -> std::process::Command {
     ])
     .arg(program)
     // The workspace's compiled-policy cache under target/ (`.cargo/config.toml`) is root's and private: the user
-    // compiles into a cache of its own in the temporary directory.
-    .env(
-        "SHELLWARD_CACHE_DIR",
-        std::env::temp_dir().join(format!("{TEST_USER}-policy-cache")),
-    );
+    // compiles into a cache of its own beside it.
+    .env("SHELLWARD_CACHE_DIR", user_cache_dir());
     c
+}
+
+/// The unprivileged user's compiled-policy cache: `policy-cache-shellward-test` beside the workspace's own cache under
+/// `target/` (where `SHELLWARD_CACHE_DIR` points during `cargo test`), made and given to [`TEST_USER`] here, so a run
+/// leaves nothing in the machine's temporary directory; the temporary directory when no workspace cache is set.
+fn user_cache_dir() -> std::path::PathBuf {
+    let dir = match std::env::var_os("SHELLWARD_CACHE_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .and_then(|p| p.parent().map(|parent| parent.to_path_buf()))
+    {
+        Some(target) => target.join(format!("policy-cache-{TEST_USER}")),
+        None => return std::env::temp_dir().join(format!("{TEST_USER}-policy-cache")),
+    };
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = std::process::Command::new("chown")
+            .arg(format!("{TEST_USER}:{TEST_USER}"))
+            .arg(&dir)
+            .status();
+    }
+    dir
 }
 
 /// Creates [`TEST_USER`] when it does not exist (as root).
@@ -271,4 +289,26 @@ fn ensure_test_user() {
         "cannot create the test user {TEST_USER}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The unprivileged user's policy cache goes beside the workspace's under `target/` (where `cargo test` points
+    /// `SHELLWARD_CACHE_DIR`), not into the machine's temporary directory, where it used to stay behind.
+    #[test]
+    fn the_users_policy_cache_is_beside_the_workspaces_not_in_tmp() {
+        let workspace =
+            std::env::var_os("SHELLWARD_CACHE_DIR").expect("cargo sets SHELLWARD_CACHE_DIR");
+        let dir = user_cache_dir();
+        assert!(!dir.starts_with(std::env::temp_dir()), "{}", dir.display());
+        assert_eq!(
+            dir.parent(),
+            std::path::Path::new(&workspace).parent(),
+            "{}",
+            dir.display()
+        );
+        assert!(dir.is_dir(), "{}", dir.display());
+    }
 }

@@ -22,7 +22,13 @@
 //! Modules: [`config`] (settings), [`env`](mod@env) (the environment policy), [`output`] (capture and views), `executor`
 //! (the [`Executor`]), `registry` (processes by id, limits), `tasks` (per-process tasks, the reaper), `logdir`,
 //! `results`, `error`, `plan`, [`proxy`] (the filtering proxy of allow-list commands), and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
-//! fast_spawn,procfs}.rs`).
+//! fast_spawn,procfs,io,files}.rs`, and `sys/windows`).
+//!
+//! On Windows (`sys/windows`) each command runs in a job object of its own (killed whole with `TerminateJobObject`,
+//! and killed when the executor's handles close), started suspended in a console process group and resumed once in
+//! its job, with `cmd.exe /d /s /c` as the default shell ([`DEFAULT_SHELL`]); there are no PID namespaces, no write,
+//! network or system-call confinement and no terminals there (a start that asks for a network other than the host's,
+//! or a terminal, is refused; results say writes and system calls were not confined).
 //!
 //! It has no WebAssembly dependency: a host that only wants a solid process executor can embed it alone. All methods
 //! are `async` and need a Tokio runtime with I/O and time enabled.

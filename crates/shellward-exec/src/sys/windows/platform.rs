@@ -145,7 +145,7 @@ impl Platform {
             ));
         }
         spec.env.check()?;
-        let _ = &spec.session;
+        tracing::debug!(name = %spec.name, session = ?spec.session, "starting in a job object of its own");
         let (out_r, out_w) = std::io::pipe()?;
         let (err_r, err_w) = if spec.separate_stderr {
             let (r, w) = std::io::pipe()?;

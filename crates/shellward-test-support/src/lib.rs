@@ -302,7 +302,11 @@ mod tests {
         let workspace =
             std::env::var_os("SHELLWARD_CACHE_DIR").expect("cargo sets SHELLWARD_CACHE_DIR");
         let dir = user_cache_dir();
-        assert!(!dir.starts_with(std::env::temp_dir()), "{}", dir.display());
+        assert_ne!(
+            dir,
+            std::env::temp_dir().join(format!("{TEST_USER}-policy-cache")),
+            "the old place, left behind in the temporary directory"
+        );
         assert_eq!(
             dir.parent(),
             std::path::Path::new(&workspace).parent(),

@@ -14,7 +14,6 @@
 use std::env;
 use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 
 const BIN: &str = "shellward-init-static";
 
@@ -73,25 +72,14 @@ fn build(
     target: &str,
     out_dir: &std::path::Path,
 ) -> Result<PathBuf, String> {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     // A workspace checkout shares one directory across profiles and rebuilds; a registry build keeps it in OUT_DIR.
-    let target_dir = env::var_os("SHELLWARD_INIT_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR")?);
-            let root = manifest.join("../..").canonicalize().ok()?;
-            root.join("Cargo.toml").exists().then(|| {
-                env::var_os("CARGO_TARGET_DIR")
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| root.join("target"))
-                    .join("init")
-            })
-        })
+    let root =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR is not set")?)
+            .join("../..");
+    let target_dir = shellward_build::nested_target_dir("SHELLWARD_INIT_TARGET_DIR", &root, "init")
         .unwrap_or_else(|| out_dir.join("init-build"));
-    let mut cmd = Command::new(&cargo);
-    cmd.current_dir(source)
-        .arg("build")
-        .arg("--manifest-path")
+    let mut cmd = shellward_build::nested_cargo(source);
+    cmd.arg("--manifest-path")
         .arg(source.join("Cargo.toml"))
         .args([
             "--release",
@@ -118,27 +106,14 @@ fn build(
             "CARGO_ENCODED_RUSTFLAGS",
             "-Ctarget-feature=+crt-static\x1f-Crelocation-model=static",
         );
-    // The outer build's flags and wrappers (clippy, coverage, host RUSTFLAGS) are not meant for the init.
-    for var in [
-        "RUSTFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTC_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_PRIMARY_PACKAGE",
-        "__CARGO_FIX_PLZ",
-    ] {
-        cmd.env_remove(var);
-    }
     let output = cmd
         .output()
-        .map_err(|e| format!("could not run {cargo:?}: {e}"))?;
+        .map_err(|e| format!("could not run {:?}: {e}", shellward_build::cargo()))?;
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!("cargo build failed: {}", tail.join(" | ")));
+        return Err(format!(
+            "cargo build failed: {}",
+            shellward_build::failure_tail(&output, 12)
+        ));
     }
     let binary = target_dir.join(target).join("release").join(BIN);
     if !binary.is_file() {

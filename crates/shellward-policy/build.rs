@@ -11,7 +11,6 @@
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[path = "build/toolchain_target.rs"]
 mod toolchain_target;
@@ -66,7 +65,6 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=SHELLWARD_GUEST_TARGET_DIR");
 
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     match toolchain_target::ensure(&rustc, "rustup".as_ref(), TARGET) {
         Ok(Some(toolchain)) => println!(
@@ -77,24 +75,11 @@ fn main() {
         Err(message) => panic!("{message}"),
     }
 
-    let target_dir = env::var_os("SHELLWARD_GUEST_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target"))
-                .join("guests")
-        });
-    let mut cmd = Command::new(&cargo);
-    cmd.current_dir(&root)
-        .args([
-            "build",
-            "--target",
-            TARGET,
-            "--profile",
-            PROFILE,
-            "--target-dir",
-        ])
+    let target_dir =
+        shellward_build::nested_target_dir("SHELLWARD_GUEST_TARGET_DIR", &root, "guests")
+            .expect("a workspace checkout has a Cargo.toml at its root");
+    let mut cmd = shellward_build::nested_cargo(&root);
+    cmd.args(["--target", TARGET, "--profile", PROFILE, "--target-dir"])
         .arg(&target_dir);
     for (package, _) in GUESTS {
         cmd.args(["-p", package]);
@@ -109,21 +94,12 @@ fn main() {
             format!("--remap-path-prefix={}=/cargo-home", home.display()),
         );
     }
-    // The outer build's flags and wrappers (clippy, coverage, host RUSTFLAGS) are not meant for the guests.
-    for var in [
-        "RUSTFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_PRIMARY_PACKAGE",
-        "__CARGO_FIX_PLZ",
-    ] {
-        cmd.env_remove(var);
-    }
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("could not run {:?} to build the guest policies: {e}", cargo));
+    let output = cmd.output().unwrap_or_else(|e| {
+        panic!(
+            "could not run {:?} to build the guest policies: {e}",
+            shellward_build::cargo()
+        )
+    });
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         if stderr.contains("may not be installed") || stderr.contains("can't find crate for `core`")

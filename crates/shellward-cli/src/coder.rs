@@ -330,7 +330,7 @@ async fn start_new(
     }
     match state.sw.start_tracked(decided).await {
         Ok(process) => {
-            let mut out = json!({ "id": process.id(), "started": true });
+            let mut out = json!({ "id": process.id().as_str(), "started": true });
             if let Some(sent) = sent {
                 out[sent.field] = json!(sent.token);
                 out["attached"] = json!(false);
@@ -464,7 +464,7 @@ pub(crate) async fn list(State(state): State<Shared>, headers: HeaderMap) -> Res
             // `running` as Coder means it: the command itself (a daemon it left behind stays signallable).
             let running = p.exit == ExitState::Running;
             let mut v = json!({
-                "id": p.id,
+                "id": p.id.as_str(),
                 "command": p.command,
                 "background": label(&p.labels, BACKGROUND_LABEL).map_or(p.background, |b| b == "true"),
                 "running": running,

@@ -279,7 +279,7 @@ async fn relay_stdin(process: Process, terminal: bool) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 if let Err(e) = process.write(&buf[..n], limit).await {
-                    tracing::debug!(id = process.id(), "input relay stopped: {e}");
+                    tracing::debug!(id = process.id().as_str(), "input relay stopped: {e}");
                     return;
                 }
             }

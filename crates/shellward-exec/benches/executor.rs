@@ -207,13 +207,13 @@ fn kill_tree(c: &mut Criterion) {
                     );
                     plan.background = true;
                     let r = ex.execute(plan).await.unwrap();
-                    while ex.tree_members(&r.id, None).unwrap().len() < 100 {
+                    while ex.tree_members(None, &r.id).unwrap().len() < 100 {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     let t = Instant::now();
-                    ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
+                    ex.signal(None, &r.id, SignalKind::Kill).await.unwrap();
                     total += t.elapsed();
-                    assert!(ex.tree_members(&r.id, None).unwrap().is_empty());
+                    assert!(ex.tree_members(None, &r.id).unwrap().is_empty());
                 }
                 total
             })

@@ -1,4 +1,5 @@
-//! [`ExecError`]: what can go wrong when running or managing a process, each variant saying what to do.
+//! [`ExecError`]: what can go wrong when running or managing a process, each variant saying what to do in the
+//! executor's own terms (a host that offers tools names them: the facade's `ToolError` does).
 
 use std::path::PathBuf;
 
@@ -19,8 +20,7 @@ pub enum ExecError {
     InvalidCommand(String),
     /// Too many processes are running.
     #[error(
-        "{running} processes are already running (the limit is {limit}); stop some with process_signal or wait for \
-         them to finish"
+        "{running} processes are already running (the limit is {limit}); stop some or wait for them to finish"
     )]
     TooManyRunning {
         /// Running now.
@@ -30,8 +30,8 @@ pub enum ExecError {
     },
     /// The session has too many processes running.
     #[error(
-        "this session already has {running} processes running (the per-session limit is {limit}); stop some with \
-         process_signal or wait for them to finish"
+        "this session already has {running} processes running (the per-session limit is {limit}); stop some or \
+         wait for them to finish"
     )]
     TooManyRunningInSession {
         /// Running now in the session.
@@ -40,7 +40,7 @@ pub enum ExecError {
         limit: usize,
     },
     /// No such process id (for this session).
-    #[error("no process {0} (for this session); call process_list to see the ids")]
+    #[error("no process {0} (for this session); list the session's processes to see their ids")]
     UnknownProcess(String),
     /// The process existed but was dropped to stay within the retention limits.
     #[error(
@@ -60,8 +60,8 @@ pub enum ExecError {
     NotAlive(String),
     /// Input was written to a process that was not started with an open stdin.
     #[error(
-        "process {0} was not started interactive: its stdin is /dev/null. Start it again with interactive: true (a \
-         pipe) or tty: true (a terminal) to write to it"
+        "process {0} was not started interactive: its stdin is /dev/null. Start it again with its stdin a pipe or a \
+         terminal to write to it"
     )]
     NotInteractive(String),
     /// Its stdin was closed earlier (or its command has ended).

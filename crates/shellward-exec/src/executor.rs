@@ -2,8 +2,9 @@
 
 use crate::config::{ContainmentPreference, ExecutorConfig};
 use crate::error::ExecError;
+use crate::ids::{ProcessId, Session, session_str};
 use crate::logdir::LogDir;
-use crate::output::Capture;
+use crate::output::{Capture, ReadOptions};
 use crate::plan::{ExecPlan, TimeoutAction};
 use crate::registry::{Limits, Proc, Registry};
 use crate::results::{
@@ -146,8 +147,8 @@ impl Executor {
         self.inner.log_dir.path()
     }
 
-    fn find(&self, id: &str, session: Option<&str>) -> Result<Arc<Proc>, ExecError> {
-        self.inner.registry.find(id, session)
+    fn find(&self, session: Option<&Session>, id: &ProcessId) -> Result<Arc<Proc>, ExecError> {
+        self.inner.registry.find(id.as_str(), session_str(session))
     }
 
     /// Runs a plan: in the background (returns at once), or in the foreground until it exits or its timeout expires.
@@ -255,7 +256,7 @@ impl Executor {
         let (output, stderr, cursor, log_path) = proc.views();
         let exit = proc.exit_state();
         ExecResult {
-            id: proc.id.clone(),
+            id: ProcessId::new(proc.id.clone()),
             running: exit == ExitState::Running,
             exit,
             timed_out,
@@ -369,8 +370,9 @@ impl Executor {
         // Reserve a running slot (global and per session); it is released when the leader exits, or here when the
         // spawn fails.
         let registry = &self.inner.registry;
-        let slot = registry.reserve(plan.session.as_deref())?;
-        registry.enforce_session_count(plan.session.as_deref());
+        let session = session_str(plan.session.as_ref());
+        let slot = registry.reserve(session)?;
+        registry.enforce_session_count(session);
         let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let id = registry.id_of(n);
         let config = &self.inner.config;
@@ -421,7 +423,7 @@ impl Executor {
                 separate_stderr: config.separate_stderr,
                 name: id.clone(),
                 stdin: plan.stdin,
-                session: plan.session.clone(),
+                session: session.map(str::to_string),
                 confinement: plan.confinement.clone(),
             })
             .await
@@ -437,7 +439,7 @@ impl Executor {
         let proc = Arc::new(Proc {
             n,
             id: id.clone(),
-            session: plan.session.clone(),
+            session: session.map(str::to_string),
             command: plan.command.clone(),
             workdir,
             labels: plan.labels.clone(),
@@ -556,11 +558,11 @@ impl Executor {
     /// that merely received the pid of a dead member is never touched.
     pub async fn signal(
         &self,
-        id: &str,
+        session: Option<&Session>,
+        id: &ProcessId,
         kind: SignalKind,
-        session: Option<&str>,
     ) -> Result<SignalOutcome, ExecError> {
-        let proc = self.find(id, session)?;
+        let proc = self.find(session, id)?;
         // While the leader lives there is something to signal — in a PID namespace the init may not have forked the
         // command yet, so "no command process" right after the start does not mean "ended".
         if proc.leader_exited() && !proc.command_alive() && proc.tree.escapees().is_empty() {
@@ -580,7 +582,7 @@ impl Executor {
         };
         if outcome.escaped_killed > 0 {
             tracing::warn!(
-                id,
+                id = id.as_str(),
                 escaped = outcome.escaped_killed,
                 "killed members that had left the tree's cgroup"
             );
@@ -590,22 +592,43 @@ impl Executor {
         Ok(outcome)
     }
 
-    /// Writes `data` to the process's stdin (a pipe, or its terminal), then closes the input when `close` is set (a
-    /// pipe's reader sees end of file; on a terminal, end of input is `Ctrl-D`, which is written instead). On a
-    /// terminal, control characters act as typed: `\u{3}` interrupts the foreground job, `\u{1a}` suspends it.
+    /// Writes `data` to the process's stdin (a pipe, or its terminal). On a terminal, control characters act as
+    /// typed: `\u{3}` interrupts the foreground job, `\u{1a}` suspends it.
     ///
     /// A write is bounded by `limit`: a command that does not read its input makes the call fail with
     /// [`ExecError::InputStalled`] saying how much was written, never block the caller for longer. Writes of
     /// concurrent callers never interleave. Returns the number of bytes written.
     pub async fn write_input(
         &self,
-        id: &str,
-        session: Option<&str>,
+        session: Option<&Session>,
+        id: &ProcessId,
+        data: &[u8],
+        limit: Duration,
+    ) -> Result<usize, ExecError> {
+        self.input(session, id, data, false, limit).await
+    }
+
+    /// [`Executor::write_input`], then ends the input: a pipe's reader sees end of file; on a terminal, end of input
+    /// is `Ctrl-D`, which is written instead.
+    pub async fn close_input(
+        &self,
+        session: Option<&Session>,
+        id: &ProcessId,
+        data: &[u8],
+        limit: Duration,
+    ) -> Result<usize, ExecError> {
+        self.input(session, id, data, true, limit).await
+    }
+
+    async fn input(
+        &self,
+        session: Option<&Session>,
+        id: &ProcessId,
         data: &[u8],
         close: bool,
         limit: Duration,
     ) -> Result<usize, ExecError> {
-        let proc = self.find(id, session)?;
+        let proc = self.find(session, id)?;
         if !proc.interactive {
             return Err(ExecError::NotInteractive(id.to_string()));
         }
@@ -652,18 +675,23 @@ impl Executor {
 
     /// Lists the session's processes (background ones, and foreground ones whose tree lives on): running first, then
     /// newest first, at most `limit`.
-    pub fn list(&self, session: Option<&str>, limit: usize) -> ProcessList {
-        self.list_filtered(session, limit, false)
+    pub fn list(&self, session: Option<&Session>, limit: usize) -> ProcessList {
+        self.list_some(session, limit, false)
     }
 
-    /// Like [`Executor::list`](Executor::list); with `include_foreground`, finished foreground runs still retained are listed too
-    /// (for process APIs that list every start).
-    pub fn list_filtered(
+    /// Like [`Executor::list`], with the finished foreground runs still retained listed too (for process APIs that
+    /// list every start).
+    pub fn list_all(&self, session: Option<&Session>, limit: usize) -> ProcessList {
+        self.list_some(session, limit, true)
+    }
+
+    fn list_some(
         &self,
-        session: Option<&str>,
+        session: Option<&Session>,
         limit: usize,
         include_foreground: bool,
     ) -> ProcessList {
+        let session = session_str(session);
         let procs: Vec<Arc<Proc>> = self
             .inner
             .registry
@@ -689,8 +717,12 @@ impl Executor {
     }
 
     /// The pids of the process's tree that are alive now (leader and descendants, escapers included).
-    pub fn tree_members(&self, id: &str, session: Option<&str>) -> Result<Vec<i32>, ExecError> {
-        Ok(self.find(id, session)?.tree.member_pids())
+    pub fn tree_members(
+        &self,
+        session: Option<&Session>,
+        id: &ProcessId,
+    ) -> Result<Vec<i32>, ExecError> {
+        Ok(self.find(session, id)?.tree.member_pids())
     }
 
     /// How many commands are running now, over every session (for metrics).
@@ -699,53 +731,51 @@ impl Executor {
     }
 
     /// One process's details.
-    pub fn info(&self, id: &str, session: Option<&str>) -> Result<ProcessInfo, ExecError> {
-        Ok(self.find(id, session)?.info())
+    pub fn info(
+        &self,
+        session: Option<&Session>,
+        id: &ProcessId,
+    ) -> Result<ProcessInfo, ExecError> {
+        Ok(self.find(session, id)?.info())
     }
 
     /// Waits until the process's command has ended (however long that takes) and returns its details then. For
     /// hosts that record how background runs end (an audit log); the wait holds no slot and no lock.
     pub async fn wait_exit(
         &self,
-        id: &str,
-        session: Option<&str>,
+        session: Option<&Session>,
+        id: &ProcessId,
     ) -> Result<ProcessInfo, ExecError> {
-        let proc = self.find(id, session)?;
+        let proc = self.find(session, id)?;
         let mut exit = proc.exit.subscribe();
         // The sender lives in `proc`, which this holds: the wait ends only when an exit is recorded.
         let _ = exit.wait_for(|e| e.is_some()).await;
         Ok(proc.info())
     }
 
-    /// Reads output. With a cursor: the bytes after it (at most `max_bytes`), waiting up to `wait` for new output or
-    /// the exit when there is nothing new yet. Without: the head/tail view (after waiting up to `wait` for the
-    /// process to exit). `wait` of zero is a snapshot.
+    /// Reads output as `options` says. With a cursor ([`ReadOptions::after`]): the bytes after it (at most
+    /// `max_bytes`), waiting up to `wait` for new output or the exit when there is nothing new yet. Without
+    /// ([`ReadOptions::view`]): the head/tail view, after waiting up to `wait` for the process to exit. A `wait` of
+    /// zero is a snapshot.
+    ///
+    /// With [`ReadOptions::until_quiet`] it returns once the output has gone quiet: when the process exits, when no
+    /// new output has arrived for `idle` (counted from the call and from each new chunk), when an interactive
+    /// command blocks reading its input, or at `wait` — whichever comes first. A prompt, a server's banner or one
+    /// burst of a build's output comes back as soon as it is complete; a poll of a silent server costs `idle`, not
+    /// `wait`.
     pub async fn read_output(
         &self,
-        id: &str,
-        session: Option<&str>,
-        cursor: Option<u64>,
-        wait: Duration,
-        max_bytes: usize,
+        session: Option<&Session>,
+        id: &ProcessId,
+        options: &ReadOptions,
     ) -> Result<OutputRead, ExecError> {
-        self.read_output_until_quiet(id, session, cursor, wait, None, max_bytes)
-            .await
-    }
-
-    /// Like [`Executor::read_output`], but with `idle` it returns once the output has gone quiet: when the process
-    /// exits, when no new output has arrived for `idle` (counted from the call and from each new chunk), or at
-    /// `wait` — whichever comes first. A prompt, a server's banner or one burst of a build's output comes back as
-    /// soon as it is complete; a poll of a silent server costs `idle`, not `wait`.
-    pub async fn read_output_until_quiet(
-        &self,
-        id: &str,
-        session: Option<&str>,
-        cursor: Option<u64>,
-        wait: Duration,
-        idle: Option<Duration>,
-        max_bytes: usize,
-    ) -> Result<OutputRead, ExecError> {
-        let proc = self.find(id, session)?;
+        let ReadOptions {
+            cursor,
+            wait,
+            idle,
+            max_bytes,
+        } = *options;
+        let proc = self.find(session, id)?;
         // Whether a read at `c` would return something: new bytes that make at least one whole character (the
         // first bytes of a character still arriving are not enough) or bytes skipped.
         let readable = |c: u64| {

@@ -40,6 +40,7 @@ pub mod config;
 pub mod env;
 mod error;
 mod executor;
+mod ids;
 mod logdir;
 pub mod output;
 mod plan;
@@ -56,7 +57,8 @@ pub use config::{ContainmentPreference, DEFAULT_SHELL, ExecutorConfig, ResourceL
 pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
-pub use output::{OutputChunk, OutputLimits, OutputView};
+pub use ids::{ProcessId, Session};
+pub use output::{OutputChunk, OutputLimits, OutputView, ReadOptions};
 pub use plan::{Confinement, DEFAULT_DENIED_SYSCALLS, ExecPlan, Network, StdinMode, TimeoutAction};
 pub use proxy::{PROXY_ADDR, ProxyRules};
 pub use results::{

@@ -579,3 +579,63 @@ mod tests {
         assert_eq!(leading_continuations(&"€".as_bytes()[1..]), 2);
     }
 }
+
+/// How much output one read returns at most by default.
+const DEFAULT_READ_BYTES: usize = 256 * 1024;
+
+/// What one [`Executor::read_output`](crate::Executor::read_output) asks for: the bytes after a cursor, or the
+/// head/tail view of everything; how long to wait for something new (or the exit); whether to answer as soon as the
+/// output goes quiet; and how many bytes at most. Build it with [`ReadOptions::after`] or [`ReadOptions::view`] and
+/// the setters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadOptions {
+    pub(crate) cursor: Option<u64>,
+    pub(crate) wait: std::time::Duration,
+    pub(crate) idle: Option<std::time::Duration>,
+    pub(crate) max_bytes: usize,
+}
+
+impl ReadOptions {
+    /// The bytes after `cursor` (0 for all output from the start), at once (no wait), at most 256 KiB.
+    pub fn after(cursor: u64) -> ReadOptions {
+        ReadOptions {
+            cursor: Some(cursor),
+            wait: std::time::Duration::ZERO,
+            idle: None,
+            max_bytes: DEFAULT_READ_BYTES,
+        }
+    }
+
+    /// The head/tail view of all output (the middle left out when it is long), at once (no wait).
+    pub fn view() -> ReadOptions {
+        ReadOptions {
+            cursor: None,
+            ..ReadOptions::after(0)
+        }
+    }
+
+    /// Waits up to `wait` for new output (with a cursor) or for the exit (for the view) before answering.
+    pub fn wait(mut self, wait: std::time::Duration) -> ReadOptions {
+        self.wait = wait;
+        self
+    }
+
+    /// Answers once the output has gone quiet for `idle` (a prompt, a banner, one burst of a build), the process
+    /// exited, or the wait ended, whichever comes first.
+    pub fn until_quiet(mut self, idle: std::time::Duration) -> ReadOptions {
+        self.idle = Some(idle);
+        self
+    }
+
+    /// At most `max_bytes` of output in this read (the rest stays for the next one, from the returned cursor).
+    pub fn max_bytes(mut self, max_bytes: usize) -> ReadOptions {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The cursor the read starts after (`None`: the head/tail view).
+    pub fn cursor(&self) -> Option<u64> {
+        self.cursor
+    }
+}

@@ -1,5 +1,6 @@
 //! The executor's own plan type: what to run and how, already decided (by policies or by the embedding host).
 
+use crate::ids::Session;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -178,7 +179,7 @@ pub struct ExecPlan {
     /// What happens when the foreground timeout expires.
     pub on_timeout: TimeoutAction,
     /// The session (caller) the process belongs to; only that session can see or signal it.
-    pub session: Option<String>,
+    pub session: Option<Session>,
     /// Background plans: wait up to this long for the command to fail at start-up (a server whose port is taken
     /// exits at once), and return its exit and output in the same call when it does; a command still running then
     /// is returned as running. `None` returns at once.

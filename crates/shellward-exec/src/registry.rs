@@ -3,6 +3,7 @@
 //! processes (count per session, total log bytes on disk).
 
 use crate::error::ExecError;
+use crate::ids::{ProcessId, Session};
 use crate::output::{Capture, OutputView};
 use crate::results::{ExitState, ProcessInfo};
 use crate::sys::Tree;
@@ -76,11 +77,11 @@ impl Proc {
         let exit = self.exit.borrow().clone();
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         ProcessInfo {
-            id: self.id.clone(),
+            id: ProcessId::new(self.id.clone()),
             command: self.command.clone(),
             workdir: self.workdir.clone(),
             labels: self.labels.clone(),
-            session: self.session.clone(),
+            session: self.session.clone().map(Session::new),
             background: self.background.load(Ordering::Relaxed),
             running: exit.is_none()
                 || !self.cleaned.load(Ordering::Relaxed) && self.command_alive(),

@@ -1,5 +1,6 @@
 //! What the executor hands back: how a process ended, the result of a run, listings, output reads, signal outcomes.
 
+use crate::ids::{ProcessId, Session};
 use crate::output::{OutputChunk, OutputView};
 use std::path::PathBuf;
 
@@ -68,7 +69,7 @@ pub struct ExecResult {
     /// The process id (`p1-k3x9q2mz`, `p2-k3x9q2mz`, ...: a number and the executor's random instance tag, so an id
     /// is never reused by a later run or another server). Valid for later calls while the process is tracked (background runs,
     /// timeouts kept in the background, and trees that left processes behind).
-    pub id: String,
+    pub id: ProcessId,
     /// How the leader ended (`Running` when it lives on).
     pub exit: ExitState,
     /// The foreground timeout expired.
@@ -109,7 +110,7 @@ pub struct ExecResult {
 #[non_exhaustive]
 pub struct ProcessInfo {
     /// Process id.
-    pub id: String,
+    pub id: ProcessId,
     /// The command.
     pub command: String,
     /// Working directory.
@@ -117,7 +118,7 @@ pub struct ProcessInfo {
     /// The labels the host gave the plan ([`crate::ExecPlan::labels`]).
     pub labels: Vec<(String, String)>,
     /// Session.
-    pub session: Option<String>,
+    pub session: Option<Session>,
     /// Whether it was started (or kept) in the background.
     pub background: bool,
     /// Whether anything of its tree is running.

@@ -9,6 +9,7 @@
 mod common;
 
 use common::*;
+use shellward_exec::ReadOptions;
 use shellward_exec::{ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind, TimeoutAction};
 use std::time::{Duration, Instant};
 
@@ -54,13 +55,19 @@ async fn the_command_status_passes_through_the_init() {
         assert_eq!(r.exit, want, "{command}: {r:?}");
         assert_eq!(r.leftover_processes, 0, "{command}: {r:?}");
         // The init outlives the command by a moment; the process is not reported running for it.
-        assert!(!ex.info(&r.id, None).unwrap().running, "{command}");
+        assert!(!ex.info(None, &r.id).unwrap().running, "{command}");
     }
     let mut plan = ExecPlan::new("sleep 0.2; exit 4");
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
     let read = ex
-        .read_output(&r.id, None, None, Duration::from_secs(10), 1024)
+        .read_output(
+            None,
+            &r.id,
+            &ReadOptions::view()
+                .wait(Duration::from_secs(10))
+                .max_bytes(1024),
+        )
         .await
         .unwrap();
     assert_eq!(read.exit, ExitState::Code(4));
@@ -77,8 +84,8 @@ async fn terminate_still_means_term_then_grace_then_kill() {
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
     wait_for_output(&ex, &r.id, "ready").await;
-    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
-    let info = ex.info(&r.id, None).unwrap();
+    ex.signal(None, &r.id, SignalKind::Terminate).await.unwrap();
+    let info = ex.info(None, &r.id).unwrap();
     assert_eq!(info.exit, ExitState::Code(7), "{info:?}");
     wait_for_output(&ex, &r.id, "got-term").await;
     // A command that ignores TERM is killed after the grace period.
@@ -91,13 +98,13 @@ async fn terminate_still_means_term_then_grace_then_kill() {
     let r = ex.execute(plan).await.unwrap();
     wait_for_output(&ex, &r.id, "ready").await;
     let started = Instant::now();
-    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    ex.signal(None, &r.id, SignalKind::Terminate).await.unwrap();
     assert!(
         started.elapsed() >= Duration::from_millis(250),
         "no grace period"
     );
     assert_eq!(
-        ex.info(&r.id, None).unwrap().exit,
+        ex.info(None, &r.id).unwrap().exit,
         ExitState::Signal(libc::SIGKILL)
     );
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
@@ -117,8 +124,8 @@ async fn processes_left_behind_are_reported_and_stoppable_under_the_init() {
         r.leftover_processes, 2,
         "the init itself is no leftover: {r:?}"
     );
-    assert!(ex.info(&r.id, None).unwrap().running);
-    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    assert!(ex.info(None, &r.id).unwrap().running);
+    ex.signal(None, &r.id, SignalKind::Terminate).await.unwrap();
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     ex.shutdown().await;
 }
@@ -150,12 +157,12 @@ async fn a_namespaced_runs_cgroup_is_released_when_its_init_is_reaped() {
         let mut plan = marked_plan("exec sleep 30", &mark);
         plan.background = true;
         let later = ex.execute(plan).await.unwrap();
-        let members = ex.tree_members(&later.id, None).unwrap();
+        let members = ex.tree_members(None, &later.id).unwrap();
         let cgroups: Vec<String> = members
             .iter()
             .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok())
             .collect();
-        ex.signal(&later.id, SignalKind::Kill, None).await.unwrap();
+        ex.signal(None, &later.id, SignalKind::Kill).await.unwrap();
         assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
         assert!(
             !cgroups.is_empty() && cgroups.iter().all(|c| c.lines().any(|l| l == where_first)),
@@ -176,11 +183,11 @@ async fn a_signal_right_after_the_start_is_never_refused() {
             let mut plan = marked_plan("sleep 60", &mark);
             plan.background = true;
             let r = ex.execute(plan).await.unwrap();
-            ex.signal(&r.id, kind, None)
+            ex.signal(None, &r.id, kind)
                 .await
                 .unwrap_or_else(|e| panic!("{kind:?} right after the start: {e}"));
             assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
-            assert!(!ex.info(&r.id, None).unwrap().running);
+            assert!(!ex.info(None, &r.id).unwrap().running);
         }
     }
     ex.shutdown().await;
@@ -196,7 +203,7 @@ async fn a_background_deadline_stops_the_tree() {
     plan.deadline = Some(Duration::from_millis(300));
     let r = ex.execute(plan).await.unwrap();
     assert!(r.running);
-    let info = tokio::time::timeout(Duration::from_secs(20), ex.wait_exit(&r.id, None))
+    let info = tokio::time::timeout(Duration::from_secs(20), ex.wait_exit(None, &r.id))
         .await
         .expect("the deadline stopped it")
         .unwrap();
@@ -207,7 +214,7 @@ async fn a_background_deadline_stops_the_tree() {
     quick.deadline = Some(Duration::from_secs(30));
     quick.labels = vec![("chat".into(), "a".into())];
     let r = ex.execute(quick).await.unwrap();
-    let info = ex.wait_exit(&r.id, None).await.unwrap();
+    let info = ex.wait_exit(None, &r.id).await.unwrap();
     assert_eq!(info.exit, ExitState::Code(0));
     assert_eq!(info.labels, vec![("chat".to_string(), "a".to_string())]);
     ex.shutdown().await;

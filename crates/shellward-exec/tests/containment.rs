@@ -10,14 +10,14 @@ mod common;
 
 use common::*;
 use shellward_exec::{
-    ContainmentKind, ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind,
-    TimeoutAction,
+    ContainmentKind, ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, ProcessId,
+    SignalKind, TimeoutAction,
 };
 use std::time::Duration;
 
 const SETTLE: Duration = Duration::from_secs(5);
 
-async fn start_nasty(ex: &Executor, mark: &str) -> String {
+async fn start_nasty(ex: &Executor, mark: &str) -> ProcessId {
     let mut plan = marked_plan(NASTY_TREE, mark);
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
@@ -54,13 +54,13 @@ async fn terminate_and_kill_leave_no_survivors() {
         for kind in [SignalKind::Terminate, SignalKind::Kill] {
             let mark = new_mark();
             let id = start_nasty(&ex, &mark).await;
-            ex.signal(&id, kind, None).await.unwrap();
+            ex.signal(None, &id, kind).await.unwrap();
             let left = survivors_after(&mark, SETTLE);
             kill_marked(&mark);
             assert!(left.is_empty(), "{name} {kind:?}: survivors {left:?}");
             // Nothing is left to signal.
             assert!(matches!(
-                ex.signal(&id, kind, None).await,
+                ex.signal(None, &id, kind).await,
                 Err(ExecError::NotAlive(_))
             ));
         }
@@ -136,12 +136,12 @@ async fn signalling_works_after_the_leader_exited() {
         // The sleep alone: in a session's sandbox too, where the command is no init's child (the sandbox's pid 1
         // carries no command's marker).
         assert_eq!(marked(&mark).len(), 1, "{name}");
-        assert_eq!(ex.info(&r.id, None).unwrap().exit.code(), Some(0));
+        assert_eq!(ex.info(None, &r.id).unwrap().exit.code(), Some(0));
         assert!(
-            ex.info(&r.id, None).unwrap().running,
+            ex.info(None, &r.id).unwrap().running,
             "{name}: the tree still runs"
         );
-        ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+        ex.signal(None, &r.id, SignalKind::Terminate).await.unwrap();
         let left = survivors_after(&mark, SETTLE);
         kill_marked(&mark);
         assert!(left.is_empty(), "{name}: {left:?}");
@@ -164,7 +164,7 @@ async fn sigkill_child_role() {
     let ex = Executor::new(config).unwrap();
     for _ in 0..2 {
         let id = start_nasty(&ex, &mark).await;
-        assert!(ex.info(&id, None).unwrap().log_path.is_some());
+        assert!(ex.info(None, &id).unwrap().log_path.is_some());
     }
     println!("SHELLWARD-CHILD-READY");
     tokio::time::sleep(Duration::from_secs(600)).await;
@@ -264,14 +264,14 @@ async fn escapers_left_by_a_foreground_run_are_reported_and_stoppable() {
         assert!(r.leftover_processes >= 1, "{name}: {r:?}");
         let after = ex.execute(ExecPlan::new("echo x")).await.unwrap();
         assert_eq!(after.leftover_processes, 0, "{name}");
-        assert!(ex.info(&r.id, None).unwrap().running, "{name}");
-        ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+        assert!(ex.info(None, &r.id).unwrap().running, "{name}");
+        ex.signal(None, &r.id, SignalKind::Terminate).await.unwrap();
         assert!(
             survivors_after(&mark, Duration::from_secs(5)).is_empty(),
             "{name}"
         );
-        assert!(ex.info(&other.id, None).unwrap().running, "{name}");
-        ex.signal(&other.id, SignalKind::Kill, None).await.unwrap();
+        assert!(ex.info(None, &other.id).unwrap().running, "{name}");
+        ex.signal(None, &other.id, SignalKind::Kill).await.unwrap();
         assert!(
             survivors_after(&other_mark, Duration::from_secs(5)).is_empty(),
             "{name}"

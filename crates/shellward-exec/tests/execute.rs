@@ -12,6 +12,7 @@ use shellward_exec::{
     ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, OutputLimits, SignalKind,
     TimeoutAction,
 };
+use shellward_exec::{ProcessId, ReadOptions, Session};
 use std::time::{Duration, Instant};
 
 fn quick() -> ExecutorConfig {
@@ -108,9 +109,9 @@ async fn foreground_timeout_can_keep_the_process_in_the_background() {
     let listed = ex.list(None, 10);
     assert_eq!(listed.processes[0].id, r.id);
     assert!(listed.processes[0].running);
-    ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
+    ex.signal(None, &r.id, SignalKind::Kill).await.unwrap();
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
-    let info = ex.info(&r.id, None).unwrap();
+    let info = ex.info(None, &r.id).unwrap();
     assert_eq!(info.exit, ExitState::Signal(libc::SIGKILL));
     ex.shutdown().await;
 }
@@ -134,7 +135,7 @@ async fn a_grandchild_holding_stdout_does_not_hang_the_call() {
     assert_eq!(r.output.text, "done\n");
     assert_eq!(r.leftover_processes, 1);
     // The leftover stays tracked and can be stopped.
-    ex.signal(&r.id, SignalKind::Terminate, None).await.unwrap();
+    ex.signal(None, &r.id, SignalKind::Terminate).await.unwrap();
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
     ex.shutdown().await;
 }
@@ -157,7 +158,13 @@ async fn cursor_reads_return_every_byte_once_while_the_process_writes() {
     let mut text = String::new();
     loop {
         let read = ex
-            .read_output(&r.id, None, Some(cursor), Duration::from_secs(5), 777)
+            .read_output(
+                None,
+                &r.id,
+                &ReadOptions::after(cursor)
+                    .wait(Duration::from_secs(5))
+                    .max_bytes(777),
+            )
             .await
             .unwrap();
         let chunk = read.chunk.unwrap();
@@ -172,14 +179,14 @@ async fn cursor_reads_return_every_byte_once_while_the_process_writes() {
     assert_eq!(text, expected);
     // A snapshot read without a cursor shows head and tail with a marker, and the log holds everything.
     let view = ex
-        .read_output(&r.id, None, None, Duration::ZERO, 0)
+        .read_output(None, &r.id, &ReadOptions::view().max_bytes(0))
         .await
         .unwrap()
         .view
         .unwrap();
     assert!(view.omitted_bytes > 0 && view.text.contains("bytes omitted"));
     assert!(!view.text.contains('\u{FFFD}'));
-    let log = ex.info(&r.id, None).unwrap().log_path.unwrap();
+    let log = ex.info(None, &r.id).unwrap().log_path.unwrap();
     assert_eq!(std::fs::read_to_string(log).unwrap(), expected);
     ex.shutdown().await;
 }
@@ -192,18 +199,24 @@ async fn waiting_reads_return_on_new_output_or_exit() {
     let r = ex.execute(plan).await.unwrap();
     let started = Instant::now();
     let read = ex
-        .read_output(&r.id, None, Some(0), Duration::from_secs(10), 1024)
+        .read_output(
+            None,
+            &r.id,
+            &ReadOptions::after(0)
+                .wait(Duration::from_secs(10))
+                .max_bytes(1024),
+        )
         .await
         .unwrap();
     assert_eq!(read.chunk.unwrap().text, "late\n");
     assert!(started.elapsed() < Duration::from_secs(3));
     let read = ex
         .read_output(
-            &r.id,
             None,
-            Some(read.next_cursor),
-            Duration::from_secs(10),
-            1024,
+            &r.id,
+            &ReadOptions::after(read.next_cursor)
+                .wait(Duration::from_secs(10))
+                .max_bytes(1024),
         )
         .await
         .unwrap();
@@ -211,7 +224,7 @@ async fn waiting_reads_return_on_new_output_or_exit() {
     assert_eq!(read.exit, ExitState::Code(0));
     // A zero wait is a snapshot.
     let started = Instant::now();
-    ex.read_output(&r.id, None, Some(0), Duration::ZERO, 1024)
+    ex.read_output(None, &r.id, &ReadOptions::after(0).max_bytes(1024))
         .await
         .unwrap();
     assert!(started.elapsed() < Duration::from_millis(500));
@@ -288,14 +301,20 @@ async fn sessions_are_isolated_and_listing_is_ordered_and_capped() {
         ex.execute(plan)
     };
     let done = start("true", "a").await.unwrap();
-    ex.read_output(&done.id, Some("a"), None, Duration::from_secs(5), 0)
-        .await
-        .unwrap();
+    ex.read_output(
+        Some(&Session::from("a")),
+        &done.id,
+        &ReadOptions::view()
+            .wait(Duration::from_secs(5))
+            .max_bytes(0),
+    )
+    .await
+    .unwrap();
     let old = start("sleep 30", "a").await.unwrap();
     let new = start("sleep 30", "a").await.unwrap();
     let other = start("sleep 30", "b").await.unwrap();
-    let ids: Vec<String> = ex
-        .list(Some("a"), 10)
+    let ids: Vec<ProcessId> = ex
+        .list(Some(&Session::from("a")), 10)
         .processes
         .into_iter()
         .map(|p| p.id)
@@ -305,30 +324,35 @@ async fn sessions_are_isolated_and_listing_is_ordered_and_capped() {
         [new.id.clone(), old.id.clone(), done.id.clone()],
         "running first, newest first"
     );
-    let capped = ex.list(Some("a"), 2);
+    let capped = ex.list(Some(&Session::from("a")), 2);
     assert_eq!((capped.processes.len(), capped.omitted), (2, 1));
-    assert_eq!(ex.list(Some("b"), 10).processes.len(), 1);
+    assert_eq!(ex.list(Some(&Session::from("b")), 10).processes.len(), 1);
     assert!(ex.list(None, 10).processes.is_empty());
     // Session b can neither see nor signal a's processes.
     assert!(matches!(
-        ex.signal(&old.id, SignalKind::Kill, Some("b")).await,
-        Err(ExecError::UnknownProcess(_))
-    ));
-    assert!(matches!(
-        ex.read_output(&old.id, Some("b"), None, Duration::ZERO, 0)
+        ex.signal(Some(&Session::from("b")), &old.id, SignalKind::Kill)
             .await,
         Err(ExecError::UnknownProcess(_))
     ));
     assert!(matches!(
-        ex.info(&other.id, Some("a")),
+        ex.read_output(
+            Some(&Session::from("b")),
+            &old.id,
+            &ReadOptions::view().max_bytes(0)
+        )
+        .await,
         Err(ExecError::UnknownProcess(_))
     ));
     assert!(matches!(
-        ex.info("p999999", Some("a")),
+        ex.info(Some(&Session::from("a")), &other.id),
         Err(ExecError::UnknownProcess(_))
     ));
     assert!(matches!(
-        ex.info("bogus", Some("a")),
+        ex.info(Some(&Session::from("a")), &ProcessId::from("p999999")),
+        Err(ExecError::UnknownProcess(_))
+    ));
+    assert!(matches!(
+        ex.info(Some(&Session::from("a")), &ProcessId::from("bogus")),
         Err(ExecError::UnknownProcess(_))
     ));
     ex.shutdown().await;
@@ -362,11 +386,11 @@ async fn running_cap_and_retention() {
         "{e:?}"
     );
     assert!(e.to_string().contains("limit is 2"));
-    ex.signal(&a.id, SignalKind::Kill, None).await.unwrap();
+    ex.signal(None, &a.id, SignalKind::Kill).await.unwrap();
     // A slot is free again; the killed process is dropped after its retention by the reaper, without listing.
     let c = bg("true").await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let ids: Vec<String> = ex
+    let ids: Vec<ProcessId> = ex
         .list(None, 10)
         .processes
         .into_iter()
@@ -473,11 +497,11 @@ async fn cgroups_are_released_when_trees_end_and_removed_at_shutdown() {
     let mut plan = ExecPlan::new("sleep 0.2");
     plan.background = true;
     let bg = ex.execute(plan).await.unwrap();
-    let members = ex.tree_members(&bg.id, None).unwrap();
+    let members = ex.tree_members(None, &bg.id).unwrap();
     assert!(!members.is_empty());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !ex.tree_members(&bg.id, None).unwrap().is_empty()
-        || ex.info(&bg.id, None).unwrap().running
+    while !ex.tree_members(None, &bg.id).unwrap().is_empty()
+        || ex.info(None, &bg.id).unwrap().running
     {
         assert!(Instant::now() < deadline, "the background tree ends");
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -532,7 +556,7 @@ async fn a_character_split_across_writes_is_read_whole() {
     let mut reads = 0;
     loop {
         let read = ex
-            .read_output(&r.id, None, Some(cursor), Duration::ZERO, 1000)
+            .read_output(None, &r.id, &ReadOptions::after(cursor).max_bytes(1000))
             .await
             .unwrap();
         let chunk = read.chunk.unwrap();
@@ -543,7 +567,7 @@ async fn a_character_split_across_writes_is_read_whole() {
         if !read.running {
             // Not running any more means every byte is in: one last read finds nothing new.
             let last = ex
-                .read_output(&r.id, None, Some(cursor), Duration::ZERO, 1000)
+                .read_output(None, &r.id, &ReadOptions::after(cursor).max_bytes(1000))
                 .await
                 .unwrap();
             assert_eq!(last.chunk.unwrap().text, "");
@@ -562,11 +586,17 @@ async fn a_character_split_across_writes_is_read_whole() {
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
     let read = ex
-        .read_output(&r.id, None, Some(0), Duration::from_secs(3), 1000)
+        .read_output(
+            None,
+            &r.id,
+            &ReadOptions::after(0)
+                .wait(Duration::from_secs(3))
+                .max_bytes(1000),
+        )
         .await
         .unwrap();
     assert_eq!(read.chunk.unwrap().text, "€");
-    ex.signal(&r.id, SignalKind::Kill, None).await.unwrap();
+    ex.signal(None, &r.id, SignalKind::Kill).await.unwrap();
     ex.shutdown().await;
 }
 
@@ -612,7 +642,7 @@ async fn escape_sequences_are_kept_from_the_model_but_not_from_the_log() {
     let log = std::fs::read(r.log_path.as_ref().expect("a log")).unwrap();
     assert!(log.starts_with(b"\x1b]52;c;"), "{log:?}");
     let read = ex
-        .read_output(&r.id, None, Some(0), Duration::ZERO, 1 << 20)
+        .read_output(None, &r.id, &ReadOptions::after(0).max_bytes(1 << 20))
         .await
         .unwrap();
     assert_eq!(

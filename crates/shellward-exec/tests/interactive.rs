@@ -10,6 +10,7 @@ mod common;
 
 use common::*;
 use shellward_exec::{ExecError, ExecPlan, Executor, ExitState, StdinMode};
+use shellward_exec::{ProcessId, ReadOptions};
 use std::time::{Duration, Instant};
 
 const TTY: StdinMode = StdinMode::Terminal { rows: 24, cols: 80 };
@@ -24,13 +25,13 @@ fn interactive(command: &str, mark: &str, stdin: StdinMode) -> ExecPlan {
 /// Writes `input` and returns the output from before it, read until it is quiet (or the process ends) and contains
 /// `needle`: the answer is waited for as an event, not as a quiet spell of a fixed length (a loaded machine can pause
 /// a REPL between echoing the input and answering it for longer than the idle window).
-async fn answer(ex: &Executor, id: &str, input: &str, needle: &str) -> String {
+async fn answer(ex: &Executor, id: &ProcessId, input: &str, needle: &str) -> String {
     let before = ex
-        .read_output(id, None, None, Duration::ZERO, 0)
+        .read_output(None, id, &ReadOptions::view().max_bytes(0))
         .await
         .unwrap()
         .next_cursor;
-    ex.write_input(id, None, input.as_bytes(), false, Duration::from_secs(5))
+    ex.write_input(None, id, input.as_bytes(), Duration::from_secs(5))
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -38,13 +39,13 @@ async fn answer(ex: &Executor, id: &str, input: &str, needle: &str) -> String {
     let mut cursor = before;
     loop {
         let r = ex
-            .read_output_until_quiet(
-                id,
+            .read_output(
                 None,
-                Some(cursor),
-                Duration::from_secs(15),
-                Some(Duration::from_millis(700)),
-                1 << 20,
+                id,
+                &ReadOptions::after(cursor)
+                    .wait(Duration::from_secs(15))
+                    .until_quiet(Duration::from_millis(700))
+                    .max_bytes(1 << 20),
             )
             .await
             .unwrap();
@@ -58,11 +59,17 @@ async fn answer(ex: &Executor, id: &str, input: &str, needle: &str) -> String {
 }
 
 /// Waits until the output contains `needle`, returning it all.
-async fn output_until(ex: &Executor, id: &str, needle: &str) -> String {
+async fn output_until(ex: &Executor, id: &ProcessId, needle: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let r = ex
-            .read_output(id, None, Some(0), Duration::from_millis(200), 1 << 20)
+            .read_output(
+                None,
+                id,
+                &ReadOptions::after(0)
+                    .wait(Duration::from_millis(200))
+                    .max_bytes(1 << 20),
+            )
             .await
             .unwrap();
         let text = r.chunk.unwrap().text;
@@ -98,10 +105,10 @@ async fn a_python_repl_answers_on_a_pipe_and_on_a_terminal() {
                 );
             }
             // End of input ends the REPL.
-            ex.write_input(&r.id, None, b"", true, Duration::from_secs(5))
+            ex.close_input(None, &r.id, b"", Duration::from_secs(5))
                 .await
                 .unwrap();
-            let info = tokio::time::timeout(Duration::from_secs(15), ex.wait_exit(&r.id, None))
+            let info = tokio::time::timeout(Duration::from_secs(15), ex.wait_exit(None, &r.id))
                 .await
                 .expect("python exits at end of input")
                 .unwrap();
@@ -134,12 +141,12 @@ async fn only_a_terminal_is_a_tty_and_a_prompt_is_answered() {
         if stdin == TTY {
             output_until(&ex, &r.id, "name? ").await;
         }
-        ex.write_input(&r.id, None, b"bob\n", false, Duration::from_secs(5))
+        ex.write_input(None, &r.id, b"bob\n", Duration::from_secs(5))
             .await
             .unwrap();
         let out = output_until(&ex, &r.id, "hello bob").await;
         assert!(!out.contains('\r'), "{out:?}");
-        let info = ex.wait_exit(&r.id, None).await.unwrap();
+        let info = ex.wait_exit(None, &r.id).await.unwrap();
         assert_eq!(info.exit, ExitState::Code(0));
     }
     // The terminal's size and TERM are what was asked.
@@ -160,10 +167,9 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
         let mark = new_mark();
         let r = ex.execute(interactive("sh", &mark, TTY)).await.unwrap();
         ex.write_input(
-            &r.id,
             None,
+            &r.id,
             b"sleep 100; echo after-sleep-$?\n",
-            false,
             Duration::from_secs(5),
         )
         .await
@@ -177,20 +183,20 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let interrupted = Instant::now();
-        ex.write_input(&r.id, None, b"\x03", false, Duration::from_secs(5))
+        ex.write_input(None, &r.id, b"\x03", Duration::from_secs(5))
             .await
             .unwrap();
         let out = answer(&ex, &r.id, "echo shell-alive\n", "shell-alive").await;
         assert!(out.contains("shell-alive"), "{name}: {out:?}");
         assert!(interrupted.elapsed() < Duration::from_secs(20), "{name}");
         assert!(
-            ex.info(&r.id, None).unwrap().running,
+            ex.info(None, &r.id).unwrap().running,
             "{name}: the shell died"
         );
-        ex.write_input(&r.id, None, b"exit 0\n", false, Duration::from_secs(5))
+        ex.write_input(None, &r.id, b"exit 0\n", Duration::from_secs(5))
             .await
             .unwrap();
-        let info = tokio::time::timeout(Duration::from_secs(15), ex.wait_exit(&r.id, None))
+        let info = tokio::time::timeout(Duration::from_secs(15), ex.wait_exit(None, &r.id))
             .await
             .expect("the shell exits")
             .unwrap();
@@ -208,10 +214,10 @@ async fn closing_stdin_ends_cat_and_a_non_reader_never_blocks_the_writer() {
         .execute(interactive("cat", &mark, StdinMode::Pipe))
         .await
         .unwrap();
-    ex.write_input(&r.id, None, b"hi\n", true, Duration::from_secs(5))
+    ex.close_input(None, &r.id, b"hi\n", Duration::from_secs(5))
         .await
         .unwrap();
-    let info = tokio::time::timeout(Duration::from_secs(10), ex.wait_exit(&r.id, None))
+    let info = tokio::time::timeout(Duration::from_secs(10), ex.wait_exit(None, &r.id))
         .await
         .expect("cat ends at end of input")
         .unwrap();
@@ -219,7 +225,7 @@ async fn closing_stdin_ends_cat_and_a_non_reader_never_blocks_the_writer() {
     assert_eq!(output_until(&ex, &r.id, "hi").await, "hi\n");
     // Closed: a later write says so.
     let e = ex
-        .write_input(&r.id, None, b"more", false, Duration::from_secs(1))
+        .write_input(None, &r.id, b"more", Duration::from_secs(1))
         .await
         .unwrap_err();
     assert!(matches!(e, ExecError::InputClosed(_)), "{e}");
@@ -232,7 +238,7 @@ async fn closing_stdin_ends_cat_and_a_non_reader_never_blocks_the_writer() {
     let big = vec![b'x'; 4 << 20];
     let started = Instant::now();
     let e = ex
-        .write_input(&r.id, None, &big, false, Duration::from_millis(500))
+        .write_input(None, &r.id, &big, Duration::from_millis(500))
         .await
         .unwrap_err();
     assert!(
@@ -253,11 +259,11 @@ async fn closing_stdin_ends_cat_and_a_non_reader_never_blocks_the_writer() {
     plan.background = true;
     let quiet = ex.execute(plan).await.unwrap();
     let e = ex
-        .write_input(&quiet.id, None, b"x", false, Duration::from_secs(1))
+        .write_input(None, &quiet.id, b"x", Duration::from_secs(1))
         .await
         .unwrap_err();
     assert!(matches!(e, ExecError::NotInteractive(_)), "{e}");
-    assert!(e.to_string().contains("interactive: true"), "{e}");
+    assert!(e.to_string().contains("a pipe or a terminal"), "{e}");
     ex.shutdown().await;
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
 }

@@ -8,6 +8,7 @@
 use shellward_exec::{
     ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind, StdinMode, TimeoutAction,
 };
+use shellward_exec::{ProcessId, ReadOptions};
 use std::time::{Duration, Instant};
 
 /// The command for this platform's default shell.
@@ -39,10 +40,10 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Waits up to `limit` for the process's tree to have no member; returns what is left.
-async fn members_after(ex: &Executor, id: &str, limit: Duration) -> Vec<i32> {
+async fn members_after(ex: &Executor, id: &ProcessId, limit: Duration) -> Vec<i32> {
     let deadline = Instant::now() + limit;
     loop {
-        let left = ex.tree_members(id, None).unwrap_or_default();
+        let left = ex.tree_members(None, id).unwrap_or_default();
         if left.is_empty() || Instant::now() >= deadline {
             return left;
         }
@@ -100,7 +101,13 @@ fn a_background_run_is_read_by_cursor_until_it_ends() {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let read = ex
-                .read_output(&r.id, None, Some(cursor), Duration::from_secs(2), 64 * 1024)
+                .read_output(
+                    None,
+                    &r.id,
+                    &ReadOptions::after(cursor)
+                        .wait(Duration::from_secs(2))
+                        .max_bytes(64 * 1024),
+                )
                 .await
                 .unwrap();
             let chunk = read.chunk.as_ref().expect("a cursor read returns a chunk");
@@ -115,7 +122,7 @@ fn a_background_run_is_read_by_cursor_until_it_ends() {
         let one = seen.find("one").expect(&seen);
         let two = seen.find("two").expect(&seen);
         assert!(one < two, "{seen:?}");
-        assert_eq!(ex.info(&r.id, None).unwrap().exit, ExitState::Code(0));
+        assert_eq!(ex.info(None, &r.id).unwrap().exit, ExitState::Code(0));
         ex.shutdown().await;
     });
 }
@@ -129,20 +136,20 @@ fn input_is_written_over_a_pipe() {
         plan.stdin = StdinMode::Pipe;
         let r = ex.execute(plan).await.unwrap();
         let written = ex
-            .write_input(
-                &r.id,
-                None,
-                b"shellward-input\n",
-                true,
-                Duration::from_secs(5),
-            )
+            .close_input(None, &r.id, b"shellward-input\n", Duration::from_secs(5))
             .await
             .unwrap();
         assert_eq!(written, 16);
-        let info = ex.wait_exit(&r.id, None).await.unwrap();
+        let info = ex.wait_exit(None, &r.id).await.unwrap();
         assert_eq!(info.exit, ExitState::Code(0), "{info:?}");
         let read = ex
-            .read_output(&r.id, None, Some(0), Duration::from_secs(2), 4096)
+            .read_output(
+                None,
+                &r.id,
+                &ReadOptions::after(0)
+                    .wait(Duration::from_secs(2))
+                    .max_bytes(4096),
+            )
             .await
             .unwrap();
         assert!(read.chunk.unwrap().text.contains("shellward-input"));
@@ -161,12 +168,12 @@ fn terminate_and_kill_end_the_whole_tree() {
             assert!(r.running, "{r:?}");
             // The shell and the child it started are both members (on Windows: both in the job).
             let deadline = Instant::now() + Duration::from_secs(10);
-            while ex.tree_members(&r.id, None).unwrap().len() < 2 {
+            while ex.tree_members(None, &r.id).unwrap().len() < 2 {
                 assert!(Instant::now() < deadline, "the child never joined the tree");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             let started = Instant::now();
-            let outcome = ex.signal(&r.id, kind, None).await.unwrap();
+            let outcome = ex.signal(None, &r.id, kind).await.unwrap();
             assert_eq!(outcome.survivors, 0, "{kind:?}: {outcome:?}");
             assert!(started.elapsed() < Duration::from_secs(10));
             assert!(
@@ -174,10 +181,10 @@ fn terminate_and_kill_end_the_whole_tree() {
                     .await
                     .is_empty()
             );
-            let info = ex.wait_exit(&r.id, None).await.unwrap();
+            let info = ex.wait_exit(None, &r.id).await.unwrap();
             assert_ne!(info.exit, ExitState::Code(0), "{kind:?}: {info:?}");
             // A second signal has nothing left to reach.
-            assert!(ex.signal(&r.id, SignalKind::Kill, None).await.is_err());
+            assert!(ex.signal(None, &r.id, SignalKind::Kill).await.is_err());
         }
         ex.shutdown().await;
     });
@@ -195,7 +202,7 @@ fn shutdown_stops_every_background_run() {
         }
         let pids: Vec<i32> = ids
             .iter()
-            .flat_map(|id| ex.tree_members(id, None).unwrap())
+            .flat_map(|id| ex.tree_members(None, id).unwrap())
             .collect();
         assert!(!pids.is_empty());
         let started = Instant::now();
@@ -208,7 +215,7 @@ fn shutdown_stops_every_background_run() {
                     .is_empty(),
                 "{id}"
             );
-            assert!(!ex.info(id, None).unwrap().running, "{id}");
+            assert!(!ex.info(None, id).unwrap().running, "{id}");
         }
         assert!(ex.execute(ExecPlan::new("echo late")).await.is_err());
     });

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use shellward_exec::ExecPlan;
+use shellward_exec::{ExecPlan, Session};
 use std::time::{Duration, Instant};
 
 fn in_session(command: &str, session: &str) -> ExecPlan {
@@ -26,7 +26,7 @@ async fn a_session_s_commands_see_and_stop_each_other_and_other_sessions_see_not
     server.session = Some("a".into());
     server.background = true;
     let server = ex.execute(server).await.unwrap();
-    wait_for_output_in(&ex, &server.id, Some("a"), "started").await;
+    wait_for_output_in(&ex, &server.id, Some(&Session::from("a")), "started").await;
 
     // Another session: neither the server nor anything of session a, and only a handful of processes.
     let other = ex
@@ -88,7 +88,7 @@ async fn kill_minus_one_reaches_only_its_own_session() {
     other.session = Some("other".into());
     other.background = true;
     let other = ex.execute(other).await.unwrap();
-    wait_for_output_in(&ex, &other.id, Some("other"), "started").await;
+    wait_for_output_in(&ex, &other.id, Some(&Session::from("other")), "started").await;
     let mut sentinel = std::process::Command::new("sleep")
         .arg("60")
         .spawn()
@@ -153,7 +153,7 @@ async fn an_empty_idle_sandbox_ends_and_a_busy_one_stays() {
     busy.session = Some("busy".into());
     busy.background = true;
     let busy = ex.execute(busy).await.unwrap();
-    wait_for_output_in(&ex, &busy.id, Some("busy"), "started").await;
+    wait_for_output_in(&ex, &busy.id, Some(&Session::from("busy")), "started").await;
     ex.execute(in_session("true", "quiet")).await.unwrap();
     // The check command of `confined`, the busy session and the quiet one.
     assert_eq!(sandboxes().len(), 3, "{:?}", sandboxes());
@@ -261,7 +261,7 @@ async fn a_normal_user_s_session_is_a_sandbox_too() {
     other.session = Some("other".into());
     other.background = true;
     let other = ex.execute(other).await.unwrap();
-    wait_for_output_in(&ex, &other.id, Some("other"), "started").await;
+    wait_for_output_in(&ex, &other.id, Some(&Session::from("other")), "started").await;
     let attack = ex
         .execute(in_session("sleep 30 & sh -c 'kill -9 -1'; echo after", "a"))
         .await

@@ -13,6 +13,7 @@ use shellward_exec::{
     ContainmentKind, ContainmentPreference, ExecError, ExecPlan, Executor, ExecutorConfig,
     SignalKind, TimeoutAction,
 };
+use shellward_exec::{ReadOptions, Session};
 use std::time::{Duration, Instant};
 
 /// A quick config without PID namespaces: these tests prove what the executor does where no namespace confines a
@@ -90,7 +91,7 @@ async fn reuse_round(way: &str) -> String {
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     let id = loop {
-        if let Some(p) = ex.list_filtered(None, 10, true).processes.first() {
+        if let Some(p) = ex.list_all(None, 10).processes.first() {
             break p.id.clone();
         }
         assert!(Instant::now() < deadline, "{way}: nothing started");
@@ -100,7 +101,7 @@ async fn reuse_round(way: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(5);
     let victim: i32 = loop {
         let text = ex
-            .read_output(&id, None, None, Duration::ZERO, 1 << 16)
+            .read_output(None, &id, &ReadOptions::view().max_bytes(1 << 16))
             .await
             .unwrap()
             .view
@@ -113,7 +114,7 @@ async fn reuse_round(way: &str) -> String {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(
-        ex.tree_members(&id, None).unwrap().contains(&victim),
+        ex.tree_members(None, &id).unwrap().contains(&victim),
         "{way}"
     );
     // The victim exits and is reaped (by its shell, or by the executor as subreaper).
@@ -130,8 +131,8 @@ async fn reuse_round(way: &str) -> String {
         return format!("REUSE {way} skipped: could not start a process with pid {victim}");
     };
     match way {
-        "terminate" => drop(ex.signal(&id, SignalKind::Terminate, None).await.unwrap()),
-        "kill" => drop(ex.signal(&id, SignalKind::Kill, None).await.unwrap()),
+        "terminate" => drop(ex.signal(None, &id, SignalKind::Terminate).await.unwrap()),
+        "kill" => drop(ex.signal(None, &id, SignalKind::Kill).await.unwrap()),
         "timeout-kill" => {
             let r = runner.take().unwrap().await.unwrap();
             assert!(r.timed_out, "{way}: {r:?}");
@@ -247,7 +248,7 @@ async fn a_member_that_left_the_cgroup_is_still_killed() {
         })
         .await;
         assert!(moved, "the members did not leave the cgroup");
-        let outcome = ex.signal(&r.id, kind, None).await.unwrap();
+        let outcome = ex.signal(None, &r.id, kind).await.unwrap();
         let left = survivors_after(&mark, Duration::from_secs(5));
         kill_marked(&mark);
         assert!(left.is_empty(), "{kind:?}: survivors {left:?}");
@@ -278,7 +279,7 @@ async fn a_finished_tree_never_reaches_the_command_that_reuses_its_cgroup() {
         let mut plan = marked_plan("exec sleep 60", &mark);
         plan.background = true;
         let later = ex.execute(plan).await.unwrap();
-        let pids = ex.tree_members(&later.id, None).unwrap();
+        let pids = ex.tree_members(None, &later.id).unwrap();
         let in_first = pids.iter().any(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
                 .is_ok_and(|c| c.trim_end().ends_with(&format!("/{}", first.id)))
@@ -287,22 +288,22 @@ async fn a_finished_tree_never_reaches_the_command_that_reuses_its_cgroup() {
             reused = Some(later);
             break;
         }
-        ex.signal(&later.id, SignalKind::Kill, None).await.unwrap();
+        ex.signal(None, &later.id, SignalKind::Kill).await.unwrap();
     }
     let later = reused.expect("a later command starts in the first command's (empty) cgroup");
-    assert!(root.join(&first.id).is_dir());
+    assert!(root.join(first.id.as_str()).is_dir());
     for kind in [SignalKind::Kill, SignalKind::Terminate] {
-        let err = ex.signal(&first.id, kind, None).await.unwrap_err();
+        let err = ex.signal(None, &first.id, kind).await.unwrap_err();
         assert!(matches!(err, ExecError::NotAlive(_)), "{kind:?}: {err}");
     }
-    assert!(ex.tree_members(&first.id, None).unwrap().is_empty());
+    assert!(ex.tree_members(None, &first.id).unwrap().is_empty());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
-        ex.info(&later.id, None).unwrap().running,
+        ex.info(None, &later.id).unwrap().running,
         "the later command was not touched"
     );
     assert_eq!(marked(&mark).len(), 1, "its process lives");
-    ex.signal(&later.id, SignalKind::Kill, None).await.unwrap();
+    ex.signal(None, &later.id, SignalKind::Kill).await.unwrap();
     let left = survivors_after(&mark, Duration::from_secs(5));
     kill_marked(&mark);
     assert!(left.is_empty(), "survivors {left:?}");
@@ -327,7 +328,7 @@ async fn a_killed_trees_cgroup_is_never_reused() {
         let mut plan = ExecPlan::new("sleep 60");
         plan.background = true;
         let victim = ex.execute(plan).await.unwrap();
-        ex.signal(&victim.id, SignalKind::Kill, None).await.unwrap();
+        ex.signal(None, &victim.id, SignalKind::Kill).await.unwrap();
         // The reaper releases the ended tree within a pass (500 ms).
         tokio::time::sleep(Duration::from_millis(700)).await;
         for _ in 0..3 {
@@ -370,12 +371,12 @@ async fn one_session_at_its_running_cap_does_not_block_another() {
     // Another session still starts.
     ex.execute(bg("b")).await.unwrap();
     // A slot comes back when a process of the session ends.
-    ex.signal(&a1.id, SignalKind::Kill, Some("a"))
+    ex.signal(Some(&Session::from("a")), &a1.id, SignalKind::Kill)
         .await
         .unwrap();
     assert!(
         wait_until(Duration::from_secs(5), || ex
-            .info(&a1.id, Some("a"))
+            .info(Some(&Session::from("a")), &a1.id)
             .is_ok_and(|i| !i.running))
         .await
     );
@@ -398,22 +399,30 @@ async fn exited_processes_are_capped_per_session_and_readers_are_told() {
     }
     // One reaper pass enforces the cap (no waiting for its period).
     ex.reap_now();
-    let listed = ex.list_filtered(Some("a"), 100, true).processes;
+    let listed = ex.list_all(Some(&Session::from("a")), 100).processes;
     assert!(listed.len() <= 5, "{} retained", listed.len());
     assert!(listed.iter().any(|p| p.id == ids[11]), "the newest is kept");
     let e = ex
-        .read_output(&ids[0], Some("a"), Some(0), Duration::ZERO, 100)
+        .read_output(
+            Some(&Session::from("a")),
+            &ids[0],
+            &ReadOptions::after(0).max_bytes(100),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, ExecError::Evicted { .. }), "{e:?}");
     assert!(e.to_string().contains("retention limits"), "{e}");
     // Another session's evicted id is just unknown; the other session's own process is untouched.
     assert!(matches!(
-        ex.read_output(&ids[0], Some("b"), Some(0), Duration::ZERO, 100)
-            .await,
+        ex.read_output(
+            Some(&Session::from("b")),
+            &ids[0],
+            &ReadOptions::after(0).max_bytes(100)
+        )
+        .await,
         Err(ExecError::UnknownProcess(_))
     ));
-    assert!(ex.info(&kept.id, Some("b")).is_ok());
+    assert!(ex.info(Some(&Session::from("b")), &kept.id).is_ok());
     ex.shutdown().await;
 }
 
@@ -436,12 +445,12 @@ async fn each_start_holds_its_session_to_the_cap_without_waiting_for_the_reaper(
         // An entry is dropped only once its tree's resources are released, on a task of their own: a moment.
         tokio::time::sleep(Duration::from_millis(25)).await;
         // Checked right away: the reaper passes at most once per 500 ms, and these starts take a few dozen.
-        let retained = ex.list_filtered(Some("a"), 100, true).processes.len();
+        let retained = ex.list_all(Some(&Session::from("a")), 100).processes.len();
         assert!(retained <= 5, "{retained} retained after start {i}");
     }
     for (s, id) in &others {
         assert!(
-            ex.info(id, Some(s)).is_ok(),
+            ex.info(Some(&Session::from(*s)), id).is_ok(),
             "{id} of session {s} was dropped"
         );
     }
@@ -473,12 +482,12 @@ async fn log_bytes_on_disk_are_capped_oldest_exited_first() {
         .sum();
     assert!(on_disk <= 1 << 20, "{on_disk} bytes of logs on disk");
     let e = ex
-        .read_output(&ids[0], None, Some(0), Duration::ZERO, 100)
+        .read_output(None, &ids[0], &ReadOptions::after(0).max_bytes(100))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("of output logs on disk"), "{e}");
     let newest = ex
-        .read_output(&ids[5], None, Some(0), Duration::ZERO, 1 << 20)
+        .read_output(None, &ids[5], &ReadOptions::after(0).max_bytes(1 << 20))
         .await
         .unwrap();
     assert_eq!(newest.chunk.unwrap().text.len(), 400000);

@@ -226,7 +226,7 @@ pub fn read_component(path: &Path) -> Result<Vec<u8>, PolicyError> {
     Ok(bytes)
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
@@ -241,7 +241,6 @@ mod tests {
     /// (its default pool of 1,000 fiber stacks, which synchronous policies never use, took a guard-page `mprotect`
     /// each: ~4 ms at every engine creation, 2,000 mappings to tear down at exit). Counted in a fresh process, where no
     /// other test creates mappings meanwhile.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_pooled_engine_maps_its_slots_in_a_few_regions() {
         const CHILD: &str = "SHELLWARD_TEST_POOLED_ENGINE_MAPPINGS";

@@ -171,7 +171,7 @@ impl Shellward {
                         OnTimeout::Kill => TimeoutAction::Kill,
                         OnTimeout::Background => TimeoutAction::Background,
                     },
-                    session: session.map(str::to_string),
+                    session: session.map(Session::from),
                     startup_wait: p.background.then(|| {
                         p.startup_wait_ms
                             .map(Duration::from_millis)

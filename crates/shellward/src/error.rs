@@ -91,10 +91,21 @@ impl From<ExecError> for ToolError {
             ExecError::InputStalled { .. } => ToolErrorKind::Busy,
             _ => ToolErrorKind::Internal,
         };
-        ToolError {
-            kind,
-            message: e.to_string(),
-        }
+        // The executor says what to do in its own terms; a model acts through the tools, so name them.
+        let message = match &e {
+            ExecError::TooManyRunning { .. } | ExecError::TooManyRunningInSession { .. } => {
+                format!("{e}. process_signal stops one; process_list shows what runs")
+            }
+            ExecError::UnknownProcess(id) => {
+                format!("no process {id} (for this session); call process_list to see the ids")
+            }
+            ExecError::NotInteractive(id) => format!(
+                "process {id} was not started interactive: its stdin is /dev/null. Start it again with \
+                 interactive: true (a pipe) or tty: true (a terminal) to write to it"
+            ),
+            _ => e.to_string(),
+        };
+        ToolError { kind, message }
     }
 }
 
@@ -125,4 +136,35 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The executor's own messages name no tool; the facade's say which tool to call.
+    #[test]
+    fn executor_errors_become_tool_errors_that_name_the_tools() {
+        let cases = [
+            (
+                ExecError::TooManyRunningInSession {
+                    running: 8,
+                    limit: 8,
+                },
+                "process_signal",
+            ),
+            (ExecError::UnknownProcess("p9-x".into()), "process_list"),
+            (
+                ExecError::NotInteractive("p9-x".into()),
+                "interactive: true",
+            ),
+        ];
+        for (e, tool) in cases {
+            let plain = e.to_string();
+            assert!(!plain.contains("process_"), "{plain}");
+            assert!(!plain.contains("interactive: true"), "{plain}");
+            let t = ToolError::from(e);
+            assert!(t.message.contains(tool), "{}", t.message);
+        }
+    }
 }

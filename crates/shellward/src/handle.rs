@@ -5,71 +5,18 @@
 
 use crate::{Shellward, ToolError};
 use shellward_exec::{
-    ContainmentKind, OutputRead, ProcessInfo, ProcessList, SignalKind, SignalOutcome,
+    ContainmentKind, OutputRead, ProcessId, ProcessInfo, ProcessList, ReadOptions, Session,
+    SignalKind, SignalOutcome,
 };
 use std::time::Duration;
-
-/// How much output one read returns at most by default.
-const DEFAULT_READ_BYTES: usize = 256 * 1024;
-
-/// What one [`Process::read`] asks for: the bytes after a cursor, or the head/tail view of everything; how long to
-/// wait for something new (or the exit); whether to answer as soon as the output goes quiet; and how many bytes at
-/// most. Build it with [`ReadOptions::after`] or [`ReadOptions::view`] and the setters.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ReadOptions {
-    cursor: Option<u64>,
-    wait: Duration,
-    idle: Option<Duration>,
-    max_bytes: usize,
-}
-
-impl ReadOptions {
-    /// The bytes after `cursor` (0 for all output from the start), at once (no wait), at most 256 KiB.
-    pub fn after(cursor: u64) -> ReadOptions {
-        ReadOptions {
-            cursor: Some(cursor),
-            wait: Duration::ZERO,
-            idle: None,
-            max_bytes: DEFAULT_READ_BYTES,
-        }
-    }
-
-    /// The head/tail view of all output (the middle left out when it is long), at once (no wait).
-    pub fn view() -> ReadOptions {
-        ReadOptions {
-            cursor: None,
-            ..ReadOptions::after(0)
-        }
-    }
-
-    /// Waits up to `wait` for new output (with a cursor) or for the exit (for the view) before answering.
-    pub fn wait(mut self, wait: Duration) -> ReadOptions {
-        self.wait = wait;
-        self
-    }
-
-    /// Answers once the output has gone quiet for `idle` (a prompt, a banner, one burst of a build), the process
-    /// exited, or the wait ended, whichever comes first.
-    pub fn until_quiet(mut self, idle: Duration) -> ReadOptions {
-        self.idle = Some(idle);
-        self
-    }
-
-    /// At most `max_bytes` of output in this read (the rest stays for the next one, from the returned cursor).
-    pub fn max_bytes(mut self, max_bytes: usize) -> ReadOptions {
-        self.max_bytes = max_bytes;
-        self
-    }
-}
 
 /// A process this instance started, in one session. Cheap to clone. Operations on a process that is no longer kept
 /// (or belongs to another session) fail with [`ToolErrorKind::UnknownProcess`](crate::ToolErrorKind::UnknownProcess).
 #[derive(Clone)]
 pub struct Process {
     sw: Shellward,
-    id: String,
-    session: Option<String>,
+    id: ProcessId,
+    session: Option<Session>,
 }
 
 impl std::fmt::Debug for Process {
@@ -83,18 +30,18 @@ impl std::fmt::Debug for Process {
 
 impl Process {
     /// The process id the tools name it by (`p1`, `p2`, …).
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &ProcessId {
         &self.id
     }
 
     /// The session it belongs to.
-    pub fn session(&self) -> Option<&str> {
-        self.session.as_deref()
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
     }
 
     /// Its details now: command, state, exit, output size, log file, labels.
     pub fn view(&self) -> Result<ProcessInfo, ToolError> {
-        Ok(self.sw.inner.executor.info(&self.id, self.session())?)
+        Ok(self.sw.inner.executor.info(self.session(), &self.id)?)
     }
 
     /// Reads its output as `options` says.
@@ -103,14 +50,7 @@ impl Process {
             .sw
             .inner
             .executor
-            .read_output_until_quiet(
-                &self.id,
-                self.session(),
-                options.cursor,
-                options.wait,
-                options.idle,
-                options.max_bytes,
-            )
+            .read_output(self.session(), &self.id, options)
             .await?)
     }
 
@@ -121,7 +61,7 @@ impl Process {
             .sw
             .inner
             .executor
-            .write_input(&self.id, self.session(), data, false, limit)
+            .write_input(self.session(), &self.id, data, limit)
             .await?)
     }
 
@@ -131,7 +71,7 @@ impl Process {
             .sw
             .inner
             .executor
-            .write_input(&self.id, self.session(), data, true, limit)
+            .close_input(self.session(), &self.id, data, limit)
             .await?)
     }
 
@@ -141,7 +81,7 @@ impl Process {
             .sw
             .inner
             .executor
-            .wait_exit(&self.id, self.session())
+            .wait_exit(self.session(), &self.id)
             .await?)
     }
 
@@ -153,7 +93,7 @@ impl Process {
             .sw
             .inner
             .executor
-            .signal(&self.id, kind, self.session())
+            .signal(self.session(), &self.id, kind)
             .await?;
         self.sw.inner.metrics.signal(match kind {
             SignalKind::Kill => "kill",
@@ -169,15 +109,17 @@ impl Shellward {
     pub fn process(&self, session: Option<&str>, id: &str) -> Process {
         Process {
             sw: self.clone(),
-            id: id.to_string(),
-            session: session.map(str::to_string),
+            id: ProcessId::from(id),
+            session: session.map(Session::from),
         }
     }
 
     /// Every process `session` started that is still kept, background or foreground, running first, then newest
     /// first (for process APIs that list every start; the `process_list` tool lists background ones).
     pub fn all_processes(&self, session: Option<&str>) -> ProcessList {
-        self.inner.executor.list_filtered(session, usize::MAX, true)
+        self.inner
+            .executor
+            .list_all(session.map(Session::from).as_ref(), usize::MAX)
     }
 
     /// How process trees are contained here (cgroup, PID namespace, process group).

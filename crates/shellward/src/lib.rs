@@ -52,7 +52,7 @@ pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
 use decide::{check_text, parse_duration};
 pub use decided::{Decided, Verdict};
 pub use error::{BuildError, ToolError, ToolErrorKind};
-pub use handle::{Process, ReadOptions};
+pub use handle::Process;
 pub use probe::SandboxProbe;
 use shape::{cwd_file, cwd_trap, exit_fields, read_cwd_file, reason_text, shape_execute};
 pub use watch::PolicyWatcher;
@@ -73,8 +73,8 @@ pub use shellward_exec::{
 };
 /// What a [`Process`] handle answers with: its details, its output, a signal's outcome.
 pub use shellward_exec::{
-    ContainmentKind, ExitState, OutputChunk, OutputRead, OutputView, ProcessInfo, ProcessList,
-    SignalKind, SignalOutcome,
+    ContainmentKind, ExitState, OutputChunk, OutputRead, OutputView, ProcessId, ProcessInfo,
+    ProcessList, ReadOptions, Session, SignalKind, SignalOutcome,
 };
 
 /// The Rust examples of the project's README, compiled as doc tests so they stay true.

@@ -165,10 +165,10 @@ impl Shellward {
         session: Option<&str>,
         _args: ProcessListArgs,
     ) -> Result<ProcessListResult, ToolError> {
-        let list = self
-            .inner
-            .executor
-            .list(session, self.inner.limits.list_limit);
+        let list = self.inner.executor.list(
+            session.map(Session::from).as_ref(),
+            self.inner.limits.list_limit,
+        );
         Ok(ProcessListResult {
             success: true,
             processes: list
@@ -177,7 +177,7 @@ impl Shellward {
                 .map(|p| {
                     let (exit_code, signal) = exit_fields(&p.exit);
                     ProcessEntry {
-                        process_id: p.id,
+                        process_id: p.id.into_string(),
                         command: p.command,
                         workdir: p.workdir.display().to_string(),
                         running: p.running,

@@ -69,7 +69,7 @@ impl Shellward {
                 "type": "end",
                 "surface": self.inner.surface,
                 "session": session,
-                "process_id": r.id,
+                "process_id": r.id.as_str(),
                 "exit_code": code,
                 "signal": signal,
                 "timed_out": r.timed_out,
@@ -87,7 +87,13 @@ impl Shellward {
         let id = r.id.clone();
         let (started, before) = (std::time::Instant::now(), r.wall_ms);
         tokio::spawn(async move {
-            let Ok(info) = this.inner.executor.wait_exit(&id, session.as_deref()).await else {
+            let exec_session = session.as_deref().map(Session::from);
+            let Ok(info) = this
+                .inner
+                .executor
+                .wait_exit(exec_session.as_ref(), &id)
+                .await
+            else {
                 return;
             };
             let (code, signal) = exit_fields(&info.exit);
@@ -95,7 +101,7 @@ impl Shellward {
                 "type": "end",
                 "surface": this.inner.surface,
                 "session": session,
-                "process_id": id,
+                "process_id": id.as_str(),
                 "exit_code": code,
                 "signal": signal,
                 "timed_out": false,
@@ -106,7 +112,11 @@ impl Shellward {
                 && let Ok(read) = this
                     .inner
                     .executor
-                    .read_output(&id, session.as_deref(), None, Duration::ZERO, 64 * 1024)
+                    .read_output(
+                        exec_session.as_ref(),
+                        &id,
+                        &ReadOptions::view().max_bytes(64 * 1024),
+                    )
                     .await
                 && let Some(view) = read.view
             {

@@ -99,7 +99,10 @@ impl Shellward {
             Some(id) => self
                 .inner
                 .executor
-                .info(id, scope.session.as_deref())
+                .info(
+                    scope.session.as_deref().map(Session::from).as_ref(),
+                    &ProcessId::from(id.as_str()),
+                )
                 .is_err(),
             None => age >= self.inner.retention,
         }
@@ -120,7 +123,10 @@ impl Shellward {
         )];
         if let Some(id) = r.process_id.clone()
             && r.running
-            && let Ok(info) = self.inner.executor.info(&id, session)
+            && let Ok(info) = self.inner.executor.info(
+                session.map(Session::from).as_ref(),
+                &ProcessId::from(id.as_str()),
+            )
             && !info.running
         {
             let (exit_code, signal) = exit_fields(&info.exit);
@@ -236,7 +242,9 @@ impl Shellward {
                 let executor = self.inner.executor.clone();
                 let (id, session) = (id.clone(), session.clone());
                 tokio::spawn(async move {
-                    let _ = executor.wait_exit(&id, session.as_deref()).await;
+                    let _ = executor
+                        .wait_exit(session.as_deref().map(Session::from).as_ref(), &id)
+                        .await;
                     let _ = std::fs::remove_file(&file);
                 });
             } else if let Some(dir) = read_cwd_file(&file) {
@@ -262,8 +270,12 @@ impl Shellward {
             result.notes.push(note);
         }
         if interactive {
-            self.first_prompt(&mut result, &id, session.as_deref())
-                .await?;
+            self.first_prompt(
+                &mut result,
+                &id,
+                session.as_deref().map(Session::from).as_ref(),
+            )
+            .await?;
         }
         if let Some(window) = startup
             && !result.running
@@ -287,20 +299,20 @@ impl Shellward {
     async fn first_prompt(
         &self,
         result: &mut ExecuteResult,
-        id: &str,
-        session: Option<&str>,
+        id: &ProcessId,
+        session: Option<&Session>,
     ) -> Result<(), ToolError> {
         let limits = &self.inner.limits;
         let read = self
             .inner
             .executor
-            .read_output_until_quiet(
-                id,
+            .read_output(
                 session,
-                None,
-                limits.default_wait,
-                Some(limits.default_idle),
-                limits.max_read_bytes,
+                id,
+                &ReadOptions::view()
+                    .wait(limits.default_wait)
+                    .until_quiet(limits.default_idle)
+                    .max_bytes(limits.max_read_bytes),
             )
             .await?;
         if let Some(view) = read.view {
@@ -362,7 +374,7 @@ impl Shellward {
         let started = self
             .start_recorded(plan, background, record, session.clone())
             .await?;
-        Ok(self.process(session.as_deref(), &started.id))
+        Ok(self.process(session.as_deref(), started.id.as_str()))
     }
 
     /// Records a decision a host will not run because the chain denied it: its audit record (the decision's metrics
@@ -389,7 +401,7 @@ impl Shellward {
         let r = self.inner.executor.execute(plan).await;
         if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
             match &r {
-                Ok(r) => record["process_id"] = serde_json::json!(r.id),
+                Ok(r) => record["process_id"] = serde_json::json!(r.id.as_str()),
                 Err(e) => record["error"] = serde_json::json!(e.to_string()),
             }
             audit.record(record);

@@ -106,7 +106,7 @@ pub(crate) fn shape_execute(
     kills_leftovers: bool,
 ) -> ExecuteResult {
     let (exit_code, signal) = exit_fields(&r.exit);
-    let id = r.id.clone();
+    let id = r.id.as_str().to_string();
     let timeout_text = timeout
         .map(|t| format_millis(t.as_millis() as u64))
         .unwrap_or_default();

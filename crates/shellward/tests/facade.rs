@@ -912,7 +912,7 @@ async fn a_process_handle_reads_writes_and_signals_through_the_facade() {
         )
         .unwrap();
     let process = sw.start_tracked(decided).await.unwrap();
-    assert_eq!(process.session(), Some("s1"));
+    assert_eq!(process.session().map(|s| s.as_str()), Some("s1"));
     assert!(process.view().unwrap().running);
     process
         .write(b"hello\n", Duration::from_secs(5))
@@ -934,7 +934,7 @@ async fn a_process_handle_reads_writes_and_signals_through_the_facade() {
     }
     assert_eq!(text, "got hello\n");
     // Another session's handle of the same id sees nothing.
-    let other = sw.process(Some("s2"), process.id());
+    let other = sw.process(Some("s2"), process.id().as_str());
     assert_eq!(
         other.view().unwrap_err().kind,
         ToolErrorKind::UnknownProcess

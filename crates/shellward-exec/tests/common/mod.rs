@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use shellward_exec::{ContainmentPreference, ExecPlan, Executor, ExecutorConfig};
+use shellward_exec::{ProcessId, ReadOptions, Session};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -91,16 +92,27 @@ pub fn namespaced() -> ExecutorConfig {
 }
 
 /// Waits until the output of `id` contains `needle` (or panics after 10 s).
-pub async fn wait_for_output(ex: &Executor, id: &str, needle: &str) {
+pub async fn wait_for_output(ex: &Executor, id: &ProcessId, needle: &str) {
     wait_for_output_in(ex, id, None, needle).await
 }
 
 /// [`wait_for_output`] for a process of `session`.
-pub async fn wait_for_output_in(ex: &Executor, id: &str, session: Option<&str>, needle: &str) {
+pub async fn wait_for_output_in(
+    ex: &Executor,
+    id: &ProcessId,
+    session: Option<&Session>,
+    needle: &str,
+) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let r = ex
-            .read_output(id, session, None, Duration::from_millis(100), 1 << 20)
+            .read_output(
+                session,
+                id,
+                &ReadOptions::view()
+                    .wait(Duration::from_millis(100))
+                    .max_bytes(1 << 20),
+            )
             .await
             .unwrap();
         if r.view.as_ref().unwrap().text.contains(needle) {

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use shellward::{Config, ConfigError, PolicyEngine, PolicySource};
+use shellward::{Config, ConfigError, PolicyEngine};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -114,20 +114,15 @@ fn check(file: &Path) -> Result<ExitCode> {
         )),
     }
     if !problems.is_empty() {
-        return Ok(report(&ConfigError {
-            file: Some(file.to_path_buf()),
+        return Ok(report(&ConfigError::new(
+            Some(file.to_path_buf()),
             problems,
-        }));
+        )));
     }
     let chain: Vec<String> = config
         .policies
         .iter()
-        .map(|p| match &p.source {
-            PolicySource::Default => "default (embedded)".to_string(),
-            PolicySource::Guard => "guard (embedded)".to_string(),
-            PolicySource::File(f) => f.display().to_string(),
-            PolicySource::Oci(r) => format!("oci:{r}"),
-        })
+        .map(|p| p.source.to_string())
         .collect();
     println!(
         "{}: ok; policy chain: {}",

@@ -205,11 +205,8 @@ mod tests {
 
     #[test]
     fn rules_hit_missed_and_undeclared_are_counted() {
-        let engine = PolicyEngine::new(shellward_policy::SandboxConfig {
-            cache_dir: None,
-            ..Default::default()
-        })
-        .unwrap();
+        let engine =
+            PolicyEngine::new(shellward_policy::SandboxConfig::default().cache_dir(None)).unwrap();
         let default = PolicyUnderTest {
             name: "default".into(),
             bytes: shellward_policy::embedded::DEFAULT_POLICY_WASM.to_vec(),

@@ -37,14 +37,13 @@ impl SandboxArgs {
         if deadline == 0 {
             bail!("--deadline must be greater than zero, e.g. 100ms");
         }
-        let mut config = SandboxConfig {
-            deadline: Duration::from_millis(deadline),
-            memory_limit: self
-                .memory_mib
-                .checked_mul(1 << 20)
-                .context("--memory-mib is too large")?,
-            ..SandboxConfig::default()
-        };
+        let mut config = SandboxConfig::default()
+            .deadline(Duration::from_millis(deadline))
+            .memory_limit(
+                self.memory_mib
+                    .checked_mul(1 << 20)
+                    .context("--memory-mib is too large")?,
+            );
         if self.no_cache {
             config.cache_dir = None;
         } else if let Some(dir) = &self.cache_dir {
@@ -395,10 +394,7 @@ pub struct InspectArgs {
 
 pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
     let policy = read_policy(&args.policy)?;
-    let engine = PolicyEngine::new(SandboxConfig {
-        cache_dir: None,
-        ..SandboxConfig::default()
-    })?;
+    let engine = PolicyEngine::new(SandboxConfig::default().cache_dir(None))?;
     let info = engine.inspect(&policy.name, &policy.bytes)?;
     let verdict = info.check(&policy.name).map_err(|e| e.to_string());
     let package = info
@@ -562,10 +558,10 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     // Load times: a cold precompile cache (empty directory), then a warm one, each with a new engine as a new process
     // would have.
     let cache = tempfile::tempdir().context("cannot create a temporary cache directory")?;
-    let sandbox = |mode: InstanceMode| SandboxConfig {
-        cache_dir: Some(cache.path().to_path_buf()),
-        instance_mode: mode,
-        ..SandboxConfig::default()
+    let sandbox = |mode: InstanceMode| {
+        SandboxConfig::default()
+            .cache_dir(Some(cache.path().to_path_buf()))
+            .instance_mode(mode)
     };
     let engine = PolicyEngine::new(sandbox(InstanceMode::Reuse))?;
     let t = Instant::now();

@@ -171,10 +171,7 @@ fn plain_error(status: StatusCode, kind: &str, message: String) -> Response {
 }
 
 fn bad_request(message: impl Into<String>) -> Response {
-    error_response(&ToolError {
-        kind: ToolErrorKind::InvalidArguments,
-        message: message.into(),
-    })
+    error_response(&ToolError::new(ToolErrorKind::InvalidArguments, message))
 }
 
 fn parse_json(body: &Bytes) -> Result<Value, Box<Response>> {

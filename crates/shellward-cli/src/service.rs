@@ -29,15 +29,14 @@ impl ServiceArgs {
             config.policies = self
                 .policies
                 .iter()
-                .map(|p| PolicyEntry {
-                    source: if p.as_os_str() == "default" && !p.exists() {
+                .map(|p| {
+                    PolicyEntry::from_source(if p.as_os_str() == "default" && !p.exists() {
                         PolicySource::Default
                     } else if p.as_os_str() == "guard" && !p.exists() {
                         PolicySource::Guard
                     } else {
                         PolicySource::File(p.clone())
-                    },
-                    ..PolicyEntry::default_policy()
+                    })
                 })
                 .collect();
             // The chain given on the command line stays on reload (only the drop-in directory is read again).

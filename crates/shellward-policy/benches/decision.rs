@@ -20,11 +20,11 @@ fn engine(mode: InstanceMode) -> PolicyEngine {
     // Under the target directory: a fixed name in the shared /tmp could be planted by another user, and its entries
     // are loaded as compiled code.
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("shellward-bench-cache");
-    PolicyEngine::new(SandboxConfig {
-        instance_mode: mode,
-        cache_dir: Some(cache),
-        ..Default::default()
-    })
+    PolicyEngine::new(
+        SandboxConfig::default()
+            .instance_mode(mode)
+            .cache_dir(Some(cache)),
+    )
     .unwrap()
 }
 

@@ -15,6 +15,7 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// Whether evaluations reuse one instance per policy or get a fresh one each time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum InstanceMode {
     /// Keep one configured instance per policy and reuse it (fast: well under a microsecond of overhead). A trap
     /// discards it; the next evaluation gets a new one.
@@ -27,6 +28,7 @@ pub enum InstanceMode {
 
 /// What the chain does when a policy faults (deadline, memory cap, trap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum FaultMode {
     /// Deny the command (fail closed).
     #[default]
@@ -37,6 +39,7 @@ pub enum FaultMode {
 
 /// Limits every policy evaluation runs under.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SandboxConfig {
     /// Wall-clock budget for one `configure` or `evaluate` call.
     pub deadline: Duration,
@@ -66,6 +69,50 @@ impl Default for SandboxConfig {
             pooling: true,
             outcome_limits: crate::limits::OutcomeLimits::default(),
         }
+    }
+}
+
+impl SandboxConfig {
+    /// Sets the wall-clock budget for one `configure` or `evaluate` call.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Sets the cap on a policy instance's linear memory, in bytes.
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// Sets whether evaluations reuse an instance or get a fresh one.
+    pub fn instance_mode(mut self, mode: InstanceMode) -> Self {
+        self.instance_mode = mode;
+        self
+    }
+
+    /// Sets what a chain does when a policy faults.
+    pub fn on_fault(mut self, mode: FaultMode) -> Self {
+        self.on_fault = mode;
+        self
+    }
+
+    /// Sets the precompile cache directory (`None` disables the cache).
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// Sets whether wasmtime's pooling allocator is used.
+    pub fn pooling(mut self, pooling: bool) -> Self {
+        self.pooling = pooling;
+        self
+    }
+
+    /// Sets the bounds on what a policy may return.
+    pub fn outcome_limits(mut self, limits: crate::limits::OutcomeLimits) -> Self {
+        self.outcome_limits = limits;
+        self
     }
 }
 

@@ -4,7 +4,8 @@
 //! mapped to and from these types, so a change of the WIT is not a change of this crate's API: the types are
 //! `#[non_exhaustive]` and grow with constructors (`Request::new`, `Plan::from_request`, `Denial::new`).
 
-/// What happens when a foreground command outlives its timeout.
+/// What happens when a foreground command outlives its timeout. Exhaustive on purpose, as [`Outcome`] and
+/// [`NetworkAccess`] are: a new way to end a command is one every host must handle (or refuse).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OnTimeout {
     /// Terminate the whole process tree and report it timed out.

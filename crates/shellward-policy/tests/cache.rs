@@ -8,11 +8,8 @@ use shellward_policy::{Outcome, PolicyEngine, Request, SandboxConfig};
 #[test]
 fn entries_are_reused_and_corruption_is_repaired() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = PolicyEngine::new(SandboxConfig {
-        cache_dir: Some(dir.path().into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let engine =
+        PolicyEngine::new(SandboxConfig::default().cache_dir(Some(dir.path().into()))).unwrap();
     let (_, first) = engine.compile("default", DEFAULT_POLICY_WASM).unwrap();
     assert_eq!(first, CacheOutcome::Miss);
     let (_, second) = engine.compile("default", DEFAULT_POLICY_WASM).unwrap();
@@ -60,11 +57,8 @@ fn an_unwritable_cache_directory_does_not_fail_the_load() {
     let file = tempfile::NamedTempFile::new().unwrap();
     // A directory path below a regular file cannot be created.
     let cache = Cache::new(file.path().join("sub"));
-    let engine = PolicyEngine::new(SandboxConfig {
-        cache_dir: Some(cache.dir().into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let engine =
+        PolicyEngine::new(SandboxConfig::default().cache_dir(Some(cache.dir().into()))).unwrap();
     // No key can be made there, so nothing is cached: the policy is compiled in memory.
     let (_, outcome) = engine.compile("default", DEFAULT_POLICY_WASM).unwrap();
     assert_eq!(outcome, CacheOutcome::Disabled);
@@ -198,11 +192,8 @@ fn another_component_s_entry_copied_over_this_one_is_recompiled_not_run() {
     );
     // And through the engine: the guard loaded from the repaired cache still denies.
     std::fs::copy(cache.entry_path(&engine, DEFAULT_POLICY_WASM), &guard_entry).unwrap();
-    let policy_engine = PolicyEngine::new(SandboxConfig {
-        cache_dir: Some(dir.path().into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let policy_engine =
+        PolicyEngine::new(SandboxConfig::default().cache_dir(Some(dir.path().into()))).unwrap();
     let policy = policy_engine.load_builtin("guard", "").unwrap().unwrap();
     assert!(
         matches!(

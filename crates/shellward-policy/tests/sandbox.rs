@@ -9,13 +9,13 @@ use shellward_policy::{
 use std::time::{Duration, Instant};
 
 fn engine_with(mode: InstanceMode) -> PolicyEngine {
-    PolicyEngine::new(SandboxConfig {
-        deadline: Duration::from_millis(100),
-        memory_limit: 32 << 20,
-        instance_mode: mode,
-        cache_dir: Some(env!("CARGO_TARGET_TMPDIR").into()),
-        ..Default::default()
-    })
+    PolicyEngine::new(
+        SandboxConfig::default()
+            .deadline(Duration::from_millis(100))
+            .memory_limit(32 << 20)
+            .instance_mode(mode)
+            .cache_dir(Some(env!("CARGO_TARGET_TMPDIR").into())),
+    )
     .unwrap()
 }
 

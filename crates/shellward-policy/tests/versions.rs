@@ -31,11 +31,11 @@ fn strict_default() -> Confinement {
 }
 
 fn engine(mode: InstanceMode) -> PolicyEngine {
-    PolicyEngine::new(SandboxConfig {
-        instance_mode: mode,
-        cache_dir: Some(env!("CARGO_TARGET_TMPDIR").into()),
-        ..Default::default()
-    })
+    PolicyEngine::new(
+        SandboxConfig::default()
+            .instance_mode(mode)
+            .cache_dir(Some(env!("CARGO_TARGET_TMPDIR").into())),
+    )
     .unwrap()
 }
 

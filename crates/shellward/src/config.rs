@@ -101,6 +101,7 @@ use std::time::Duration;
 
 /// The policy a chain entry loads.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PolicySource {
     /// The default policy embedded in the binary.
     Default,
@@ -113,8 +114,21 @@ pub enum PolicySource {
     Oci(String),
 }
 
+/// As `config check` names it: `default (embedded)`, `guard (embedded)`, the file's path, `oci:REFERENCE`.
+impl fmt::Display for PolicySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicySource::Default => f.write_str("default (embedded)"),
+            PolicySource::Guard => f.write_str("guard (embedded)"),
+            PolicySource::File(path) => write!(f, "{}", path.display()),
+            PolicySource::Oci(reference) => write!(f, "oci:{reference}"),
+        }
+    }
+}
+
 /// One entry of the policy chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyEntry {
     /// Where the component comes from.
     pub source: PolicySource,
@@ -131,6 +145,14 @@ impl PolicyEntry {
             source: PolicySource::Default,
             settings: "{}".into(),
             fail_open: false,
+        }
+    }
+
+    /// The policy from `source` with its default settings, fail closed.
+    pub fn from_source(source: PolicySource) -> PolicyEntry {
+        PolicyEntry {
+            source,
+            ..PolicyEntry::default_policy()
         }
     }
 
@@ -286,6 +308,7 @@ impl Default for Config {
 /// A bearer token and the sessions it may use (`[[auth]]`). A request with this token may name only these sessions;
 /// one that names none uses the first.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AuthEntry {
     /// The token (from `token`, or read from the variable named by `token_env` when the file is loaded).
     pub token: String,
@@ -339,6 +362,7 @@ impl fmt::Display for Problem {
 
 /// Every problem found in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub struct ConfigError {
     /// The file (when the configuration came from one).
     pub file: Option<PathBuf>,
@@ -347,6 +371,11 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// The problems found in `file` (or in a configuration that came from no file).
+    pub fn new(file: Option<PathBuf>, problems: Vec<Problem>) -> ConfigError {
+        ConfigError { file, problems }
+    }
+
     /// An error with one problem that belongs to no key.
     pub fn plain(message: impl Into<String>) -> ConfigError {
         ConfigError {

@@ -20,7 +20,8 @@ pub struct Decided {
 }
 
 /// A decision as the caller acts on it: run this plan (with the policies' notes), or refuse (with the reason and the
-/// policy that refused). Every surface reads decisions through this one type.
+/// policy that refused). Every surface reads decisions through this one type. Exhaustive on purpose, as the policy
+/// crate's `Outcome` is: a new kind of verdict is one every surface must handle, not skip.
 // One per decision, consumed at once: boxing the plan would cost an allocation per command for no saving.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]

@@ -47,6 +47,7 @@ impl ToolErrorKind {
 /// A tool call that could not be carried out. The message names what was wrong and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct ToolError {
     /// The kind of failure.
     pub kind: ToolErrorKind,
@@ -55,6 +56,15 @@ pub struct ToolError {
 }
 
 impl ToolError {
+    /// An error of `kind` saying `message` (what went wrong and what to do instead), for a surface that refuses a
+    /// call itself.
+    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> ToolError {
+        ToolError {
+            kind,
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> ToolError {
         ToolError {
             kind: ToolErrorKind::InvalidArguments,

@@ -76,6 +76,7 @@ pub struct ExecuteArgs {
 /// What `execute` does with a foreground command whose timeout expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum OnTimeoutChoice {
     /// Stop the whole process tree; nothing is left running.
     Kill,
@@ -141,6 +142,7 @@ pub struct ProcessListArgs {}
 /// The signal `process_signal` sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum SignalName {
     /// SIGTERM to the whole process tree, then SIGKILL to whatever is left after a grace period (2s by default).
     Terminate,
@@ -472,6 +474,7 @@ pub struct ProcessSignalResult {
 
 /// The name of a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ToolName {
     /// `execute`
     Execute,

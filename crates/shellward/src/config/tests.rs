@@ -25,11 +25,7 @@ fn empty_file_is_the_defaults() {
 
 #[test]
 fn a_chain_loads_in_its_configured_order_with_every_failure_reported_in_order() {
-    let engine = PolicyEngine::new(SandboxConfig {
-        pooling: false,
-        ..Default::default()
-    })
-    .unwrap();
+    let engine = PolicyEngine::new(SandboxConfig::default().pooling(false)).unwrap();
     // More entries than cores: loaded concurrently, each must still land in its own place.
     let chain = Config::parse(
         "[[policy]]\nbuiltin = \"guard\"\n[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n\

@@ -110,7 +110,48 @@ fn the_python_guard_passes_the_same_case_file() {
     assert_eq!(all_pass(&o), 2);
     let inspect = shellward(&["policy", "inspect", wasm]);
     assert!(inspect.status.success(), "{}", text(&inspect));
-    // A first use of a large component says, in one line, that it compiles once and is cached; a second is quiet.
+}
+
+/// `component` with a custom section appended that makes it `size` bytes or more: a large component (as a Python
+/// policy is) that compiles in milliseconds, because custom sections hold no code.
+fn padded(component: &Path, size: usize, out: &Path) -> PathBuf {
+    fn leb128(mut n: usize, to: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                to.push(byte);
+                return;
+            }
+            to.push(byte | 0x80);
+        }
+    }
+    let mut bytes = std::fs::read(component).unwrap();
+    let name = b"shellward-test-padding";
+    let payload = size.saturating_sub(bytes.len());
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name);
+    body.resize(body.len() + payload, 0);
+    bytes.push(0); // a custom section
+    leb128(body.len(), &mut bytes);
+    bytes.extend_from_slice(&body);
+    let path = out.join("padded.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// A first use of a large component (over 1 MB, as a Python policy is: seconds of compiling) says, in one line, that
+/// it compiles once and is cached; a second use is quiet. The notice depends on the size alone, so a Rust guard
+/// padded past it stands in for the Python one and the test compiles nothing heavy of its own.
+#[test]
+fn the_first_use_of_a_large_component_says_it_compiles_once() {
+    let scratch = tempfile::tempdir().unwrap();
+    let large = padded(Path::new(guests::GUARD_POLICY), 3 << 20, scratch.path());
+    let large = large.to_str().unwrap();
+    // The padding changes nothing the policy decides.
+    let cases = shellward(&["policy", "test", large, "policies/guard/cases.toml"]);
+    assert!(all_pass(&cases) > 0);
     let cache = tempfile::tempdir().unwrap();
     let cold = |args: &[&str]| {
         Command::new(cli::bin())
@@ -121,19 +162,51 @@ fn the_python_guard_passes_the_same_case_file() {
             .output()
             .unwrap()
     };
-    let first = cold(&["policy", "test", wasm, "--filter", "fork bomb"]);
+    let first = cold(&[
+        "policy",
+        "test",
+        large,
+        "policies/guard/cases.toml",
+        "--filter",
+        "fork bomb",
+    ]);
+    assert_eq!(all_pass(&first), 2);
     let notice = String::from_utf8_lossy(&first.stderr);
     assert_eq!(
         notice.lines().filter(|l| l.contains("compiling a")).count(),
         1,
         "{notice}"
     );
+    assert!(notice.contains("compiling a 3.1 MB policy"), "{notice}");
     assert!(notice.contains("cached in"), "{notice}");
-    let second = cold(&["policy", "test", wasm, "--filter", "fork bomb"]);
+    let second = cold(&[
+        "policy",
+        "test",
+        large,
+        "policies/guard/cases.toml",
+        "--filter",
+        "fork bomb",
+    ]);
+    assert_eq!(all_pass(&second), 2);
     assert!(
         !String::from_utf8_lossy(&second.stderr).contains("compiling a"),
         "{}",
         text(&second)
+    );
+    // The unpadded guard is under the size: it compiles without a notice.
+    let small = cold(&[
+        "policy",
+        "test",
+        guests::GUARD_POLICY,
+        "policies/guard/cases.toml",
+        "--filter",
+        "fork bomb",
+    ]);
+    assert_eq!(all_pass(&small), 2);
+    assert!(
+        !String::from_utf8_lossy(&small.stderr).contains("compiling a"),
+        "{}",
+        text(&small)
     );
 }
 

@@ -6,7 +6,8 @@
 //! the Python `mcp-shell-server` from PyPI (installed into this bench's own venv under `target/`; skipped with a
 //! message when PyPI is unreachable), back to back and spaced out as an agent's calls are (`spaced`); `shellward run true` as a whole process against `sh -c true`; a policy decision
 //! with a fresh and with a reused instance (`policy bench`); the executor's `true` against a raw spawn of
-//! `sh -c true`, per containment path; and `serve`'s throughput with 200 concurrent clients (and again with PID
+//! `sh -c true`, per containment path, and a start in a confined session (its sandbox, Landlock and the default
+//! seccomp list) against an unconfined start; and `serve`'s throughput with 200 concurrent clients (and again with PID
 //! namespaces off) against the raw spawn rate, beside two floors measured in the same run: `sh -c true` spawned as
 //! barely as possible into a PID and mount namespace of its own, directly and under a minimal init (the kernel's cost
 //! of the per-command containment, with no shellward in it), and `process_list` through the same server and clients
@@ -595,7 +596,7 @@ fn executor_ratio() {
         (
             "process group",
             config(ContainmentPreference::ProcessGroup, false),
-            "≤ 1.15",
+            "≤ 1.20",
         ),
         (
             "cgroup + PID namespace",
@@ -650,6 +651,67 @@ fn executor_ratio() {
         );
         rt.block_on(ex.shutdown());
     }
+    confined_start(&rt);
+}
+
+/// The start of a command in a confined session against an unconfined start, paired and interleaved: `true` in the
+/// session's sandbox (PID and mount namespace, made at the session's first command) with writes confined by Landlock
+/// and the default seccomp list, as the default policy runs commands, against `true` from an executor with no
+/// namespace and no confinement.
+fn confined_start(rt: &tokio::runtime::Runtime) {
+    use shellward_exec::{Confinement, ExecPlan, Executor, ExecutorConfig, Network};
+    let (confined, plain) = rt.block_on(async {
+        let confined = Executor::new(ExecutorConfig::default()).expect("executor");
+        confined
+            .execute(ExecPlan::new("true"))
+            .await
+            .expect("the session's first command");
+        let mut config = ExecutorConfig::default();
+        config.pid_namespace = false;
+        (confined, Executor::new(config).expect("executor"))
+    });
+    let writable = Some(vec![
+        std::env::temp_dir(),
+        "/var/tmp".into(),
+        std::env::current_dir().unwrap(),
+    ]);
+    let confinement = Confinement::new(writable, Network::Host)
+        .deny_syscalls(shellward_exec::DEFAULT_DENIED_SYSCALLS.iter().copied());
+    let n = samples(300);
+    let (mut ratios, mut ours, mut base) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n + 10 {
+        let mut plan = ExecPlan::new("true");
+        plan.confinement = confinement.clone();
+        let t = Instant::now();
+        let r = rt.block_on(confined.execute(plan)).expect("execute");
+        let a = t.elapsed();
+        assert_eq!(r.exit.code(), Some(0));
+        let t = Instant::now();
+        let r = rt
+            .block_on(plain.execute(ExecPlan::new("true")))
+            .expect("execute");
+        let b = t.elapsed();
+        assert_eq!(r.exit.code(), Some(0));
+        if i >= 10 {
+            ratios.push(a.as_secs_f64() / b.as_secs_f64());
+            ours.push(ms(a));
+            base.push(ms(b));
+        }
+    }
+    println!(
+        "{:24} ratio {:5.2} (target ≤ 1.2)   confined {:5.2} ms, unconfined {:5.2} ms (medians)   namespaces: {}, \
+         Landlock ABI {}",
+        "confined session start",
+        median(&ratios),
+        median(&ours),
+        median(&base),
+        confined.pid_namespaces(),
+        Executor::landlock_abi()
+    );
+    rt.block_on(async {
+        confined.shutdown().await;
+        plain.shutdown().await;
+    });
 }
 
 /// Calls per second of `tool` with JSON `body` answered by `serve` started with `extra`, `clients` concurrent clients

@@ -8,7 +8,7 @@
 //! with a fresh and with a reused instance (`policy bench`); the executor's `true` against a raw spawn of
 //! `sh -c true`, per containment path, and a start in a confined session (its sandbox, Landlock and the default
 //! seccomp list) against an unconfined start; and `serve`'s throughput with 200 concurrent clients (and again with PID
-//! namespaces off) against the raw spawn rate, beside two floors measured in the same run: `sh -c true` spawned as
+//! namespaces off, and without per-command confinement) against the raw spawn rate, beside two floors measured in the same run: `sh -c true` spawned as
 //! barely as possible into a PID and mount namespace of its own, directly and under a minimal init (the kernel's cost
 //! of the per-command containment, with no shellward in it), and `process_list` through the same server and clients
 //! (the protocol's cost); together they bound what any execute could reach on these cores. Set `SHELLWARD_BENCH_QUICK=1` for a short run (fewer samples, 3 s windows).
@@ -132,6 +132,14 @@ fn no_namespace_config() -> String {
     bench_config(
         "bench-no-pid-namespace.toml",
         "[executor]\npid_namespace = false\n",
+    )
+}
+
+/// No per-command confinement: writes unconfined, no seccomp filter, nothing hidden (the session sandbox stays).
+fn unconfined_config() -> String {
+    bench_config(
+        "bench-unconfined.toml",
+        "[confinement]\nwritable = \"any\"\ndeny_syscalls = []\ndeny_read = []\n",
     )
 }
 
@@ -798,6 +806,12 @@ fn throughput() {
         "execute",
         execute,
     );
+    let (rate_unconfined, lat_unconfined, errors_unconfined) = serve_rate(
+        &["--max-connections", "512", "--config", &unconfined_config()],
+        clients,
+        "execute",
+        execute,
+    );
     // The same clients and requests through the same server, answered without a command: what the protocol costs
     // (the clients included, on the same cores).
     let (rate_list, lat_list, errors_list) =
@@ -824,6 +838,14 @@ fn throughput() {
         median(&lat_no_ns),
         percentile(&lat_no_ns, 0.99),
         rate_no_ns / raw_rate
+    );
+    println!(
+        "no per-command confinement (writes, seccomp, hidden paths): {:.0} executes/s, p50 {:.1} ms, p99 {:.1} ms, \
+         {errors_unconfined} errors; ratio to raw {:.2}",
+        rate_unconfined,
+        median(&lat_unconfined),
+        percentile(&lat_unconfined, 0.99),
+        rate_unconfined / raw_rate
     );
     println!(
         "process_list (no command): {:.0} calls/s, p50 {:.1} ms, p99 {:.1} ms, {errors_list} errors",

@@ -949,3 +949,82 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
         );
     }
 }
+
+/// What a serving command left in its temporary directory (`TMPDIR`), as names.
+fn left_in(tmp: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `run`, `mcp` (its client gone) and `serve` (stopped by SIGTERM) leave nothing in the temporary directory: not the
+/// directory their commands report their working directory into, which each made at start. They exit without
+/// dropping the facade (for speed), so its shutdown removes it; before, every run left one behind.
+#[test]
+fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(bin())
+        .args(["run", "--", "cd /; true"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after run");
+
+    let mut mcp = Command::new(bin())
+        .arg("mcp")
+        .env("TMPDIR", tmp.path())
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = mcp.stdin.take().unwrap();
+        let mut out = BufReader::new(mcp.stdout.take().unwrap());
+        let mut line = String::new();
+        for message in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"cd /tmp; true"}}}"#,
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+            if message.contains("\"id\"") {
+                line.clear();
+                out.read_line(&mut line).unwrap();
+                assert!(line.contains("\"result\""), "{line}");
+            }
+        }
+        // The client goes away.
+    }
+    let status = wait_exit(&mut mcp, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after mcp");
+
+    let mut serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // It announces its address once it listens: by then its facade (and the directory) exists.
+    let mut announced = String::new();
+    // Kept open until it exits: what it prints as it stops must not meet a closed pipe.
+    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
+    stdout.read_line(&mut announced).unwrap();
+    assert!(announced.contains("http://"), "{announced}");
+    cli::signal(&serve, Signal::SIGTERM);
+    let status = wait_exit(&mut serve, Duration::from_secs(10));
+    drop(stdout);
+    assert!(status.success(), "{status}");
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after serve");
+}

@@ -223,9 +223,16 @@ impl Shellward {
         self.inner.drain
     }
 
-    /// Terminates every process tree this instance started and waits for them; removes its logs and cgroups.
+    /// Terminates every process tree this instance started and waits for them; removes its logs, its cgroups and
+    /// the directory its commands report their last working directory into (a command started afterwards runs
+    /// without that report). Hosts that exit without dropping the instance (as the CLI does, to exit fast) leave
+    /// nothing behind in the temporary directory.
     pub async fn shutdown(&self) {
         self.inner.executor.shutdown().await;
+        if let Some(dir) = &self.inner.cwd_dir {
+            // Nothing runs any more that could write there. A TempDir dropped later finds it gone and says nothing.
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
         // Ends of processes stopped by the shutdown are recorded by their waiters; give them a moment, then flush.
         if let Some(audit) = &self.inner.audit {
             tokio::time::sleep(Duration::from_millis(50)).await;

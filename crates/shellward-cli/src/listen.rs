@@ -44,10 +44,15 @@ pub enum Listener {
 /// Largest request head (request line and headers) a client may send.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-/// Serves `app` until SIGTERM/SIGINT; then stops accepting, lets requests in flight finish for at most
+/// Serves `app` until SIGTERM/SIGINT arrive through `signals` (made by the caller before it announces the address,
+/// so a signal sent at once is not lost); then stops accepting, lets requests in flight finish for at most
 /// `limits.shutdown_timeout` (a second signal ends the wait at once), and returns.
-pub async fn serve(listener: Listener, app: Router, limits: Limits) -> std::io::Result<()> {
-    let mut signals = crate::sys::StopSignals::new()?;
+pub async fn serve(
+    listener: Listener,
+    app: Router,
+    limits: Limits,
+    mut signals: crate::sys::StopSignals,
+) -> std::io::Result<()> {
     let table = Arc::new(Connections::default());
     let graceful = GracefulShutdown::new();
     let service = TowerToHyperService::new(app);

@@ -462,6 +462,8 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
         let _watcher = crate::service::watch_and_reload(&sw);
         let app = router(sw.clone(), args.token.clone(), auth.clone());
         let has_token = args.token.is_some() || !auth.is_empty();
+        // Watched before the address is announced: a stop signal sent as soon as it is shuts down cleanly.
+        let signals = crate::sys::StopSignals::new().context("cannot watch for stop signals")?;
         let served = if let Some(path) = args.listen.strip_prefix("unix:") {
             let listener = crate::sys::bind_unix(std::path::Path::new(path), socket_mode)?;
             announce(&format!("unix:{path}"));
@@ -469,7 +471,7 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
             let listener = listen::Listener::Unix(listener);
             #[cfg(windows)]
             let listener = listen::Listener::Tcp(listener);
-            listen::serve(listener, app, limits).await
+            listen::serve(listener, app, limits, signals).await
         } else {
             let addr = resolve_listen(&args.listen)?;
             if !is_loopback(&addr) && !has_token {
@@ -489,7 +491,7 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let local = listener.local_addr()?;
             announce(&format!("http://{local}"));
-            listen::serve(listen::Listener::Tcp(listener), app, limits).await
+            listen::serve(listen::Listener::Tcp(listener), app, limits, signals).await
         };
         sw.shutdown().await;
         if let Some(path) = args.listen.strip_prefix("unix:") {

@@ -959,20 +959,45 @@ fn left_in(tmp: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// `shellward run -- COMMAND` with `TMPDIR` set to `tmp`; it must succeed.
+fn run_in(tmp: &std::path::Path, command: &str) {
+    let o = Command::new(bin())
+        .args(["run", "--", command])
+        .env("TMPDIR", tmp)
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// `shellward serve` on a free loopback port with `TMPDIR` set to `tmp`, once it has announced its address (by then
+/// its facade, and the directories it makes, exist); its stdout, to be kept open until it exits (what it prints as
+/// it stops must not meet a closed pipe).
+fn serve_in(tmp: &std::path::Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut serve = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("TMPDIR", tmp)
+        .env_remove("SHELLWARD_CONFIG")
+        .env_remove("SHELLWARD_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut announced = String::new();
+    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
+    stdout.read_line(&mut announced).unwrap();
+    assert!(announced.contains("http://"), "{announced}");
+    (serve, stdout)
+}
+
 /// `run`, `mcp` (its client gone) and `serve` (stopped by SIGTERM) leave nothing in the temporary directory: not the
 /// directory their commands report their working directory into, which each made at start. They exit without
 /// dropping the facade (for speed), so its shutdown removes it; before, every run left one behind.
 #[test]
 fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(bin())
-        .args(["run", "--", "cd /; true"])
-        .env("TMPDIR", tmp.path())
-        .env_remove("SHELLWARD_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    run_in(tmp.path(), "cd /; true");
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after run");
 
     let mut mcp = Command::new(bin())
@@ -1007,24 +1032,45 @@ fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     assert!(status.success(), "{status}");
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after mcp");
 
-    let mut serve = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("TMPDIR", tmp.path())
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("SHELLWARD_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // It announces its address once it listens: by then its facade (and the directory) exists.
-    let mut announced = String::new();
-    // Kept open until it exits: what it prints as it stops must not meet a closed pipe.
-    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
-    stdout.read_line(&mut announced).unwrap();
-    assert!(announced.contains("http://"), "{announced}");
+    let (mut serve, stdout) = serve_in(tmp.path());
     cli::signal(&serve, Signal::SIGTERM);
     let status = wait_exit(&mut serve, Duration::from_secs(10));
     drop(stdout);
     assert!(status.success(), "{status}");
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after serve");
+}
+
+/// A server killed outright (`SIGKILL`: no shutdown runs) leaves its working-directory report directory behind; the
+/// next start in the same temporary directory removes it, once it is old enough not to be one being made.
+#[test]
+fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut serve, stdout) = serve_in(tmp.path());
+    cli::signal(&serve, Signal::SIGKILL);
+    let status = wait_exit(&mut serve, Duration::from_secs(10));
+    drop(stdout);
+    assert!(!status.success(), "{status}");
+    // Its log directory is left too (the executor's next start sweeps that one) and its report directory.
+    let left = left_in(tmp.path());
+    let reports: Vec<_> = left
+        .iter()
+        .filter(|name| name.starts_with(".shellward-cwd-"))
+        .collect();
+    assert_eq!(
+        reports.len(),
+        1,
+        "the killed server's report directory: {left:?}"
+    );
+    // As if it had been killed a minute ago.
+    let dir = tmp.path().join(reports[0]);
+    std::fs::File::open(&dir)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    run_in(tmp.path(), "true");
+    assert_eq!(
+        left_in(tmp.path()),
+        Vec::<String>::new(),
+        "after the next run"
+    );
 }

@@ -25,6 +25,7 @@ mod builder;
 mod call;
 pub mod config;
 mod confinement;
+mod cwd_reports;
 mod decide;
 mod decided;
 mod error;
@@ -127,7 +128,9 @@ struct Inner {
     hidden_for_policies: Vec<String>,
     /// A private directory for the files through which commands report their last working directory (writable to
     /// every confined command); removed with this instance.
-    cwd_dir: Option<tempfile::TempDir>,
+    cwd_dir: Option<cwd_reports::CwdReports>,
+    /// The sweep of other instances' leftover report directories, started with this instance (see [`cwd_reports`]).
+    sweep: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Inner {
@@ -230,8 +233,19 @@ impl Shellward {
     pub async fn shutdown(&self) {
         self.inner.executor.shutdown().await;
         if let Some(dir) = &self.inner.cwd_dir {
-            // Nothing runs any more that could write there. A TempDir dropped later finds it gone and says nothing.
-            let _ = std::fs::remove_dir_all(dir.path());
+            // Nothing runs any more that could write there.
+            dir.remove();
+        }
+        let sweep = self
+            .inner
+            .sweep
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(sweep) = sweep {
+            // Started with the instance, so normally long done; a host that exits right after this has then
+            // finished it.
+            let _ = tokio::task::spawn_blocking(move || sweep.join()).await;
         }
         // Ends of processes stopped by the shutdown are recorded by their waiters; give them a moment, then flush.
         if let Some(audit) = &self.inner.audit {

@@ -964,6 +964,7 @@ fn run_in(tmp: &std::path::Path, command: &str) {
     let o = Command::new(bin())
         .args(["run", "--", command])
         .env("TMPDIR", tmp)
+        .env_remove("XDG_RUNTIME_DIR")
         .env_remove("SHELLWARD_CONFIG")
         .stdin(Stdio::null())
         .output()
@@ -978,6 +979,7 @@ fn serve_in(tmp: &std::path::Path) -> (std::process::Child, BufReader<std::proce
     let mut serve = Command::new(bin())
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("TMPDIR", tmp)
+        .env_remove("XDG_RUNTIME_DIR")
         .env_remove("SHELLWARD_CONFIG")
         .env_remove("SHELLWARD_TOKEN")
         .stdout(Stdio::piped())
@@ -1003,6 +1005,7 @@ fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     let mut mcp = Command::new(bin())
         .arg("mcp")
         .env("TMPDIR", tmp.path())
+        .env_remove("XDG_RUNTIME_DIR")
         .env_remove("SHELLWARD_CONFIG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1040,8 +1043,8 @@ fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after serve");
 }
 
-/// A server killed outright (`SIGKILL`: no shutdown runs) leaves its working-directory report directory behind; the
-/// next start in the same temporary directory removes it, once it is old enough not to be one being made.
+/// A server killed outright (`SIGKILL`: no shutdown runs) leaves its log directory and the directory its commands
+/// report their working directory into; the next start in the same place removes both (their locks died with it).
 #[test]
 fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1050,23 +1053,12 @@ fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory()
     let status = wait_exit(&mut serve, Duration::from_secs(10));
     drop(stdout);
     assert!(!status.success(), "{status}");
-    // Its log directory is left too (the executor's next start sweeps that one) and its report directory.
     let left = left_in(tmp.path());
-    let reports: Vec<_> = left
-        .iter()
-        .filter(|name| name.starts_with(".shellward-cwd-"))
-        .collect();
     assert_eq!(
-        reports.len(),
-        1,
-        "the killed server's report directory: {left:?}"
+        left.iter().filter(|n| n.starts_with("shellward-")).count(),
+        2,
+        "the killed server's log and report directories: {left:?}"
     );
-    // As if it had been killed a minute ago.
-    let dir = tmp.path().join(reports[0]);
-    std::fs::File::open(&dir)
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
-        .unwrap();
     run_in(tmp.path(), "true");
     assert_eq!(
         left_in(tmp.path()),

@@ -58,6 +58,7 @@ pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;
 pub use ids::{ProcessId, Session};
+pub use logdir::PrivateDir;
 pub use output::{OutputChunk, OutputLimits, OutputView, ReadOptions};
 pub use plan::{Confinement, DEFAULT_DENIED_SYSCALLS, ExecPlan, Network, StdinMode, TimeoutAction};
 pub use proxy::{PROXY_ADDR, ProxyRules};

@@ -1,5 +1,6 @@
 //! The executor's private log directory: unpredictable name, owner-only, locked while the executor lives, and swept
-//! when an executor died without removing it.
+//! when an executor died without removing it. [`PrivateDir`] is the same for a host's own files (made beside the log
+//! directory, swept with the log directories).
 //!
 //! What commands print is often secret, so the directory is created with an unpredictable name (`shellward-` and
 //! 16 random letters and digits; creation fails rather than reuse anything already there), mode 0700, and holds a
@@ -67,6 +68,11 @@ impl LogDir {
         if removed > 0 {
             tracing::info!(parent = %parent.display(), removed, "removed log directories of executors that are gone");
         }
+        Self::make(parent)
+    }
+
+    /// Creates a new private directory under `parent` (staging name, lock, rename), without a sweep.
+    fn make(parent: &Path) -> io::Result<LogDir> {
         let mut last = None;
         for _ in 0..16 {
             let name = random_name(16)?;
@@ -136,6 +142,39 @@ impl LogDir {
     pub(crate) fn remove(&self) {
         let _ = fs::remove_dir_all(&self.path);
         drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+}
+
+/// A private directory of the host's own beside the executor's log directory: an unpredictable `shellward-…` name,
+/// owner-only, locked for as long as it lives, made and swept exactly as a log directory is (see the module). Give it
+/// the log directory's parent ([`crate::Executor::log_dir`]'s): the next executor started there removes it once its
+/// owner is gone, even one killed outright, with no scan of its own.
+///
+/// The facade keeps the files through which commands report their last working directory in one.
+#[derive(Debug)]
+pub struct PrivateDir(LogDir);
+
+impl PrivateDir {
+    /// Creates one under `parent` (which must exist and be writable).
+    pub fn create_in(parent: &Path) -> io::Result<PrivateDir> {
+        LogDir::make(parent).map(PrivateDir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Removes the directory and everything in it, then releases its lock (also done on drop). A host that exits
+    /// without either leaves it to the next executor's sweep.
+    pub fn remove(&self) {
+        self.0.remove();
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        self.0.remove();
     }
 }
 
@@ -374,6 +413,43 @@ mod tests {
             target.path().join("keep").exists(),
             "a symlink is never followed"
         );
+    }
+
+    /// A host's private directory is made without a sweep, private and locked; dropped it is removed, and one whose
+    /// owner died (its lock released, the directory left) is removed by the next sweep of that parent.
+    #[test]
+    fn a_private_dir_is_swept_with_the_log_directories() {
+        let parent = tempfile::tempdir().unwrap();
+        let p = parent.path();
+        let stale = p.join("shellward-99999999-3");
+        fs::create_dir(&stale).unwrap();
+        let dropped = PrivateDir::create_in(p).unwrap();
+        assert!(stale.exists(), "making one sweeps nothing");
+        let mode = fs::metadata(dropped.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let dropped_path = dropped.path().to_path_buf();
+        drop(dropped);
+        assert!(!dropped_path.exists(), "dropped, it is removed");
+        fs::remove_dir(&stale).unwrap();
+
+        let live = PrivateDir::create_in(p).unwrap();
+        let killed = PrivateDir::create_in(p).unwrap();
+        let killed_path = killed.path().to_path_buf();
+        // What a killed owner leaves: the directory, its lock released by the kernel.
+        drop(killed.0.lock.lock().unwrap().take());
+        std::mem::forget(killed);
+        // A child another test is spawning may hold a copy of the lock's descriptor until it execs.
+        let mut swept = 0;
+        for _ in 0..100 {
+            swept = sweep_stale(p);
+            if swept > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(swept, 1);
+        assert!(!killed_path.exists());
+        assert!(live.path().exists(), "a live one stays");
     }
 
     #[test]

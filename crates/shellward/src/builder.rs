@@ -163,25 +163,12 @@ impl ShellwardBuilder {
                  set [executor] workdir to the project's directory"
             );
         }
-        let cwd_dir = crate::cwd_reports::CwdReports::create_in(&std::env::temp_dir()).ok();
-        // The report directories of instances killed before their shutdown, removed while this one starts; its
-        // shutdown waits for the sweep (a short-lived `run` would otherwise end it half-way).
-        let sweep = {
-            let own = cwd_dir.as_ref().map(|d| d.path().to_path_buf());
-            std::thread::Builder::new()
-                .name("shellward-sweep".into())
-                .spawn(move || {
-                    let removed = crate::cwd_reports::sweep(&std::env::temp_dir(), own.as_deref());
-                    if !removed.is_empty() {
-                        tracing::debug!(
-                            count = removed.len(),
-                            "removed the working-directory report directories of shellward instances that ended \
-                             without a shutdown"
-                        );
-                    }
-                })
-                .ok()
-        };
+        // Beside the executor's log directory, made and swept as that is: the next executor started there removes
+        // it if this instance is killed before its shutdown.
+        let cwd_dir = executor
+            .log_dir()
+            .parent()
+            .and_then(|parent| shellward_exec::PrivateDir::create_in(parent).ok());
         let mut plan_confinement = self.config.confinement.for_command(&base_workdir);
         if let (Some(paths), Some(dir)) = (plan_confinement.writable.as_mut(), &cwd_dir) {
             // Where a command reports its last directory (see `cwd_trap`).
@@ -227,7 +214,6 @@ impl ShellwardBuilder {
                 policy_confinement,
                 hidden_for_policies,
                 cwd_dir,
-                sweep: std::sync::Mutex::new(sweep),
                 posix_shell: matches!(
                     shell_name.as_str(),
                     "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"

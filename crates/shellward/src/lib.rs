@@ -25,7 +25,6 @@ mod builder;
 mod call;
 pub mod config;
 mod confinement;
-mod cwd_reports;
 mod decide;
 mod decided;
 mod error;
@@ -128,9 +127,7 @@ struct Inner {
     hidden_for_policies: Vec<String>,
     /// A private directory for the files through which commands report their last working directory (writable to
     /// every confined command); removed with this instance.
-    cwd_dir: Option<cwd_reports::CwdReports>,
-    /// The sweep of other instances' leftover report directories, started with this instance (see [`cwd_reports`]).
-    sweep: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    cwd_dir: Option<shellward_exec::PrivateDir>,
 }
 
 impl Inner {
@@ -235,17 +232,6 @@ impl Shellward {
         if let Some(dir) = &self.inner.cwd_dir {
             // Nothing runs any more that could write there.
             dir.remove();
-        }
-        let sweep = self
-            .inner
-            .sweep
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(sweep) = sweep {
-            // Started with the instance, so normally long done; a host that exits right after this has then
-            // finished it.
-            let _ = tokio::task::spawn_blocking(move || sweep.join()).await;
         }
         // Ends of processes stopped by the shutdown are recorded by their waiters; give them a moment, then flush.
         if let Some(audit) = &self.inner.audit {

@@ -65,9 +65,3 @@ pub(crate) fn open_append_owned(
     }
     Ok(file)
 }
-
-/// Whether a file (its metadata, not followed) belongs to the user this process runs as.
-pub(crate) fn owned_by_this_user(meta: &std::fs::Metadata) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    meta.uid() == unsafe { libc::geteuid() }
-}

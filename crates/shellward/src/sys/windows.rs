@@ -46,9 +46,3 @@ pub(crate) fn open_append_owned(
     }
     Ok(file)
 }
-
-/// Whether a file belongs to the user this process runs as: always, here, for the files it is asked about (those in
-/// the user's own temporary directory, which is under the user's profile and private to the user).
-pub(crate) fn owned_by_this_user(_meta: &std::fs::Metadata) -> bool {
-    true
-}

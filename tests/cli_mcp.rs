@@ -67,24 +67,15 @@ fn a_stock_mcp_client_talks_to_interactive_processes() {
 /// while the client keeps stdin open.
 #[test]
 fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
+    use std::io::{BufRead, Write};
     use std::time::Duration;
     let mark = new_mark("mcp-raw");
-    let mut child = Command::new(bin())
-        .arg("mcp")
-        .env(MARK, &mark)
-        .env_remove("SHELLWARD_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let mut command = Command::new(bin());
+    command.arg("mcp").env(MARK, &mark);
+    let (mut child, mut stdin, stdout) = cli::start_stdio(command);
     let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in stdout.lines().map_while(Result::ok) {
             if tx.send(line).is_err() {
                 break;
             }

@@ -972,24 +972,16 @@ fn run_in(tmp: &std::path::Path, command: &str) {
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
 
-/// `shellward serve` on a free loopback port with `TMPDIR` set to `tmp`, once it has announced its address (by then
-/// its facade, and the directories it makes, exist); its stdout, to be kept open until it exits (what it prints as
-/// it stops must not meet a closed pipe).
+/// `shellward serve` on a free loopback port with `TMPDIR` set to `tmp` (and no `XDG_RUNTIME_DIR`, so its directories
+/// go there), once it has announced its address; its stdout, to keep open until it exits.
 fn serve_in(tmp: &std::path::Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut serve = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("TMPDIR", tmp)
-        .env_remove("XDG_RUNTIME_DIR")
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("SHELLWARD_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut announced = String::new();
-    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
-    stdout.read_line(&mut announced).unwrap();
-    assert!(announced.contains("http://"), "{announced}");
+    let tmp = tmp.to_str().unwrap();
+    let (serve, _, stdout) = cli::start_serve_keeping_stdout(
+        &["--listen", "127.0.0.1:0"],
+        &[("TMPDIR", tmp), ("XDG_RUNTIME_DIR", "")],
+        &new_mark("tmpdir"),
+        Stdio::null(),
+    );
     (serve, stdout)
 }
 
@@ -1002,20 +994,16 @@ fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     run_in(tmp.path(), "cd /; true");
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after run");
 
-    let mut mcp = Command::new(bin())
+    let mut command = Command::new(bin());
+    command
         .arg("mcp")
         .env("TMPDIR", tmp.path())
-        .env_remove("XDG_RUNTIME_DIR")
-        .env_remove("SHELLWARD_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .env_remove("XDG_RUNTIME_DIR");
+    let (mut mcp, stdin, out) = cli::start_stdio(command);
     {
         use std::io::Write;
-        let mut stdin = mcp.stdin.take().unwrap();
-        let mut out = BufReader::new(mcp.stdout.take().unwrap());
+        // Moved in: both close at the end of the block, as a client going away closes them.
+        let (mut stdin, mut out) = (stdin, out);
         let mut line = String::new();
         for message in [
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,

@@ -282,17 +282,10 @@ fn the_quick_starts_reach_a_working_mcp_server() {
             "{client}"
         );
         // The command line, run as the client runs it, answers the handshake with the five tools.
-        let mut child = Command::new(&real)
-            .args(&words[1..])
-            .env_remove("SHELLWARD_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        use std::io::{BufRead, BufReader, Write};
-        let mut stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut command = Command::new(&real);
+        command.args(&words[1..]);
+        let (mut child, mut stdin, mut out) = cli::start_stdio(command);
+        use std::io::{BufRead, Write};
         let mut ask = |message: &str, answered: bool| -> Value {
             writeln!(stdin, "{message}").unwrap();
             if !answered {

@@ -18,13 +18,30 @@ pub fn bin() -> &'static str {
 
 /// Starts `shellward serve ARGS` with the tree marker `mark`, extra variables and the given stderr, and returns it
 /// with the base URL it announces on its first line of stdout (`http://127.0.0.1:PORT` or `unix:PATH`).
-/// `SHELLWARD_CONFIG`, `SHELLWARD_TOKEN` and `SHELLWARD_LOG` of the test's environment are not passed.
+/// `SHELLWARD_CONFIG`, `SHELLWARD_TOKEN` and `SHELLWARD_LOG` of the test's environment are not passed. Its stdout is
+/// closed after that line (see [`start_serve_keeping_stdout`] for a test that checks how it exits).
 pub fn start_serve(
     args: &[&str],
     env: &[(&str, &str)],
     mark: &str,
     stderr: std::process::Stdio,
 ) -> (std::process::Child, String) {
+    let (child, base, _stdout) = start_serve_keeping_stdout(args, env, mark, stderr);
+    (child, base)
+}
+
+/// [`start_serve`], also returning its stdout: kept open until it exits, what it prints as it stops does not meet a
+/// closed pipe.
+pub fn start_serve_keeping_stdout(
+    args: &[&str],
+    env: &[(&str, &str)],
+    mark: &str,
+    stderr: std::process::Stdio,
+) -> (
+    std::process::Child,
+    String,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(bin())
         .arg("serve")
@@ -39,16 +56,37 @@ pub fn start_serve(
         .stderr(stderr)
         .spawn()
         .expect("start shellward serve");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    stdout.read_line(&mut line).unwrap();
     let base = line
         .trim()
         .strip_prefix("shellward: listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string();
-    (child, base)
+    (child, base, stdout)
+}
+
+/// Starts `command` (a `shellward mcp` command line) on piped stdin and stdout, stderr discarded, without the test's
+/// `SHELLWARD_CONFIG`; returns it with its stdin and its stdout to read lines from.
+pub fn start_stdio(
+    mut command: std::process::Command,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::process::Stdio;
+    let mut child = command
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the MCP server");
+    let stdin = child.stdin.take().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    (child, stdin, stdout)
 }
 
 /// A marker unique to this call.

@@ -226,7 +226,8 @@ impl Shellward {
     /// Terminates every process tree this instance started and waits for them; removes its logs, its cgroups and
     /// the directory its commands report their last working directory into (a command started afterwards runs
     /// without that report). Hosts that exit without dropping the instance (as the CLI does, to exit fast) leave
-    /// nothing behind in the temporary directory.
+    /// nothing behind beside the log directory; an instance killed before this leaves both directories to the next
+    /// executor started there.
     pub async fn shutdown(&self) {
         self.inner.executor.shutdown().await;
         if let Some(dir) = &self.inner.cwd_dir {

@@ -31,7 +31,8 @@ pub struct ReplayArgs {
 }
 
 /// A decision reduced to what a replay compares: run with (command, background, timeout, on-timeout), or deny with
-/// (policy, reason).
+/// (rule, reason), and the policy that denied, which is reported but not compared: the same component loaded under
+/// another name (a file path instead of its built-in name) decides the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Verdict {
     Run {
@@ -42,6 +43,7 @@ enum Verdict {
     },
     Deny {
         by: String,
+        rule: Option<String>,
         reason: String,
     },
 }
@@ -69,6 +71,10 @@ impl Verdict {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string(),
+                rule: record
+                    .get("rule")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 reason: record
                     .get("reason")
                     .and_then(Value::as_str)
@@ -97,6 +103,7 @@ impl Verdict {
             }
             Outcome::Deny(denial) => Verdict::Deny {
                 by: d.denied_by.clone().unwrap_or_default(),
+                rule: denial.rule.clone(),
                 reason: denial.reason.clone(),
             },
         }
@@ -124,7 +131,10 @@ impl Verdict {
                     _ => String::new(),
                 }
             ),
-            Verdict::Deny { by, reason } => format!("deny by {by}: {reason}"),
+            Verdict::Deny { by, rule, reason } => match rule {
+                Some(rule) => format!("deny by {by} (rule {rule}): {reason}"),
+                None => format!("deny by {by}: {reason}"),
+            },
         }
     }
 
@@ -137,9 +147,32 @@ impl Verdict {
                 on_timeout,
             } => json!({"outcome": "run", "command": command, "background": background,
                         "timeout_ms": timeout_ms, "on_timeout": on_timeout}),
-            Verdict::Deny { by, reason } => {
-                json!({"outcome": "deny", "denied_by": by, "reason": reason})
+            Verdict::Deny { by, rule, reason } => {
+                json!({"outcome": "deny", "denied_by": by, "rule": rule, "reason": reason})
             }
+        }
+    }
+
+    /// The same decision: equal but for the name of the policy that denied.
+    fn same_decision(&self, other: &Verdict) -> bool {
+        match (self, other) {
+            (
+                Verdict::Deny { rule, reason, .. },
+                Verdict::Deny {
+                    rule: rule2,
+                    reason: reason2,
+                    ..
+                },
+            ) => rule == rule2 && reason == reason2,
+            _ => self == other,
+        }
+    }
+
+    /// The policy that denied, for a deny.
+    fn denied_by(&self) -> Option<&str> {
+        match self {
+            Verdict::Deny { by, .. } => Some(by),
+            Verdict::Run { .. } => None,
         }
     }
 }
@@ -154,6 +187,19 @@ fn kind(was: &Verdict, now: &Verdict) -> &'static str {
     }
 }
 
+/// What a replay found: the decisions that would change, and those decided the same by a policy of another name.
+#[derive(Default)]
+struct Report {
+    replayed: usize,
+    too_old: usize,
+    unreadable: usize,
+    /// (line, command, was, now) of each changed decision.
+    changes: Vec<(usize, String, Verdict, Verdict)>,
+    /// (line, command, was denied by, now denied by) of each decision only the policy's name changed in.
+    renamed: Vec<(usize, String, String, String)>,
+}
+
+/// Replays an audit log against a chain (see the module doc); exits 1 when a decision would change.
 pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
     let chain: PolicyChain = match &args.config {
         Some(file) => {
@@ -177,86 +223,137 @@ pub fn replay(args: ReplayArgs) -> Result<ExitCode> {
             })?,
         ))
     };
-    let (mut replayed, mut too_old, mut unreadable) = (0usize, 0usize, 0usize);
-    let mut changes: Vec<(usize, String, Verdict, Verdict)> = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", args.audit.display()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Ok(record) = serde_json::from_str::<Value>(&line) else {
-            unreadable += 1;
-            continue;
-        };
-        if record.get("type").and_then(Value::as_str) != Some("decision") {
-            continue;
-        }
-        let Some(request) = shellward::request_from_record(&record) else {
-            too_old += 1;
-            continue;
-        };
-        let Some(was) = Verdict::recorded(&record) else {
-            unreadable += 1;
-            continue;
-        };
-        replayed += 1;
-        let now = Verdict::decided(&chain.evaluate(&request), request.interactive);
-        if now != was {
-            changes.push((i + 1, request.command.clone(), was, now));
-        }
-    }
-    let mut counts: Vec<(&str, usize)> = Vec::new();
-    for (_, _, was, now) in &changes {
-        let k = kind(was, now);
-        match counts.iter_mut().find(|(name, _)| *name == k) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((k, 1)),
-        }
-    }
+    let report = Report::of(reader, &chain, &args.audit)?;
     if args.json || args.format.as_deref() == Some("json") {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "replayed": replayed,
-                "changed": changes.len(),
-                "kinds": counts.iter().map(|(k, n)| (k.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-                "skipped_without_request": too_old,
-                "unreadable": unreadable,
-                "changes": changes.iter().map(|(line, asked, was, now)| json!({
-                    "line": line, "asked": asked, "kind": kind(was, now), "was": was.json(), "now": now.json(),
-                })).collect::<Vec<_>>(),
-            }))?
-        );
+        println!("{}", serde_json::to_string_pretty(&report.json())?);
     } else {
-        for (line, asked, was, now) in &changes {
+        report.print_text();
+    }
+    Ok(if report.changes.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+impl Report {
+    /// Decides every decision record of `reader` again with `chain`.
+    fn of(reader: Box<dyn BufRead>, chain: &PolicyChain, path: &std::path::Path) -> Result<Report> {
+        let mut report = Report::default();
+        for (i, line) in reader.lines().enumerate() {
+            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Ok(record) = serde_json::from_str::<Value>(&line) else {
+                report.unreadable += 1;
+                continue;
+            };
+            if record.get("type").and_then(Value::as_str) != Some("decision") {
+                continue;
+            }
+            let Some(request) = shellward::request_from_record(&record) else {
+                report.too_old += 1;
+                continue;
+            };
+            let Some(was) = Verdict::recorded(&record) else {
+                report.unreadable += 1;
+                continue;
+            };
+            report.replayed += 1;
+            let now = Verdict::decided(&chain.evaluate(&request), request.interactive);
+            if now == was {
+                continue;
+            }
+            let command = request.command.clone();
+            match (was.same_decision(&now), was.denied_by(), now.denied_by()) {
+                (true, Some(old), Some(new)) => {
+                    report
+                        .renamed
+                        .push((i + 1, command, old.to_string(), new.to_string()))
+                }
+                _ => report.changes.push((i + 1, command, was, now)),
+            }
+        }
+        Ok(report)
+    }
+
+    /// How many changes of each kind, in the order first seen.
+    fn counts(&self) -> Vec<(&'static str, usize)> {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for (_, _, was, now) in &self.changes {
+            let k = kind(was, now);
+            match counts.iter_mut().find(|(name, _)| *name == k) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((k, 1)),
+            }
+        }
+        counts
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "replayed": self.replayed,
+            "changed": self.changes.len(),
+            "kinds": self.counts().iter().map(|(k, n)| (k.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            "renamed": self.renamed.len(),
+            "skipped_without_request": self.too_old,
+            "unreadable": self.unreadable,
+            "changes": self.changes.iter().map(|(line, asked, was, now)| json!({
+                "line": line, "asked": asked, "kind": kind(was, now), "was": was.json(), "now": now.json(),
+            })).collect::<Vec<_>>(),
+            "renames": self.renamed.iter().map(|(line, asked, was, now)| json!({
+                "line": line, "asked": asked, "was_denied_by": was, "now_denied_by": now,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    fn print_text(&self) {
+        for (line, asked, was, now) in &self.changes {
             println!("line {line}: {asked:?}  [{}]", kind(was, now));
             println!("  was: {}", was.text());
             println!("  now: {}", now.text());
         }
-        let kinds: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        let mut pairs: Vec<(&str, &str, usize)> = Vec::new();
+        for (_, _, was, now) in &self.renamed {
+            match pairs.iter_mut().find(|(w, n, _)| w == was && n == now) {
+                Some((_, _, count)) => *count += 1,
+                None => pairs.push((was, now, 1)),
+            }
+        }
+        for (was, now, count) in &pairs {
+            println!(
+                "{count} decisions are the same (same rule and reason) but the denying policy is named {now:?} now, \
+                 {was:?} in the log: a renamed policy, not a changed decision"
+            );
+        }
+        let kinds: Vec<String> = self
+            .counts()
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect();
         println!(
-            "{replayed} decisions replayed, {} would change{}",
-            changes.len(),
+            "{} decisions replayed, {} would change{}",
+            self.replayed,
+            self.changes.len(),
             if kinds.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", kinds.join(", "))
             }
         );
-        if too_old > 0 {
+        if self.too_old > 0 {
             println!(
-                "{too_old} decision records carry no request (written before audit records version {}) and were \
-                 skipped",
+                "{} decision records carry no request (written before audit records version {}) and were skipped",
+                self.too_old,
                 shellward::RECORD_VERSION
             );
         }
-        if unreadable > 0 {
-            println!("{unreadable} lines are not audit records and were skipped");
+        if self.unreadable > 0 {
+            println!(
+                "{} lines are not audit records and were skipped",
+                self.unreadable
+            );
         }
     }
-    Ok(if changes.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

@@ -86,6 +86,7 @@
 //! connect_timeout = "10s"
 //! read_timeout = "30s"            # longest wait for the next bytes
 //! deadline = "5m"                 # the whole pull
+//! min_rate = 1024                 # bytes/s each answer must average over 15 s (0: no minimum)
 //! ```
 
 use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};

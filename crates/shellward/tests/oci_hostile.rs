@@ -335,6 +335,45 @@ fn a_registry_trickling_bytes_hits_the_deadline() {
     assert!(took < Duration::from_secs(6), "took {took:?}");
 }
 
+/// A blob that drips a byte every 100 ms never trips the read timeout and is far under the deadline: the minimum rate
+/// cuts it off after one window, naming the registry. With the defaults (1 KiB/s over 15 s, 30 s read timeout) the
+/// same drip is refused within 60 s.
+#[test]
+fn a_registry_dripping_bytes_fails_the_minimum_rate_long_before_the_deadline() {
+    let body = manifest(&sha256(b"drip"), 100_000);
+    let server = serve(move |path| {
+        if path.contains("/manifests/") {
+            Answer::Body(body.clone())
+        } else {
+            Answer::Trickle {
+                declared: 100_000,
+                every: Duration::from_millis(100),
+            }
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let mut limits = limits(Duration::from_secs(300));
+    limits.rate_window = Duration::from_secs(2);
+    let started = Instant::now();
+    let err = pull_with(&tagged(&server, "v1"), cache.path(), &limits).unwrap_err();
+    let took = started.elapsed();
+    let text = err.to_string();
+    assert!(text.contains("under the minimum rate"), "{text}");
+    assert!(
+        text.contains(&format!("the registry {}", server.address)),
+        "{text}"
+    );
+    assert!(text.contains("[oci] min_rate"), "{text}");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    let defaults = PullLimits::default();
+    assert!(
+        defaults.rate_window.max(defaults.read_timeout) + defaults.rate_window
+            < Duration::from_secs(60)
+            && defaults.min_rate > 10,
+        "the defaults no longer refuse a 10 byte/s drip within 60 s"
+    );
+}
+
 #[test]
 fn a_pinned_cache_entry_is_verified_on_every_load_and_pulled_again_when_edited() {
     let component = b"\0asm a component's bytes".to_vec();

@@ -164,12 +164,13 @@ fn durations_past_their_bound_are_refused_with_the_key_and_the_limit() {
     .unwrap();
     assert_eq!(c.executor.grace, Duration::from_secs(600));
     let c = Config::parse(
-        "[oci]\ndeadline = \"30s\"\nmax_manifest_bytes = 4096\n",
+        "[oci]\ndeadline = \"30s\"\nmax_manifest_bytes = 4096\nmin_rate = 0\n",
         Path::new("/"),
     )
     .unwrap();
     assert_eq!(c.oci.deadline, Duration::from_secs(30));
     assert_eq!(c.oci.max_manifest_bytes, 4096);
+    assert_eq!(c.oci.min_rate, 0);
     assert_eq!(c.oci.max_component_bytes, 64 << 20);
 }
 

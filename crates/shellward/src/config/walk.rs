@@ -254,6 +254,9 @@ impl Walker {
             if let Some(d) = self.duration(&mut t, "deadline", "oci", false, HOUR) {
                 oci.deadline = d;
             }
+            if let Some(n) = self.integer(&mut t, "min_rate", "oci", 0, 1 << 30) {
+                oci.min_rate = n;
+            }
             self.unknown_keys(
                 t,
                 "oci",
@@ -263,6 +266,7 @@ impl Walker {
                     "connect_timeout",
                     "read_timeout",
                     "deadline",
+                    "min_rate",
                 ],
             );
         }

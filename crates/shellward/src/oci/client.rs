@@ -55,8 +55,11 @@ fn client(reference: &Reference) -> Client {
     } else {
         ClientProtocol::Https
     };
+    let limits = PullLimits::default();
     Client::new(ClientConfig {
         protocol,
+        connect_timeout: Some(limits.connect_timeout),
+        read_timeout: Some(limits.read_timeout),
         ..Default::default()
     })
 }
@@ -94,6 +97,26 @@ fn block_on<T: Send + 'static>(
     })
     .join()
     .unwrap_or_else(|_| Err(OciError("the registry client panicked".into())))
+}
+
+/// `work`, or an error naming `name` once `deadline` passed: every transfer with a registry has an end.
+async fn within<T>(
+    deadline: std::time::Duration,
+    name: &str,
+    what: &str,
+    work: impl std::future::Future<Output = Result<T, OciError>>,
+) -> Result<T, OciError> {
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => result,
+        Err(_) => Err(fail(
+            name,
+            format!(
+                "the {what} did not finish within {}s; refusing it (raise [oci] deadline if the registry is \
+                 genuinely this slow)",
+                deadline.as_secs_f64()
+            ),
+        )),
+    }
 }
 
 /// The raw manifest `reference` names (an OCI image manifest).
@@ -301,17 +324,7 @@ pub fn pull_with(
             })?;
             Ok((actual, raw, tmp))
         };
-        match tokio::time::timeout(deadline, work).await {
-            Ok(result) => result,
-            Err(_) => Err(fail(
-                &name,
-                format!(
-                    "the pull did not finish within {}s; refusing it (raise [oci] deadline if the registry is \
-                     genuinely this slow)",
-                    deadline.as_secs_f64()
-                ),
-            )),
-        }
+        within(deadline, &name, "pull", work).await
     })?;
     let (path, manifest_path) = cache_paths(cache_dir, &manifest_digest);
     let mut component = Vec::new();
@@ -363,35 +376,39 @@ pub fn push(file: &Path, reference: &str) -> Result<String, OciError> {
     let repository = format!("{}/{}", parsed.registry(), parsed.repository());
     let name = reference.to_string();
     let layer_digest = sha256(&data);
+    let deadline = PullLimits::default().deadline;
     let digest = block_on(async move {
-        let layer = ImageLayer::new(data, WASM_LAYER.to_string(), None);
-        let config = Config::new(
-            serde_json::to_vec(&serde_json::json!({
-                "architecture": "wasm",
-                "os": "wasip2",
-                "layerDigests": [layer_digest],
-            }))
-            .unwrap_or_default(),
-            WASM_CONFIG.to_string(),
-            None,
-        );
-        let built = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
-        let client = client(&parsed);
-        client
-            .push(
-                &parsed,
-                &[layer],
-                config,
-                &RegistryAuth::Anonymous,
-                Some(built),
-            )
-            .await
-            .map_err(|e| fail(&name, format!("cannot push: {e}")))?;
-        // The digest of what was pushed, as the registry stored it.
-        let raw = manifest(&client, &parsed)
-            .await
-            .map_err(|e| fail(&name, format!("pushed, but cannot read it back: {e}")))?;
-        Ok(sha256(&raw))
+        let work = async {
+            let layer = ImageLayer::new(data, WASM_LAYER.to_string(), None);
+            let config = Config::new(
+                serde_json::to_vec(&serde_json::json!({
+                    "architecture": "wasm",
+                    "os": "wasip2",
+                    "layerDigests": [layer_digest],
+                }))
+                .unwrap_or_default(),
+                WASM_CONFIG.to_string(),
+                None,
+            );
+            let built = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+            let client = client(&parsed);
+            client
+                .push(
+                    &parsed,
+                    &[layer],
+                    config,
+                    &RegistryAuth::Anonymous,
+                    Some(built),
+                )
+                .await
+                .map_err(|e| fail(&name, format!("cannot push: {e}")))?;
+            // The digest of what was pushed, as the registry stored it.
+            let raw = manifest(&client, &parsed)
+                .await
+                .map_err(|e| fail(&name, format!("pushed, but cannot read it back: {e}")))?;
+            Ok(sha256(&raw))
+        };
+        within(deadline, &name, "push", work).await
     })?;
     Ok(format!("{repository}@{digest}"))
 }

@@ -52,6 +52,12 @@ pub struct PullLimits {
     pub read_timeout: Duration,
     /// Longest a whole pull may take, however steadily bytes arrive. Default 5 minutes.
     pub deadline: Duration,
+    /// Fewest bytes per second an answer's body must average over each [`rate_window`](Self::rate_window): a
+    /// registry that drips a byte at a time (under the read timeout, far under the deadline) is cut off after one
+    /// window. Default 1 KiB/s; 0 turns the check off.
+    pub min_rate: u64,
+    /// The span the minimum rate is measured over. Default 15 s.
+    pub rate_window: Duration,
 }
 
 impl Default for PullLimits {
@@ -62,6 +68,8 @@ impl Default for PullLimits {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             deadline: Duration::from_secs(300),
+            min_rate: 1024,
+            rate_window: Duration::from_secs(15),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The registry side of a pull, bounded: anonymous token auth, the manifest read into at most
 //! [`PullLimits::max_manifest_bytes`], the component streamed through SHA-256 into a temporary file and cut off at
 //! the size its manifest declares (and at [`PullLimits::max_component_bytes`]), connect and read timeouts on every
-//! request and one deadline over the whole pull.
+//! request, a minimum rate over every answer's body ([`Pace`]) and one deadline over the whole pull.
 //!
 //! Written here rather than through `oci-client` (still used for references and pushes): its pull reads a manifest
 //! whole into memory whatever its size, hands a blob to the writer without comparing its length with the declared
@@ -13,6 +13,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
 use reqwest::{Client, StatusCode, Url};
 use sha2::{Digest, Sha256};
 use std::io::Write;
+use std::time::Instant;
 
 /// Media types a manifest is asked for in (an OCI image manifest, or Docker's schema 2 of the same shape).
 const MANIFEST_TYPES: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
@@ -178,7 +179,15 @@ impl<'a> Registry<'a> {
                 ),
             ));
         }
-        let body = read_capped(self.name, response, MAX_TOKEN_BYTES, "token answer", "").await?;
+        let body = read_capped(
+            self.name,
+            response,
+            MAX_TOKEN_BYTES,
+            "token answer",
+            "",
+            self.limits,
+        )
+        .await?;
         #[derive(serde::Deserialize)]
         struct TokenAnswer {
             token: Option<String>,
@@ -214,6 +223,7 @@ impl<'a> Registry<'a> {
             self.limits.max_manifest_bytes,
             "manifest",
             "raise [oci] max_manifest_bytes if the manifest is genuine",
+            self.limits,
         )
         .await
     }
@@ -268,6 +278,7 @@ impl<'a> Registry<'a> {
         }
         let mut hasher = Sha256::new();
         let mut received = 0u64;
+        let mut pace = Pace::new(self.limits);
         while let Some(chunk) = response.chunk().await.map_err(|e| {
             fail(
                 self.name,
@@ -275,6 +286,7 @@ impl<'a> Registry<'a> {
             )
         })? {
             received += chunk.len() as u64;
+            pace.check(self.name, &self.base, "component", received)?;
             if received > size {
                 return Err(fail(
                     self.name,
@@ -312,6 +324,52 @@ impl<'a> Registry<'a> {
     }
 }
 
+/// The minimum rate of one answer's body: every [`PullLimits::rate_window`] at least `min_rate × window` more bytes
+/// must have arrived. Checked as bytes arrive: a body that stops altogether is the read timeout's, one that drips
+/// is cut off here within a window and a read timeout, long before the whole pull's deadline.
+struct Pace {
+    window: std::time::Duration,
+    /// Bytes a window must bring; 0 when the check is off.
+    per_window: u64,
+    started: Instant,
+    at_start: u64,
+}
+
+impl Pace {
+    fn new(limits: &PullLimits) -> Pace {
+        Pace {
+            window: limits.rate_window,
+            per_window: (limits.min_rate as f64 * limits.rate_window.as_secs_f64()) as u64,
+            started: Instant::now(),
+            at_start: 0,
+        }
+    }
+
+    /// Called with the bytes received so far; an error once a whole window brought too few.
+    fn check(&mut self, name: &str, from: &Url, what: &str, received: u64) -> Result<(), OciError> {
+        if self.per_window == 0 || self.started.elapsed() < self.window {
+            return Ok(());
+        }
+        let brought = received - self.at_start;
+        if brought < self.per_window {
+            let host = from.host_str().unwrap_or("?");
+            let port = from.port().map(|p| format!(":{p}")).unwrap_or_default();
+            return Err(fail(
+                name,
+                format!(
+                    "the registry {host}{port} sent {brought} bytes of the {what} in {:.0}s, under the minimum rate of \
+                     {} bytes/s; refusing it (lower [oci] min_rate if the registry is genuinely this slow)",
+                    self.started.elapsed().as_secs_f64(),
+                    self.per_window as f64 / self.window.as_secs_f64(),
+                ),
+            ));
+        }
+        self.started = Instant::now();
+        self.at_start = received;
+        Ok(())
+    }
+}
+
 /// The `Content-Length` a response declares, if any.
 fn content_length(response: &reqwest::Response) -> Option<u64> {
     response
@@ -328,7 +386,10 @@ async fn read_capped(
     cap: u64,
     what: &str,
     fix: &str,
+    limits: &PullLimits,
 ) -> Result<Vec<u8>, OciError> {
+    let from = response.url().clone();
+    let mut pace = Pace::new(limits);
     let too_long = || {
         let mut message =
             format!("the registry's {what} is longer than the {cap}-byte limit; refusing it");
@@ -350,6 +411,7 @@ async fn read_capped(
             return Err(too_long());
         }
         body.extend_from_slice(&chunk);
+        pace.check(name, &from, what, body.len() as u64)?;
     }
     Ok(body)
 }

@@ -439,3 +439,170 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
         stderr(&o)
     );
 }
+
+/// `policy replay` with the same policy loaded under another name (the built-in guard from a file path): the
+/// decisions are the same (same rule, same reason), so nothing "would change"; the rename is reported apart.
+#[test]
+fn replay_reports_a_renamed_policy_apart_from_a_changed_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let config = dir.path().join("builtins.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n[audit]\npath = \"{}\"\n",
+            audit.display()
+        ),
+    )
+    .unwrap();
+    let server = cli::Server::start(&["--config", config.to_str().unwrap()]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    for command in ["echo one", "rm -rf /", "sudo -n true"] {
+        agent
+            .post(&format!("{}/v1/tools/execute", server.base))
+            .header("Content-Type", "application/json")
+            .send(serde_json::json!({ "command": command }).to_string())
+            .unwrap();
+    }
+    server.stop();
+    let guard = dir.path().join("my-guard.wasm");
+    std::fs::write(
+        &guard,
+        shellward_policy::embedded::builtin("guard").unwrap(),
+    )
+    .unwrap();
+    let base = ["policy", "replay", "--audit", audit.to_str().unwrap()];
+    let renamed = [
+        &base[..],
+        &["--policy", "default", "--policy", guard.to_str().unwrap()],
+    ]
+    .concat();
+    let o = shellward(&renamed);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", stderr(&o));
+    assert!(
+        text.contains("3 decisions replayed, 0 would change"),
+        "{text}"
+    );
+    assert!(!text.contains("denied differently"), "{text}");
+    assert!(
+        text.contains("2 decisions are the same") && text.contains("a renamed policy"),
+        "{text}"
+    );
+    let v = json(&shellward(&[&renamed[..], &["--json"]].concat()));
+    assert_eq!(
+        (v["changed"].clone(), v["renamed"].clone()),
+        (0.into(), 2.into()),
+        "{v}"
+    );
+    assert_eq!(v["renames"][0]["was_denied_by"], "guard", "{v}");
+    // Without the guard the denials are changes, not renames.
+    let o = shellward(&[&base[..], &["--policy", "default"]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("(deny -> run: 2)"), "{}", stdout(&o));
+}
+
+/// Runs shellward with `args`, its stdout a pipe whose reader is already gone (what `| head -1` becomes once `head`
+/// has its line): every write fails. Returns the status and stderr.
+fn with_closed_stdout(args: &[&str], dir: &std::path::Path) -> (std::process::ExitStatus, String) {
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-policy-cache");
+    let o = Command::new(env!("CARGO_BIN_EXE_shellward"))
+        .args(args)
+        .current_dir(dir)
+        .env("SHELLWARD_CACHE_DIR", cache)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run shellward");
+    (o.status, stderr(&o))
+}
+
+/// The subcommands `shellward [parent] --help` lists.
+fn subcommands(parent: &[&str]) -> Vec<String> {
+    let o = shellward(&[parent, &["--help"]].concat());
+    let text = stdout(&o);
+    let Some((_, rest)) = text.split_once("Commands:\n") else {
+        return Vec::new();
+    };
+    rest.lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// `shellward … | head -1` for every subcommand: its help, and each one that prints to stdout with real work. None
+/// panics (exit 101, "panicked"), none prints "Broken pipe": each ends quietly, killed by SIGPIPE as `cat` is, or with
+/// the status a shell shows for that (141).
+#[test]
+fn every_subcommand_ends_quietly_when_its_reader_closes_the_pipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellward.toml");
+    std::fs::write(&config, "[[policy]]\nbuiltin = \"default\"\n").unwrap();
+    let config = config.to_str().unwrap();
+    let mut invocations: Vec<Vec<String>> = vec![vec!["--help".into()], vec!["--version".into()]];
+    let top = subcommands(&[]);
+    assert!(top.len() >= 8, "{top:?}");
+    for name in &top {
+        invocations.push(vec![name.clone(), "--help".into()]);
+        for sub in subcommands(&[name]) {
+            invocations.push(vec![name.clone(), sub, "--help".into()]);
+        }
+    }
+    let work: &[&[&str]] = &[
+        &["man"],
+        &["completions", "fish"],
+        &["completions", "bash"],
+        &["policy", "inspect", "default"],
+        &["policy", "inspect", "guard", "--json"],
+        &["policy", "list"],
+        &["policy", "check", "--", "sudo reboot"],
+        &["policy", "check", "--json", "--", "ls"],
+        &["config", "init"],
+        &["config", "check", config],
+        &["sandbox", "check"],
+        &["run", "--", "seq 1 100000"],
+        &["run", "--json", "--", "echo hi"],
+        &["mcp", "--client-config", "claude-code"],
+    ];
+    for args in work {
+        // Each one does its work when its output is read (so the closed pipe is what it meets).
+        let o = Command::new(env!("CARGO_BIN_EXE_shellward"))
+            .args(*args)
+            .current_dir(dir.path())
+            .env(
+                "SHELLWARD_CACHE_DIR",
+                std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-policy-cache"),
+            )
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        // (`policy check` of a denied command exits 3.)
+        assert!(
+            matches!(o.status.code(), Some(0 | 3)) && !o.stdout.is_empty(),
+            "shellward {args:?}: {:?} {}",
+            o.status,
+            stderr(&o)
+        );
+        invocations.push(args.iter().map(|s| s.to_string()).collect());
+    }
+    for args in &invocations {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (status, err) = with_closed_stdout(&args, dir.path());
+        let quiet = status.signal() == Some(13)
+            || matches!(status.code(), Some(0) | Some(1) | Some(2) | Some(141));
+        assert!(
+            quiet && !err.contains("panicked") && !err.contains("Broken pipe"),
+            "shellward {args:?} with a closed stdout: {status:?}\n{err}"
+        );
+    }
+}

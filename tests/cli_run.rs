@@ -49,6 +49,54 @@ fn exit_codes_follow_the_command() {
     assert_eq!(text(&bare.stdout), "a --json\n");
 }
 
+/// `run --on-timeout kill` makes the timeout a hard limit (exit 124, the tree terminated, its output up to then
+/// kept); without it the default plan keeps the command past its timeout and streams it to its end.
+#[test]
+fn on_timeout_kill_makes_the_timeout_a_hard_limit() {
+    let mark = new_mark("on-timeout");
+    let started = Instant::now();
+    let killed = run(&[
+        "--timeout",
+        "1s",
+        "--on-timeout",
+        "kill",
+        "--env",
+        &format!("{MARK}={mark}"),
+        "--",
+        "echo before; sleep 30; echo after",
+    ]);
+    assert_eq!(killed.status.code(), Some(124), "{}", text(&killed.stderr));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(text(&killed.stdout), "before\n");
+    assert!(
+        text(&killed.stderr).contains("timed out after 1s"),
+        "{}",
+        text(&killed.stderr)
+    );
+    assert!(
+        survivors(&mark).is_empty(),
+        "left running: {:?}",
+        survivors(&mark)
+    );
+    let kept = run(&[
+        "--timeout",
+        "200ms",
+        "--on-timeout",
+        "background",
+        "--",
+        "sleep 1; echo after",
+    ]);
+    assert_eq!(kept.status.code(), Some(0), "{}", text(&kept.stderr));
+    assert_eq!(text(&kept.stdout), "after\n");
+    let bad = run(&["--on-timeout", "stop", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("kill"), "{}", text(&bad.stderr));
+}
+
 #[test]
 fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_root() {
     // The shell's own pid, the processes it can see, the command line and name of pid 1 of its /proc, and the file
@@ -948,6 +996,37 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
             "{key} refused when uncommented:\n{err}\n{all}"
         );
     }
+}
+
+/// `config init` into a directory that does not exist yet (`/etc/shellward/` on a fresh machine) creates it (0755) and
+/// writes the file 0600 (it may hold a token); where the directory cannot be created it says which `mkdir` to run.
+#[test]
+fn config_init_creates_missing_directories_and_writes_a_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("etc/shellward/shellward.toml");
+    let o = Command::new(bin())
+        .args(["config", "init", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o755);
+    assert_eq!(mode(&dir.path().join("etc")), 0o755);
+    // A parent that is a file: the directory cannot be made, and the message says what to run.
+    std::fs::write(dir.path().join("plain"), "").unwrap();
+    let blocked = dir.path().join("plain/sub/shellward.toml");
+    let o = Command::new(bin())
+        .args(["config", "init", blocked.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!("mkdir -p {}", blocked.parent().unwrap().display())),
+        "{err}"
+    );
 }
 
 /// What a serving command left in its temporary directory (`TMPDIR`), as names.

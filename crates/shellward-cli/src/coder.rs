@@ -34,8 +34,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shellward::idempotency::{self, Claim, Fingerprint, RetryError, TokenScope, TokenState};
 use shellward::tools::{ExecuteArgs, ProcessSignalArgs, SignalName};
+use shellward::{ExitState, TimeoutAction};
 use shellward::{ReadOptions, ToolError, ToolErrorKind, Verdict};
-use shellward_exec::{ExitState, TimeoutAction};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -574,8 +574,8 @@ pub(crate) async fn output(
     axum::Json(out).into_response()
 }
 
-fn empty_chunk() -> shellward_exec::OutputChunk {
-    shellward_exec::OutputChunk {
+fn empty_chunk() -> shellward::OutputChunk {
+    shellward::OutputChunk {
         text: String::new(),
         next_cursor: 0,
         skipped_bytes: 0,
@@ -586,8 +586,8 @@ fn empty_chunk() -> shellward_exec::OutputChunk {
 /// Coder's head/tail shape from a read of the first bytes and (when there is more) a read of the last: the text and
 /// the `truncated` object (none when every byte is shown).
 fn head_tail(
-    head: &shellward_exec::OutputChunk,
-    tail: Option<&shellward_exec::OutputChunk>,
+    head: &shellward::OutputChunk,
+    tail: Option<&shellward::OutputChunk>,
 ) -> (String, Option<Value>) {
     let (head_text, head_cut) = shorten_lines(&head.text);
     let Some(tail) = tail.filter(|t| !t.text.is_empty() || t.skipped_bytes > 0) else {
@@ -731,8 +731,8 @@ pub(crate) async fn signal(
 mod tests {
     use super::*;
 
-    fn chunk(text: &str, start: u64, total: u64) -> shellward_exec::OutputChunk {
-        shellward_exec::OutputChunk {
+    fn chunk(text: &str, start: u64, total: u64) -> shellward::OutputChunk {
+        shellward::OutputChunk {
             text: text.into(),
             next_cursor: start + text.len() as u64,
             skipped_bytes: 0,

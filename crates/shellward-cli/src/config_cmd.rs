@@ -57,8 +57,21 @@ fn init(args: &InitArgs) -> Result<ExitCode> {
         print!("{STARTER}");
         return Ok(ExitCode::SUCCESS);
     };
+    if let Some(parent) = file.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.exists()
+        && let Err(e) = crate::sys::create_config_dirs(parent)
+    {
+        eprintln!(
+            "shellward: cannot create the directory {} for {}: {e}; create it (mkdir -p {0}) or choose a file in a \
+             directory you can write",
+            parent.display(),
+            file.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
     let mut options = std::fs::OpenOptions::new();
     options.write(true);
+    crate::sys::owner_only(&mut options);
     if args.force {
         options.create(true).truncate(true);
     } else {
@@ -138,8 +151,8 @@ fn check(file: &Path) -> Result<ExitCode> {
 }
 
 /// What commands will not get of this environment, and the rules that decide it (names only, never values).
-fn print_withheld(env: &shellward_exec::EnvPolicy) {
-    use shellward_exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
+fn print_withheld(env: &shellward::EnvPolicy) {
+    use shellward::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
     if env.ignore_default_excludes {
         println!(
             "environment: ignore_default_excludes = true: secret-looking names and credential values ARE passed to \

@@ -148,7 +148,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 fn main() -> ExitCode {
     // First, before any thread: this binary is also the init of each command's PID namespace.
-    shellward_exec::init_main_if_requested();
+    shellward::init_main_if_requested();
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHELLWARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,shellward::notice=info"));
     // Colour only on a terminal, and never with NO_COLOR set (https://no-color.org): a log file gets plain text.
@@ -161,8 +161,17 @@ fn main() -> ExitCode {
         .init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return usage(e),
+        Err(e) => {
+            sys::closed_stdout_ends_quietly();
+            return usage(e);
+        }
     };
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Mcp(_) | Command::Serve(_)
+    ) {
+        sys::closed_stdout_ends_quietly();
+    }
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(args),
         Command::Mcp(args) => mcp::run(args),
@@ -184,9 +193,28 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that went away (`| head -1`): quiet, with the status a shell shows for a process SIGPIPE ended.
+        Err(e) if closed_pipe(&e) => ExitCode::from(128 + 13),
         Err(e) => {
             eprintln!("shellward: error: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// Whether `e` is (or was caused by) a write to a closed pipe.
+pub fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Prints `text` and a newline on stdout, returning the error `println!` would panic on (a reader that went away), for
+/// the commands that keep SIGPIPE ignored.
+pub fn print_line(text: impl std::fmt::Display) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").and_then(|()| out.flush())
 }

@@ -195,7 +195,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
         }
         let (note, snippet) = client_config(client, &binary.display().to_string(), &server_args);
         eprintln!("# {note}");
-        println!("{snippet}");
+        crate::print_line(snippet)?;
         return Ok(ExitCode::SUCCESS);
     }
     let rt = runtime()?;

@@ -5,9 +5,9 @@ use crate::service::{ServiceArgs, runtime};
 use crate::sys::{EchoOff, Interrupts};
 use anyhow::Result;
 use clap::Args;
-use shellward::tools::{ExecuteArgs, ProcessOutputArgs};
+use shellward::tools::{ExecuteArgs, OnTimeoutChoice, ProcessOutputArgs};
+use shellward::{ExitState, SignalKind, TimeoutAction};
 use shellward::{Process, ReadOptions, Shellward, ToolError};
-use shellward_exec::{ExitState, SignalKind, TimeoutAction};
 use shellward_policy::duration::format_millis;
 use std::io::Write;
 use std::process::ExitCode;
@@ -29,6 +29,11 @@ pub struct RunArgs {
     /// Foreground timeout, e.g. 500ms, 30s, 5m, 1m30s, 2h (default: the policy's, usually 10s).
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
+    /// What the timeout does: `kill` terminates the whole process tree and exits 124 (as timeout(1) does);
+    /// `background` keeps it running and streams it to its end (Ctrl-C terminates it). Default: the policy's choice,
+    /// usually `background`. A policy may still override it, with a note saying so.
+    #[arg(long, value_name = "ACTION", value_parser = ["kill", "background"])]
+    pub on_timeout: Option<String>,
     /// Ask for the command to run in the background (it is still streamed until it ends or Ctrl-C).
     #[arg(long)]
     pub background: bool,
@@ -86,6 +91,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         };
         let code = match run_in(&sw, &args, &mut interrupts).await {
             Ok(code) => code,
+            // The reader went away (`| head -1`): quiet, as for a stream cut short.
+            Err(e) if crate::closed_pipe(&e) => ExitCode::from(128 + 13),
             Err(e) => fail(format!("{e:#}")),
         };
         sw.shutdown().await;
@@ -125,6 +132,10 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     let exec = {
         let mut built = ExecuteArgs::new(args.command.join(" "));
         built.timeout = args.timeout.clone();
+        built.on_timeout = args.on_timeout.as_deref().map(|a| match a {
+            "kill" => OnTimeoutChoice::Kill,
+            _ => OnTimeoutChoice::Background,
+        });
         built.workdir = args.workdir.clone();
         built.run_in_background = args.background.then_some(true);
         built.interactive = args.interactive.then_some(true);
@@ -338,7 +349,7 @@ async fn json_run(
     interrupts: &mut Interrupts,
 ) -> Result<ExitCode> {
     let print_error = |e: &ToolError| -> Result<ExitCode> {
-        println!("{}", serde_json::to_string_pretty(&e.to_json())?);
+        crate::print_line(serde_json::to_string_pretty(&e.to_json())?)?;
         Ok(ExitCode::from(EXIT_FAILED))
     };
     let decided = match sw.decide(None, &exec, &env) {
@@ -353,7 +364,7 @@ async fn json_run(
             Err(e) => return print_error(&e),
         },
         sig = interrupts.recv() => {
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({"interrupted": true}))?);
+            crate::print_line(serde_json::to_string_pretty(&serde_json::json!({"interrupted": true}))?)?;
             return Ok(ExitCode::from(128 + sig as u8));
         }
     };
@@ -383,12 +394,12 @@ async fn json_run(
             None => {
                 let _ = sw.process(None, id).signal(SignalKind::Terminate).await;
                 value["final"] = serde_json::json!({"interrupted": true});
-                println!("{}", serde_json::to_string_pretty(&value)?);
+                crate::print_line(serde_json::to_string_pretty(&value)?)?;
                 return Ok(ExitCode::from(130));
             }
         }
     }
-    println!("{}", serde_json::to_string_pretty(&value)?);
+    crate::print_line(serde_json::to_string_pretty(&value)?)?;
     let code = if result.denied {
         EXIT_DENIED
     } else if result.timed_out && !result.running {

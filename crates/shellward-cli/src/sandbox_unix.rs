@@ -4,8 +4,8 @@
 
 use super::line;
 use anyhow::{Context, Result};
+use shellward::ContainmentKind;
 use shellward::SandboxProbe;
-use shellward_exec::ContainmentKind;
 use std::process::ExitCode;
 
 pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {

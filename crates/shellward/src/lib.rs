@@ -67,9 +67,11 @@ pub fn load_policy_summaries(config: &Config) -> Result<Vec<PolicySummary>, Buil
 pub use config::{
     AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
 };
+/// The environment variable names the executor withholds from commands as secrets (`config check` lists them).
+pub use shellward_exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
 pub use shellward_exec::{
-    Confinement, ContainmentPreference, Enforced, ExecPlan, Executor, ExecutorConfig, Network,
-    init_main_if_requested,
+    Confinement, ContainmentPreference, Enforced, EnvPolicy, ExecPlan, Executor, ExecutorConfig,
+    Inherit, Network, TimeoutAction, init_main_if_requested,
 };
 /// What a [`Process`] handle answers with: its details, its output, a signal's outcome.
 pub use shellward_exec::{
@@ -84,7 +86,7 @@ struct ReadmeExamples;
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
 use serde_json::Value;
-use shellward_exec::{ExecError, ExecResult, StdinMode, TimeoutAction};
+use shellward_exec::{ExecError, ExecResult, StdinMode};
 use shellward_policy::duration::{ACCEPTED_FORMS, format_millis, parse_millis};
 use shellward_policy::{OnTimeout, Outcome, Request};
 use std::path::{Path, PathBuf};

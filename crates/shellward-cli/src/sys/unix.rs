@@ -1,4 +1,4 @@
-//! Unix: SIGINT/SIGTERM/SIGHUP, `termios` echo, unix sockets.
+//! Unix: SIGINT/SIGTERM/SIGHUP, SIGPIPE for the commands that only print, `termios` echo, unix sockets.
 
 use anyhow::{Context, Result, bail};
 use shellward::Shellward;
@@ -176,4 +176,32 @@ pub fn bind_unix(path: &Path, mode: u32) -> Result<tokio::net::UnixListener> {
         .with_context(|| format!("cannot move the socket into place at {}", path.display()))?;
     listener.set_nonblocking(true)?;
     Ok(tokio::net::UnixListener::from_std(listener)?)
+}
+
+/// A write to a closed standard output ends the process quietly, as it ends `cat` or `ls` (the shell sees status 141),
+/// instead of failing with EPIPE: Rust starts with SIGPIPE ignored, so `println!` panicked and a checked write printed
+/// "Broken pipe". For the commands that only print; `run`, `mcp` and `serve` keep SIGPIPE ignored (a client or reader
+/// going away must not kill the supervisor of running commands) and handle EPIPE where they write.
+pub fn closed_stdout_ends_quietly() {
+    // SAFETY: `signal` with `SIG_DFL` only resets a disposition; it is called from `main` before any thread this
+    // process starts, and no handler of ours is replaced.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Creates `dir` and its missing parents, each `rwxr-xr-x` (a configuration directory others may read; the file in it
+/// is the private part).
+pub fn create_config_dirs(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+}
+
+/// Makes a file `options` creates readable and writable by its owner only (`rw-------`): it may hold a token.
+pub fn owner_only(options: &mut std::fs::OpenOptions) {
+    use std::os::unix::fs::OpenOptionsExt;
+    options.mode(0o600);
 }

@@ -102,3 +102,14 @@ pub fn bind_unix(path: &Path, _mode: u32) -> Result<tokio::net::TcpListener> {
         path.display()
     )
 }
+
+/// Windows has no SIGPIPE: a write to a closed pipe fails with an error that `main` ends the process on quietly.
+pub fn closed_stdout_ends_quietly() {}
+
+/// Creates `dir` and its missing parents (they inherit the parent's access list).
+pub fn create_config_dirs(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+/// Windows: a new file inherits its directory's access list; nothing to set here.
+pub fn owner_only(_options: &mut std::fs::OpenOptions) {}

@@ -259,6 +259,12 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         "{stdout}"
     );
     assert!(stdout.contains("yes  no_new_privs"), "{stdout}");
+    assert!(stdout.contains("yes  other sessions' output"), "{stdout}");
+    assert!(stdout.contains("yes  host Unix sockets cut"), "{stdout}");
+    assert!(
+        stdout.contains("every directory on the way to them"),
+        "{stdout}"
+    );
 
     let out = shellward_test_support::command_as_user(std::path::Path::new(bin()))
         .args(["sandbox", "check"])
@@ -288,6 +294,7 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         stdout.contains("no   session sandbox: turned off ([executor] pid_namespace = false)"),
         "{stdout}"
     );
+    assert!(stdout.contains("no   other sessions' output"), "{stdout}");
 }
 
 #[test]
@@ -1110,8 +1117,9 @@ fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after serve");
 }
 
-/// A server killed outright (`SIGKILL`: no shutdown runs) leaves its log directory and the directory its commands
-/// report their working directory into; the next start in the same place removes both (their locks died with it).
+/// A server killed outright (`SIGKILL`: no shutdown runs) leaves its log directory (in the per-user log root) and the
+/// directory its commands report their working directory into; the next start in the same place removes both (their
+/// locks died with it), and the root with its last log directory.
 #[test]
 fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1120,11 +1128,23 @@ fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory()
     let status = wait_exit(&mut serve, Duration::from_secs(10));
     drop(stdout);
     assert!(!status.success(), "{status}");
+    // The report directory beside the per-user log root, the log directory inside it.
     let left = left_in(tmp.path());
+    let report = left.iter().filter(|n| n.starts_with("shellward-")).count();
+    let roots: Vec<&String> = left
+        .iter()
+        .filter(|n| n.starts_with(".shellward-logs-"))
+        .collect();
     assert_eq!(
-        left.iter().filter(|n| n.starts_with("shellward-")).count(),
-        2,
-        "the killed server's log and report directories: {left:?}"
+        (report, roots.len()),
+        (1, 1),
+        "the killed server's directories: {left:?}"
+    );
+    let logs = left_in(&tmp.path().join(roots[0]));
+    assert_eq!(
+        logs.iter().filter(|n| n.starts_with("shellward-")).count(),
+        1,
+        "the killed server's log directory: {logs:?}"
     );
     run_in(tmp.path(), "true");
     assert_eq!(

@@ -67,7 +67,14 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
         line(
             true,
             "read-only host files",
-            "/sys with the cgroup hierarchies, /proc/sys, the log directory, shellward's config, policies and caches",
+            "/sys with the cgroup hierarchies, /proc/sys, shellward's config, policies and caches, and every directory \
+             on the way to them (pinned: none can be renamed or replaced)",
+        );
+        line(
+            true,
+            "other sessions' output",
+            "a session's sandbox shows only its own log directory: other sessions' and other shellward instances' \
+             logs are covered",
         );
     } else {
         line(
@@ -84,6 +91,11 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
             false,
             "read-only host files",
             "needs the session sandbox's mount namespace",
+        );
+        line(
+            false,
+            "other sessions' output",
+            "needs the session sandbox's mount namespace: a command can read every log file of this user",
         );
     }
     line(
@@ -172,6 +184,13 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
                 } else {
                     "a command asking for no network still saw the host's: report this as a bug"
                 },
+            );
+            line(
+                own,
+                "host Unix sockets cut",
+                "with network none, loopback or allow a command cannot make a Unix socket (seccomp), so no socket at \
+                 a path (docker.sock, a database's, an agent's) is reached; socketpair works; network = \"host\" \
+                 keeps them",
             );
         }
         Err(e) => {

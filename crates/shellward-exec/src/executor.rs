@@ -142,9 +142,16 @@ impl Executor {
         self.inner.platform.cgroup_dir()
     }
 
-    /// The per-executor directory holding output logs (removed at shutdown).
+    /// The per-executor directory holding output logs, one directory per session (removed at shutdown).
     pub fn log_dir(&self) -> &Path {
         self.inner.log_dir.path()
+    }
+
+    /// Where a host makes its [`crate::PrivateDir`]s: the log directories' parent (`[executor] log_dir`, else
+    /// `XDG_RUNTIME_DIR` or the temporary directory), outside the log root a session's sandbox covers, and swept
+    /// with the log directories.
+    pub fn private_dir_parent(&self) -> &Path {
+        self.inner.log_dir.parent()
     }
 
     fn find(&self, session: Option<&Session>, id: &ProcessId) -> Result<Arc<Proc>, ExecError> {
@@ -184,6 +191,18 @@ impl Executor {
             }
             return Ok(self.result(&proc, false, false, 0));
         }
+        // A caller that stops waiting (this future dropped) stops the command with it.
+        let abandoned = StopIfAbandoned {
+            inner: Arc::downgrade(&self.inner),
+            proc: Some(proc.clone()),
+        };
+        let result = self.foreground(&plan, &proc).await;
+        abandoned.disarm();
+        result
+    }
+
+    /// The foreground part of [`Executor::execute`]: waits for the exit or the timeout, then settles the output.
+    async fn foreground(&self, plan: &ExecPlan, proc: &Arc<Proc>) -> Result<ExecResult, ExecError> {
         let _end_check = proc.tree.prepare_end_check();
         let exited = match plan.timeout {
             Some(t) => tokio::time::timeout(t, proc.wait_exit()).await.is_ok(),
@@ -196,15 +215,15 @@ impl Executor {
             match plan.on_timeout {
                 TimeoutAction::Background => {
                     proc.background.store(true, Ordering::Relaxed);
-                    return Ok(self.result(&proc, true, false, 0));
+                    return Ok(self.result(proc, true, false, 0));
                 }
                 TimeoutAction::Kill => {
-                    self.terminate(&proc).await;
+                    self.terminate(proc).await;
                     proc.wait_exit().await;
                 }
             }
         }
-        let (drained, leftovers) = self.settle(&proc).await;
+        let (drained, leftovers) = self.settle(proc).await;
         if leftovers > 0 {
             // Something the command started lives on: keep it tracked (and signallable) under the same id.
             proc.background.store(true, Ordering::Relaxed);
@@ -225,9 +244,9 @@ impl Executor {
                 });
             }
         }
-        let result = self.result(&proc, !exited, !drained, leftovers);
+        let result = self.result(proc, !exited, !drained, leftovers);
         if leftovers == 0 && drained {
-            self.forget(&proc);
+            self.forget(proc);
         }
         Ok(result)
     }
@@ -411,6 +430,11 @@ impl Executor {
         let env = SpawnEnv::new(self.inner.base_env.clone(), extra);
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
         args.push(plan.command.clone().into());
+        let log_dir = self
+            .inner
+            .log_dir
+            .session_dir(session)
+            .map_err(ExecError::Spawn)?;
         let spawn_started = Instant::now();
         let spawned = self
             .inner
@@ -424,6 +448,7 @@ impl Executor {
                 name: id.clone(),
                 stdin: plan.stdin,
                 session: session.map(str::to_string),
+                log_dir: log_dir.clone(),
                 confinement: plan.confinement.clone(),
             })
             .await
@@ -435,7 +460,7 @@ impl Executor {
         };
         let spawn_micros = spawn_started.elapsed().as_micros() as u64;
         slot.keep();
-        let log = |suffix: &str| self.inner.log_dir.path().join(format!("{id}{suffix}.log"));
+        let log = |suffix: &str| log_dir.join(format!("{id}{suffix}.log"));
         let proc = Arc::new(Proc {
             n,
             id: id.clone(),
@@ -948,3 +973,41 @@ fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
 
 #[cfg(all(test, unix))]
 mod tests;
+
+/// Stops a foreground command whose caller stopped waiting for it — its [`Executor::execute`] future dropped: an MCP
+/// client's `notifications/cancelled`, an HTTP client gone — with the timeout's path (terminate, grace, kill) on a
+/// task of its own, then forgets it: nobody is left to read its result. Disarmed when the run ends normally.
+struct StopIfAbandoned {
+    inner: std::sync::Weak<Inner>,
+    proc: Option<Arc<Proc>>,
+}
+
+impl StopIfAbandoned {
+    fn disarm(mut self) {
+        self.proc = None;
+    }
+}
+
+impl Drop for StopIfAbandoned {
+    fn drop(&mut self) {
+        let (Some(proc), Some(inner)) = (self.proc.take(), self.inner.upgrade()) else {
+            return;
+        };
+        tracing::info!(id = %proc.id, "the caller stopped waiting: terminating the foreground command's tree");
+        // At once, whatever follows: the tree is told to stop before this returns.
+        proc.tree.terminate();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let executor = Executor { inner };
+                    executor.terminate(&proc).await;
+                    proc.wait_exit().await;
+                    let _ = executor.settle(&proc).await;
+                    executor.forget(&proc);
+                });
+            }
+            // Dropped outside a runtime (the host is going away): nothing can wait out the grace period.
+            Err(_) => proc.tree.kill(),
+        }
+    }
+}

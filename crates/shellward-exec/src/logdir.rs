@@ -1,6 +1,12 @@
 //! The executor's private log directory: unpredictable name, owner-only, locked while the executor lives, and swept
-//! when an executor died without removing it. [`PrivateDir`] is the same for a host's own files (made beside the log
-//! directory, swept with the log directories).
+//! when an executor died without removing it. [`PrivateDir`] is the same for a host's own files (made in the log
+//! directories' parent, swept with the log directories).
+//!
+//! Every executor of a user keeps its log directory in one per-user root under the configured parent,
+//! `.shellward-logs-<uid>` (0700, this user's, never a link: anything else there is refused), and its logs in one
+//! directory per session inside it ([`LogDir::session_dir`], a name keyed by a per-executor random hash). A session's
+//! sandbox covers the root and sees only its own session's directory (`sys::unix::host_mounts`), so no command reads
+//! another session's output, nor another shellward instance's, even one started later.
 //!
 //! What commands print is often secret, so the directory is created with an unpredictable name (`shellward-` and
 //! 16 random letters and digits; creation fails rather than reuse anything already there), mode 0700, and holds a
@@ -23,6 +29,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 const PREFIX: &str = "shellward-";
+/// The per-user root every executor's log directory is made in: this and the user's tag (its uid).
+const ROOT_PREFIX: &str = ".shellward-logs-";
 /// The name a directory has until its lock is taken; the sweep leaves it alone while it is new.
 const STAGING: &str = ".shellward-new-";
 const LOCK: &str = "lock";
@@ -33,6 +41,10 @@ pub(crate) struct LogDir {
     path: PathBuf,
     /// Held (and locked) while the executor lives; released by [`LogDir::remove`].
     lock: std::sync::Mutex<Option<File>>,
+    /// Keys the session directories' names (random per directory, so a name says nothing of its session).
+    sessions: std::hash::RandomState,
+    /// The configured parent (the log root's parent), where private directories go.
+    parent: PathBuf,
 }
 
 impl LogDir {
@@ -64,11 +76,60 @@ impl LogDir {
                 ),
             ));
         }
-        let removed = sweep_stale(parent);
+        let root = user_root(parent)?;
+        // The root holds the log directories; the parent the private directories beside them (and log directories
+        // of the layout before the root).
+        let removed = sweep_stale(&root) + sweep_stale(parent);
         if removed > 0 {
             tracing::info!(parent = %parent.display(), removed, "removed log directories of executors that are gone");
         }
-        Self::make(parent)
+        // Another executor's `remove` takes the root away when it leaves it empty: made again if that happened
+        // between the two steps.
+        let mut made = Self::make(&root);
+        for _ in 0..3 {
+            match &made {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    made = Self::make(&user_root(parent)?)
+                }
+                _ => break,
+            }
+        }
+        let mut dir = made?;
+        dir.parent = parent.to_path_buf();
+        Ok(dir)
+    }
+
+    /// The configured parent: the log root's for a log directory, the directory itself's for a private one.
+    pub(crate) fn parent(&self) -> &Path {
+        &self.parent
+    }
+
+    /// The directory of `session`'s logs (`s-` and a keyed hash of the name), made (0700) at its first use.
+    pub(crate) fn session_dir(&self, session: Option<&str>) -> io::Result<PathBuf> {
+        use std::hash::BuildHasher;
+        let dir = self
+            .path
+            .join(format!("s-{:016x}", self.sessions.hash_one(session)));
+        if dir.is_dir() {
+            return Ok(dir);
+        }
+        let made = files::create_private_dir(&dir).or_else(ignore_existing);
+        // The skeleton a sandbox covers the log root with (`sys::unix::host_mounts`): empty directories only.
+        let made = made.and_then(|()| match crate::sys::log_skeleton(&dir) {
+            Some((view, inner)) => files::create_private_dir(&view)
+                .or_else(ignore_existing)
+                .and_then(|()| fs::create_dir_all(&inner)),
+            None => Ok(()),
+        });
+        made.map(|()| dir.clone()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot create the session's log directory {}: {e}",
+                    dir.display()
+                ),
+            )
+        })
     }
 
     /// Creates a new private directory under `parent` (staging name, lock, rename), without a sweep.
@@ -106,6 +167,8 @@ impl LogDir {
                     return Ok(LogDir {
                         path,
                         lock: std::sync::Mutex::new(Some(lock)),
+                        sessions: std::hash::RandomState::new(),
+                        parent: parent.to_path_buf(),
                     });
                 }
                 Err(e) => {
@@ -142,13 +205,17 @@ impl LogDir {
     pub(crate) fn remove(&self) {
         let _ = fs::remove_dir_all(&self.path);
         drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()).take());
+        // The per-user root goes with its last log directory (a root still holding another's stays).
+        if let Some(root) = self.path.parent().filter(|r| *r != self.parent) {
+            let _ = fs::remove_dir(root);
+        }
     }
 }
 
-/// A private directory of the host's own beside the executor's log directory: an unpredictable `shellward-…` name,
+/// A private directory of the host's own in the log directories' parent: an unpredictable `shellward-…` name,
 /// owner-only, locked for as long as it lives, made and swept exactly as a log directory is (see the module). Give it
-/// the log directory's parent ([`crate::Executor::log_dir`]'s): the next executor started there removes it once its
-/// owner is gone, even one killed outright, with no scan of its own.
+/// [`crate::Executor::private_dir_parent`]: the next executor started there removes it once its owner is gone, even
+/// one killed outright, with no scan of its own.
 ///
 /// The facade keeps the files through which commands report their last working directory in one.
 #[derive(Debug)]
@@ -176,6 +243,49 @@ impl Drop for PrivateDir {
     fn drop(&mut self) {
         self.0.remove();
     }
+}
+
+/// `Ok` for a directory that exists already.
+fn ignore_existing(e: io::Error) -> io::Result<()> {
+    if e.kind() == io::ErrorKind::AlreadyExists {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// The per-user root under `parent` (see the module), made when missing. One that is not this user's own directory
+/// (another user's, a link, a file: planted in a shared temporary directory) is refused, never used or removed.
+fn user_root(parent: &Path) -> io::Result<PathBuf> {
+    let root = parent.join(format!("{ROOT_PREFIX}{}", files::user_tag()));
+    match files::create_private_dir(&root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot create the log root {}: {e}; make {} writable or configure another log_dir",
+                    root.display(),
+                    parent.display()
+                ),
+            ));
+        }
+    }
+    let meta = fs::symlink_metadata(&root)?;
+    if !meta.is_dir() || !files::owned_by_me(&meta) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the log root {} is not this user's directory (a link, a file, or another user's); remove it or \
+                 configure another log_dir",
+                root.display()
+            ),
+        ));
+    }
+    // Ours: owner-only, whatever mode it was left with.
+    files::make_private_dir(&root)?;
+    Ok(root)
 }
 
 /// Makes `dir` exactly 0700 (the umask may have narrowed the mode, never widened it), then creates its `lock` file and
@@ -321,12 +431,24 @@ mod tests {
         let a = LogDir::create(parent.path()).unwrap();
         let b = LogDir::create(parent.path()).unwrap();
         assert_ne!(a.path(), b.path());
+        // Both in the per-user root, 0700, which is where the sweep of the log directories looks.
+        let root = a.path().parent().unwrap().to_path_buf();
+        assert_eq!(root, b.path().parent().unwrap());
+        assert_eq!(
+            root.file_name().unwrap().to_str().unwrap(),
+            format!("{ROOT_PREFIX}{}", files::user_tag())
+        );
+        assert_eq!(
+            fs::metadata(&root).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(a.parent(), parent.path());
         let mode = fs::metadata(a.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let name = a.path().file_name().unwrap().to_str().unwrap().to_string();
         assert_eq!(name.len(), PREFIX.len() + 16, "{name}");
         // A live directory is not swept, by another executor or this one.
-        assert_eq!(sweep_stale(parent.path()), 0);
+        assert_eq!(sweep_stale(&root), 0);
         assert!(a.path().exists() && b.path().exists());
         let a_path = a.path().to_path_buf();
         drop(a); // the lock goes with it, as with a killed executor; the directory stays
@@ -336,7 +458,7 @@ mod tests {
         // lock's too: the sweep may see the directory locked for that moment.
         let mut swept = 0;
         for _ in 0..100 {
-            swept = sweep_stale(parent.path());
+            swept = sweep_stale(&root);
             if swept > 0 {
                 break;
             }
@@ -346,13 +468,63 @@ mod tests {
         assert!(!a_path.exists());
         assert!(b.path().exists());
         // No staging directory is left behind by a creation.
-        let names: Vec<_> = fs::read_dir(parent.path())
+        let names: Vec<_> = fs::read_dir(&root)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, [b.path().file_name().unwrap()], "{names:?}");
         b.remove();
         assert!(!b.path().exists());
+    }
+
+    /// Each session's logs have a directory of their own (0700), the same for every command of the session, its name
+    /// saying nothing of the session's.
+    #[test]
+    fn each_session_has_its_own_log_directory() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = LogDir::create(parent.path()).unwrap();
+        let a = dir.session_dir(Some("agent-a")).unwrap();
+        let b = dir.session_dir(Some("agent-b")).unwrap();
+        let none = dir.session_dir(None).unwrap();
+        assert_eq!(dir.session_dir(Some("agent-a")).unwrap(), a);
+        assert!(a != b && a != none && b != none);
+        for d in [&a, &b, &none] {
+            assert_eq!(d.parent().unwrap(), dir.path());
+            assert_eq!(fs::metadata(d).unwrap().permissions().mode() & 0o777, 0o700);
+            assert!(!d.to_str().unwrap().contains("agent"), "{}", d.display());
+        }
+        dir.remove();
+    }
+
+    /// The per-user root planted by someone else (a link to elsewhere, a file) is refused with a message that says
+    /// what to do, and nothing is made through it.
+    #[test]
+    fn a_planted_log_root_is_refused() {
+        let parent = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let root = parent
+            .path()
+            .join(format!("{ROOT_PREFIX}{}", files::user_tag()));
+        std::os::unix::fs::symlink(elsewhere.path(), &root).unwrap();
+        let e = LogDir::create(parent.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("not this user's directory") && e.contains("log_dir"),
+            "{e}"
+        );
+        assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        fs::remove_file(&root).unwrap();
+        fs::write(&root, "").unwrap();
+        assert!(LogDir::create(parent.path()).is_err());
+        // A root of ours left with a wider mode is narrowed back to 0700.
+        fs::remove_file(&root).unwrap();
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = LogDir::create(parent.path()).unwrap();
+        assert_eq!(
+            fs::metadata(&root).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        dir.remove();
     }
 
     /// A directory being made (staging name, its `lock` created but not yet locked, or not yet created) is left alone

@@ -87,6 +87,45 @@ async fn foreground_timeout_with_kill_leaves_no_survivors() {
     }
 }
 
+/// A caller that stops waiting for a foreground run (its `execute` future dropped: a cancelled MCP call, an HTTP client
+/// gone) takes the command with it: the whole tree is terminated (grace, then kill) and nothing stays listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_foreground_run_leaves_no_survivors() {
+    for (name, config) in configs() {
+        let ex = std::sync::Arc::new(Executor::new(config).unwrap());
+        let mark = new_mark();
+        let mut plan = marked_plan(NASTY_TREE, &mark);
+        plan.timeout = Some(Duration::from_secs(600));
+        let run = tokio::spawn({
+            let ex = ex.clone();
+            async move { ex.execute(plan).await }
+        });
+        let started = std::time::Instant::now();
+        while marked(&mark).len() < 3 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{name}: never started"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        run.abort();
+        assert!(run.await.unwrap_err().is_cancelled());
+        let left = survivors_after(&mark, SETTLE);
+        kill_marked(&mark);
+        assert!(left.is_empty(), "{name}: survivors {left:?}");
+        let mut listed = ex.list(None, 100);
+        for _ in 0..100 {
+            if listed.processes.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            listed = ex.list(None, 100);
+        }
+        assert!(listed.processes.is_empty(), "{name}: {listed:?}");
+        ex.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_and_drop_leave_no_survivors() {
     for (name, config) in configs() {
@@ -220,15 +259,22 @@ fn executor_sigkill_leaves_no_survivors() {
                 "{containment}: the killed executor's pids root stayed: {pids_roots:?}"
             );
         }
-        // The killed executor's log directory is left behind, and swept at once by the next executor starting there.
-        let leftover = shellward_test_support::entries_with_prefix(logs.path(), "shellward-");
+        // The killed executor's log directory is left behind (in the per-user log root), and swept at once by the
+        // next executor starting there.
+        let log_dirs = || {
+            let roots =
+                shellward_test_support::entries_with_prefix(logs.path(), ".shellward-logs-");
+            assert_eq!(roots.len(), 1, "{roots:?}");
+            shellward_test_support::entries_with_prefix(&logs.path().join(&roots[0]), "shellward-")
+        };
+        let leftover = log_dirs();
         assert_eq!(leftover.len(), 1, "{leftover:?}");
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             let mut config = ExecutorConfig::default();
             config.log_parent = Some(logs.path().into());
             let next = Executor::new(config).unwrap();
-            let now = shellward_test_support::entries_with_prefix(logs.path(), "shellward-");
+            let now = log_dirs();
             assert_eq!(now.len(), 1, "only the new executor's directory: {now:?}");
             assert!(!now.contains(&leftover[0]), "{now:?}");
             next.shutdown().await;

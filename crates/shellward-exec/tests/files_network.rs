@@ -211,6 +211,70 @@ async fn the_network_is_none_its_own_loopback_or_the_hosts() {
     }
 }
 
+/// A Unix socket of the host's, at a path (the shape of `docker.sock`, a database's, an agent's): reached with the
+/// host's network, out of reach with `none`, `loopback` and `allow` (the namespace does not cover the filesystem;
+/// the command may not make a Unix socket at all then), while `socketpair` (a pair of its own) still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_unix_sockets_are_out_of_reach_without_the_host_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            use std::io::Write;
+            let _ = s.write_all(b"host-socket-answered\n");
+        }
+    });
+    // World-writable, as many such sockets are: the permission is not what stops the command.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let connect = format!(
+        "python3 -c \"
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.connect('{}')
+print(s.recv(100).decode().strip())
+\" 2>&1 | tail -1",
+        path.display()
+    );
+    let pair = "python3 -c \"
+import socket
+a, b = socket.socketpair(); a.send(b'pair'); print(b.recv(4).decode())
+\"";
+    for (name, config) in configs() {
+        if name == "no namespaces" && !shellward_test_support::is_root() {
+            continue; // no network namespace without privilege there (the start is refused, tested above)
+        }
+        let ex = Executor::new(config).unwrap();
+        let mark = new_mark();
+        let run = |command: String, network| {
+            let ex = &ex;
+            let mut p = plan(&command, &mark, None, network);
+            if network == Network::Allow {
+                p.confinement.allow = vec!["example.invalid".into()];
+            }
+            async move { ex.execute(p).await.unwrap() }
+        };
+        let r = run(connect.clone(), Network::Host).await;
+        assert_eq!(r.output.text, "host-socket-answered\n", "{name}: {r:?}");
+        for network in [Network::None, Network::Loopback, Network::Allow] {
+            let r = run(connect.clone(), network).await;
+            assert!(
+                !r.output.text.contains("answered") && r.output.text.contains("PermissionError"),
+                "{name} {network:?}: {r:?}"
+            );
+            let r = run(pair.into(), network).await;
+            assert_eq!(r.output.text, "pair\n", "{name} {network:?}: {r:?}");
+        }
+        ex.shutdown().await;
+        assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+    }
+}
+
 /// A session's loopback is the session's: a server one `loopback` command starts in the background is reached by the
 /// next `loopback` command of the same session (as in one terminal), never by another session's; an allow-list
 /// network is shared the same way, per list.

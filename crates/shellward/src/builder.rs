@@ -163,12 +163,9 @@ impl ShellwardBuilder {
                  set [executor] workdir to the project's directory"
             );
         }
-        // Beside the executor's log directory, made and swept as that is: the next executor started there removes
-        // it if this instance is killed before its shutdown.
-        let cwd_dir = executor
-            .log_dir()
-            .parent()
-            .and_then(|parent| shellward_exec::PrivateDir::create_in(parent).ok());
+        // In the log directories' parent (outside the log root commands cannot see), made and swept as a log directory
+        // is: the next executor started there removes it if this instance is killed before its shutdown.
+        let cwd_dir = shellward_exec::PrivateDir::create_in(executor.private_dir_parent()).ok();
         let mut plan_confinement = self.config.confinement.for_command(&base_workdir);
         if let (Some(paths), Some(dir)) = (plan_confinement.writable.as_mut(), &cwd_dir) {
             // Where a command reports its last directory (see `cwd_trap`).

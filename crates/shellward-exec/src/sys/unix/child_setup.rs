@@ -53,7 +53,7 @@ const SYSTEM_READ_ONLY: &[&str] = &[
 ];
 
 /// The executor's preparation of every command's set-up (see the module docs).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Hardening {
     /// Bit `n` set: drop capability `n` from the bounding set (0 where the executor cannot, i.e. is not root).
     drop_caps: u64,
@@ -64,6 +64,14 @@ pub(crate) struct Hardening {
     /// What covers a hidden file: a unix socket's node in the log directory, which no one can open (`ENXIO`), so a
     /// read fails instead of reading empty; `/dev/null` where it cannot be made.
     cover: CString,
+    /// Ancestors of the host's own files, made mount points so no name leading to them can be renamed or replaced
+    /// (`host_mounts`), shallow first.
+    pins: Vec<CString>,
+    /// The per-user root of every executor's log directory, covered in a sandbox; none without a log directory.
+    log_root: Option<CString>,
+    /// The session's own log directory to bind back under the covered root (set per sandbox by
+    /// [`Hardening::for_session_logs`]); without it the whole root is hidden.
+    logs: Option<super::host_mounts::LogView>,
 }
 
 /// Why a child's set-up failed: the step and the `errno`.
@@ -97,6 +105,10 @@ pub(crate) const STEP_SECCOMP: i32 = 9;
 pub(crate) const STEP_READ_ONLY: i32 = 100;
 /// Hiding path `n` failed: this plus `n`.
 pub(crate) const STEP_HIDDEN: i32 = 100_000;
+/// Pinning ancestor `n` of the host's files failed: this plus `n`.
+pub(crate) const STEP_PIN: i32 = 200_000;
+/// Covering the log root (and binding the session's own logs back) failed.
+pub(crate) const STEP_LOGS: i32 = 10;
 
 impl Hardening {
     /// Prepares the set-up from the executor's settings; `log_dir` is the executor's log directory.
@@ -134,9 +146,22 @@ impl Hardening {
         };
         let mut paths: Vec<PathBuf> = SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect();
         paths.extend(cgroup_mounts_outside_sys());
-        paths.extend(log_dir.map(Path::to_path_buf));
         paths.extend(config.read_only_paths.iter().cloned());
         let read_only = c_paths("read_only_paths", paths)?;
+        // The log directory sits in a per-user root of every executor's (`logdir`): the sandbox covers that.
+        let log_root = log_dir.and_then(Path::parent).map(Path::to_path_buf);
+        let protected: Vec<PathBuf> = config
+            .read_only_paths
+            .iter()
+            .filter(|p| p.is_absolute())
+            .cloned()
+            .chain(log_root.clone())
+            .collect();
+        let log_root = log_root.and_then(|p| CString::new(p.into_os_string().into_vec()).ok());
+        let pins = c_paths(
+            "read_only_paths",
+            super::host_mounts::ancestors_to_pin(&protected, super::host_mounts::is_mount_root),
+        )?;
         let hidden = c_paths("hidden_paths", config.hidden_paths.iter().cloned())?;
         let cover = log_dir
             .map(|d| d.join(".hidden"))
@@ -152,7 +177,23 @@ impl Hardening {
             read_only,
             hidden,
             cover,
+            pins,
+            log_root,
+            logs: None,
         })
+    }
+
+    /// This hardening for the sandbox of a session whose logs are in `own` (under the log root): that directory alone
+    /// stays visible (read-only) under the covered root.
+    pub(crate) fn for_session_logs(&self, own: &Path) -> Hardening {
+        let mut h = self.clone();
+        h.logs = h.log_root.as_deref().and_then(|root| {
+            super::host_mounts::LogView::new(
+                Path::new(std::ffi::OsStr::from_bytes(root.to_bytes())),
+                own,
+            )
+        });
+        h
     }
 
     /// Nothing beyond `no_new_privs`: for tests of the spawn path itself.
@@ -163,6 +204,9 @@ impl Hardening {
             read_only: Vec::new(),
             hidden: Vec::new(),
             cover: c"/dev/null".to_owned(),
+            pins: Vec::new(),
+            log_root: None,
+            logs: None,
         }
     }
 
@@ -182,6 +226,20 @@ impl Hardening {
                 .to_string(),
             STEP_LANDLOCK => "cannot confine the command's writes (Landlock)".to_string(),
             STEP_SECCOMP => "cannot install the command's system-call filter (seccomp)".to_string(),
+            STEP_LOGS => format!(
+                "cannot cover the log directories ({}) in the session's sandbox, keeping only its own",
+                self.log_root
+                    .as_deref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ),
+            n if n >= STEP_PIN => match self.pins.get((n - STEP_PIN) as usize) {
+                Some(p) => format!(
+                    "cannot pin {} (an ancestor of the host's own files) in the command's mount namespace",
+                    p.to_string_lossy()
+                ),
+                None => "cannot pin an ancestor of the host's own files".into(),
+            },
             n if n >= STEP_HIDDEN => match self.hidden.get((n - STEP_HIDDEN) as usize) {
                 Some(p) => format!(
                     "cannot hide {} from the command in its mount namespace",
@@ -230,6 +288,17 @@ impl Hardening {
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 std::ptr::null(),
             );
+            for (i, path) in self.pins.iter().enumerate() {
+                if let Err(errno) = super::host_mounts::pin(path) {
+                    if errno == libc::ENOENT {
+                        continue;
+                    }
+                    return Err(Failure {
+                        step: STEP_PIN + i as i32,
+                        errno,
+                    });
+                }
+            }
             for (i, path) in self.read_only.iter().enumerate() {
                 if let Err(errno) = read_only(path) {
                     if errno == libc::ENOENT {
@@ -248,6 +317,21 @@ impl Hardening {
                     }
                     return Err(Failure {
                         step: STEP_HIDDEN + i as i32,
+                        errno,
+                    });
+                }
+            }
+            // Last: the cover of hidden files is a node in the log directory.
+            let logs = match (&self.logs, &self.log_root) {
+                (Some(view), _) => view.apply(),
+                (None, Some(root)) => hide(root, &self.cover),
+                (None, None) => Ok(()),
+            };
+            match logs {
+                Ok(()) | Err(libc::ENOENT) => {}
+                Err(errno) => {
+                    return Err(Failure {
+                        step: STEP_LOGS,
                         errno,
                     });
                 }
@@ -563,7 +647,7 @@ const AT_RECURSIVE: libc::c_int = 0x8000;
 ///
 /// # Safety
 /// As [`Hardening::mounts`].
-unsafe fn read_only(path: &CStr) -> Result<(), i32> {
+pub(crate) unsafe fn read_only(path: &CStr) -> Result<(), i32> {
     // SAFETY: system calls on a NUL-terminated string and stack memory.
     unsafe {
         let attr = MountAttr {

@@ -71,3 +71,9 @@ pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     crate::logdir::rename_if_absent(from, to)
 }
+
+/// What tells this user's files apart in a directory users share: the effective uid.
+pub(crate) fn user_tag() -> String {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }.to_string()
+}

@@ -10,7 +10,8 @@
 //!   the hook that runs it; [`embedded_init`]: the static init built into this crate, run from a sealed memfd;
 //! - [`limits`]: per-command process-count groups (cgroup v1 `pids`) and `RLIMIT_*`;
 //! - [`child_setup`]: what a command's first process does to itself before exec (read-only mounts, capabilities,
-//!   `no_new_privs`) so the supervisor is out of its reach;
+//!   `no_new_privs`) so the supervisor is out of its reach; [`host_mounts`]: the sandbox's pins of the host files'
+//!   ancestors and its view of the logs (its session's own only);
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
 //! - [`session`]: one sandbox (PID and mount namespace) per session, which its commands start in;
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
@@ -22,6 +23,7 @@ pub(crate) mod child_setup;
 mod embedded_init;
 mod fast_spawn;
 pub(crate) mod files;
+mod host_mounts;
 mod io;
 pub(crate) mod landlock;
 pub(crate) mod limits;
@@ -40,6 +42,7 @@ mod tree;
 mod watchdog;
 
 pub(crate) use super::ContainmentKind;
+pub(crate) use host_mounts::skeleton_of as log_skeleton;
 pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
 pub use nsinit::init_main_if_requested;
 pub(crate) use platform::{Leader, Platform, SpawnSpec};

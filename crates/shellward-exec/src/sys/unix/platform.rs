@@ -128,6 +128,8 @@ pub(crate) struct SpawnSpec {
     pub(crate) stdin: crate::StdinMode,
     /// The session: its commands share one sandbox.
     pub(crate) session: Option<String>,
+    /// The directory of the session's logs: the one log directory its sandbox shows.
+    pub(crate) log_dir: PathBuf,
     /// Where it may write and what network it reaches.
     pub(crate) confinement: crate::plan::Confinement,
 }
@@ -392,7 +394,8 @@ impl Platform {
     /// Spawns `sh -c …` (or the configured shell) as the leader of a new process group, inside a new cgroup when
     /// available, with stdin on /dev/null and stdout/stderr on pipes.
     pub(crate) async fn spawn(&self, mut spec: SpawnSpec) -> io::Result<Spawned> {
-        let syscalls_filtered = !spec.confinement.deny_syscalls.is_empty();
+        let syscalls_filtered = !spec.confinement.deny_syscalls.is_empty()
+            || spec.confinement.network != crate::Network::Host;
         let marker = format!("{}/{}", self.token, spec.name);
         spec.env.push(TREE_VAR.into(), marker.clone().into());
         let cgroup = match &self.root {
@@ -464,7 +467,10 @@ impl Platform {
                     .transpose()
             };
             // The system-call filter, compiled once per deny list; held until the child has installed it.
-            let seccomp = filters.get(&spec.confinement.deny_syscalls)?;
+            let seccomp = filters.get(
+                &spec.confinement.deny_syscalls,
+                spec.confinement.network != crate::Network::Host,
+            )?;
             let seccomp_raw = seccomp.as_ref().map_or((std::ptr::null(), 0), |p| {
                 (p.as_ptr().cast::<libc::c_void>(), p.len())
             });
@@ -534,7 +540,7 @@ impl Platform {
                         candidate.argv0(),
                         &marker,
                         &cache,
-                        &hardening,
+                        &hardening.for_session_logs(&spec.log_dir),
                         user_ns,
                     )?;
                     session::Sandbox::new(pid, pidfd, user_ns)

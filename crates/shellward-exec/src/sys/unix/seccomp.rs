@@ -3,6 +3,13 @@
 //! Landlock ruleset and exec. A denied call fails with `EPERM`; everything else is allowed (the filter covers what
 //! Landlock and the namespaces do not: tracing other processes' memory, kernel interfaces that bypass or widen the
 //! kernel's attack surface).
+//!
+//! A command whose network is not the host's (`none`, `loopback`, `allow`) also may not create a Unix socket
+//! (`socket(AF_UNIX, …)` fails with `EPERM`; `socketpair`, a connected pair of its own, still works): a network
+//! namespace cuts IP and abstract Unix sockets, but a socket at a path (`/var/run/docker.sock`, a database's, an
+//! agent's) is reached through the filesystem, which the namespace does not cover. Seccomp cannot read the address a
+//! `connect` names, so the socket itself is refused; `io_uring`, which could make one without the call, is refused
+//! with it.
 
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 use std::collections::{BTreeMap, HashMap};
@@ -48,17 +55,24 @@ pub(crate) fn number(name: &str) -> Option<libc::c_long> {
     KNOWN.iter().find(|(n, _)| *n == name).map(|(_, nr)| *nr)
 }
 
+/// What a filter refuses: the sorted numbers of its deny list, and whether Unix sockets too.
+type FilterKey = (Vec<libc::c_long>, bool);
+
 /// Compiled filters by deny list (sorted numbers).
 #[derive(Default)]
 pub(crate) struct Filters {
-    built: Mutex<HashMap<Vec<libc::c_long>, Arc<BpfProgram>>>,
+    built: Mutex<HashMap<FilterKey, Arc<BpfProgram>>>,
 }
 
 impl Filters {
-    /// The filter refusing `names` with `EPERM` (`None` for an empty list). An unknown name is an error naming the
-    /// known ones.
-    pub(crate) fn get(&self, names: &[String]) -> io::Result<Option<Arc<BpfProgram>>> {
-        if names.is_empty() {
+    /// The filter refusing `names` with `EPERM`, and with `no_unix_sockets` Unix sockets too (see the module); `None`
+    /// when it would refuse nothing. An unknown name is an error naming the known ones.
+    pub(crate) fn get(
+        &self,
+        names: &[String],
+        no_unix_sockets: bool,
+    ) -> io::Result<Option<Arc<BpfProgram>>> {
+        if names.is_empty() && !no_unix_sockets {
             return Ok(None);
         }
         let mut numbers = Vec::with_capacity(names.len());
@@ -73,22 +87,31 @@ impl Filters {
                 )
             })?);
         }
+        if no_unix_sockets {
+            numbers.extend(IO_URING);
+        }
         numbers.sort_unstable();
         numbers.dedup();
+        let key = (numbers, no_unix_sockets);
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = built.get(&numbers) {
+        if let Some(p) = built.get(&key) {
             return Ok(Some(p.clone()));
         }
+        let numbers = &key.0;
         let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| {
             io::Error::other(format!("no seccomp filter on this architecture: {e}"))
         })?;
         // An empty rule list matches the call whatever its arguments. (`c_long` is `i64` here, `i32` on 32-bit
         // targets: the conversion is needed there.)
         #[allow(clippy::useless_conversion)]
-        let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = numbers
+        let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = numbers
             .iter()
             .map(|&n| (i64::from(n), Vec::new()))
             .collect();
+        if no_unix_sockets {
+            #[allow(clippy::useless_conversion)]
+            rules.insert(i64::from(libc::SYS_socket), vec![unix_domain_rule()?]);
+        }
         let filter = SeccompFilter::new(
             rules,
             SeccompAction::Allow,
@@ -103,7 +126,33 @@ impl Filters {
         if built.len() >= 64 {
             built.clear();
         }
-        built.insert(numbers, program.clone());
+        built.insert(key, program.clone());
         Ok(Some(program))
     }
+}
+
+/// The `io_uring` calls, refused with Unix sockets (a ring can create a socket without `socket(2)`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const IO_URING: [libc::c_long; 3] = [
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const IO_URING: [libc::c_long; 0] = [];
+
+/// `socket(2)`'s first argument (the domain, a 32-bit int) is `AF_UNIX`.
+fn unix_domain_rule() -> io::Result<seccompiler::SeccompRule> {
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let cannot = |e: seccompiler::BackendError| {
+        io::Error::other(format!("cannot build the seccomp filter: {e}"))
+    };
+    let domain = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_UNIX as u64,
+    )
+    .map_err(cannot)?;
+    SeccompRule::new(vec![domain]).map_err(cannot)
 }

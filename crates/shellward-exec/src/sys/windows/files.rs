@@ -54,3 +54,8 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<us
 pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     crate::logdir::rename_if_absent(from, to)
 }
+
+/// What tells this user's files apart in a shared directory; Windows' temporary directory is the user's own.
+pub(crate) fn user_tag() -> String {
+    "user".to_string()
+}

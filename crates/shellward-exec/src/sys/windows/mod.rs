@@ -25,6 +25,13 @@ pub(crate) use platform::{Leader, Platform, SpawnSpec};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
 
+/// No sandbox covers the log root on Windows: no skeleton of it is kept.
+pub(crate) fn log_skeleton(
+    _own: &std::path::Path,
+) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    None
+}
+
 /// Windows has no Landlock: 0.
 pub(crate) fn landlock_abi() -> i32 {
     0

@@ -75,6 +75,8 @@ pub(crate) struct SpawnSpec {
     pub(crate) stdin: crate::StdinMode,
     /// The session (no sandbox of its own on Windows).
     pub(crate) session: Option<String>,
+    /// The directory of the session's logs (no sandbox hides the others on Windows: logged only).
+    pub(crate) log_dir: PathBuf,
     /// Where it may write and what network it reaches.
     pub(crate) confinement: crate::plan::Confinement,
 }
@@ -145,7 +147,7 @@ impl Platform {
             ));
         }
         spec.env.check()?;
-        tracing::debug!(name = %spec.name, session = ?spec.session, "starting in a job object of its own");
+        tracing::debug!(name = %spec.name, session = ?spec.session, log_dir = %spec.log_dir.display(), "starting in a job object of its own");
         let (out_r, out_w) = std::io::pipe()?;
         let (err_r, err_w) = if spec.separate_stderr {
             let (r, w) = std::io::pipe()?;

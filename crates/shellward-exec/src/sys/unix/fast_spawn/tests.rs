@@ -77,6 +77,7 @@ fn signals_the_host_ignores_are_not_ignored_by_the_command() {
         name: "t".into(),
         stdin: Default::default(),
         session: None,
+        log_dir: std::env::temp_dir(),
         confinement: Default::default(),
     };
     let spawned = spawn_spec(
@@ -130,6 +131,7 @@ fn the_resolved_program_is_reused_and_looked_up_again_when_it_moves_or_path_chan
         name: "t".into(),
         stdin: Default::default(),
         session: None,
+        log_dir: std::env::temp_dir(),
         confinement: Default::default(),
     };
     let cache = SpawnCache::default();

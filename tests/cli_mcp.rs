@@ -157,3 +157,107 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
     assert!(status.success(), "{status}");
     assert!(left.is_empty(), "survivors: {left:?}");
 }
+
+/// `notifications/cancelled` for a running foreground `execute` (what a client sends when its user presses Esc):
+/// the command's whole tree is gone within the grace period and a second, the cancelled request gets no answer, the
+/// next call is answered at once, and `process_list` shows nothing left running.
+#[test]
+fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
+    use std::io::{BufRead, Write};
+    use std::time::{Duration, Instant};
+    let mark = new_mark("mcp-cancel");
+    let mut command = Command::new(bin());
+    command.arg("mcp").env(MARK, &mark);
+    let (mut child, mut stdin, stdout) = cli::start_stdio(command);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let reply = || -> serde_json::Value {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the server answers");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    let mut send = |text: &str| {
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    assert!(reply()["result"].is_object());
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300 | sleep 301","timeout":"10m","on_timeout":"kill"}}}"#,
+    );
+    // The server carries the mark too (its commands inherit it): what counts is everything else.
+    let server = child.id() as i32;
+    let commands = || -> Vec<i32> {
+        cli::survivors_now(&mark)
+            .into_iter()
+            .filter(|p| *p != server)
+            .collect()
+    };
+    let started = Instant::now();
+    while commands().len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cancelled_at = Instant::now();
+    send(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed Esc"}}"#,
+    );
+    // The connection serves the next call at once; the first answer is this one's, not the cancelled call's.
+    send(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo next"}}}"#,
+    );
+    let next = reply();
+    assert_eq!(next["id"], 3, "{next}");
+    assert!(
+        next["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("next"),
+        "{next}"
+    );
+    // Gone within the grace period (5 s by default) and a second.
+    while !commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        commands().is_empty(),
+        "still alive after cancel: {:?}",
+        commands()
+    );
+    send(
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"process_list","arguments":{}}}"#,
+    );
+    let list = reply();
+    assert_eq!(list["id"], 4, "{list}");
+    let processes = &list["result"]["structuredContent"]["processes"];
+    assert!(
+        processes
+            .as_array()
+            .is_none_or(|p| p.iter().all(|p| p["running"] != true)),
+        "{list}"
+    );
+    drop(stdin);
+    let status = cli::wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    // Nothing more was written: no answer to the cancelled call, ever.
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(
+        rest.iter().all(|l| !l.contains(r#""id":2"#)),
+        "the cancelled call was answered: {rest:?}"
+    );
+    cli::kill_marked(&mark);
+}

@@ -148,7 +148,7 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let call = match ToolCall::parse(&request.name, args) {
@@ -163,7 +163,20 @@ impl ServerHandler for Server {
         };
         // The text is written for the model (header lines, then the output as plain text); the typed result goes in
         // structuredContent.
-        let result = match self.sw.call_tool(Some(&self.session), call).await {
+        // A call the client cancels (`notifications/cancelled`) stops waiting at once: dropping it stops a foreground
+        // command's whole tree (terminate, grace, kill, as its timeout would); a background process started by an
+        // earlier call is not touched. The reply is dropped on the way out (`mcp_io`), as the specification asks.
+        let outcome = tokio::select! {
+            outcome = self.sw.call_tool(Some(&self.session), call) => outcome,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::new(
+                    rmcp::model::ErrorCode(-32800),
+                    "the request was cancelled by the client",
+                    None,
+                ));
+            }
+        };
+        let result = match outcome {
             Ok(output) => {
                 let text = output.model_text();
                 let mut r = if output.success() {

@@ -10,7 +10,9 @@
 //!   are not an object, are answered `-32602` (invalid params);
 //! - everything else goes to the MCP library unchanged.
 //!
-//! The library's replies and these errors are written to stdout as whole lines, never interleaved.
+//! The library's replies and these errors are written to stdout as whole lines, never interleaved. A request the
+//! client cancelled (`notifications/cancelled` while it runs) gets no reply, as the specification asks: the library
+//! answers every request it was given, so its reply to a cancelled one is dropped here ([`Cancelled`]).
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
@@ -33,9 +35,84 @@ where
     let (to_library, library_in) = tokio::io::duplex(1 << 16);
     let (library_out, from_library) = tokio::io::duplex(1 << 16);
     let (errors_tx, errors_rx) = mpsc::unbounded_channel();
-    tokio::spawn(read_client(input, to_library, errors_tx));
-    tokio::spawn(write_client(from_library, errors_rx, output));
+    let cancelled = Cancelled::default();
+    tokio::spawn(read_client(input, to_library, errors_tx, cancelled.clone()));
+    tokio::spawn(write_client(from_library, errors_rx, output, cancelled));
     (library_in, library_out)
+}
+
+/// The ids (as JSON text) of requests the client cancelled whose reply has not been dropped yet. Bounded: a client
+/// cancelling thousands of requests that had already been answered clears it (at worst one late reply is sent).
+#[derive(Clone, Default)]
+struct Cancelled(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+/// At most this many cancelled ids are remembered.
+const MAX_CANCELLED: usize = 1024;
+
+/// The `id` and `method` of a message, read without building the rest.
+#[derive(serde::Deserialize)]
+struct Head {
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<CancelParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct CancelParams {
+    #[serde(rename = "requestId")]
+    request_id: Option<Value>,
+}
+
+impl Cancelled {
+    fn set(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes what a client line means for cancellations: a cancel marks its request; a new request with a marked
+    /// id (the client reusing it) unmarks it.
+    fn client_sent(&self, line: &[u8]) {
+        let cancels = line.windows(23).any(|w| w == b"notifications/cancelled");
+        if !cancels && self.set().is_empty() {
+            return;
+        }
+        let Ok(head) = serde_json::from_slice::<Head>(line) else {
+            return;
+        };
+        let mut set = self.set();
+        match (head.method.as_deref(), head.id, head.params) {
+            (
+                Some("notifications/cancelled"),
+                None,
+                Some(CancelParams {
+                    request_id: Some(id),
+                }),
+            ) => {
+                if set.len() >= MAX_CANCELLED {
+                    set.clear();
+                }
+                set.insert(id.to_string());
+            }
+            (Some(_), Some(id), _) => {
+                set.remove(&id.to_string());
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the library's `line` is the reply to a cancelled request (then it is not sent, and forgotten).
+    fn drops_reply(&self, line: &[u8]) -> bool {
+        if self.set().is_empty() {
+            return false;
+        }
+        match serde_json::from_slice::<Head>(line) {
+            Ok(Head {
+                id: Some(id),
+                method: None,
+                ..
+            }) => self.set().remove(&id.to_string()),
+            _ => false,
+        }
+    }
 }
 
 /// Reads the client's lines, forwards valid messages, reports invalid ones.
@@ -43,6 +120,7 @@ async fn read_client<R: AsyncRead + Unpin>(
     input: R,
     mut to_library: DuplexStream,
     errors: mpsc::UnboundedSender<String>,
+    cancelled: Cancelled,
 ) {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut line: Vec<u8> = Vec::new();
@@ -89,6 +167,7 @@ async fn read_client<R: AsyncRead + Unpin>(
         let message = std::mem::take(&mut line);
         match check(&message) {
             Ok(()) => {
+                cancelled.client_sent(&message);
                 if to_library.write_all(&message).await.is_err()
                     || to_library.write_all(b"\n").await.is_err()
                 {
@@ -109,6 +188,7 @@ async fn write_client<W: tokio::io::AsyncWrite + Unpin>(
     from_library: DuplexStream,
     mut errors: mpsc::UnboundedReceiver<String>,
     mut output: W,
+    cancelled: Cancelled,
 ) {
     let mut lines = BufReader::new(from_library);
     // `read_until` keeps what it read when the other branch wins, so `line` is cleared only once written.
@@ -118,7 +198,11 @@ async fn write_client<W: tokio::io::AsyncWrite + Unpin>(
         let bytes: Vec<u8> = tokio::select! {
             n = lines.read_until(b'\n', &mut line) => match n {
                 Ok(0) | Err(_) => break,
-                Ok(_) => std::mem::take(&mut line),
+                Ok(_) if cancelled.drops_reply(&line) => {
+                    line.clear();
+                    continue;
+                }
+                Ok(_) => explain_unknown_method(std::mem::take(&mut line)),
             },
             e = errors.recv(), if errors_open => match e {
                 Some(e) => format!("{e}\n").into_bytes(),
@@ -135,6 +219,31 @@ async fn write_client<W: tokio::io::AsyncWrite + Unpin>(
         let _ = output.write_all(format!("{e}\n").as_bytes()).await;
     }
     let _ = output.flush().await;
+}
+
+/// The methods this server answers, for a client that called another.
+const SUPPORTED_METHODS: &str =
+    "initialize, ping, tools/list and tools/call (notifications: initialized, cancelled)";
+
+/// A library reply "method not found" (`-32601`) names only the method: it is made to say what is supported instead.
+/// Every other line passes unchanged (and unparsed).
+fn explain_unknown_method(line: Vec<u8>) -> Vec<u8> {
+    if !line.windows(6).any(|w| w == b"-32601") {
+        return line;
+    }
+    let Ok(mut reply) = serde_json::from_slice::<Value>(&line) else {
+        return line;
+    };
+    let Some(error) = reply.get_mut("error").filter(|e| e["code"] == -32601) else {
+        return line;
+    };
+    let method = error["message"].as_str().unwrap_or_default().to_string();
+    error["message"] = Value::String(format!(
+        "method not found: {method:?} is not supported by shellward; it answers {SUPPORTED_METHODS}"
+    ));
+    let mut out = reply.to_string().into_bytes();
+    out.push(b'\n');
+    out
 }
 
 /// A JSON-RPC error reply.
@@ -242,6 +351,27 @@ mod tests {
         serde_json::from_str::<Value>(reply).unwrap()["error"]["code"]
             .as_i64()
             .unwrap()
+    }
+
+    #[test]
+    fn an_unknown_method_s_reply_says_what_is_supported() {
+        let line = br#"{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"tasks/get"}}
+"#
+        .to_vec();
+        let out: Value = serde_json::from_slice(&super::explain_unknown_method(line)).unwrap();
+        assert_eq!(out["id"], 2);
+        assert_eq!(out["error"]["code"], -32601);
+        let message = out["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("\"tasks/get\"") && message.contains("tools/call"),
+            "{message}"
+        );
+        // Anything else passes byte for byte, a result mentioning the number included.
+        let other =
+            br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"-32601"}]}}
+"#
+            .to_vec();
+        assert_eq!(super::explain_unknown_method(other.clone()), other);
     }
 
     #[test]

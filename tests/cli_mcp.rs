@@ -238,6 +238,12 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
         "still alive after cancel: {:?}",
         commands()
     );
+    // Without a progress token, a command running for seconds sends no progress: the next line is the result.
+    send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo a; sleep 2.2; echo b"}}}"#,
+    );
+    let quiet = reply();
+    assert_eq!(quiet["id"], 5, "{quiet}");
     send(
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"process_list","arguments":{}}}"#,
     );

@@ -111,6 +111,24 @@ async def main(binary):
             r = await s.call_tool("execute", {"command": "echo still-here"})
             check(data(r)["output"] == "still-here\n", "still answering", r)
 
+            # Progress: a call with a progress callback hears about its running command about once a second, with
+            # the elapsed seconds rising and the output's last line.
+            seen = []
+
+            async def on_progress(progress, total, message):
+                seen.append((progress, message or ""))
+
+            r = await s.call_tool(
+                "execute",
+                {"command": "echo first; sleep 2.5; echo second; sleep 2.5; echo done"},
+                progress_callback=on_progress,
+            )
+            check(data(r)["output"].endswith("done\n"), "the reported run ends", r)
+            check(3 <= len(seen) <= 7, "about one notification a second", seen)
+            check(all(b[0] > a[0] for a, b in zip(seen, seen[1:])), "progress rises", seen)
+            check(all("running for" in m for _, m in seen), "elapsed time in each", seen)
+            check(any("first" in m for _, m in seen) and any("second" in m for _, m in seen), "the last line", seen)
+
             # A process left running is stopped when the client disconnects.
             r = await s.call_tool("execute", {"command": "sleep 301", "run_in_background": True})
             check(data(r)["running"], "left running", r)

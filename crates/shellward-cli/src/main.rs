@@ -13,6 +13,7 @@ mod policy_args;
 mod policy_cmd;
 mod policy_kit;
 mod policy_new;
+mod progress;
 mod replay;
 mod run_cmd;
 mod sandbox_cmd;

@@ -166,8 +166,23 @@ impl ServerHandler for Server {
         // A call the client cancels (`notifications/cancelled`) stops waiting at once: dropping it stops a foreground
         // command's whole tree (terminate, grace, kill, as its timeout would); a background process started by an
         // earlier call is not touched. The reply is dropped on the way out (`mcp_io`), as the specification asks.
+        let progress = context.meta.get_progress_token();
+        let work: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+            match (call, progress) {
+                // With a progress token, an `execute` reports while it runs (see `progress`).
+                (ToolCall::Execute(args), Some(token)) => {
+                    Box::pin(crate::progress::execute_reporting(
+                        &self.sw,
+                        &self.session,
+                        args,
+                        token,
+                        context.peer.clone(),
+                    ))
+                }
+                (call, _) => Box::pin(self.sw.call_tool(Some(&self.session), call)),
+            };
         let outcome = tokio::select! {
-            outcome = self.sw.call_tool(Some(&self.session), call) => outcome,
+            outcome = work => outcome,
             () = context.ct.cancelled() => {
                 return Err(ErrorData::new(
                     rmcp::model::ErrorCode(-32800),

@@ -160,7 +160,18 @@ impl Executor {
 
     /// Runs a plan: in the background (returns at once), or in the foreground until it exits or its timeout expires.
     pub async fn execute(&self, plan: ExecPlan) -> Result<ExecResult, ExecError> {
+        self.execute_observed(plan, |_| {}).await
+    }
+
+    /// [`Executor::execute`], telling `started` the process's id as soon as it runs (before a foreground run ends),
+    /// so a host can watch it meanwhile (progress, its output so far).
+    pub async fn execute_observed(
+        &self,
+        plan: ExecPlan,
+        started: impl FnOnce(&ProcessId) + Send,
+    ) -> Result<ExecResult, ExecError> {
         let proc = self.start(&plan).await?;
+        started(&ProcessId::new(proc.id.clone()));
         if plan.background {
             // The start-up window ends at the first of: the command exits (a start-up failure, answered with its
             // exit and output), its tree listens on a port or socket (ready, answered with what it listens on), or

@@ -54,6 +54,7 @@ pub use decided::{Decided, Verdict};
 pub use error::{BuildError, ToolError, ToolErrorKind};
 pub use handle::Process;
 pub use probe::SandboxProbe;
+pub use run::OnStart;
 use shape::{cwd_file, cwd_trap, exit_fields, read_cwd_file, reason_text, shape_execute};
 pub use watch::PolicyWatcher;
 

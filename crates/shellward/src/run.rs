@@ -29,8 +29,22 @@ impl Shellward {
         args: ExecuteArgs,
         env: Vec<(String, String)>,
     ) -> Result<ExecuteResult, ToolError> {
+        self.execute_observed(session, args, env, Box::new(|_| {}))
+            .await
+    }
+
+    /// [`Shellward::execute_with_env`], handing `started` the process's handle as soon as it runs (before a
+    /// foreground run ends): a surface reports progress from it (how long, the last line so far). Not called for a
+    /// denied command, nor for a retry attached to an earlier call's result.
+    pub async fn execute_observed(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        env: Vec<(String, String)>,
+        started: OnStart,
+    ) -> Result<ExecuteResult, ToolError> {
         let Some(token) = args.client_token.clone() else {
-            return self.execute_now(session, args, env).await;
+            return self.execute_now(session, args, env, started).await;
         };
         check_client_token(&token)?;
         let scope = idempotency::TokenScope {
@@ -66,7 +80,7 @@ impl Shellward {
                     let this = self.clone();
                     let owned = session.map(str::to_string);
                     let task = tokio::spawn(async move {
-                        let r = this.execute_now(owned.as_deref(), args, env).await;
+                        let r = this.execute_now(owned.as_deref(), args, env, started).await;
                         if let Ok(result) = &r {
                             first.publish(result.clone());
                         }
@@ -153,6 +167,7 @@ impl Shellward {
         session: Option<&str>,
         args: ExecuteArgs,
         env: Vec<(String, String)>,
+        started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
         // The session's working directory, as its last command left it, unless the call names one (which wins for
         // this call and leaves the session's alone). The policies see it in the request.
@@ -162,7 +177,7 @@ impl Shellward {
             args.workdir = Some(dir.display().to_string());
         }
         let decided = self.decide(session, &args, &env)?;
-        self.run_decided_with(decided, follow).await
+        self.run_decided_with(decided, follow, started).await
     }
 
     /// The working directory `session`'s commands continue in, when one was left and still exists.
@@ -186,7 +201,8 @@ impl Shellward {
     /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
     /// goes to the executor.
     pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
-        self.run_decided_with(decided, false).await
+        self.run_decided_with(decided, false, Box::new(|_| {}))
+            .await
     }
 
     /// [`Shellward::run_decided`]; with `follow`, a foreground command's last working directory becomes its
@@ -195,6 +211,7 @@ impl Shellward {
         &self,
         decided: Decided,
         follow: bool,
+        started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
         let session = decided.session.clone();
         let (plan, notes) = match decided.verdict() {
@@ -233,7 +250,7 @@ impl Shellward {
         let asked = plan.confinement.clone();
         let interactive = plan.stdin.interactive();
         let r = self
-            .start_recorded(plan, background, record, session.clone())
+            .start_recorded(plan, background, record, session.clone(), started)
             .await?;
         let id = r.id.clone();
         if let Some(file) = cwd_file {
@@ -372,7 +389,7 @@ impl Shellward {
         plan.timeout = None;
         plan.startup_wait = None;
         let started = self
-            .start_recorded(plan, background, record, session.clone())
+            .start_recorded(plan, background, record, session.clone(), Box::new(|_| {}))
             .await?;
         Ok(self.process(session.as_deref(), started.id.as_str()))
     }
@@ -397,8 +414,15 @@ impl Shellward {
         background: bool,
         record: Option<Value>,
         session: Option<String>,
+        started: OnStart,
     ) -> Result<ExecResult, ExecError> {
-        let r = self.inner.executor.execute(plan).await;
+        let r = self
+            .inner
+            .executor
+            .execute_observed(plan, |id| {
+                started(self.process(session.as_deref(), id.as_str()))
+            })
+            .await;
         if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
             match &r {
                 Ok(r) => record["process_id"] = serde_json::json!(r.id.as_str()),
@@ -414,6 +438,9 @@ impl Shellward {
         Ok(r)
     }
 }
+
+/// What [`Shellward::execute_observed`] calls with the started process's handle.
+pub type OnStart = Box<dyn FnOnce(Process) + Send>;
 
 /// How many `execute` results client tokens keep at most (the oldest finished go first).
 pub(crate) const MAX_CLIENT_TOKENS: usize = 4096;

@@ -925,7 +925,7 @@ fn usage_errors_exit_2_and_typos_get_a_suggestion() {
     assert_eq!(o.status.code(), Some(0));
 }
 
-/// `config init` writes the README's reference configuration; it checks as written, every commented setting is valid
+/// `config init` writes the manual's reference configuration (`docs/src/configuration.md`); it checks as written, every commented setting is valid
 /// when uncommented (only the ones naming files or variables this machine lacks are refused), and an existing file is
 /// kept unless --force.
 #[test]
@@ -946,9 +946,12 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let written = std::fs::read_to_string(&file).unwrap();
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let section = readme.split("## Configuration file").nth(1).unwrap();
+    let manual = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/src/configuration.md"
+    ))
+    .unwrap();
+    let section = manual.split("# Configuration file").nth(1).unwrap();
     let block = section
         .split("```toml\n")
         .nth(1)
@@ -957,7 +960,7 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
     assert_eq!(
         block.trim_end(),
         written.trim_end(),
-        "the README's reference is not `config init`'s file"
+        "the manual's reference is not `config init`'s file"
     );
     let o = check(&file);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

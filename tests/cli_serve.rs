@@ -1366,7 +1366,14 @@ fn listen_takes_a_host_name_and_a_piped_log_has_no_colour() {
         .unwrap()
         .read_to_string(&mut log)
         .unwrap();
-    assert!(log.contains("no --token"), "the warning is logged: {log}");
+    assert!(log.contains("no token:"), "the warning is logged: {log}");
+    // It names the ways to give a token that do not show it in /proc, not --token.
+    assert!(
+        log.contains("--token-file")
+            && log.contains("SHELLWARD_TOKEN")
+            && !log.contains("set --token"),
+        "{log}"
+    );
     assert!(
         !log.contains('\u{1b}'),
         "colour codes in a piped log: {log:?}"

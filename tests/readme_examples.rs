@@ -1,6 +1,7 @@
-//! The README's shell examples, run as written (with this build's binary for `./target/release/shellward` and a
-//! free port for `localhost:7878`), their output compared with what the README shows. The Rust examples are
-//! compiled by the doc tests of `crates/shellward` (README) and `policies/kit` (authoring guide).
+//! The shell examples of the README and the manual (`docs/src`), run as written (with this build's binary for
+//! `./target/release/shellward` and a free port for `localhost:7878`), their output compared with what they show,
+//! and every chapter's place in the manual's table of contents. The Rust examples are compiled by the doc tests of
+//! `crates/shellward` (README and manual) and `policies/kit` (authoring guide).
 
 // Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
 // holds what every platform shares.
@@ -15,8 +16,68 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The README, then the manual's chapters in the order of its table of contents: the documentation as one text, so
+/// an example is found wherever it lives.
 fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for chapter in chapters() {
+        text.push('\n');
+        text.push_str(&std::fs::read_to_string(root.join("docs/src").join(chapter)).unwrap());
+    }
+    text
+}
+
+/// The manual's chapter files, as `docs/src/SUMMARY.md` lists them.
+fn chapters() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let summary = std::fs::read_to_string(root.join("docs/src/SUMMARY.md")).unwrap();
+    summary
+        .lines()
+        .filter_map(|l| {
+            l.split_once("](")
+                .map(|(_, rest)| rest.trim_end_matches(')').to_string())
+        })
+        .collect()
+}
+
+/// Every chapter file is in the table of contents (an unlisted one is never built), every listed one exists, and the
+/// README stays a page a newcomer reads in minutes: at most 250 lines, the set-up commands in its first 40.
+#[test]
+fn the_manual_lists_every_chapter_and_the_readme_stays_short() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let listed = chapters();
+    let mut files: Vec<String> = std::fs::read_dir(root.join("docs/src"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") && n != "SUMMARY.md")
+        .collect();
+    files.sort();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted, files,
+        "docs/src/SUMMARY.md and the chapter files differ"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.lines().count() <= 250,
+        "the README has {} lines",
+        readme.lines().count()
+    );
+    let first: Vec<&str> = readme.lines().take(40).collect();
+    for command in ["cargo build --release", "cargo test --workspace"] {
+        assert!(
+            first.iter().any(|l| l.starts_with(command)),
+            "{command} is not in the README's first 40 lines"
+        );
+    }
+    // Links from the README into the manual point at files that exist.
+    for link in readme.split("](docs/src/").skip(1) {
+        let file = link.split([')', '#']).next().unwrap();
+        assert!(root.join("docs/src").join(file).exists(), "{file}");
+    }
 }
 
 /// The code blocks of a kind (`sh`, `text`), in order.
@@ -96,9 +157,16 @@ fn sh(line: &str) -> std::process::Output {
 #[test]
 fn the_run_it_examples_print_what_the_readme_shows() {
     let text = readme();
-    let run_it = &blocks(&text, "sh")[0];
-    let lines: Vec<&str> = run_it.lines().collect();
-    assert_eq!(lines[0], "cargo build --release", "{run_it}");
+    let setup = &blocks(&text, "sh")[0];
+    assert!(setup.starts_with("cargo build --release"), "{setup}");
+    let run_it = blocks(&text, "sh")
+        .into_iter()
+        .find(|b| b.contains("run --explain"))
+        .expect("the README's `run` example");
+    // The example's lines after the build the setup block made.
+    let lines: Vec<&str> = std::iter::once("cargo build --release")
+        .chain(run_it.lines())
+        .collect();
     // The sample printed after "The first command above shows".
     let sample = text
         .split("The first command above shows")
@@ -353,4 +421,39 @@ fn the_documented_wit_versions_are_the_hosts() {
     }
     let wit = std::fs::read_to_string(root.join("wit/policy.wit")).unwrap();
     assert!(wit.contains(&format!("package shellward:policy@{current};")));
+}
+
+/// Every configuration block of the manual (` ```toml ` in `docs/src`) is a valid configuration: `config check` passes
+/// it as written, in a directory holding what it names (a drop-in directory `policies.d`), but for the example
+/// registry, which it tries and cannot reach.
+#[test]
+fn every_configuration_block_of_the_manual_checks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut checked = 0;
+    for chapter in chapters() {
+        let text = std::fs::read_to_string(root.join("docs/src").join(&chapter)).unwrap();
+        for (i, block) in blocks(&text, "toml").into_iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("policies.d")).unwrap();
+            let file = dir.path().join("shellward.toml");
+            std::fs::write(&file, &block).unwrap();
+            let out = Command::new(bin())
+                .args(["config", "check", file.to_str().unwrap()])
+                .current_dir(dir.path())
+                .env("AGENT_A_TOKEN", "a-token-for-the-check")
+                .output()
+                .unwrap();
+            // The example registry (`registry.example.com`) cannot be reached from here: the only problem allowed.
+            let err = String::from_utf8_lossy(&out.stderr);
+            let unreachable_example = err.lines().skip(1).all(|l| {
+                l.contains("registry.example.com") && l.contains("cannot reach the registry")
+            });
+            assert!(
+                out.status.success() || (err.lines().count() > 1 && unreachable_example),
+                "{chapter}, block {i}:\n{block}\n{err}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "{checked} blocks");
 }

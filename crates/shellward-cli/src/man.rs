@@ -109,8 +109,8 @@ const SECTIONS: &[(&str, &[&str])] = &[
     (
         "SEE ALSO",
         &[
-            "The README (security model, confinement, configuration reference) and policies/README.md (writing \
-           policies) in shellward's source repository.",
+            "The manual under docs/ (security model, confinement, configuration reference, operations; mdbook build \
+           docs) and policies/README.md (writing policies) in shellward's source repository.",
         ],
     ),
 ];

@@ -62,7 +62,8 @@ pub struct ServeArgs {
     /// Read the bearer token from this file (its first line; keep it 0600).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<std::path::PathBuf>,
-    /// Most connections open at once; further clients wait in the listen backlog until one closes.
+    /// Most connections open at once. A new client past it closes the connection idle longest (connected with no
+    /// request in progress); only when every connection is busy does it wait until one is free.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_connections: usize,
     /// How long a client may take to send a request's headers (idle keep-alive connections are closed after it).
@@ -482,8 +483,9 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
             }
             if !has_token {
                 tracing::warn!(
-                    "no --token: every local user can run commands as this user through {addr}; set --token to \
-                     require one"
+                    "no token: every local user can run commands as this user through {addr}; require one with \
+                     --token-file FILE or SHELLWARD_TOKEN (a --token value is readable by every local user in \
+                     /proc)"
                 );
             }
             let listener = tokio::net::TcpListener::bind(addr)

@@ -74,7 +74,7 @@
 //! max_read_bytes = 65536
 //! list_limit = 100
 //!
-//! [confinement]                   # what each command may touch (see README "Confinement")
+//! [confinement]                   # what each command may touch (manual: docs/src/confinement.md)
 //! network = "host"                # or "loopback" (its session's loopback only) or "none"
 //! writable = ["$WORKDIR", "$TMPDIR", "/tmp", "/var/tmp", "~/.cache"]   # writes only beneath these; or "any"
 //! deny_read = ["~/.ssh", "~/.aws"]   # hidden in every session's sandbox

@@ -80,10 +80,14 @@ pub use shellward_exec::{
     ProcessList, ReadOptions, Session, SignalKind, SignalOutcome,
 };
 
-/// The Rust examples of the project's README, compiled as doc tests so they stay true.
+/// The Rust examples of the manual's chapters that have some, compiled as doc tests so they stay true.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeExamples;
+#[doc = include_str!("../../../docs/src/tools.md")]
+struct ManualToolsExamples;
+/// (See [`ManualToolsExamples`].)
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/src/executor.md")]
+struct ManualExecutorExamples;
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
 use serde_json::Value;
@@ -196,7 +200,7 @@ impl Shellward {
         self.inner.reload()
     }
 
-    /// The metrics in the Prometheus text format (what `GET /metrics` serves); the series are listed in the README.
+    /// The metrics in the Prometheus text format (what `GET /metrics` serves); the series are listed in the manual (docs/src/operations.md).
     pub fn metrics_text(&self) -> String {
         self.inner
             .metrics

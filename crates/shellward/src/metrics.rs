@@ -1,6 +1,6 @@
 //! Prometheus metrics (`GET /metrics` on `serve`): what was decided, what ran, how long it took, reloads.
 //!
-//! Every series is documented in the README. Counters and histograms are updated on the call path (an atomic add
+//! Every series is documented in the manual (docs/src/operations.md). Counters and histograms are updated on the call path (an atomic add
 //! each); the running-processes gauge is read from the executor when scraped.
 
 use prometheus_client::encoding::{EncodeLabelSet, text::encode};

@@ -457,3 +457,35 @@ fn every_configuration_block_of_the_manual_checks() {
     }
     assert!(checked >= 3, "{checked} blocks");
 }
+
+/// The manual's systemd unit (` ```ini `) is one systemd accepts (`systemd-analyze verify`), with this build's binary
+/// for `/usr/local/bin/shellward` and a user this machine has for `agent`. (An end-of-line comment, which systemd
+/// reads as part of the value, made `User=` invalid.)
+#[test]
+fn the_manuals_systemd_unit_verifies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = std::fs::read_to_string(root.join("docs/src/operations.md")).unwrap();
+    let units = blocks(&text, "ini");
+    assert_eq!(units.len(), 1, "the operations chapter's unit");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = dir.path().join("shellward.service");
+    let real = std::fs::canonicalize(bin()).unwrap();
+    std::fs::write(
+        &unit,
+        units[0]
+            .replace("/usr/local/bin/shellward", real.to_str().unwrap())
+            .replace("User=agent", "User=nobody"),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (Debian's systemd package) checks the manual's unit; install it");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        units[0],
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -187,6 +187,65 @@ fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
 
 /// The files that decide what runs — the config, its drop-in policy directory, the compiled-policy cache — are
 /// read-only for commands: one command cannot change what judges the next.
+/// The attack run's route, through `run`: with the default cache (`~/.cache/shellward`, under the writable
+/// `~/.cache`) and a configuration in the working directory (`.shellward/shellward.toml`), a command renames the
+/// directories away to rebuild them with its own key or without the guard. Every rename is refused now, and the next
+/// start still has the guard: `rm -rf /` is denied.
+#[test]
+fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().canonicalize().unwrap().join("home");
+    let work = dir.path().canonicalize().unwrap().join("work");
+    std::fs::create_dir_all(work.join(".shellward")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let config = work.join(".shellward/shellward.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n[executor]\nworkdir = \"{}\"\n",
+            work.display()
+        ),
+    )
+    .unwrap();
+    let shellward = |args: &[&str]| {
+        Command::new(bin())
+            .args(args)
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("SHELLWARD_CACHE_DIR")
+            .env_remove("SHELLWARD_CONFIG")
+            .current_dir(&work)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // A first start makes the cache.
+    let first = shellward(&["run", "--config", config.to_str().unwrap(), "--", "true"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let cache = home.join(".cache/shellward");
+    assert!(cache.join("policies").is_dir());
+    let attack = format!(
+        "mv ~/.cache/shellward ~/.cache/gone && echo cache-renamed; \
+         mv {w}/.shellward {w}/gone && echo config-renamed; \
+         mv {w} {w}-gone && echo workdir-renamed; true",
+        w = work.display()
+    );
+    let out = shellward(&["run", "--config", config.to_str().unwrap(), "--", &attack]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains("renamed"), "{stdout}");
+    assert!(!home.join(".cache/gone").exists() && !work.join("gone").exists());
+    let check = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        "rm -rf /",
+    ]);
+    assert_eq!(check.status.code(), Some(3), "{}", text(&check.stdout));
+}
+
 #[test]
 fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
     let dir = tempfile::tempdir().unwrap();

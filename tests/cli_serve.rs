@@ -1381,3 +1381,44 @@ fn listen_takes_a_host_name_and_a_piped_log_has_no_colour() {
     kill_marked(&mark);
     assert!(survivors(&mark).is_empty());
 }
+
+/// The attack run's route to another session's output, through `serve`: session B reads session A's log file (the
+/// `log_path` A's result names) and searches every log it can find; it finds nothing of A's, while A reads its own.
+#[test]
+fn a_session_cannot_read_another_sessions_output() {
+    let server = Server::start(&[]);
+    let secret = format!("secret-of-a-{}", std::process::id());
+    let (status, a) = post(
+        &server.base,
+        "/v1/tools/execute",
+        Some("agent-a"),
+        json!({"command": format!("echo {secret}")}),
+    );
+    assert_eq!(status, 200, "{a}");
+    let log = a["log_path"].as_str().expect("a log path").to_string();
+    let (_, own) = post(
+        &server.base,
+        "/v1/tools/execute",
+        Some("agent-a"),
+        json!({"command": format!("cat {log}")}),
+    );
+    assert!(own["output"].as_str().unwrap().contains(&secret), "{own}");
+    let root = std::path::Path::new(&log)
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .to_path_buf();
+    let search = format!(
+        "cat {log}; grep -rs {secret} {} /tmp /run 2>/dev/null | head -3; echo searched",
+        root.display()
+    );
+    let (_, b) = post(
+        &server.base,
+        "/v1/tools/execute",
+        Some("agent-b"),
+        json!({"command": search}),
+    );
+    let seen = b["output"].as_str().unwrap();
+    assert!(seen.contains("searched") && !seen.contains(&secret), "{b}");
+    server.stop();
+}

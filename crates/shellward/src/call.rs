@@ -1,7 +1,9 @@
 //! The doors to the tools by name: a typed [`ToolCall`] in, a typed [`ToolOutput`] out ([`Shellward::call_tool`]),
 //! and the JSON form of the same for surfaces that speak JSON ([`Shellward::call`]).
 
-use super::*;
+use crate::tools;
+use crate::{Shellward, ToolError};
+use serde_json::Value;
 use tools::{ToolCall, ToolOutput};
 
 impl Shellward {

@@ -89,13 +89,12 @@
 //! min_rate = 1024                 # bytes/s each answer must average over 15 s (0: no minimum)
 //! ```
 
-use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
-use shellward_policy::duration::parse_millis;
+use shellward_exec::ExecutorConfig;
 
 /// A minute and an hour, for the upper bounds of duration settings.
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
-use shellward_policy::{FaultMode, InstanceMode, Policy, PolicyChain, PolicyEngine, SandboxConfig};
+use shellward_policy::{FaultMode, Policy, PolicyChain, PolicyEngine, SandboxConfig};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

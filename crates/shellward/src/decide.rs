@@ -1,7 +1,13 @@
 //! The one mapping of an `execute` call to a plan: its arguments checked, the policy chain's request built, the
 //! chain run, and its outcome turned into what the executor runs ([`Decided`]).
 
-use super::*;
+use crate::tools::{self, ExecuteArgs};
+use crate::{Decided, Shellward, ToolError, confinement};
+use shellward_exec::{ExecPlan, Session, StdinMode, TimeoutAction};
+use shellward_policy::duration::{ACCEPTED_FORMS, parse_millis};
+use shellward_policy::{OnTimeout, Outcome, Request};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 impl Shellward {
     /// Validates `execute` arguments and runs the policy chain on them, without running anything. `env` is extra

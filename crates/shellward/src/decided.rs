@@ -1,7 +1,9 @@
 //! What the policy chain decided for one `execute` call ([`Decided`]) and the form every surface acts on
 //! ([`Verdict`]).
 
-use super::*;
+use crate::shape::reason_text;
+use shellward_exec::ExecPlan;
+use shellward_policy::{Decision, Outcome, Request};
 
 /// What the policy chain decided for an `execute` call, and the plan the executor would run.
 #[derive(Debug, Clone)]

@@ -49,13 +49,11 @@ pub use active::{PolicyFailure, PolicyStatus, PolicySummary};
 pub use audit::{AuditConfig, RECORD_VERSION, request_from_record, request_json};
 pub use builder::ShellwardBuilder;
 pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
-use decide::{check_text, parse_duration};
 pub use decided::{Decided, Verdict};
 pub use error::{BuildError, ToolError, ToolErrorKind};
 pub use handle::Process;
 pub use probe::SandboxProbe;
 pub use run::OnStart;
-use shape::{cwd_file, cwd_trap, exit_fields, read_cwd_file, reason_text, shape_execute};
 pub use watch::PolicyWatcher;
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
@@ -90,17 +88,11 @@ struct ManualToolsExamples;
 struct ManualExecutorExamples;
 pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
 
-use serde_json::Value;
-use shellward_exec::{ExecError, ExecResult, StdinMode};
-use shellward_policy::duration::{ACCEPTED_FORMS, format_millis, parse_millis};
-use shellward_policy::{OnTimeout, Outcome, Request};
-use std::path::{Path, PathBuf};
+use shellward_policy::duration::format_millis;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tools::{
-    ExecuteArgs, ExecuteResult, ProcessEntry, ProcessInputArgs, ProcessListArgs, ProcessListResult,
-    ProcessOutputArgs, ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, SignalName,
-};
+use tools::ExecuteResult;
 
 struct Inner {
     drain: Duration,

@@ -1,6 +1,14 @@
 //! The tools that work on a started process: `process_output`, `process_input`, `process_list`, `process_signal`.
 
-use super::*;
+use crate::decide::{check_text, parse_duration};
+use crate::shape::exit_fields;
+use crate::tools::{
+    ProcessEntry, ProcessInputArgs, ProcessListArgs, ProcessListResult, ProcessOutputArgs,
+    ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, SignalName,
+};
+use crate::{INPUT_LIMIT, Shellward, ToolError};
+use shellward_exec::{ReadOptions, Session, SignalKind};
+use shellward_policy::duration::format_millis;
 
 impl Shellward {
     /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.

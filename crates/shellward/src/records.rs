@@ -1,7 +1,11 @@
 //! What the facade writes to the audit log: a decision record (with the request, for replays) and how a started
 //! process ended.
 
-use super::*;
+use crate::shape::exit_fields;
+use crate::{Decided, Shellward, audit};
+use serde_json::Value;
+use shellward_exec::{ExecResult, ReadOptions, Session, TimeoutAction};
+use shellward_policy::Outcome;
 
 impl Shellward {
     /// The audit record of a decision (the process id is added once it started).

@@ -2,7 +2,17 @@
 //! foreground or background run shaped for the model, a tracked start for hosts that stream (`shellward run`,
 //! Coder's routes), and the audit record and metrics of every start and every deny.
 
-use super::*;
+use crate::decide::check_text;
+use crate::shape::{cwd_file, cwd_trap, exit_fields, exit_sentence, read_cwd_file, shape_execute};
+use crate::tools::{ExecuteArgs, ExecuteResult};
+use crate::{
+    Decided, Process, Shellward, ToolError, ToolErrorKind, Verdict, confinement, idempotency,
+};
+use serde_json::Value;
+use shellward_exec::{ExecError, ExecPlan, ExecResult, ProcessId, ReadOptions, Session};
+use shellward_policy::duration::format_millis;
+use std::path::PathBuf;
+use std::time::Duration;
 
 impl Shellward {
     /// `execute`: runs the policy chain, then the executor.
@@ -149,11 +159,7 @@ impl Shellward {
             r.signal = signal;
             notes.push(format!(
                 "{id} has ended since ({}); read its output with process_output.",
-                match (&r.exit_code, &r.signal) {
-                    (Some(c), _) => format!("exit code {c}"),
-                    (None, Some(s)) => format!("signal {s}"),
-                    _ => "unknown status".into(),
-                }
+                exit_sentence(r.exit_code, r.signal.as_deref())
             ));
         }
         notes.append(&mut r.notes);
@@ -297,11 +303,7 @@ impl Shellward {
         if let Some(window) = startup
             && !result.running
         {
-            let how = match (&result.exit_code, &result.signal) {
-                (Some(c), _) => format!("exit code {c}"),
-                (None, Some(s)) => format!("signal {s}"),
-                _ => "an unknown status".into(),
-            };
+            let how = exit_sentence(result.exit_code, result.signal.as_deref());
             result.notes.push(format!(
                 "It exited during start-up (within {}) with {how}, so it is not running in the background; its \
                  output is above.",
@@ -356,11 +358,7 @@ impl Shellward {
             result.background_process_id = None;
             result.notes.push(format!(
                 "It ended before any input was written ({}); its output is above.",
-                match (&exit_code, &result.signal) {
-                    (Some(c), _) => format!("exit code {c}"),
-                    (None, Some(s)) => format!("signal {s}"),
-                    _ => "unknown status".into(),
-                }
+                exit_sentence(exit_code, result.signal.as_deref())
             ));
         }
         Ok(())

@@ -1,6 +1,8 @@
 //! Tests of the configuration file: parsing, problems with their key paths, loading.
 
 use super::*;
+use shellward_exec::ContainmentPreference;
+use shellward_policy::InstanceMode;
 
 fn problems(text: &str) -> Vec<String> {
     match Config::parse(text, Path::new("/nonexistent-base")) {

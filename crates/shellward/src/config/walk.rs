@@ -1,7 +1,15 @@
 //! The walk over a configuration file's TOML table: every section and key checked, each problem recorded with its key
 //! path, so one pass reports them all.
 
-use super::*;
+use super::{
+    AuthEntry, Config, HOUR, MINUTE, PolicyEntry, PolicySource, Problem, ToolLimits, type_name,
+    valid_session,
+};
+use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
+use shellward_policy::duration::parse_millis;
+use shellward_policy::{InstanceMode, SandboxConfig};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 mod confinement;
 

@@ -267,3 +267,174 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
     );
     cli::kill_marked(&mark);
 }
+
+/// MCP tasks on the 2026-07-28 wire, for a client that declares the extension in each request's `_meta`: the server
+/// lists it in `server/discover`; an `execute` still running after a second is answered with a task; `tasks/get`
+/// says how it goes and, once done, carries the very result `execute` returns; `tasks/cancel` stops a task's whole
+/// tree (proven from /proc); `tasks/update` writes to an interactive command's input; an unknown task is an error.
+#[test]
+fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
+    use std::io::{BufRead, Write};
+    use std::time::{Duration, Instant};
+    let mark = new_mark("mcp-tasks");
+    let mut command = Command::new(bin());
+    command.arg("mcp").env(MARK, &mark);
+    let (mut child, mut stdin, stdout) = cli::start_stdio(command);
+    let server = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    let mut next_id = 0;
+    let mut call = |method: &str, mut params: serde_json::Value| -> serde_json::Value {
+        next_id += 1;
+        params["_meta"] = meta.clone();
+        let message = serde_json::json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let reply = rx.recv_timeout(Duration::from_secs(20)).expect("an answer");
+            if reply["id"] == next_id {
+                return reply;
+            }
+        }
+    };
+    let discover = call("server/discover", serde_json::json!({}));
+    assert!(
+        discover["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{discover}"
+    );
+    // A quick call is answered as always.
+    let quick = call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": "echo quick"}}),
+    );
+    assert_eq!(
+        quick["result"]["structuredContent"]["output"], "quick\n",
+        "{quick}"
+    );
+    // A long one becomes a task, polled to its result.
+    let created = call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": "echo one; sleep 2; echo two"}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    let working = call("tasks/get", serde_json::json!({"taskId": task}));
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    assert!(
+        working["result"]["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("running for"),
+        "{working}"
+    );
+    let started = Instant::now();
+    let done = loop {
+        let got = call("tasks/get", serde_json::json!({"taskId": task}));
+        if got["result"]["status"] != "working" {
+            break got;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "{got}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["result"]["structuredContent"]["output"], "one\ntwo\n",
+        "{done}"
+    );
+    // Cancel stops the tree.
+    let created = call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": "sleep 300 | sleep 301", "timeout": "10m"}}),
+    );
+    let task = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    let commands = || -> Vec<i32> {
+        cli::survivors_now(&mark)
+            .into_iter()
+            .filter(|p| *p != server)
+            .collect()
+    };
+    assert!(commands().len() >= 2, "{:?}", commands());
+    let cancelled_at = Instant::now();
+    let ack = call("tasks/cancel", serde_json::json!({"taskId": task}));
+    assert!(ack["result"].is_object(), "{ack}");
+    while !commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        commands().is_empty(),
+        "alive after tasks/cancel: {:?}",
+        commands()
+    );
+    let got = call("tasks/get", serde_json::json!({"taskId": task}));
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    // Input to an interactive command that is waiting for it.
+    let created = call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {
+            "command": "for i in 1 2 3; do echo tick $i; sleep 0.6; done; read line; echo got:$line",
+            "interactive": true,
+        }}),
+    );
+    let task = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    let started = Instant::now();
+    let done = loop {
+        let got = call("tasks/get", serde_json::json!({"taskId": task}));
+        if got["result"]["status"] != "working" {
+            break got;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "{got}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let id = done["result"]["result"]["structuredContent"]["process_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{done}"))
+        .to_string();
+    let ack = call(
+        "tasks/update",
+        serde_json::json!({"taskId": task, "inputResponses": {"stdin": "hello\n"}}),
+    );
+    assert!(ack["result"].is_object(), "{ack}");
+    let out = call(
+        "tools/call",
+        serde_json::json!({"name": "process_output", "arguments": {"process_id": id, "wait": "5s"}}),
+    );
+    assert!(
+        out["result"]["structuredContent"]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("got:hello"),
+        "{out}"
+    );
+    let unknown = call("tasks/get", serde_json::json!({"taskId": "task-nope"}));
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no task"),
+        "{unknown}"
+    );
+    drop(stdin);
+    let status = cli::wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    kill_marked(&mark);
+}

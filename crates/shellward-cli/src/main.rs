@@ -21,6 +21,7 @@ mod serve;
 mod service;
 mod state;
 mod sys;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -4,9 +4,9 @@ use crate::service::{ServiceArgs, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -111,6 +111,8 @@ struct Server {
     sw: Shellward,
     session: String,
     tools: Arc<Vec<Tool>>,
+    /// The connection's MCP tasks (for a client that declared the extension).
+    tasks: crate::tasks::Tasks,
 }
 
 fn as_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -132,9 +134,14 @@ fn tools() -> Vec<Tool> {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("shellward", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("shellward", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -166,23 +173,35 @@ impl ServerHandler for Server {
         // A call the client cancels (`notifications/cancelled`) stops waiting at once: dropping it stops a foreground
         // command's whole tree (terminate, grace, kill, as its timeout would); a background process started by an
         // earlier call is not touched. The reply is dropped on the way out (`mcp_io`), as the specification asks.
+        let tasks_declared = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
         let progress = context.meta.get_progress_token();
         let work: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
             match (call, progress) {
-                // With a progress token, an `execute` reports while it runs (see `progress`).
-                (ToolCall::Execute(args), Some(token)) => {
-                    Box::pin(crate::progress::execute_reporting(
-                        &self.sw,
-                        &self.session,
-                        args,
-                        token,
-                        context.peer.clone(),
-                    ))
+                // A client that takes tasks: a long `execute` becomes one (see `tasks`).
+                (ToolCall::Execute(args), _) if tasks_declared => {
+                    Box::pin(async move { self.tasks.execute(&self.sw, &self.session, args).await })
                 }
-                (call, _) => Box::pin(self.sw.call_tool(Some(&self.session), call)),
+                // With a progress token, an `execute` reports while it runs (see `progress`).
+                (ToolCall::Execute(args), Some(token)) => Box::pin(async move {
+                    crate::tasks::Started::Done(
+                        crate::progress::execute_reporting(
+                            &self.sw,
+                            &self.session,
+                            args,
+                            token,
+                            context.peer.clone(),
+                        )
+                        .await,
+                    )
+                }),
+                (call, _) => Box::pin(async move {
+                    crate::tasks::Started::Done(self.sw.call_tool(Some(&self.session), call).await)
+                }),
             };
-        let outcome = tokio::select! {
-            outcome = work => outcome,
+        let started = tokio::select! {
+            started = work => started,
             () = context.ct.cancelled() => {
                 return Err(ErrorData::new(
                     rmcp::model::ErrorCode(-32800),
@@ -191,20 +210,59 @@ impl ServerHandler for Server {
                 ));
             }
         };
-        let result = match outcome {
-            Ok(output) => {
-                let text = output.model_text();
-                let mut r = if output.success() {
-                    CallToolResult::success(vec![ContentBlock::text(text)])
-                } else {
-                    CallToolResult::error(vec![ContentBlock::text(text)])
-                };
-                r.structured_content = Some(output.to_json());
-                r
-            }
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.model_text())]),
-        };
-        Ok(result.into())
+        Ok(match started {
+            crate::tasks::Started::Done(outcome) => tool_result(outcome).into(),
+            crate::tasks::Started::Task(task) => task.into(),
+        })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks
+            .get(&request.task_id)
+            .await
+            .map(GetTaskResult::new)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update(&request.task_id, request.input_responses)
+            .await
+    }
+}
+
+/// A tool's outcome as MCP answers it: the text written for the model (header lines, then the output as plain
+/// text), and the typed result in `structuredContent`; an error as an error result the model reads.
+pub fn tool_result(
+    outcome: Result<shellward::tools::ToolOutput, shellward::ToolError>,
+) -> CallToolResult {
+    match outcome {
+        Ok(output) => {
+            let text = output.model_text();
+            let mut r = if output.success() {
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            } else {
+                CallToolResult::error(vec![ContentBlock::text(text)])
+            };
+            r.structured_content = Some(output.to_json());
+            r
+        }
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.model_text())]),
     }
 }
 
@@ -236,6 +294,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
             sw: sw.clone(),
             session,
             tools: Arc::new(tools()),
+            tasks: crate::tasks::Tasks::default(),
         };
         let outcome = async {
             let running = server

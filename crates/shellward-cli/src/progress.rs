@@ -61,7 +61,7 @@ pub async fn execute_reporting(
 }
 
 /// The last non-empty line of `process`'s output so far, shortened.
-async fn last_line(process: &Process) -> Option<String> {
+pub async fn last_line(process: &Process) -> Option<String> {
     let read = process.read(&ReadOptions::view()).await.ok()?;
     let text = read.view?.text;
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();

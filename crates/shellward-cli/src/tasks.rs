@@ -4,8 +4,9 @@
 //! `completed` with the very result `execute` returns), `tasks/cancel` stops its whole tree (as a cancelled call
 //! does), and `tasks/update` writes to an interactive command's input (`inputResponses: {"stdin": "text"}`).
 //!
-//! Tasks belong to the connection (the session) that made them, at most [`MAX_TASKS`] unfinished at once, and are
-//! forgotten [`KEEP_ENDED`] after they end (swept when tasks are next touched: no timer runs while idle). Clients
+//! Tasks belong to the connection (the session) that made them, at most [`MAX_TASKS`] unfinished at once and
+//! [`MAX_KEPT`] in all, and are forgotten [`KEEP_ENDED`] after they end (swept when tasks are next touched: no timer
+//! runs while idle). Clients
 //! that did not declare the extension never see a task.
 
 use rmcp::ErrorData;
@@ -25,6 +26,9 @@ pub const TASK_AFTER: Duration = Duration::from_secs(1);
 pub const MAX_TASKS: usize = 64;
 /// How long an ended task's result stays readable.
 pub const KEEP_ENDED: Duration = Duration::from_secs(600);
+/// Most tasks a connection keeps, ended ones included: past it the oldest ended one is forgotten early (each holds a
+/// result), so a client making tasks in a loop cannot grow the server's memory without bound.
+pub const MAX_KEPT: usize = 256;
 /// How often a client is asked to poll.
 const POLL_MS: u64 = 1000;
 
@@ -65,9 +69,29 @@ impl Tasks {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Removes the tasks that ended more than [`KEEP_ENDED`] ago.
+    /// Removes the tasks that ended more than [`KEEP_ENDED`] ago, and the oldest ended ones past [`MAX_KEPT`].
     fn sweep(map: &mut HashMap<String, Entry>) {
-        map.retain(|_, e| e.ended.is_none_or(|at| at.elapsed() < KEEP_ENDED));
+        Self::sweep_at(map, Instant::now());
+    }
+
+    /// [`Tasks::sweep`] as of `now`.
+    fn sweep_at(map: &mut HashMap<String, Entry>, now: Instant) {
+        map.retain(|_, e| {
+            e.ended
+                .is_none_or(|at| now.saturating_duration_since(at) < KEEP_ENDED)
+        });
+        while map.len() >= MAX_KEPT {
+            let oldest = map
+                .iter()
+                .filter_map(|(id, e)| e.ended.map(|at| (at, id.clone())))
+                .min();
+            match oldest {
+                Some((_, id)) => {
+                    map.remove(&id);
+                }
+                None => break,
+            }
+        }
     }
 
     /// Runs `args` in `session`; a call still running after [`TASK_AFTER`] becomes a task of this connection.
@@ -316,4 +340,53 @@ fn detailed(id: &str, e: &Entry, message: Option<String>) -> DetailedTask {
     };
     let task = task_wire(id, payload.status(), e.created, e.updated, message);
     DetailedTask::new(task, payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(ended: Option<Instant>) -> Entry {
+        let now = chrono::Utc::now();
+        Entry {
+            created: now,
+            updated: now,
+            state: State::Cancelled,
+            ended,
+            abort: tokio::spawn(async {}).abort_handle(),
+            process: None,
+            started: Instant::now(),
+        }
+    }
+
+    /// A client making tasks in a loop keeps at most MAX_KEPT of them: the oldest ended ones go first, unfinished
+    /// ones never; ended ones past KEEP_ENDED go at the next sweep.
+    #[tokio::test]
+    async fn the_kept_tasks_are_bounded_oldest_ended_first() {
+        let mut map = HashMap::new();
+        let base = Instant::now();
+        for i in 0..MAX_KEPT + 10 {
+            let ended = (i % 2 == 0).then(|| base + Duration::from_millis(i as u64));
+            map.insert(format!("t{i}"), entry(ended));
+        }
+        Tasks::sweep(&mut map);
+        assert!(map.len() < MAX_KEPT, "{}", map.len());
+        assert!(
+            !map.contains_key("t0") && !map.contains_key("t2"),
+            "the oldest ended go first"
+        );
+        assert!(
+            (0..MAX_KEPT + 10)
+                .filter(|i| i % 2 == 1)
+                .all(|i| map.contains_key(&format!("t{i}")))
+        );
+        let mut old = HashMap::new();
+        old.insert(
+            "gone".to_string(),
+            entry(Instant::now().checked_sub(KEEP_ENDED + Duration::from_secs(1))),
+        );
+        old.insert("running".to_string(), entry(None));
+        Tasks::sweep(&mut old);
+        assert_eq!(old.keys().collect::<Vec<_>>(), ["running"]);
+    }
 }

@@ -257,8 +257,35 @@ fn ignore_existing(e: io::Error) -> io::Result<()> {
 /// The per-user root under `parent` (see the module), made when missing. One that is not this user's own directory
 /// (another user's, a link, a file: planted in a shared temporary directory) is refused, never used or removed.
 fn user_root(parent: &Path) -> io::Result<PathBuf> {
-    let root = parent.join(format!("{ROOT_PREFIX}{}", files::user_tag()));
-    match files::create_private_dir(&root) {
+    let shared = parent.join(format!("{ROOT_PREFIX}{}", files::user_tag()));
+    match claim_root(&shared, parent) {
+        Ok(()) => Ok(shared),
+        // Planted by someone else (in a temporary directory users share): not a reason to fail; a root of this
+        // executor's own instead (its sandboxes still cover it; other instances' roots are the shared one's loss).
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            tracing::warn!(target: "shellward::notice", "{e}; using a log root of this instance's own");
+            for _ in 0..16 {
+                let own = parent.join(format!(
+                    "{ROOT_PREFIX}{}-{}",
+                    files::user_tag(),
+                    random_name(12)?
+                ));
+                match files::create_private_dir(&own) {
+                    Ok(()) => return Ok(own),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(io::Error::other("no free log root name"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes `root` this user's private directory when missing; an error `PermissionDenied` when something else is
+/// there (a link, a file, another user's directory).
+fn claim_root(root: &Path, parent: &Path) -> io::Result<()> {
+    match files::create_private_dir(root) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => {
@@ -272,7 +299,7 @@ fn user_root(parent: &Path) -> io::Result<PathBuf> {
             ));
         }
     }
-    let meta = fs::symlink_metadata(&root)?;
+    let meta = fs::symlink_metadata(root)?;
     if !meta.is_dir() || !files::owned_by_me(&meta) {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -284,8 +311,7 @@ fn user_root(parent: &Path) -> io::Result<PathBuf> {
         ));
     }
     // Ours: owner-only, whatever mode it was left with.
-    files::make_private_dir(&root)?;
-    Ok(root)
+    files::make_private_dir(root)
 }
 
 /// Makes `dir` exactly 0700 (the umask may have narrowed the mode, never widened it), then creates its `lock` file and
@@ -341,6 +367,15 @@ pub(crate) fn sweep_stale(parent: &Path) -> usize {
         let Some(name) = name.to_str() else {
             continue;
         };
+        // A log root of an instance's own (the shared one was planted): its stale directories, then itself if empty.
+        if name.starts_with(&format!("{ROOT_PREFIX}{}-", files::user_tag())) {
+            let path = entry.path();
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && files::owned_by_me(&m)) {
+                removed += sweep_stale(&path);
+                let _ = fs::remove_dir(&path);
+            }
+            continue;
+        }
         let (rest, staging) = match (name.strip_prefix(PREFIX), name.strip_prefix(STAGING)) {
             (Some(rest), _) => (rest, false),
             (None, Some(rest)) => (rest, true),
@@ -496,25 +531,45 @@ mod tests {
         dir.remove();
     }
 
-    /// The per-user root planted by someone else (a link to elsewhere, a file) is refused with a message that says
-    /// what to do, and nothing is made through it.
+    /// The per-user root planted by someone else (a link to elsewhere, a file) is never used, followed or removed: the
+    /// executor makes a root of its own beside it, which the next sweep removes once its executor is gone.
     #[test]
-    fn a_planted_log_root_is_refused() {
+    fn a_planted_log_root_is_never_used() {
         let parent = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         let root = parent
             .path()
             .join(format!("{ROOT_PREFIX}{}", files::user_tag()));
         std::os::unix::fs::symlink(elsewhere.path(), &root).unwrap();
-        let e = LogDir::create(parent.path()).unwrap_err().to_string();
+        let dir = LogDir::create(parent.path()).unwrap();
+        let own = dir.path().parent().unwrap().to_path_buf();
+        assert_ne!(own, root);
         assert!(
-            e.contains("not this user's directory") && e.contains("log_dir"),
-            "{e}"
+            own.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(ROOT_PREFIX)
         );
         assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        assert!(fs::symlink_metadata(&root).unwrap().is_symlink());
+        // Killed (lock released, directory left): the next start in that parent removes it and its own root.
+        drop(dir.lock.lock().unwrap().take());
+        let killed = dir.path().to_path_buf();
+        std::mem::forget(dir);
         fs::remove_file(&root).unwrap();
         fs::write(&root, "").unwrap();
-        assert!(LogDir::create(parent.path()).is_err());
+        let mut gone = false;
+        for _ in 0..100 {
+            let next = LogDir::create(parent.path()).unwrap();
+            gone = !killed.exists() && !own.exists();
+            next.remove();
+            if gone {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(gone, "{} left", killed.display());
         // A root of ours left with a wider mode is narrowed back to 0700.
         fs::remove_file(&root).unwrap();
         fs::create_dir(&root).unwrap();

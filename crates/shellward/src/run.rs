@@ -12,6 +12,7 @@ use serde_json::Value;
 use shellward_exec::{ExecError, ExecPlan, ExecResult, ProcessId, ReadOptions, Session};
 use shellward_policy::duration::format_millis;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Shellward {
@@ -414,13 +415,24 @@ impl Shellward {
         session: Option<String>,
         started: OnStart,
     ) -> Result<ExecResult, ExecError> {
+        // A caller that stops waiting (a cancelled call) stops the command (the executor's part); the audit log
+        // still gets the decision, marked cancelled, and a record of the cancel.
+        let started_id = Arc::new(std::sync::Mutex::new(None::<ProcessId>));
+        let mut abandoned = AuditIfAbandoned {
+            sw: self.clone(),
+            record: record.filter(|_| self.inner.audit.is_some()),
+            id: started_id.clone(),
+            session: session.clone(),
+        };
         let r = self
             .inner
             .executor
             .execute_observed(plan, |id| {
+                *started_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
                 started(self.process(session.as_deref(), id.as_str()))
             })
             .await;
+        let record = abandoned.record.take();
         if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
             match &r {
                 Ok(r) => record["process_id"] = serde_json::json!(r.id.as_str()),
@@ -434,6 +446,41 @@ impl Shellward {
             .execute(background, r.spawn_micros, r.timed_out);
         self.audit_end(&r, session);
         Ok(r)
+    }
+}
+
+/// Writes a run's audit records when the call that started it is dropped before the run ended (a cancelled MCP
+/// call, a client gone): its decision, marked `cancelled`, and a `cancel` record naming the process, which the
+/// executor stops (see `shellward_exec`'s abandoned runs).
+struct AuditIfAbandoned {
+    sw: Shellward,
+    /// The decision record, taken when the run ends normally.
+    record: Option<Value>,
+    id: Arc<std::sync::Mutex<Option<ProcessId>>>,
+    session: Option<String>,
+}
+
+impl Drop for AuditIfAbandoned {
+    fn drop(&mut self) {
+        let (Some(mut record), Some(audit)) = (self.record.take(), &self.sw.inner.audit) else {
+            return;
+        };
+        let id = self
+            .id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .map(|id| id.as_str().to_string());
+        record["process_id"] = serde_json::json!(id);
+        record["cancelled"] = serde_json::json!(true);
+        audit.record(record);
+        audit.record(serde_json::json!({
+            "type": "cancel",
+            "surface": self.sw.inner.surface,
+            "session": self.session,
+            "process_id": id,
+            "action": "stopped: the caller stopped waiting (a cancelled call); the process tree is terminated",
+        }));
     }
 }
 

@@ -961,3 +961,54 @@ async fn a_process_handle_reads_writes_and_signals_through_the_facade() {
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }
+
+/// A call dropped while its foreground command runs (a cancelled MCP call, a client gone): the whole tree is stopped,
+/// and the audit log has the decision (marked `cancelled`, with the process id) and a `cancel` record, though the
+/// run never returned a result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_stops_its_command_and_the_audit_log_says_so() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut config = shellward::Config::default();
+    config.executor.grace = std::time::Duration::from_millis(300);
+    config.executor.env.set_var(MARK, &mark);
+    config.audit = Some(shellward::AuditConfig::to(&log));
+    let sw = Shellward::builder().config(config).build().expect("build");
+    let call = tokio::spawn({
+        let sw = sw.clone();
+        async move {
+            sw.execute(Some("s"), exec("sleep 300 | sleep 301").timeout("10m"))
+                .await
+        }
+    });
+    let started = std::time::Instant::now();
+    while shellward_test_support::with_env(&format!("{MARK}={mark}")).len() < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    assert!(survivors(&mark).is_empty(), "the tree outlived the call");
+    sw.shutdown().await;
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let decision = records
+        .iter()
+        .find(|r| r["type"] == "decision")
+        .unwrap_or_else(|| panic!("{records:?}"));
+    assert_eq!(decision["cancelled"], true, "{decision}");
+    let id = decision["process_id"].as_str().expect("the process id");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["type"] == "cancel" && r["process_id"] == id && r["session"] == "s"),
+        "{records:?}"
+    );
+}

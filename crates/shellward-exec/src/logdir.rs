@@ -245,6 +245,19 @@ impl Drop for PrivateDir {
     }
 }
 
+/// The shared log roots of this user under the default parents (the temporary directory, `XDG_RUNTIME_DIR`): where
+/// other shellward instances of this user keep their logs unless configured otherwise. A sandbox covers those that
+/// exist besides its own root, so a command reads no other instance's output even when the instances were started
+/// with different parents.
+pub(crate) fn default_roots() -> Vec<PathBuf> {
+    let name = format!("{ROOT_PREFIX}{}", files::user_tag());
+    let mut roots = vec![std::env::temp_dir().join(&name)];
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        roots.push(PathBuf::from(d).join(&name));
+    }
+    roots
+}
+
 /// `Ok` for a directory that exists already.
 fn ignore_existing(e: io::Error) -> io::Result<()> {
     if e.kind() == io::ErrorKind::AlreadyExists {

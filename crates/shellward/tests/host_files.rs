@@ -18,6 +18,11 @@ use std::path::Path;
 /// An instance whose configuration file is `<dir>/proj/.shellward/shellward.toml`, whose policy cache is
 /// `<dir>/home/.cache/shellward/policies`, with all of `<dir>` writable and the default policy alone.
 fn build(dir: &Path, mark: &str) -> Shellward {
+    build_logging_to(dir, mark, None)
+}
+
+/// [`build`], its log directories under `log_dir` instead of the default parent when given.
+fn build_logging_to(dir: &Path, mark: &str, log_dir: Option<&Path>) -> Shellward {
     let config_dir = dir.join("proj/.shellward");
     std::fs::create_dir_all(&config_dir).unwrap();
     let file = config_dir.join("shellward.toml");
@@ -25,11 +30,14 @@ fn build(dir: &Path, mark: &str) -> Shellward {
         &file,
         format!(
             "[[policy]]\nbuiltin = \"default\"\n[sandbox]\ncache_dir = \"{}/home/.cache/shellward/policies\"\n\
-             [confinement]\nwritable = [\"{}\"]\n[executor]\nworkdir = \"{}/proj\"\ngrace = \"300ms\"\n\
+             [confinement]\nwritable = [\"{}\"]\n[executor]\nworkdir = \"{}/proj\"\ngrace = \"300ms\"\n{}\
              [env.set]\n{MARK} = \"{mark}\"\n",
             dir.display(),
             dir.display(),
-            dir.display()
+            dir.display(),
+            log_dir
+                .map(|d| format!("log_dir = \"{}\"\n", d.display()))
+                .unwrap_or_default()
         ),
     )
     .unwrap();
@@ -178,6 +186,26 @@ async fn a_session_reads_only_its_own_logs() {
         c.output
     );
     other.shutdown().await;
+    // An instance whose logs go elsewhere (`[executor] log_dir`) still cannot read the default root's.
+    let third_dir = tempfile::tempdir().unwrap();
+    let third_path = third_dir.path().canonicalize().unwrap();
+    let elsewhere = third_path.join("logs");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let third = build_logging_to(&third_path, &mark, Some(&elsewhere));
+    let t = run(&third, "a", &peek).await;
+    assert!(
+        !t.output.contains("FOUND") && !t.output.contains(&secret[..]),
+        "{}",
+        t.output
+    );
+    assert!(
+        t.log_path
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with(elsewhere.to_str().unwrap()),
+        "{t:?}"
+    );
+    third.shutdown().await;
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }

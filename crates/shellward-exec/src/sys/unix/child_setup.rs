@@ -162,7 +162,15 @@ impl Hardening {
             "read_only_paths",
             super::host_mounts::ancestors_to_pin(&protected, super::host_mounts::is_mount_root),
         )?;
-        let hidden = c_paths("hidden_paths", config.hidden_paths.iter().cloned())?;
+        // Other instances' log roots under the other default parent (this one's is covered by its own view).
+        let own_root = log_dir.and_then(Path::parent);
+        let other_roots = crate::logdir::default_roots()
+            .into_iter()
+            .filter(|r| Some(r.as_path()) != own_root);
+        let hidden = c_paths(
+            "hidden_paths",
+            config.hidden_paths.iter().cloned().chain(other_roots),
+        )?;
         let cover = log_dir
             .map(|d| d.join(".hidden"))
             .filter(|p| {

@@ -489,3 +489,49 @@ fn the_manuals_systemd_unit_verifies() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The manual's `sandbox check` sample (taken as a normal user on the CI machine) names the lines this build prints:
+/// every line of the sample is a line `sandbox check` prints here (same label), and every line it prints is in the
+/// sample, so the sample cannot drift from the command.
+#[test]
+fn the_manuals_sandbox_check_sample_has_the_lines_the_command_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = std::fs::read_to_string(root.join("docs/src/security.md")).unwrap();
+    let sample = blocks(&text, "text")
+        .into_iter()
+        .find(|b| b.starts_with("$ shellward sandbox check"))
+        .expect("the sample");
+    let label = |line: &str| -> Option<String> {
+        let rest = line
+            .strip_prefix("yes  ")
+            .or_else(|| line.strip_prefix("no   "))?;
+        rest.split_once(':').map(|(l, _)| l.to_string())
+    };
+    let documented: Vec<String> = sample.lines().filter_map(label).collect();
+    let out = Command::new(bin())
+        .args(["sandbox", "check"])
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .unwrap();
+    let printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(label)
+        .map(|l| {
+            // Root's lines name the containment it has; the sample (a normal user) names what it lacks.
+            match l.as_str() {
+                "tree containment" => "cgroup containment".to_string(),
+                _ => l,
+            }
+        })
+        .collect();
+    let mut a = documented.clone();
+    let mut b = printed.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(
+        a,
+        b,
+        "sample:\n{sample}\nprinted:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -62,41 +62,89 @@ fn a_stock_mcp_client_talks_to_interactive_processes() {
     run_stock_client("mcp_interactive.py", "MCP-INTERACTIVE-OK");
 }
 
+/// `shellward mcp` spoken to line by line as a raw JSON-RPC client: the processes it starts carry `mark` (the server
+/// too), and its replies are read on a thread of their own, so a test waits for one with a limit.
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    replies: std::sync::mpsc::Receiver<String>,
+    mark: String,
+}
+
+impl Raw {
+    fn start(tag: &str) -> Raw {
+        use std::io::BufRead;
+        let mark = new_mark(tag);
+        let mut command = Command::new(bin());
+        command.arg("mcp").env(MARK, &mark);
+        let (child, stdin, stdout) = cli::start_stdio(command);
+        let (tx, replies) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Raw {
+            child,
+            stdin: Some(stdin),
+            replies,
+            mark,
+        }
+    }
+
+    /// Writes one message line.
+    fn send(&mut self, line: impl AsRef<[u8]>) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_ref()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line the server writes, parsed (20 s at most).
+    fn reply(&self) -> serde_json::Value {
+        let line = self
+            .replies
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the server answers");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// The 2025-06-18 handshake.
+    fn initialize(&mut self) {
+        self.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        );
+        assert!(self.reply()["result"].is_object());
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
+    /// The living processes its commands started (the server itself carries the mark too).
+    fn commands(&self) -> Vec<i32> {
+        let server = self.child.id() as i32;
+        cli::survivors_now(&self.mark)
+            .into_iter()
+            .filter(|p| *p != server)
+            .collect()
+    }
+
+    /// Closes stdin (the client goes away) and waits for the server to exit.
+    fn close(&mut self) -> std::process::ExitStatus {
+        self.stdin = None;
+        cli::wait_exit(&mut self.child, std::time::Duration::from_secs(10))
+    }
+}
+
 /// Raw JSON-RPC over the server's stdio: each malformed message gets the error the JSON-RPC specification asks for
 /// (the client is never left waiting), the session goes on afterwards, and SIGTERM ends the server promptly even
 /// while the client keeps stdin open.
 #[test]
 fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
-    use std::io::{BufRead, Write};
     use std::time::Duration;
-    let mark = new_mark("mcp-raw");
-    let mut command = Command::new(bin());
-    command.arg("mcp").env(MARK, &mark);
-    let (mut child, mut stdin, stdout) = cli::start_stdio(command);
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let reply = || -> serde_json::Value {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the server answers");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
-    };
-    let mut send = |bytes: &[u8]| {
-        stdin.write_all(bytes).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
-    );
-    assert!(reply()["result"].is_object());
-    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let mut raw = Raw::start("mcp-raw");
+    raw.initialize();
     let cases: [(&[u8], i64); 4] = [
         (b"{not json", -32700),
         (b"\xff\xfe garbage", -32700),
@@ -107,8 +155,8 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
         ),
     ];
     for (line, code) in cases {
-        send(line);
-        let r = reply();
+        raw.send(line);
+        let r = raw.reply();
         assert_eq!(
             r["error"]["code"],
             code,
@@ -117,19 +165,19 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
         );
     }
     // A 17 MiB line is refused; the session goes on.
-    send(&vec![b'x'; 17 << 20]);
-    assert_eq!(reply()["error"]["code"], -32600);
-    send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
-    let r = reply();
+    raw.send(&vec![b'x'; 17 << 20]);
+    assert_eq!(raw.reply()["error"]["code"], -32600);
+    raw.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
+    let r = raw.reply();
     assert_eq!(r["id"], 9);
     assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(5));
     // A finished command, then idle: the server sleeps (no deadline ticker, no reaper polling).
-    send(
+    raw.send(
         br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo hi"}}}"#,
     );
-    assert_eq!(reply()["id"], 11);
+    assert_eq!(raw.reply()["id"], 11);
     let wakeups = cli::idle_wakeups(
-        child.id(),
+        raw.child.id(),
         Duration::from_millis(1500),
         Duration::from_secs(3),
     );
@@ -139,21 +187,21 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
         "an idle MCP server woke {wakeups} times in 3 s"
     );
     // A background process, then SIGTERM with stdin still open: the server exits and stops it.
-    send(
+    raw.send(
         br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300","run_in_background":true}}}"#,
     );
-    assert_eq!(reply()["id"], 10);
-    cli::signal(&child, cli::Signal::SIGTERM);
+    assert_eq!(raw.reply()["id"], 10);
+    cli::signal(&raw.child, cli::Signal::SIGTERM);
     let started = std::time::Instant::now();
-    let status = cli::wait_exit(&mut child, Duration::from_secs(10));
+    let status = cli::wait_exit(&mut raw.child, Duration::from_secs(10));
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "exit took {:?}",
         started.elapsed()
     );
-    drop(stdin);
-    let left = survivors(&mark);
-    kill_marked(&mark);
+    raw.stdin = None;
+    let left = survivors(&raw.mark);
+    kill_marked(&raw.mark);
     assert!(status.success(), "{status}");
     assert!(left.is_empty(), "survivors: {left:?}");
 }
@@ -163,49 +211,14 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
 /// next call is answered at once, and `process_list` shows nothing left running.
 #[test]
 fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
-    use std::io::{BufRead, Write};
     use std::time::{Duration, Instant};
-    let mark = new_mark("mcp-cancel");
-    let mut command = Command::new(bin());
-    command.arg("mcp").env(MARK, &mark);
-    let (mut child, mut stdin, stdout) = cli::start_stdio(command);
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let reply = || -> serde_json::Value {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the server answers");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
-    };
-    let mut send = |text: &str| {
-        stdin.write_all(text.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
-    );
-    assert!(reply()["result"].is_object());
-    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    send(
+    let mut raw = Raw::start("mcp-cancel");
+    raw.initialize();
+    raw.send(
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300 | sleep 301","timeout":"10m","on_timeout":"kill"}}}"#,
     );
-    // The server carries the mark too (its commands inherit it): what counts is everything else.
-    let server = child.id() as i32;
-    let commands = || -> Vec<i32> {
-        cli::survivors_now(&mark)
-            .into_iter()
-            .filter(|p| *p != server)
-            .collect()
-    };
     let started = Instant::now();
-    while commands().len() < 2 {
+    while raw.commands().len() < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the command never started"
@@ -213,14 +226,14 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let cancelled_at = Instant::now();
-    send(
+    raw.send(
         r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed Esc"}}"#,
     );
     // The connection serves the next call at once; the first answer is this one's, not the cancelled call's.
-    send(
+    raw.send(
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo next"}}}"#,
     );
-    let next = reply();
+    let next = raw.reply();
     assert_eq!(next["id"], 3, "{next}");
     assert!(
         next["result"]["content"][0]["text"]
@@ -230,24 +243,24 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
         "{next}"
     );
     // Gone within the grace period (5 s by default) and a second.
-    while !commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+    while !raw.commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        commands().is_empty(),
+        raw.commands().is_empty(),
         "still alive after cancel: {:?}",
-        commands()
+        raw.commands()
     );
     // Without a progress token, a command running for seconds sends no progress: the next line is the result.
-    send(
+    raw.send(
         r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo a; sleep 2.2; echo b"}}}"#,
     );
-    let quiet = reply();
+    let quiet = raw.reply();
     assert_eq!(quiet["id"], 5, "{quiet}");
-    send(
+    raw.send(
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"process_list","arguments":{}}}"#,
     );
-    let list = reply();
+    let list = raw.reply();
     assert_eq!(list["id"], 4, "{list}");
     let processes = &list["result"]["structuredContent"]["processes"];
     assert!(
@@ -256,16 +269,35 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
             .is_none_or(|p| p.iter().all(|p| p["running"] != true)),
         "{list}"
     );
-    drop(stdin);
-    let status = cli::wait_exit(&mut child, Duration::from_secs(10));
+    let status = raw.close();
     assert!(status.success(), "{status}");
     // Nothing more was written: no answer to the cancelled call, ever.
-    let rest: Vec<String> = rx.try_iter().collect();
+    let rest: Vec<String> = raw.replies.try_iter().collect();
     assert!(
         rest.iter().all(|l| !l.contains(r#""id":2"#)),
         "the cancelled call was answered: {rest:?}"
     );
-    cli::kill_marked(&mark);
+    kill_marked(&raw.mark);
+}
+
+/// Polls `tasks/get` (through `call`) until the task is no longer `working` (15 s at most); returns that answer.
+fn poll_to_end(
+    call: &mut impl FnMut(&mut Raw, &str, serde_json::Value) -> serde_json::Value,
+    raw: &mut Raw,
+    task: &str,
+) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let got = call(raw, "tasks/get", serde_json::json!({"taskId": task}));
+        if got["result"]["status"] != "working" {
+            return got;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "{got}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// MCP tasks on the 2026-07-28 wire, for a client that declares the extension in each request's `_meta`: the server
@@ -274,43 +306,30 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
 /// tree (proven from /proc); `tasks/update` writes to an interactive command's input; an unknown task is an error.
 #[test]
 fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
-    use std::io::{BufRead, Write};
     use std::time::{Duration, Instant};
-    let mark = new_mark("mcp-tasks");
-    let mut command = Command::new(bin());
-    command.arg("mcp").env(MARK, &mark);
-    let (mut child, mut stdin, stdout) = cli::start_stdio(command);
-    let server = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str(&line)
-                && tx.send(v).is_err()
-            {
-                break;
-            }
-        }
-    });
+    let mut raw = Raw::start("mcp-tasks");
     let meta = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
     });
     let mut next_id = 0;
-    let mut call = |method: &str, mut params: serde_json::Value| -> serde_json::Value {
+    let mut call = |raw: &mut Raw,
+                    method: &str,
+                    mut params: serde_json::Value|
+     -> serde_json::Value {
         next_id += 1;
         params["_meta"] = meta.clone();
         let message = serde_json::json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
+        raw.send(message.to_string());
         loop {
-            let reply = rx.recv_timeout(Duration::from_secs(20)).expect("an answer");
+            let reply = raw.reply();
             if reply["id"] == next_id {
                 return reply;
             }
         }
     };
-    let discover = call("server/discover", serde_json::json!({}));
+    let discover = call(&mut raw, "server/discover", serde_json::json!({}));
     assert!(
         discover["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
             .is_object(),
@@ -318,6 +337,7 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
     );
     // A quick call is answered as always.
     let quick = call(
+        &mut raw,
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": "echo quick"}}),
     );
@@ -327,12 +347,13 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
     );
     // A long one becomes a task, polled to its result.
     let created = call(
+        &mut raw,
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": "echo one; sleep 2; echo two"}}),
     );
     assert_eq!(created["result"]["resultType"], "task", "{created}");
     let task = created["result"]["taskId"].as_str().unwrap().to_string();
-    let working = call("tasks/get", serde_json::json!({"taskId": task}));
+    let working = call(&mut raw, "tasks/get", serde_json::json!({"taskId": task}));
     assert_eq!(working["result"]["status"], "working", "{working}");
     assert!(
         working["result"]["statusMessage"]
@@ -341,15 +362,7 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
             .contains("running for"),
         "{working}"
     );
-    let started = Instant::now();
-    let done = loop {
-        let got = call("tasks/get", serde_json::json!({"taskId": task}));
-        if got["result"]["status"] != "working" {
-            break got;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "{got}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let done = poll_to_end(&mut call, &mut raw, &task);
     assert_eq!(done["result"]["status"], "completed", "{done}");
     assert_eq!(
         done["result"]["result"]["structuredContent"]["output"], "one\ntwo\n",
@@ -357,6 +370,7 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
     );
     // Cancel stops the tree.
     let created = call(
+        &mut raw,
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": "sleep 300 | sleep 301", "timeout": "10m"}}),
     );
@@ -364,28 +378,27 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
         .as_str()
         .expect("a task")
         .to_string();
-    let commands = || -> Vec<i32> {
-        cli::survivors_now(&mark)
-            .into_iter()
-            .filter(|p| *p != server)
-            .collect()
-    };
-    assert!(commands().len() >= 2, "{:?}", commands());
+    assert!(raw.commands().len() >= 2, "{:?}", raw.commands());
     let cancelled_at = Instant::now();
-    let ack = call("tasks/cancel", serde_json::json!({"taskId": task}));
+    let ack = call(
+        &mut raw,
+        "tasks/cancel",
+        serde_json::json!({"taskId": task}),
+    );
     assert!(ack["result"].is_object(), "{ack}");
-    while !commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+    while !raw.commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        commands().is_empty(),
+        raw.commands().is_empty(),
         "alive after tasks/cancel: {:?}",
-        commands()
+        raw.commands()
     );
-    let got = call("tasks/get", serde_json::json!({"taskId": task}));
+    let got = call(&mut raw, "tasks/get", serde_json::json!({"taskId": task}));
     assert_eq!(got["result"]["status"], "cancelled", "{got}");
     // Input to an interactive command that is waiting for it.
     let created = call(
+        &mut raw,
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {
             "command": "for i in 1 2 3; do echo tick $i; sleep 0.6; done; read line; echo got:$line",
@@ -396,25 +409,19 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
         .as_str()
         .expect("a task")
         .to_string();
-    let started = Instant::now();
-    let done = loop {
-        let got = call("tasks/get", serde_json::json!({"taskId": task}));
-        if got["result"]["status"] != "working" {
-            break got;
-        }
-        assert!(started.elapsed() < Duration::from_secs(15), "{got}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let done = poll_to_end(&mut call, &mut raw, &task);
     let id = done["result"]["result"]["structuredContent"]["process_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{done}"))
         .to_string();
     let ack = call(
+        &mut raw,
         "tasks/update",
         serde_json::json!({"taskId": task, "inputResponses": {"stdin": "hello\n"}}),
     );
     assert!(ack["result"].is_object(), "{ack}");
     let out = call(
+        &mut raw,
         "tools/call",
         serde_json::json!({"name": "process_output", "arguments": {"process_id": id, "wait": "5s"}}),
     );
@@ -425,7 +432,11 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
             .contains("got:hello"),
         "{out}"
     );
-    let unknown = call("tasks/get", serde_json::json!({"taskId": "task-nope"}));
+    let unknown = call(
+        &mut raw,
+        "tasks/get",
+        serde_json::json!({"taskId": "task-nope"}),
+    );
     assert!(
         unknown["error"]["message"]
             .as_str()
@@ -433,8 +444,7 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
             .contains("no task"),
         "{unknown}"
     );
-    drop(stdin);
-    let status = cli::wait_exit(&mut child, Duration::from_secs(10));
+    let status = raw.close();
     assert!(status.success(), "{status}");
-    kill_marked(&mark);
+    kill_marked(&raw.mark);
 }

@@ -356,29 +356,22 @@ fn policy_check_shows_the_confinement() {
     assert!(!stdout(&o).contains("writable:"), "{}", stdout(&o));
 }
 
-/// `policy replay`: the decisions an audit log recorded, decided again by another chain; the changed ones listed with
-/// counts per kind, records written before requests were recorded skipped and counted, exit 1 when anything changes.
-#[test]
-fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
-    let dir = tempfile::tempdir().unwrap();
-    let audit = dir.path().join("audit.jsonl");
-    let config = dir.path().join("default-only.toml");
+/// Runs `commands` through a real `serve` with the chain `policies` and an audit log in `dir`, and returns the log
+/// (stopping the server flushes it). Every command is answered 200 (a deny is a result too).
+fn record_traffic(dir: &std::path::Path, policies: &str, commands: &[&str]) -> std::path::PathBuf {
+    let audit = dir.join("audit.jsonl");
+    let config = dir.join("recorded.toml");
     std::fs::write(
         &config,
-        format!(
-            "[[policy]]\nbuiltin = \"default\"\n[audit]\npath = \"{}\"\n",
-            audit.display()
-        ),
+        format!("{policies}[audit]\npath = \"{}\"\n", audit.display()),
     )
     .unwrap();
-    // Traffic recorded by a real `serve` under the default policy alone: `sudo -n true` is run (no guard), the others
-    // too. Stopping the server flushes the log.
     let server = cli::Server::start(&["--config", config.to_str().unwrap()]);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
-    for command in ["echo one", "sudo -n true", "echo two"] {
+    for command in commands {
         let status = agent
             .post(&format!("{}/v1/tools/execute", server.base))
             .header("Content-Type", "application/json")
@@ -388,6 +381,21 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
         assert_eq!(status.as_u16(), 200, "{command}");
     }
     server.stop();
+    audit
+}
+
+/// `policy replay`: the decisions an audit log recorded, decided again by another chain; the changed ones listed with
+/// counts per kind, records written before requests were recorded skipped and counted, exit 1 when anything changes.
+#[test]
+fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    // Traffic recorded by a real `serve` under the default policy alone: `sudo -n true` is run (no guard), the others
+    // too.
+    let audit = record_traffic(
+        dir.path(),
+        "[[policy]]\nbuiltin = \"default\"\n",
+        &["echo one", "sudo -n true", "echo two"],
+    );
     // A record from before requests were recorded.
     let mut log = std::fs::read_to_string(&audit).unwrap();
     log.push_str("{\"type\":\"decision\",\"command\":\"old\",\"outcome\":\"run\"}\nnot json\n");
@@ -445,29 +453,11 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
 #[test]
 fn replay_reports_a_renamed_policy_apart_from_a_changed_decision() {
     let dir = tempfile::tempdir().unwrap();
-    let audit = dir.path().join("audit.jsonl");
-    let config = dir.path().join("builtins.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n[audit]\npath = \"{}\"\n",
-            audit.display()
-        ),
-    )
-    .unwrap();
-    let server = cli::Server::start(&["--config", config.to_str().unwrap()]);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    for command in ["echo one", "rm -rf /", "sudo -n true"] {
-        agent
-            .post(&format!("{}/v1/tools/execute", server.base))
-            .header("Content-Type", "application/json")
-            .send(serde_json::json!({ "command": command }).to_string())
-            .unwrap();
-    }
-    server.stop();
+    let audit = record_traffic(
+        dir.path(),
+        "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n",
+        &["echo one", "rm -rf /", "sudo -n true"],
+    );
     let guard = dir.path().join("my-guard.wasm");
     std::fs::write(
         &guard,

@@ -765,7 +765,7 @@ unsafe fn hide(path: &CStr, cover: &CStr) -> Result<(), i32> {
 
 /// Binds `path` (with what is mounted below it) onto itself, so it is the root of a mount of its own. Returns the errno
 /// on failure. Async-signal-safe.
-fn bind_onto_itself(path: &CStr) -> Result<(), i32> {
+pub(crate) fn bind_onto_itself(path: &CStr) -> Result<(), i32> {
     // SAFETY: mount(2) on a NUL-terminated string; no allocation.
     unsafe {
         if libc::mount(

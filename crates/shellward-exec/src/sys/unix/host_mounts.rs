@@ -74,25 +74,9 @@ pub(crate) fn is_mount_root(path: &Path) -> bool {
 }
 
 /// Makes `path` a mount point of its own (bound onto itself with what is mounted below it), so it cannot be renamed
-/// or replaced. Returns the errno on failure.
-///
-/// # Safety
-/// Call only in a child between clone and exec, in a mount namespace of its own; async-signal-safe.
-pub(crate) unsafe fn pin(path: &CStr) -> Result<(), i32> {
-    // SAFETY: mount(2) on a NUL-terminated string; no allocation.
-    unsafe {
-        if libc::mount(
-            path.as_ptr(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(*libc::__errno_location());
-        }
-    }
-    Ok(())
+/// or replaced. Returns the errno on failure. Call it in a child with a mount namespace of its own; async-signal-safe.
+pub(crate) fn pin(path: &CStr) -> Result<(), i32> {
+    super::child_setup::bind_onto_itself(path)
 }
 
 /// The log root a sandbox covers, and the session's own directory under it that it binds back (see the module).

@@ -165,7 +165,7 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
         );
     }
     // A 17 MiB line is refused; the session goes on.
-    raw.send(&vec![b'x'; 17 << 20]);
+    raw.send(vec![b'x'; 17 << 20]);
     assert_eq!(raw.reply()["error"]["code"], -32600);
     raw.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
     let r = raw.reply();

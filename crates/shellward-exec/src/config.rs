@@ -94,6 +94,10 @@ pub struct ExecutorConfig {
     /// hierarchies), the kernel's writable `/proc` files and its own log directory. A path that does not exist when
     /// a command starts is skipped. Default none.
     pub read_only_paths: Vec<PathBuf>,
+    /// What happens to a foreground run whose caller stops waiting (its `execute` future dropped: a cancelled call):
+    /// `false` (the default) stops its whole tree as a timeout would; `true` keeps it as a tracked background
+    /// process (listed, signallable, its output readable by id).
+    pub keep_abandoned: bool,
     /// Absolute paths commands cannot read at all (where PID namespaces are on): the host's secrets — a token file,
     /// the compiled-policy cache's key, the audit log. A file is covered by `/dev/null` (reads are empty, writes discarded), a
     /// directory by an empty read-only directory, in the command's mount namespace. A path that does not exist when a
@@ -156,6 +160,7 @@ impl Default for ExecutorConfig {
             keep_capabilities: Vec::new(),
             session_idle: Duration::from_secs(60),
             read_only_paths: Vec::new(),
+            keep_abandoned: false,
             hidden_paths: Vec::new(),
             proxy_hosts: std::collections::HashMap::new(),
         }

@@ -987,7 +987,8 @@ mod tests;
 
 /// Stops a foreground command whose caller stopped waiting for it — its [`Executor::execute`] future dropped: an MCP
 /// client's `notifications/cancelled`, an HTTP client gone — with the timeout's path (terminate, grace, kill) on a
-/// task of its own, then forgets it: nobody is left to read its result. Disarmed when the run ends normally.
+/// task of its own, then forgets it: nobody is left to read its result; or, with
+/// [`crate::ExecutorConfig::keep_abandoned`], keeps it as a background process. Disarmed when the run ends normally.
 struct StopIfAbandoned {
     inner: std::sync::Weak<Inner>,
     proc: Option<Arc<Proc>>,
@@ -1004,6 +1005,12 @@ impl Drop for StopIfAbandoned {
         let (Some(proc), Some(inner)) = (self.proc.take(), self.inner.upgrade()) else {
             return;
         };
+        if inner.config.keep_abandoned {
+            // The operator keeps such runs: tracked in the background from now on, as a timeout that keeps it.
+            tracing::info!(id = %proc.id, "the caller stopped waiting: the command keeps running in the background");
+            proc.background.store(true, Ordering::Relaxed);
+            return;
+        }
         tracing::info!(id = %proc.id, "the caller stopped waiting: terminating the foreground command's tree");
         // At once, whatever follows: the tree is told to stop before this returns.
         proc.tree.terminate();

@@ -69,6 +69,9 @@ impl ShellwardBuilder {
         executor
             .proxy_hosts
             .extend(self.config.confinement.proxy_hosts.clone());
+        // A cancelled call's foreground command: stopped (the default), or kept in the background.
+        executor.keep_abandoned =
+            self.config.tools.on_cancel == crate::config::OnCancel::Background;
         // What commands may not read: hidden in every session's sandbox like the host's secrets.
         executor
             .hidden_paths
@@ -204,6 +207,8 @@ impl ShellwardBuilder {
                 limits: self.config.tools.clone(),
                 default_workdir: self.config.executor.default_workdir.clone(),
                 session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
+                pending_notes: std::sync::Mutex::new(std::collections::HashMap::new()),
+                keep_cancelled: self.config.tools.on_cancel == crate::config::OnCancel::Background,
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
                 retention: self.config.executor.retention,
                 confinement: self.config.confinement.clone(),

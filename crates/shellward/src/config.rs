@@ -185,6 +185,21 @@ pub struct ToolLimits {
     pub startup_wait: Duration,
     /// `process_output` without `wait` or `idle` returns once output has been quiet this long.
     pub default_idle: Duration,
+    /// What a cancelled call does to its foreground command (`[tools] on_cancel`).
+    pub on_cancel: OnCancel,
+}
+
+/// What a cancelled call (an MCP `notifications/cancelled`, a cancelled task, a client gone) does to the foreground
+/// command it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnCancel {
+    /// Stop its whole tree: terminate, the grace period, kill (the default).
+    #[default]
+    Stop,
+    /// Keep it running as a tracked background process; the session's next answer says so, and `process_list`
+    /// lists it.
+    Background,
 }
 
 impl Default for ToolLimits {
@@ -197,6 +212,7 @@ impl Default for ToolLimits {
             list_limit: 100,
             startup_wait: Duration::from_secs(3),
             default_idle: Duration::from_secs(1),
+            on_cancel: OnCancel::Stop,
         }
     }
 }

@@ -64,7 +64,8 @@ pub fn load_policy_summaries(config: &Config) -> Result<Vec<PolicySummary>, Buil
 }
 
 pub use config::{
-    AuthEntry, Config, ConfigError, PolicyEntry, PolicySource, Problem, ToolLimits, valid_session,
+    AuthEntry, Config, ConfigError, OnCancel, PolicyEntry, PolicySource, Problem, ToolLimits,
+    valid_session,
 };
 /// The environment variable names the executor withholds from commands as secrets (`config check` lists them).
 pub use shellward_exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
@@ -105,6 +106,10 @@ struct Inner {
     default_workdir: Option<PathBuf>,
     /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
     session_dirs: std::sync::Mutex<std::collections::HashMap<Option<String>, PathBuf>>,
+    /// A cancelled call's foreground command is kept in the background (`[tools] on_cancel = "background"`).
+    keep_cancelled: bool,
+    /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
+    pending_notes: std::sync::Mutex<std::collections::HashMap<Option<String>, Vec<String>>>,
     /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
     posix_shell: bool,
     /// The shell's program name (`sh`, `bash`), for the policies' requests.

@@ -11,8 +11,44 @@ use shellward_exec::{ReadOptions, Session, SignalKind};
 use shellward_policy::duration::format_millis;
 
 impl Shellward {
-    /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.
+    /// The `process_output` tool (see [`Shellward::process_output_now`]'s steps), its notes led by what happened since the session's
+    /// last answer.
     pub async fn process_output(
+        &self,
+        session: Option<&str>,
+        args: ProcessOutputArgs,
+    ) -> Result<ProcessOutputResult, ToolError> {
+        let mut r = self.process_output_now(session, args).await?;
+        self.lead_with_pending_notes(session, &mut r.notes);
+        Ok(r)
+    }
+
+    /// The `process_input` tool (see [`Shellward::process_input_now`]'s steps), its notes led by what happened since the session's
+    /// last answer.
+    pub async fn process_input(
+        &self,
+        session: Option<&str>,
+        args: ProcessInputArgs,
+    ) -> Result<ProcessOutputResult, ToolError> {
+        let mut r = self.process_input_now(session, args).await?;
+        self.lead_with_pending_notes(session, &mut r.notes);
+        Ok(r)
+    }
+
+    /// The `process_signal` tool (see [`Shellward::process_signal_now`]'s steps), its notes led by what happened since the session's
+    /// last answer.
+    pub async fn process_signal(
+        &self,
+        session: Option<&str>,
+        args: ProcessSignalArgs,
+    ) -> Result<ProcessSignalResult, ToolError> {
+        let mut r = self.process_signal_now(session, args).await?;
+        self.lead_with_pending_notes(session, &mut r.notes);
+        Ok(r)
+    }
+
+    /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.
+    async fn process_output_now(
         &self,
         session: Option<&str>,
         args: ProcessOutputArgs,
@@ -98,7 +134,7 @@ impl Shellward {
 
     /// `process_input`: writes text or bytes to an interactive process's stdin (closing it when asked), then returns
     /// what it printed after that, as `process_output` does with the output's cursor from before the write.
-    pub async fn process_input(
+    async fn process_input_now(
         &self,
         session: Option<&str>,
         args: ProcessInputArgs,
@@ -203,7 +239,7 @@ impl Shellward {
     }
 
     /// `process_signal`: terminate or kill a whole process tree.
-    pub async fn process_signal(
+    async fn process_signal_now(
         &self,
         session: Option<&str>,
         args: ProcessSignalArgs,

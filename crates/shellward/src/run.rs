@@ -54,6 +54,20 @@ impl Shellward {
         env: Vec<(String, String)>,
         started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
+        let mut r = self.execute_tokened(session, args, env, started).await?;
+        self.lead_with_pending_notes(session, &mut r.notes);
+        Ok(r)
+    }
+
+    /// [`Shellward::execute_observed`] but the pending notes: with a client token, the first call's result or an
+    /// attached retry.
+    async fn execute_tokened(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        env: Vec<(String, String)>,
+        started: OnStart,
+    ) -> Result<ExecuteResult, ToolError> {
         let Some(token) = args.client_token.clone() else {
             return self.execute_now(session, args, env, started).await;
         };
@@ -418,11 +432,14 @@ impl Shellward {
         // A caller that stops waiting (a cancelled call) stops the command (the executor's part); the audit log
         // still gets the decision, marked cancelled, and a record of the cancel.
         let started_id = Arc::new(std::sync::Mutex::new(None::<ProcessId>));
-        let mut abandoned = AuditIfAbandoned {
+        let mut abandoned = Abandoned {
             sw: self.clone(),
             record: record.filter(|_| self.inner.audit.is_some()),
+            done: false,
+            foreground: !plan.background,
             id: started_id.clone(),
             session: session.clone(),
+            command: plan.command.clone(),
         };
         let r = self
             .inner
@@ -433,6 +450,7 @@ impl Shellward {
             })
             .await;
         let record = abandoned.record.take();
+        abandoned.done = true;
         if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
             match &r {
                 Ok(r) => record["process_id"] = serde_json::json!(r.id.as_str()),
@@ -449,28 +467,49 @@ impl Shellward {
     }
 }
 
-/// Writes a run's audit records when the call that started it is dropped before the run ended (a cancelled MCP
-/// call, a client gone): its decision, marked `cancelled`, and a `cancel` record naming the process, which the
-/// executor stops (see `shellward_exec`'s abandoned runs).
-struct AuditIfAbandoned {
+/// When the call that started a foreground run is dropped before the run ended (a cancelled MCP call, a cancelled
+/// task, a client gone): the audit log gets its decision, marked `cancelled`, and a `cancel` record naming the process
+/// and what became of it; when the operator keeps such runs (`[tools] on_cancel = "background"`), the session's next
+/// answer says it runs on. (The executor stops or keeps the process itself.)
+struct Abandoned {
     sw: Shellward,
-    /// The decision record, taken when the run ends normally.
+    /// The decision record when there is an audit log, taken when the run ends normally.
     record: Option<Value>,
+    /// Set when the run ended normally: nothing to do then.
+    done: bool,
+    /// A foreground run (a background start dropped during its start-up wait runs on anyway).
+    foreground: bool,
     id: Arc<std::sync::Mutex<Option<ProcessId>>>,
     session: Option<String>,
+    command: String,
 }
 
-impl Drop for AuditIfAbandoned {
+impl Drop for Abandoned {
     fn drop(&mut self) {
-        let (Some(mut record), Some(audit)) = (self.record.take(), &self.sw.inner.audit) else {
+        if self.done {
             return;
-        };
+        }
         let id = self
             .id
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .map(|id| id.as_str().to_string());
+        let kept = !self.foreground || self.sw.inner.keep_cancelled;
+        if self.foreground
+            && kept
+            && let Some(id) = &id
+        {
+            let note = format!(
+                "{id} (`{}`) keeps running in the background: the call that started it was cancelled. Read its \
+                 output with process_output; process_signal stops it.",
+                self.command
+            );
+            self.sw.add_pending_note(self.session.as_deref(), note);
+        }
+        let (Some(mut record), Some(audit)) = (self.record.take(), &self.sw.inner.audit) else {
+            return;
+        };
         record["process_id"] = serde_json::json!(id);
         record["cancelled"] = serde_json::json!(true);
         audit.record(record);
@@ -479,8 +518,43 @@ impl Drop for AuditIfAbandoned {
             "surface": self.sw.inner.surface,
             "session": self.session,
             "process_id": id,
-            "action": "stopped: the caller stopped waiting (a cancelled call); the process tree is terminated",
+            "action": if kept {
+                "kept: the caller stopped waiting (a cancelled call); the process runs on in the background"
+            } else {
+                "stopped: the caller stopped waiting (a cancelled call); the process tree is terminated"
+            },
         }));
+    }
+}
+
+/// Most notes kept for a session's next answer.
+const MAX_PENDING_NOTES: usize = 8;
+
+impl Shellward {
+    /// Adds a note for `session`'s next answer (at most [`MAX_PENDING_NOTES`]; the oldest go first).
+    fn add_pending_note(&self, session: Option<&str>, note: String) {
+        let mut notes = self
+            .inner
+            .pending_notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let list = notes.entry(session.map(str::to_string)).or_default();
+        if list.len() >= MAX_PENDING_NOTES {
+            list.remove(0);
+        }
+        list.push(note);
+    }
+
+    /// Puts the notes waiting for `session`'s next answer first in `notes` (and forgets them).
+    pub(crate) fn lead_with_pending_notes(&self, session: Option<&str>, notes: &mut Vec<String>) {
+        let pending = self
+            .inner
+            .pending_notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session.map(str::to_string))
+            .unwrap_or_default();
+        notes.splice(0..0, pending);
     }
 }
 

@@ -1012,3 +1012,79 @@ async fn a_dropped_call_stops_its_command_and_the_audit_log_says_so() {
         "{records:?}"
     );
 }
+
+/// With `[tools] on_cancel = "background"`, a dropped call's foreground command keeps running as a tracked
+/// background process: `process_list` lists it, the session's next answer says so (once), and the audit log's cancel
+/// record says it was kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_may_keep_a_cancelled_command_in_the_background() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let file = dir.path().join("shellward.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tools]\non_cancel = \"background\"\n[executor]\ngrace = \"300ms\"\n[env.set]\n{MARK} = \"{mark}\"\n\
+             [audit]\npath = \"{}\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let config = Config::load(&file).expect("config");
+    assert_eq!(config.tools.on_cancel, shellward::OnCancel::Background);
+    let sw = Shellward::builder().config(config).build().expect("build");
+    let call = tokio::spawn({
+        let sw = sw.clone();
+        async move { sw.execute(Some("s"), exec("sleep 300")).await }
+    });
+    let started = std::time::Instant::now();
+    while shellward_test_support::with_env(&format!("{MARK}={mark}")).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    // Past the grace period it still runs, listed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!shellward_test_support::with_env(&format!("{MARK}={mark}")).is_empty());
+    let listed = sw
+        .process_list(Some("s"), ProcessListArgs::default())
+        .await
+        .unwrap();
+    let kept = listed
+        .processes
+        .iter()
+        .find(|p| p.command.contains("sleep 300") && p.running)
+        .unwrap_or_else(|| panic!("{listed:?}"))
+        .process_id
+        .clone();
+    // The next answer in the session says so, once.
+    let next = sw.execute(Some("s"), exec("true")).await.unwrap();
+    assert!(
+        next.notes
+            .iter()
+            .any(|n| n.contains(&kept) && n.contains("keeps running")),
+        "{:?}",
+        next.notes
+    );
+    let again = sw.execute(Some("s"), exec("true")).await.unwrap();
+    assert!(
+        !again.notes.iter().any(|n| n.contains(&kept)),
+        "{:?}",
+        again.notes
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+    let cancel = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["type"] == "cancel")
+        .expect("a cancel record");
+    assert_eq!(cancel["process_id"], kept.as_str());
+    assert!(
+        cancel["action"].as_str().unwrap().starts_with("kept"),
+        "{cancel}"
+    );
+}

@@ -504,3 +504,17 @@ fn the_confinement_ceiling_is_read_and_must_hold_the_defaults() {
         );
     }
 }
+
+#[test]
+fn on_cancel_takes_stop_or_background_and_says_so_otherwise() {
+    let c = Config::parse("[tools]\non_cancel = \"background\"\n", Path::new("/")).unwrap();
+    assert_eq!(c.tools.on_cancel, crate::OnCancel::Background);
+    assert_eq!(Config::default().tools.on_cancel, crate::OnCancel::Stop);
+    let p = problems("[tools]\non_cancel = \"pause\"\n");
+    assert!(
+        p.iter().any(|p| p.contains("tools.on_cancel")
+            && p.contains("\"stop\"")
+            && p.contains("\"background\"")),
+        "{p:?}"
+    );
+}

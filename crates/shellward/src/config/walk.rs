@@ -2,8 +2,8 @@
 //! path, so one pass reports them all.
 
 use super::{
-    AuthEntry, Config, HOUR, MINUTE, PolicyEntry, PolicySource, Problem, ToolLimits, type_name,
-    valid_session,
+    AuthEntry, Config, HOUR, MINUTE, OnCancel, PolicyEntry, PolicySource, Problem, ToolLimits,
+    type_name, valid_session,
 };
 use shellward_exec::{ContainmentPreference, EnvPolicy, ExecutorConfig, Inherit, OutputLimits};
 use shellward_policy::duration::parse_millis;
@@ -888,6 +888,17 @@ impl Walker {
         if let Some(n) = self.integer(&mut t, "list_limit", p, 1, 100_000) {
             l.list_limit = n as usize;
         }
+        match self.string(&mut t, "on_cancel", p).as_deref() {
+            None => {}
+            Some("stop") => l.on_cancel = OnCancel::Stop,
+            Some("background") => l.on_cancel = OnCancel::Background,
+            Some(other) => self.problem(
+                join(p, "on_cancel"),
+                format!(
+                    "{other:?} is not a choice; write \"stop\" (the default) or \"background\""
+                ),
+            ),
+        }
         self.unknown_keys(
             t,
             p,
@@ -899,6 +910,7 @@ impl Walker {
                 "list_limit",
                 "startup_wait",
                 "default_idle",
+                "on_cancel",
             ],
         );
     }

@@ -129,19 +129,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         .iter()
         .map(|e| pair(e, "--env"))
         .collect::<Result<Vec<_>>>()?;
-    let exec = {
-        let mut built = ExecuteArgs::new(args.command.join(" "));
-        built.timeout = args.timeout.clone();
-        built.on_timeout = args.on_timeout.as_deref().map(|a| match a {
-            "kill" => OnTimeoutChoice::Kill,
-            _ => OnTimeoutChoice::Background,
-        });
-        built.workdir = args.workdir.clone();
-        built.run_in_background = args.background.then_some(true);
-        built.interactive = args.interactive.then_some(true);
-        built.tty = args.tty.then_some(true);
-        built
-    };
+    let exec = execute_args(args);
     if args.json {
         return json_run(sw, exec, env, interrupts).await;
     }
@@ -167,11 +155,12 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
             eprintln!("shellward: note: {n}");
         }
     }
-    // The facade starts the process tracked and returns at once (from the first byte: no start-up wait); this loop
-    // streams it and enforces the timeout.
-    let background = plan.background;
-    let timeout = plan.timeout;
-    let on_timeout = plan.on_timeout;
+    // The facade starts the process tracked and returns at once (from the first byte: no start-up wait); `stream`
+    // follows it and enforces the timeout.
+    let timing = Timing {
+        timeout: plan.timeout,
+        on_timeout: plan.on_timeout,
+    };
     let interactive = plan.stdin.interactive();
     if let Some(sig) = interrupts.pending().await {
         eprintln!("shellward: interrupted before the command started; nothing was run");
@@ -181,18 +170,52 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         Ok(p) => p,
         Err(e) => return Ok(fail(e)),
     };
-    let id = process.id().to_string();
     // No log path is announced: every byte is streamed here, and the log goes with `run` when it exits.
     // Local echo off while a terminal command echoes what is typed (restored when this guard drops).
     let _echo = (interactive && args.tty).then(EchoOff::new).flatten();
     if interactive {
         tokio::spawn(relay_stdin(process.clone(), args.tty));
-    } else if background {
+    } else if plan.background {
         eprintln!(
-            "shellward: running in the background as {id}; streaming until it ends, Ctrl-C terminates it"
+            "shellward: running in the background as {}; streaming until it ends, Ctrl-C terminates it",
+            process.id()
         );
     }
-    let mut deadline = timeout.map(|t| Instant::now() + t);
+    let (stop, cursor) = stream(sw, &process, &timing, interrupts).await?;
+    finish(stop, &process, cursor, &timing).await
+}
+
+/// The `execute` arguments `run`'s options ask for.
+fn execute_args(args: &RunArgs) -> ExecuteArgs {
+    let mut built = ExecuteArgs::new(args.command.join(" "));
+    built.timeout = args.timeout.clone();
+    built.on_timeout = args.on_timeout.as_deref().map(|a| match a {
+        "kill" => OnTimeoutChoice::Kill,
+        _ => OnTimeoutChoice::Background,
+    });
+    built.workdir = args.workdir.clone();
+    built.run_in_background = args.background.then_some(true);
+    built.interactive = args.interactive.then_some(true);
+    built.tty = args.tty.then_some(true);
+    built
+}
+
+/// The plan's timeout and what it does.
+struct Timing {
+    timeout: Option<Duration>,
+    on_timeout: TimeoutAction,
+}
+
+/// Streams `process`'s output to stdout until it ends, times out (when the plan kills), a signal arrives, or the
+/// reader goes away; returns why it stopped and the cursor reached.
+async fn stream(
+    sw: &Shellward,
+    process: &Process,
+    timing: &Timing,
+    interrupts: &mut Interrupts,
+) -> Result<(Stop, u64)> {
+    let id = process.id().to_string();
+    let mut deadline = timing.timeout.map(|t| Instant::now() + t);
     let drain = sw.drain();
     let mut cursor = 0u64;
     let mut exited_at: Option<Instant> = None;
@@ -210,10 +233,10 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
             r = read => r?,
             sig = interrupts.recv() => break Stop::Signalled(sig),
             _ = sleep_until(deadline) => {
-                match on_timeout {
+                match timing.on_timeout {
                     TimeoutAction::Kill => break Stop::TimedOut,
                     TimeoutAction::Background => {
-                        let t = format_millis(timeout.unwrap_or_default().as_millis() as u64);
+                        let t = format_millis(timing.timeout.unwrap_or_default().as_millis() as u64);
                         eprintln!(
                             "shellward: still running as {id} after the {t} timeout; the policy keeps it running. \
                              Streaming until it ends; Ctrl-C terminates it"
@@ -249,7 +272,12 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
             }
         }
     };
-    let code = match stop {
+    Ok((stop, cursor))
+}
+
+/// `run`'s exit status for how streaming stopped, stopping the tree where it still runs.
+async fn finish(stop: Stop, process: &Process, cursor: u64, timing: &Timing) -> Result<ExitCode> {
+    Ok(match stop {
         Stop::Exited => {
             let info = process.view()?;
             match info.exit.shell_status() {
@@ -258,24 +286,23 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
             }
         }
         Stop::TimedOut => {
-            let t = format_millis(timeout.unwrap_or_default().as_millis() as u64);
+            let t = format_millis(timing.timeout.unwrap_or_default().as_millis() as u64);
             let _ = process.signal(SignalKind::Terminate).await;
-            flush_rest(&process, cursor).await;
+            flush_rest(process, cursor).await;
             eprintln!("shellward: timed out after {t}; the process tree was terminated");
             ExitCode::from(EXIT_TIMED_OUT)
         }
         Stop::Signalled(sig) => {
             eprintln!("shellward: interrupted; terminating the process tree");
             let _ = process.signal(SignalKind::Terminate).await;
-            flush_rest(&process, cursor).await;
+            flush_rest(process, cursor).await;
             ExitCode::from(128 + sig as u8)
         }
         Stop::BrokenPipe => {
             let _ = process.signal(SignalKind::Terminate).await;
             ExitCode::from(128 + 13)
         }
-    };
-    Ok(code)
+    })
 }
 
 /// Copies this process's stdin to the command's input until stdin ends, then closes the command's input.

@@ -39,8 +39,21 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
     };
     let no_new_privs = field("NoNewPrivs:") == "1";
     let caps = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(u64::MAX);
-    const CAP_SYS_ADMIN: u64 = 1 << 21;
 
+    print_header(uid);
+    print_sandbox(isolated, uid, config);
+    print_privileges(no_new_privs, uid, caps);
+    print_containment(containment, limit, config);
+    print_confinement(&confined, abi);
+    Ok(if isolated {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The first line: who runs it, on which kernel.
+fn print_header(uid: u32) {
     println!(
         "shellward sandbox check (running as {}; kernel {})",
         if uid == 0 {
@@ -52,6 +65,10 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
             .unwrap_or_default()
             .trim()
     );
+}
+
+/// The session sandbox's lines: namespaces, `/proc`, host files, other sessions' output.
+fn print_sandbox(isolated: bool, uid: u32, config: &shellward::ExecutorConfig) {
     if isolated {
         let how = if uid == 0 {
             "PID and mount namespace per session"
@@ -98,6 +115,11 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
             "needs the session sandbox's mount namespace: a command can read every log file of this user",
         );
     }
+}
+
+/// `no_new_privs`, capabilities, the host's own memory.
+fn print_privileges(no_new_privs: bool, uid: u32, caps: u64) {
+    const CAP_SYS_ADMIN: u64 = 1 << 21;
     line(
         no_new_privs,
         "no_new_privs",
@@ -125,6 +147,14 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
         "shellward non-dumpable",
         "commands cannot read its environment or memory",
     );
+}
+
+/// How trees are contained and how many processes a command may have.
+fn print_containment(
+    containment: ContainmentKind,
+    limit: Option<u64>,
+    config: &shellward::ExecutorConfig,
+) {
     match containment {
         ContainmentKind::Cgroup => line(
             true,
@@ -154,6 +184,10 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
             },
         ),
     }
+}
+
+/// What the confined probe showed: writes, network, host Unix sockets.
+fn print_confinement(confined: &std::result::Result<(bool, String), String>, abi: i32) {
     let own_net = std::fs::read_link("/proc/self/ns/net")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
@@ -206,11 +240,6 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
             );
         }
     }
-    Ok(if isolated {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// Why commands run without a session sandbox here, and what to do.

@@ -1409,14 +1409,15 @@ fn a_session_cannot_read_another_sessions_output() {
         .unwrap()
         .to_path_buf();
     let search = format!(
-        "cat {log}; grep -rs {secret} {} /tmp /run 2>/dev/null | head -3; echo searched",
-        root.display()
+        "cat {log}; grep -rs {secret} {} {}/.shellward-logs-* 2>/dev/null | head -3; echo searched",
+        root.display(),
+        root.parent().unwrap().display()
     );
     let (_, b) = post(
         &server.base,
         "/v1/tools/execute",
         Some("agent-b"),
-        json!({"command": search}),
+        json!({"command": search, "timeout": "60s", "on_timeout": "kill"}),
     );
     let seen = b["output"].as_str().unwrap();
     assert!(seen.contains("searched") && !seen.contains(&secret), "{b}");

@@ -9,8 +9,9 @@
 //!   that are mount points already are left as they are. [`ancestors_to_pin`] chooses them, once per executor.
 //! - **Logs.** Every executor of this user keeps its log directory under one per-user root (`logdir`). The sandbox
 //!   covers that root with the session's skeleton of it and mounts back, read-only at its own path, only the
-//!   directory of the session's own logs: a session reads its own commands' logs (the `log_path` results name), never another
-//!   session's or another shellward instance's, including instances started after the sandbox was made.
+//!   directory of the session's own logs: a session reads its own commands' logs (the `log_path` results name),
+//!   never another session's or another shellward instance's, including instances started after the sandbox was
+//!   made.
 //!
 //! The routines run in the child that becomes a sandbox's pid 1, between clone and exec: system calls on
 //! NUL-terminated strings prepared beforehand, no allocation.
@@ -127,7 +128,8 @@ impl LogView {
     /// the errno on failure.
     ///
     /// # Safety
-    /// As [`pin`].
+    /// Call only in a child between clone and exec, in a mount namespace of its own (it changes the calling
+    /// process's mounts); async-signal-safe.
     pub(crate) unsafe fn apply(&self) -> Result<(), i32> {
         // SAFETY: system calls on NUL-terminated strings prepared before the clone and on a descriptor this function
         // opens and closes; no allocation.

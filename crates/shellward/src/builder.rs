@@ -85,57 +85,13 @@ impl ShellwardBuilder {
     /// a helper thread while this thread sets up the executor (cgroups, log directory, watchdog): a one-shot
     /// `shellward run` starts milliseconds sooner on two cores. A policy error is reported first, as before; the
     /// executor started meanwhile is dropped, which stops it.
-    pub fn build(self) -> Result<Shellward, BuildError> {
+    pub fn build(mut self) -> Result<Shellward, BuildError> {
         let executor_config = self.executor_config_for_build();
-        let (active, executor) = match self.chain {
-            Some(chain) => {
-                let summaries = chain
-                    .policies()
-                    .iter()
-                    .map(|p| PolicySummary {
-                        name: p.name().to_string(),
-                        source: "host".into(),
-                        digest: String::new(),
-                        wit_version: p.info().wit_version.clone(),
-                        settings_digest: String::new(),
-                        fail_open: false,
-                        loaded_at: 0,
-                    })
-                    .collect();
-                let active = active::Active::new(
-                    active::Loaded {
-                        chain: Arc::new(chain),
-                        summaries: Arc::new(active::Summaries::given(summaries)),
-                    },
-                    None,
-                );
-                (active, Executor::new(executor_config))
-            }
+        let (active, executor) = match self.chain.take() {
+            Some(chain) => (given_chain(chain), Executor::new(executor_config)),
             None => {
-                let config = &self.config;
-                // Captures only a reference, so it is `Copy`: the helper thread gets one copy, the fallback another.
-                let load = || -> Result<_, BuildError> {
-                    let engine = PolicyEngine::new(config.sandbox.clone())?;
-                    let loaded = active::load(config, &engine)?;
-                    Ok((loaded, engine))
-                };
-                let (loaded, executor) = std::thread::scope(|scope| {
-                    let policies = std::thread::Builder::new()
-                        .name("shellward-policy-load".into())
-                        .spawn_scoped(scope, load);
-                    let executor = Executor::new(executor_config);
-                    let loaded = match policies {
-                        Ok(handle) => handle
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                        // No thread to be had: load here instead.
-                        Err(_) => load(),
-                    };
-                    (loaded, executor)
-                });
-                let (loaded, engine) = loaded?;
-                let active = active::Active::new(loaded, Some((self.config.clone(), engine)));
-                (active, executor)
+                let (loaded, executor) = self.load_beside_executor(executor_config);
+                (loaded?, executor)
             }
         };
         let executor = executor?;
@@ -143,29 +99,7 @@ impl ShellwardBuilder {
             Some(a) => Some(audit::AuditLog::open(a).map_err(BuildError::Audit)?),
             None => None,
         };
-        let base_workdir = self
-            .config
-            .executor
-            .default_workdir
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .map(|w| std::path::absolute(&w).unwrap_or(w))
-            .unwrap_or_else(|| PathBuf::from("/"));
-        if base_workdir == Path::new("/")
-            && self
-                .config
-                .confinement
-                .writable
-                .iter()
-                .flatten()
-                .any(|w| w == "$WORKDIR")
-        {
-            tracing::warn!(
-                target: "shellward::notice",
-                "the working directory is /: commands may not write there ($WORKDIR would make every path writable); \
-                 set [executor] workdir to the project's directory"
-            );
-        }
+        let base_workdir = base_workdir(&self.config);
         // In the log directories' parent (outside the log root commands cannot see), made and swept as a log directory
         // is: the next executor started there removes it if this instance is killed before its shutdown.
         let cwd_dir = shellward_exec::PrivateDir::create_in(executor.private_dir_parent()).ok();
@@ -224,4 +158,90 @@ impl ShellwardBuilder {
             }),
         })
     }
+
+    /// Loads the configuration's policies on a helper thread while this one starts the executor: a one-shot `run`
+    /// starts milliseconds sooner on two cores.
+    fn load_beside_executor(
+        &self,
+        executor_config: ExecutorConfig,
+    ) -> (
+        Result<active::Active, BuildError>,
+        Result<Executor, shellward_exec::ExecError>,
+    ) {
+        let config = &self.config;
+        // Captures only a reference, so it is `Copy`: the helper thread gets one copy, the fallback another.
+        let load = || -> Result<_, BuildError> {
+            let engine = PolicyEngine::new(config.sandbox.clone())?;
+            let loaded = active::load(config, &engine)?;
+            Ok((loaded, engine))
+        };
+        let (loaded, executor) = std::thread::scope(|scope| {
+            let policies = std::thread::Builder::new()
+                .name("shellward-policy-load".into())
+                .spawn_scoped(scope, load);
+            let executor = Executor::new(executor_config);
+            let loaded = match policies {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: load here instead.
+                Err(_) => load(),
+            };
+            (loaded, executor)
+        });
+        let active = loaded
+            .map(|(loaded, engine)| active::Active::new(loaded, Some((config.clone(), engine))));
+        (active, executor)
+    }
+}
+
+/// The chain a host gave ([`ShellwardBuilder::policy_chain`]), as the instance keeps it: never reloaded.
+fn given_chain(chain: PolicyChain) -> active::Active {
+    let summaries = chain
+        .policies()
+        .iter()
+        .map(|p| PolicySummary {
+            name: p.name().to_string(),
+            source: "host".into(),
+            digest: String::new(),
+            wit_version: p.info().wit_version.clone(),
+            settings_digest: String::new(),
+            fail_open: false,
+            loaded_at: 0,
+        })
+        .collect();
+    active::Active::new(
+        active::Loaded {
+            chain: Arc::new(chain),
+            summaries: Arc::new(active::Summaries::given(summaries)),
+        },
+        None,
+    )
+}
+
+/// The working directory `$WORKDIR` means: `[executor] workdir`, else where this process started, absolute; `/`
+/// with a warning when that makes every path writable.
+fn base_workdir(config: &Config) -> PathBuf {
+    let base = config
+        .executor
+        .default_workdir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .map(|w| std::path::absolute(&w).unwrap_or(w))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    if base == Path::new("/")
+        && config
+            .confinement
+            .writable
+            .iter()
+            .flatten()
+            .any(|w| w == "$WORKDIR")
+    {
+        tracing::warn!(
+            target: "shellward::notice",
+            "the working directory is /: commands may not write there ($WORKDIR would make every path writable); \
+             set [executor] workdir to the project's directory"
+        );
+    }
+    base
 }

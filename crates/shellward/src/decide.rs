@@ -5,7 +5,7 @@ use crate::tools::{self, ExecuteArgs};
 use crate::{Decided, Shellward, ToolError, confinement};
 use shellward_exec::{ExecPlan, Session, StdinMode, TimeoutAction};
 use shellward_policy::duration::{ACCEPTED_FORMS, parse_millis};
-use shellward_policy::{OnTimeout, Outcome, Request};
+use shellward_policy::{Decision, OnTimeout, Outcome, Request};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,6 +30,42 @@ impl Shellward {
         env: &[(String, String)],
         extra_context: &[(String, String)],
     ) -> Result<Decided, ToolError> {
+        let (request, stdin) = self.request(session, args, env, extra_context)?;
+        let chain_started = std::time::Instant::now();
+        let mut decision = self.inner.active.chain().evaluate(&request);
+        let chain_seconds = chain_started.elapsed().as_secs_f64();
+        for ((policy, _), kind) in decision.faults.iter().zip(&decision.fault_kinds) {
+            self.inner.metrics.fault(policy, kind);
+        }
+        for (policy, fault) in &decision.faults {
+            tracing::warn!(policy = %policy, error = %fault, "policy fault");
+        }
+        self.refuse_a_missing_policy_workdir(&mut decision);
+        let confinement = self.enforceable_confinement(&mut decision, &request);
+        let plan = match &decision.outcome {
+            Outcome::Deny(_) => None,
+            Outcome::Run(p) => Some(self.exec_plan(p, confinement, session, stdin)),
+        };
+        self.inner
+            .metrics
+            .decision(decision.denied_by.as_deref(), chain_seconds);
+        Ok(Decided {
+            asked: args.command.clone(),
+            session: session.map(str::to_string),
+            decision,
+            plan,
+            request,
+        })
+    }
+
+    /// The call's arguments checked and turned into the policies' request, with the call's standard input.
+    fn request(
+        &self,
+        session: Option<&str>,
+        args: &ExecuteArgs,
+        env: &[(String, String)],
+        extra_context: &[(String, String)],
+    ) -> Result<(Request, StdinMode), ToolError> {
         let limits = &self.inner.limits;
         if args.command.trim().is_empty() {
             return Err(ToolError::invalid(
@@ -58,24 +94,7 @@ impl Shellward {
                 ));
             }
         }
-        // The call's own variables first, then the host's (e.g. the process API's `env`), which win.
-        let env: Vec<(String, String)> = args
-            .env
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .chain(env.iter().cloned())
-            .collect();
-        let env = &env;
-        for (k, v) in env {
-            check_text("an environment variable", k)?;
-            check_text("an environment variable", v)?;
-            if k.is_empty() || k.contains('=') {
-                return Err(ToolError::invalid(format!(
-                    "environment variable name {k:?} is invalid (empty or contains '=')"
-                )));
-            }
-        }
+        let env = call_env(args, env)?;
         let mut context = vec![("tool".to_string(), "execute".to_string())];
         if let Some(s) = session {
             context.push(("session-id".to_string(), s.to_string()));
@@ -89,48 +108,54 @@ impl Shellward {
             tools::OnTimeoutChoice::Kill => OnTimeout::Kill,
             tools::OnTimeoutChoice::Background => OnTimeout::Background,
         });
-        request.env = env.to_vec();
+        request.env = env;
         request.context = context;
         request.interactive = stdin.interactive();
         request.tty = matches!(stdin, StdinMode::Terminal { .. });
         (request.confinement, request.ceiling) = self.inner.policy_confinement.clone();
         request.hidden = self.inner.hidden_for_policies.clone();
         request.shell.clone_from(&self.inner.shell_name);
-        let chain_started = std::time::Instant::now();
-        let mut decision = self.inner.active.chain().evaluate(&request);
-        let chain_seconds = chain_started.elapsed().as_secs_f64();
-        for ((policy, _), kind) in decision.faults.iter().zip(&decision.fault_kinds) {
-            self.inner.metrics.fault(policy, kind);
+        Ok((request, stdin))
+    }
+
+    /// A working directory a policy chose must exist: if it does not, that is the policy's fault, reported as a deny
+    /// naming it (the caller's own workdir is checked by the executor and reported as the caller's).
+    fn refuse_a_missing_policy_workdir(&self, decision: &mut Decision) {
+        let (Outcome::Run(p), Some(by)) = (&decision.outcome, &decision.workdir_by) else {
+            return;
+        };
+        let Some(w) = &p.workdir else {
+            return;
+        };
+        let path = match &self.inner.default_workdir {
+            Some(base) if Path::new(w).is_relative() => base.join(w),
+            _ => PathBuf::from(w),
+        };
+        if path.is_dir() {
+            return;
         }
-        for (policy, fault) in &decision.faults {
-            tracing::warn!(policy = %policy, error = %fault, "policy fault");
-        }
-        // A working directory a policy chose must exist: if it does not, that is the policy's fault, reported as a
-        // deny naming it (the caller's own workdir is checked by the executor and reported as the caller's).
-        if let (Outcome::Run(p), Some(by)) = (&decision.outcome, &decision.workdir_by)
-            && let Some(w) = &p.workdir
-        {
-            let path = match &self.inner.default_workdir {
-                Some(base) if Path::new(w).is_relative() => base.join(w),
-                _ => PathBuf::from(w),
-            };
-            if !path.is_dir() {
-                let problem = if path.exists() {
-                    "is not a directory"
-                } else {
-                    "does not exist"
-                };
-                tracing::warn!(policy = %by, workdir = %path.display(), "policy chose a working directory that {problem}");
-                decision.outcome = Outcome::deny(format!(
-                    "The command was not run: policy {by} set the working directory to {}, which {problem}. This is \
-                     the policy's fault, not the command's; tell the operator.",
-                    path.display()
-                ));
-                decision.denied_by = Some(by.clone());
-            }
-        }
-        // The confinement a policy decided, as the executor enforces it; one the host cannot enforce (a network
-        // allow-list) is the policy's fault, reported as a deny naming it (never run with more than was asked).
+        let problem = if path.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        tracing::warn!(policy = %by, workdir = %path.display(), "policy chose a working directory that {problem}");
+        let by = by.clone();
+        decision.outcome = Outcome::deny(format!(
+            "The command was not run: policy {by} set the working directory to {}, which {problem}. This is \
+             the policy's fault, not the command's; tell the operator.",
+            path.display()
+        ));
+        decision.denied_by = Some(by);
+    }
+
+    /// The confinement a policy decided, as the executor enforces it; one the host cannot enforce (a network
+    /// allow-list) is the policy's fault, reported as a deny naming it (never run with more than was asked).
+    fn enforceable_confinement(
+        &self,
+        decision: &mut Decision,
+        request: &Request,
+    ) -> shellward_exec::Confinement {
         let mut confinement = self.inner.plan_confinement.clone();
         if let Outcome::Run(p) = &decision.outcome
             && p.confinement != request.confinement
@@ -152,71 +177,65 @@ impl Shellward {
                 }
             }
         }
-        let plan = match &decision.outcome {
-            Outcome::Deny(_) => None,
-            Outcome::Run(p) => {
-                let workdir = p.workdir.as_ref().map(|w| {
-                    let path = PathBuf::from(w);
-                    match &self.inner.default_workdir {
-                        Some(base) if path.is_relative() => base.join(path),
-                        _ => path,
-                    }
-                });
-                Some(ExecPlan {
-                    command: p.command.clone(),
-                    workdir,
-                    confinement,
-                    env: p.env.clone(),
-                    background: p.background,
-                    timeout: if p.background {
-                        None
-                    } else {
-                        p.timeout_ms.map(Duration::from_millis)
-                    },
-                    on_timeout: match p.on_timeout {
-                        OnTimeout::Kill => TimeoutAction::Kill,
-                        OnTimeout::Background => TimeoutAction::Background,
-                    },
-                    session: session.map(Session::from),
-                    startup_wait: p.background.then(|| {
-                        p.startup_wait_ms
-                            .map(Duration::from_millis)
-                            .unwrap_or(limits.startup_wait)
-                    }),
-                    deadline: None,
-                    labels: Vec::new(),
-                    // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy
-                    // cannot make a command wait for input nobody asked to give).
-                    stdin: match stdin {
-                        StdinMode::Terminal { .. } if p.tty => stdin,
-                        StdinMode::Terminal { .. } | StdinMode::Pipe if p.interactive || p.tty => {
-                            StdinMode::Pipe
-                        }
-                        _ => StdinMode::Null,
-                    },
-                })
-                .map(|mut plan| {
-                    if plan.stdin.interactive() {
-                        // An interactive program waits for its input: it runs in the background, and the call
-                        // returns once it has gone quiet (its prompt), not at a foreground timeout.
-                        plan.background = true;
-                        plan.timeout = None;
-                        plan.startup_wait = None;
-                    }
-                    plan
-                })
+        confinement
+    }
+
+    /// The executor's plan for the chain's `p`.
+    fn exec_plan(
+        &self,
+        p: &shellward_policy::Plan,
+        confinement: shellward_exec::Confinement,
+        session: Option<&str>,
+        stdin: StdinMode,
+    ) -> ExecPlan {
+        let workdir = p.workdir.as_ref().map(|w| {
+            let path = PathBuf::from(w);
+            match &self.inner.default_workdir {
+                Some(base) if path.is_relative() => base.join(path),
+                _ => path,
             }
+        });
+        let mut plan = ExecPlan {
+            command: p.command.clone(),
+            workdir,
+            confinement,
+            env: p.env.clone(),
+            background: p.background,
+            timeout: if p.background {
+                None
+            } else {
+                p.timeout_ms.map(Duration::from_millis)
+            },
+            on_timeout: match p.on_timeout {
+                OnTimeout::Kill => TimeoutAction::Kill,
+                OnTimeout::Background => TimeoutAction::Background,
+            },
+            session: session.map(Session::from),
+            startup_wait: p.background.then(|| {
+                p.startup_wait_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(self.inner.limits.startup_wait)
+            }),
+            deadline: None,
+            labels: Vec::new(),
+            // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy cannot make a
+            // command wait for input nobody asked to give).
+            stdin: match stdin {
+                StdinMode::Terminal { .. } if p.tty => stdin,
+                StdinMode::Terminal { .. } | StdinMode::Pipe if p.interactive || p.tty => {
+                    StdinMode::Pipe
+                }
+                _ => StdinMode::Null,
+            },
         };
-        self.inner
-            .metrics
-            .decision(decision.denied_by.as_deref(), chain_seconds);
-        Ok(Decided {
-            asked: args.command.clone(),
-            session: session.map(str::to_string),
-            decision,
-            plan,
-            request,
-        })
+        if plan.stdin.interactive() {
+            // An interactive program waits for its input: it runs in the background, and the call returns once it has
+            // gone quiet (its prompt), not at a foreground timeout.
+            plan.background = true;
+            plan.timeout = None;
+            plan.startup_wait = None;
+        }
+        plan
     }
 }
 
@@ -244,6 +263,31 @@ fn stdin_mode(args: &ExecuteArgs) -> Result<StdinMode, ToolError> {
     } else {
         StdinMode::Null
     })
+}
+
+/// The command's extra environment: the call's own variables first, then the host's (e.g. the process API's `env`),
+/// which win; every name and value checked.
+fn call_env(
+    args: &ExecuteArgs,
+    env: &[(String, String)],
+) -> Result<Vec<(String, String)>, ToolError> {
+    let env: Vec<(String, String)> = args
+        .env
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(env.iter().cloned())
+        .collect();
+    for (k, v) in &env {
+        check_text("an environment variable", k)?;
+        check_text("an environment variable", v)?;
+        if k.is_empty() || k.contains('=') {
+            return Err(ToolError::invalid(format!(
+                "environment variable name {k:?} is invalid (empty or contains '=')"
+            )));
+        }
+    }
+    Ok(env)
 }
 
 pub(crate) fn check_text(what: &str, text: &str) -> Result<(), ToolError> {

@@ -406,39 +406,7 @@ impl Executor {
         let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let id = registry.id_of(n);
         let config = &self.inner.config;
-        let mut extra: Vec<(OsString, OsString)> = Vec::with_capacity(plan.env.len() + 2);
-        if matches!(plan.stdin, crate::StdinMode::Terminal { .. }) {
-            // A terminal that understands colours and cursor moves (the non-interactive default is `dumb`).
-            extra.push(("TERM".into(), "xterm-256color".into()));
-        }
-        extra.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
-        // A proxied command finds its proxy here (set after the plan's own, so a plan cannot point them elsewhere:
-        // there is nowhere else to go in its namespace anyway).
-        let proxy_rules = if plan.confinement.network == crate::Network::Allow {
-            let url = format!("http://{}", crate::proxy::PROXY_ADDR);
-            for name in [
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "ALL_PROXY",
-                "http_proxy",
-                "https_proxy",
-                "all_proxy",
-            ] {
-                extra.push((name.into(), url.clone().into()));
-            }
-            for name in ["NO_PROXY", "no_proxy"] {
-                extra.push((name.into(), "".into()));
-            }
-            Some(Arc::new(
-                crate::proxy::ProxyRules::new(&plan.confinement.allow, &config.proxy_hosts)
-                    .map_err(|e| {
-                        ExecError::InvalidCommand(format!("the network allow-list: {e}"))
-                    })?,
-            ))
-        } else {
-            None
-        };
-        let env = SpawnEnv::new(self.inner.base_env.clone(), extra);
+        let (env, proxy_rules) = self.command_env(plan)?;
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
         args.push(plan.command.clone().into());
         let log_dir = self
@@ -524,27 +492,7 @@ impl Executor {
                 .create_log();
         }
         if let (Some((fd, shared)), Some(rules)) = (spawned.proxy_listener, proxy_rules) {
-            // Served on the host's network until the command's output ends (its tree is done), or, when its network
-            // became its session's, until the session's sandbox ends (which shuts the listener down).
-            let listener = std::net::TcpListener::from(fd);
-            match listener
-                .set_nonblocking(true)
-                .and_then(|()| tokio::net::TcpListener::from_std(listener))
-            {
-                Ok(listener) => {
-                    let mut done = proc.readers_done.subscribe();
-                    tokio::spawn(async move {
-                        if shared {
-                            return crate::proxy::serve(listener, rules).await;
-                        }
-                        tokio::select! {
-                            () = crate::proxy::serve(listener, rules) => {}
-                            _ = done.wait_for(|d| *d) => {}
-                        }
-                    });
-                }
-                Err(e) => tracing::warn!(%id, "cannot serve the command's proxy: {e}"),
-            }
+            serve_proxy(&proc, fd, shared, rules);
         }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();
@@ -562,19 +510,69 @@ impl Executor {
             spawned.leader,
         ));
         if let Some(limit) = plan.deadline.filter(|_| plan.background) {
-            // Weak: a pending deadline does not keep a dropped executor alive.
-            let inner = Arc::downgrade(&self.inner);
-            let p = proc.clone();
-            tokio::spawn(async move {
-                if tokio::time::timeout(limit, p.wait_exit()).await.is_err()
-                    && let Some(inner) = inner.upgrade()
-                {
-                    tracing::info!(id = %p.id, limit_ms = limit.as_millis() as u64, "deadline reached: terminating");
-                    Executor { inner }.terminate(&p).await;
-                }
-            });
+            self.terminate_at(&proc, limit);
         }
         Ok(proc)
+    }
+
+    /// What the command's environment adds to the executor's base (a terminal's `TERM`, the plan's own variables,
+    /// and for an allow-list network the proxy's variables), with the allow-list's proxy rules.
+    fn command_env(
+        &self,
+        plan: &ExecPlan,
+    ) -> Result<(SpawnEnv, Option<Arc<crate::proxy::ProxyRules>>), ExecError> {
+        let config = &self.inner.config;
+        let mut extra: Vec<(OsString, OsString)> = Vec::with_capacity(plan.env.len() + 2);
+        if matches!(plan.stdin, crate::StdinMode::Terminal { .. }) {
+            // A terminal that understands colours and cursor moves (the non-interactive default is `dumb`).
+            extra.push(("TERM".into(), "xterm-256color".into()));
+        }
+        extra.extend(plan.env.iter().map(|(k, v)| (k.into(), v.into())));
+        // A proxied command finds its proxy here (set after the plan's own, so a plan cannot point them elsewhere:
+        // there is nowhere else to go in its namespace anyway).
+        let proxy_rules = if plan.confinement.network == crate::Network::Allow {
+            let url = format!("http://{}", crate::proxy::PROXY_ADDR);
+            for name in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                extra.push((name.into(), url.clone().into()));
+            }
+            for name in ["NO_PROXY", "no_proxy"] {
+                extra.push((name.into(), "".into()));
+            }
+            Some(Arc::new(
+                crate::proxy::ProxyRules::new(&plan.confinement.allow, &config.proxy_hosts)
+                    .map_err(|e| {
+                        ExecError::InvalidCommand(format!("the network allow-list: {e}"))
+                    })?,
+            ))
+        } else {
+            None
+        };
+        Ok((
+            SpawnEnv::new(self.inner.base_env.clone(), extra),
+            proxy_rules,
+        ))
+    }
+
+    /// Terminates a background `proc` still running after `limit` (its plan's deadline).
+    fn terminate_at(&self, proc: &Arc<Proc>, limit: Duration) {
+        // Weak: a pending deadline does not keep a dropped executor alive.
+        let inner = Arc::downgrade(&self.inner);
+        let p = proc.clone();
+        tokio::spawn(async move {
+            if tokio::time::timeout(limit, p.wait_exit()).await.is_err()
+                && let Some(inner) = inner.upgrade()
+            {
+                tracing::info!(id = %p.id, limit_ms = limit.as_millis() as u64, "deadline reached: terminating");
+                Executor { inner }.terminate(&p).await;
+            }
+        });
     }
 
     /// SIGTERM to the tree, then SIGKILL to whatever remains after the grace period; waits until it is gone.
@@ -982,50 +980,8 @@ fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
     sink.identity(proc.terminal)
 }
 
+mod lifetime;
+use lifetime::{StopIfAbandoned, serve_proxy};
+
 #[cfg(all(test, unix))]
 mod tests;
-
-/// Stops a foreground command whose caller stopped waiting for it — its [`Executor::execute`] future dropped: an MCP
-/// client's `notifications/cancelled`, an HTTP client gone — with the timeout's path (terminate, grace, kill) on a
-/// task of its own, then forgets it: nobody is left to read its result; or, with
-/// [`crate::ExecutorConfig::keep_abandoned`], keeps it as a background process. Disarmed when the run ends normally.
-struct StopIfAbandoned {
-    inner: std::sync::Weak<Inner>,
-    proc: Option<Arc<Proc>>,
-}
-
-impl StopIfAbandoned {
-    fn disarm(mut self) {
-        self.proc = None;
-    }
-}
-
-impl Drop for StopIfAbandoned {
-    fn drop(&mut self) {
-        let (Some(proc), Some(inner)) = (self.proc.take(), self.inner.upgrade()) else {
-            return;
-        };
-        if inner.config.keep_abandoned {
-            // The operator keeps such runs: tracked in the background from now on, as a timeout that keeps it.
-            tracing::info!(id = %proc.id, "the caller stopped waiting: the command keeps running in the background");
-            proc.background.store(true, Ordering::Relaxed);
-            return;
-        }
-        tracing::info!(id = %proc.id, "the caller stopped waiting: terminating the foreground command's tree");
-        // At once, whatever follows: the tree is told to stop before this returns.
-        proc.tree.terminate();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let executor = Executor { inner };
-                    executor.terminate(&proc).await;
-                    proc.wait_exit().await;
-                    let _ = executor.settle(&proc).await;
-                    executor.forget(&proc);
-                });
-            }
-            // Dropped outside a runtime (the host is going away): nothing can wait out the grace period.
-            Err(_) => proc.tree.kill(),
-        }
-    }
-}

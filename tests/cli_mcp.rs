@@ -55,6 +55,13 @@ fn a_stock_mcp_client_drives_every_tool() {
     run_stock_client("mcp_client.py", "MCP-OK");
 }
 
+/// A policy's ask through the stock client's elicitation callback: approve runs, decline/cancel/deny run nothing,
+/// remembered approvals are not asked again, and a client without elicitation gets a deny with a reason.
+#[test]
+fn a_stock_mcp_client_approves_and_declines_through_elicitation() {
+    run_stock_client("mcp_approvals.py", "MCP-APPROVALS-OK");
+}
+
 /// Interactive processes through the same stock client: a Python REPL on a pipe and on a terminal, a `read -p`
 /// prompt, `tty -s`, Ctrl-C to a shell's job, end of input to `cat`, a writer that a non-reader cannot block.
 #[test]

@@ -182,24 +182,42 @@ fn a_chain_of_policy_files_runs_in_order() {
 #[test]
 fn catastrophic_commands_are_denied_out_of_the_box() {
     let check = |command: &str| shellward(&["policy", "check", "--", command]);
-    for command in [
-        "rm -rf /",
-        "kill -9 -1",
-        "sudo reboot",
-        "pkill node",
-        ":(){ :|:& };:",
-    ] {
+    for command in ["rm -rf /", "kill -9 -1", "sudo rm -rf /", ":(){ :|:& };:"] {
         let out = check(command);
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(3), "{command}: {text}");
         assert!(text.contains("denied by:  guard"), "{command}: {text}");
+    }
+    // What a user may want but should see first is asked about: exit 4, the question and the plan shown.
+    for (command, rule) in [
+        ("sudo reboot", "privilege"),
+        ("pkill node", "kill-by-name"),
+        ("git reset --hard", "git-discard"),
+        ("git push --force", "git-force-push"),
+    ] {
+        let out = check(command);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(4), "{command}: {text}");
+        assert!(
+            text.contains("decision:   ask") && text.contains("asked by:   guard"),
+            "{command}: {text}"
+        );
+        assert!(
+            text.contains(&format!("rule:       {rule}")),
+            "{command}: {text}"
+        );
+        assert!(
+            text.contains(&format!("command:    {command}")),
+            "{command}: {text}"
+        );
     }
     assert!(String::from_utf8_lossy(&check("pkill node").stdout).contains("process_signal"));
     for command in [
         "rm -rf ./build target node_modules",
         "kill %1",
         "kill $PID",
-        "git clean -fdx",
+        "git clean -n",
+        "sudo -l",
         "echo 'sudo is just text here'",
         "cargo test",
     ] {
@@ -351,13 +369,16 @@ fn policy_check_shows_the_confinement() {
         "{text}"
     );
     assert!(!text.contains("not confined"), "{text}");
-    // A denied command has no confinement to show.
-    let o = shellward(&["policy", "check", "--", "sudo reboot"]);
+    // A denied command has no confinement to show; an asked one shows what it would run with once approved.
+    let o = shellward(&["policy", "check", "--", "rm -rf /"]);
     assert!(!stdout(&o).contains("writable:"), "{}", stdout(&o));
+    let o = shellward(&["policy", "check", "--", "sudo reboot"]);
+    assert!(stdout(&o).contains("writable:"), "{}", stdout(&o));
 }
 
 /// Runs `commands` through a real `serve` with the chain `policies` and an audit log in `dir`, and returns the log
-/// (stopping the server flushes it). Every command is answered 200 (a deny is a result too).
+/// (stopping the server flushes it). Every command is answered 200 (a deny is a result too); one a policy asks about is
+/// declined through `POST /v1/approvals/{id}`, so its decision is recorded.
 fn record_traffic(dir: &std::path::Path, policies: &str, commands: &[&str]) -> std::path::PathBuf {
     let audit = dir.join("audit.jsonl");
     let config = dir.join("recorded.toml");
@@ -371,14 +392,30 @@ fn record_traffic(dir: &std::path::Path, policies: &str, commands: &[&str]) -> s
         .http_status_as_error(false)
         .build()
         .into();
-    for command in commands {
-        let status = agent
-            .post(&format!("{}/v1/tools/execute", server.base))
+    let post = |path: &str, body: serde_json::Value| {
+        let mut r = agent
+            .post(&format!("{}{path}", server.base))
             .header("Content-Type", "application/json")
-            .send(serde_json::json!({ "command": command }).to_string())
-            .unwrap()
-            .status();
-        assert_eq!(status.as_u16(), 200, "{command}");
+            .send(body.to_string())
+            .unwrap();
+        let status = r.status().as_u16();
+        let body: serde_json::Value =
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+        (status, body)
+    };
+    for command in commands {
+        let (status, r) = post(
+            "/v1/tools/execute",
+            serde_json::json!({ "command": command }),
+        );
+        assert_eq!(status, 200, "{command}");
+        if let Some(id) = r["pending_approval"]["id"].as_str() {
+            let (status, r) = post(
+                &format!("/v1/approvals/{id}"),
+                serde_json::json!({"decision": "deny"}),
+            );
+            assert_eq!((status, r["denied"].clone()), (200, true.into()), "{r}");
+        }
     }
     server.stop();
     audit
@@ -413,13 +450,16 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
         "{}",
         stdout(&o)
     );
-    // With the guard added: sudo would now be denied, nothing else changes.
+    // With the guard added: sudo would now be asked about, nothing else changes.
     let o = replay(&["--policy", "default", "--policy", "guard"]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains("\"sudo -n true\"  [run -> deny]"), "{text}");
-    assert!(text.contains("now: deny by guard"), "{text}");
-    assert!(text.contains("1 would change (run -> deny: 1)"), "{text}");
+    assert!(text.contains("\"sudo -n true\"  [run -> ask]"), "{text}");
+    assert!(
+        text.contains("now: ask by guard (rule privilege)"),
+        "{text}"
+    );
+    assert!(text.contains("1 would change (run -> ask: 1)"), "{text}");
     assert!(
         text.contains("1 decision records carry no request"),
         "{text}"
@@ -434,9 +474,9 @@ fn replay_shows_what_a_new_chain_would_change_in_recorded_traffic() {
         (3.into(), 1.into()),
         "{v}"
     );
-    assert_eq!(v["kinds"]["run -> deny"], 1, "{v}");
+    assert_eq!(v["kinds"]["run -> ask"], 1, "{v}");
     assert_eq!(v["changes"][0]["was"]["outcome"], "run", "{v}");
-    assert_eq!(v["changes"][0]["now"]["denied_by"], "guard", "{v}");
+    assert_eq!(v["changes"][0]["now"]["asked_by"], "guard", "{v}");
     assert_eq!(v["skipped_without_request"], 1);
     // A missing log is a clear error.
     let o = shellward(&["policy", "replay", "--audit", "/no/such/audit.jsonl"]);
@@ -458,6 +498,25 @@ fn replay_reports_a_renamed_policy_apart_from_a_changed_decision() {
         "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n",
         &["echo one", "rm -rf /", "sudo -n true"],
     );
+    // An operator who now denies what was asked about: ask -> deny.
+    let o = shellward(&[
+        "policy",
+        "replay",
+        "--audit",
+        audit.to_str().unwrap(),
+        "--policy",
+        "default",
+        "--policy",
+        "guard",
+        "--settings",
+        "{}",
+        "--settings",
+        r#"{"deny": ["sudo *"]}"#,
+    ]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}{}", stderr(&o));
+    assert!(text.contains("\"sudo -n true\"  [ask -> deny]"), "{text}");
+    assert!(text.contains("1 would change (ask -> deny: 1)"), "{text}");
     let guard = dir.path().join("my-guard.wasm");
     std::fs::write(
         &guard,
@@ -489,10 +548,14 @@ fn replay_reports_a_renamed_policy_apart_from_a_changed_decision() {
         "{v}"
     );
     assert_eq!(v["renames"][0]["was_denied_by"], "guard", "{v}");
-    // Without the guard the denials are changes, not renames.
+    // Without the guard the deny and the ask are changes, not renames.
     let o = shellward(&[&base[..], &["--policy", "default"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
-    assert!(stdout(&o).contains("(deny -> run: 2)"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("(deny -> run: 1, ask -> run: 1)"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// Runs shellward with `args`, its stdout a pipe whose reader is already gone (what `| head -1` becomes once `head`
@@ -555,7 +618,7 @@ fn every_subcommand_ends_quietly_when_its_reader_closes_the_pipe() {
         &["policy", "inspect", "default"],
         &["policy", "inspect", "guard", "--json"],
         &["policy", "list"],
-        &["policy", "check", "--", "sudo reboot"],
+        &["policy", "check", "--", "rm -rf /"],
         &["policy", "check", "--json", "--", "ls"],
         &["config", "init"],
         &["config", "check", config],

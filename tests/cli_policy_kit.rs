@@ -287,9 +287,14 @@ command = "npm run dev &"
 expect = { decision = "run", command = "npm run dev", background = true, notes_contain = "trailing" }
 
 [[case]]
-name = "guard denies after the default rewrote"
+name = "guard asks after the default rewrote"
 command = "sudo reboot &"
-expect = { decision = "deny", reason_contains = "privilege" }
+expect = { decision = "ask", question_contains = "privilege", command = "sudo reboot", background = true }
+
+[[case]]
+name = "guard denies after the default rewrote"
+command = "rm -rf / &"
+expect = { decision = "deny", reason_contains = "rm-root" }
 
 [[case]]
 name = "settings per chain policy"
@@ -308,7 +313,7 @@ expect = { decision = "deny", reason_contains = "deny-pattern" }
         guests::GUARD_POLICY,
         cases.to_str().unwrap(),
     ]);
-    assert_eq!(all_pass(&o), 3);
+    assert_eq!(all_pass(&o), 4);
 }
 
 #[test]
@@ -583,7 +588,7 @@ fn coverage_names_the_guard_rules_a_reduced_case_file_never_hits() {
     let cases = dir.path().join("reduced.toml");
     std::fs::write(
         &cases,
-        "[[case]]\nname = \"sudo\"\ncommand = \"sudo ls\"\nexpect = { decision = \"deny\", rule = \"privilege\" }\n",
+        "[[case]]\nname = \"sudo\"\ncommand = \"sudo ls\"\nexpect = { decision = \"ask\", rule = \"privilege\" }\n",
     )
     .unwrap();
     let o = shellward(&[

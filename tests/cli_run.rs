@@ -1215,3 +1215,61 @@ fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory()
         "after the next run"
     );
 }
+
+/// A command the guard asks about: without a terminal `run` refuses it (126) and says how to approve it; the
+/// operator's `--approve` runs it; on a terminal `run` asks there, and only `y` runs it.
+#[test]
+fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "data\n").unwrap();
+        (path.clone(), format!("shred -u {}", path.display()))
+    };
+    let (path, command) = victim("no-terminal");
+    let out = run(&["--", &command]);
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("needs approval") && err.contains("--approve"),
+        "{err}"
+    );
+    assert!(path.exists(), "refused: nothing ran");
+
+    let (path, command) = victim("pre-approved");
+    let out = run(&["--approve", "--", &command]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!path.exists());
+
+    // On a terminal (script(1) gives `run` a pseudo-terminal and relays the answer typed on its stdin).
+    for (answer, runs) in [("y\n", true), ("n\n", false), ("\n", false)] {
+        let (path, command) = victim("terminal");
+        let line = format!("{} run -- {}", bin(), command);
+        let mut child = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env_remove("SHELLWARD_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("script(1)");
+        use std::io::Write;
+        // The answer is typed ahead (the terminal keeps it until read); stdin stays open until `run` ends, since
+        // its end would end script(1)'s session.
+        let mut typed = child.stdin.take().unwrap();
+        typed.write_all(answer.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        drop(typed);
+        let shown = text(&out.stdout);
+        assert!(
+            shown.contains("Run it? [y/N]") && shown.contains("guard[shred]"),
+            "{shown}"
+        );
+        assert_eq!(!path.exists(), runs, "answer {answer:?}: {shown}");
+        assert_eq!(
+            out.status.code(),
+            Some(if runs { 0 } else { 126 }),
+            "answer {answer:?}: {shown}"
+        );
+    }
+}

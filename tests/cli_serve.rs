@@ -1423,3 +1423,133 @@ fn a_session_cannot_read_another_sessions_output() {
     assert!(seen.contains("searched") && !seen.contains(&secret), "{b}");
     server.stop();
 }
+
+/// A command the guard asks about, over HTTP: the call answers at once with a pending approval (nothing ran);
+/// `GET /v1/approvals` lists it for its session only; `POST /v1/approvals/{id}` approve runs it and answers with the
+/// result, deny refuses it; a decided, foreign or expired id is a 404 and runs nothing; a bad body is a 400.
+#[test]
+fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellward.toml");
+    std::fs::write(&config, "[approvals]\nexpiry = \"2s\"\n").unwrap();
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let b = server.base.clone();
+    let victim = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "data\n").unwrap();
+        (path.clone(), format!("shred -u {}", path.display()))
+    };
+    let ask = |session: &str, command: &str| {
+        let (status, r) = post(
+            &b,
+            "/v1/tools/execute",
+            Some(session),
+            json!({"command": command}),
+        );
+        assert_eq!(status, 200, "{r}");
+        let pending = r["pending_approval"].clone();
+        assert!(pending["id"].as_str().unwrap().starts_with("ap-"), "{r}");
+        assert!(
+            pending["question"]
+                .as_str()
+                .unwrap()
+                .contains("guard[shred]"),
+            "{r}"
+        );
+        assert_eq!(r["success"], false, "{r}");
+        pending["id"].as_str().unwrap().to_string()
+    };
+
+    // Pending, listed for its own session only, then approved: it runs once.
+    let (path, command) = victim("approved");
+    let id = ask("s1", &command);
+    assert!(path.exists(), "nothing runs before the answer");
+    let (_, listed) = get(&b, "/v1/approvals", Some("s1"));
+    assert_eq!(listed["pending"][0]["id"], id.as_str(), "{listed}");
+    assert_eq!(
+        listed["pending"][0]["command"],
+        command.as_str(),
+        "{listed}"
+    );
+    let (_, other) = get(&b, "/v1/approvals", Some("s2"));
+    assert_eq!(other["pending"], json!([]), "{other}");
+    let (status, r) = post(
+        &b,
+        &format!("/v1/approvals/{id}"),
+        Some("s2"),
+        json!({"decision": "approve"}),
+    );
+    assert_eq!(status, 404, "another session cannot answer: {r}");
+    assert!(path.exists());
+    let (status, r) = post(
+        &b,
+        &format!("/v1/approvals/{id}"),
+        Some("s1"),
+        json!({"decision": "maybe"}),
+    );
+    assert_eq!(status, 400, "{r}");
+    let (status, r) = post(
+        &b,
+        &format!("/v1/approvals/{id}"),
+        Some("s1"),
+        json!({"decision": "approve", "remember": "session"}),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        (r["success"].clone(), r["exit_code"].clone()),
+        (json!(true), json!(0)),
+        "{r}"
+    );
+    assert!(!path.exists(), "approved: it ran");
+    let (status, _) = post(
+        &b,
+        &format!("/v1/approvals/{id}"),
+        Some("s1"),
+        json!({"decision": "approve"}),
+    );
+    assert_eq!(status, 404, "a decided id is spent");
+    let (_, listed) = get(&b, "/v1/approvals", Some("s1"));
+    assert_eq!(listed["remembered"], json!([command]), "{listed}");
+
+    // Denied: nothing runs, and the reason says the user declined.
+    let (path, command) = victim("denied");
+    let id = ask("s1", &command);
+    let (status, r) = post(
+        &b,
+        &format!("/v1/approvals/{id}"),
+        Some("s1"),
+        json!({"decision": "deny", "reason": "not now"}),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["denied"], true, "{r}");
+    assert!(
+        r["deny_reason"].as_str().unwrap().contains("not now"),
+        "{r}"
+    );
+    assert!(path.exists());
+
+    // Expired: refused afterwards, and the command never ran.
+    let (path, command) = victim("expired");
+    let id = ask("s1", &command);
+    std::thread::sleep(Duration::from_millis(2500));
+    let (status, r) = post(
+        &b,
+        &format!("/v1/approvals/{id}"),
+        Some("s1"),
+        json!({"decision": "approve"}),
+    );
+    assert_eq!(status, 404, "{r}");
+    assert!(path.exists(), "an expired approval never runs");
+    let (status, _) = post(
+        &b,
+        "/v1/approvals/ap-00000000000000000000000000000000",
+        Some("s1"),
+        json!({"decision": "approve"}),
+    );
+    assert_eq!(status, 404);
+}

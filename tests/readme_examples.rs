@@ -221,6 +221,8 @@ fn the_http_examples_work_against_serve() {
     let mut tag = None;
     // `ID=…` names the id the later lines use (`$ID`), as a reader substitutes the one their server answered.
     let mut id_var = String::new();
+    // `AP=…` names a pending approval (`$AP`): the one this server's last answer carried.
+    let mut approval = String::new();
     for example in examples.lines() {
         // `curl -s URL [-d 'JSON']   # comment`, URL possibly quoted.
         let example = example.split("   #").next().unwrap().trim();
@@ -232,7 +234,14 @@ fn the_http_examples_work_against_serve() {
                 .to_string();
             continue;
         }
-        let example = example.replace("$ID", &id_var);
+        if example.starts_with("AP=") {
+            assert!(
+                !approval.is_empty(),
+                "no call before {example} answered a pending approval"
+            );
+            continue;
+        }
+        let example = example.replace("$ID", &id_var).replace("$AP", &approval);
         let example = example.as_str();
         let rest = example.strip_prefix("curl -s ").expect(example);
         let (url, body) = match rest.split_once(" -d ") {
@@ -259,6 +268,9 @@ fn the_http_examples_work_against_serve() {
         let status = response.status().as_u16();
         let json: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap())
             .unwrap_or_else(|e| panic!("{example}: not JSON ({e})"));
+        if let Some(id) = json["pending_approval"]["id"].as_str() {
+            approval = id.to_string();
+        }
         // The last example stops p1, which may have ended already (409 says so).
         assert!(
             status == 200 || (status == 409 && example.contains("/signal")),
@@ -271,7 +283,19 @@ fn the_http_examples_work_against_serve() {
         tag = tag.or(started);
         answers.push(json);
     }
-    assert_eq!(answers.len(), 6);
+    assert_eq!(answers.len(), 9);
+    // The asked command waited, was listed, and was refused when denied.
+    assert!(
+        answers[6]["pending_approval"]["id"].is_string(),
+        "{}",
+        answers[6]
+    );
+    assert_eq!(
+        answers[7]["pending"][0]["id"], answers[6]["pending_approval"]["id"],
+        "{}",
+        answers[7]
+    );
+    assert_eq!(answers[8]["denied"], true, "{}", answers[8]);
     let tools = answers[0].to_string();
     for tool in [
         "execute",

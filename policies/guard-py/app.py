@@ -28,8 +28,30 @@ from wit_world.imports import host, types
 
 RULES = [
     "fork-bomb", "kill-by-name", "kill-all", "rm-root", "privilege", "power", "block-device", "chmod-root",
-    "find-root", "unreadable",
+    "find-root", "unreadable", "git-discard", "git-force-push", "crontab-remove", "shred",
 ]
+
+# The rules that ask a person instead of refusing; the others refuse.
+ASK_RULES = (
+    "privilege", "kill-by-name", "power", "block-device", "git-discard", "git-force-push", "crontab-remove", "shred",
+)
+
+SUMMARIES = {
+    "fork-bomb": "refuses fork bombs",
+    "kill-by-name": "asks before pkill, killall and kill $(pgrep …)",
+    "kill-all": "refuses kill -1 and signals to pid 1",
+    "rm-root": "refuses removing /, the home directory or a system directory",
+    "privilege": "asks before sudo, su, doas, pkexec and runuser",
+    "power": "asks before shutdown, reboot and suspend",
+    "block-device": "asks before writes to block devices (mkfs, dd of=/dev/…, bmaptool)",
+    "chmod-root": "refuses chmod/chown of / or system directories",
+    "find-root": "refuses find -delete or -exec rm from / or system directories",
+    "unreadable": "refuses a line the guard cannot read whole",
+    "git-discard": "asks before discarding uncommitted git work (reset --hard, clean -f, restore .)",
+    "git-force-push": "asks before git push --force",
+    "crontab-remove": "asks before crontab -r",
+    "shred": "asks before shredding files",
+}
 
 PRIVILEGE = ("sudo", "su", "doas", "pkexec", "runuser")
 
@@ -59,23 +81,32 @@ BLOCK_DEVICES = [
 
 REASONS = {
     "fork-bomb": "this is a fork bomb: it would exhaust the machine's processes",
-    "kill-by-name": "pkill/killall (or kill $(pgrep …)) match processes by name and can kill the agent host or the user's programs; stop "
-    "processes you started with process_signal, or kill one process by its id",
+    "kill-by-name": "this stops every process whose name matches (pkill, killall, kill $(pgrep …)), which may include the "
+    "agent host or the user's own programs; the agent can stop processes it started with process_signal, "
+    "or one process by its id",
     "kill-all": "kill -1 signals every process you may signal, including the agent host, and pid 1 is the machine's "
     "init; stop processes you started with process_signal",
     "rm-root": "removing /, the home directory or a system directory (rm -r, or moving it away, or rsync --delete "
     "onto it) would destroy the user's machine; remove the specific paths you mean",
-    "privilege": "the agent must not escalate privileges (sudo, su, doas, pkexec, runuser); ask the user to run it",
+    "privilege": "this runs a command as root or another user (sudo, su, doas, pkexec, runuser): it can change anything "
+    "on the machine",
     "chmod-root": "changing the permissions or owner of / or a system directory, or recursively of the home directory, "
     "breaks the machine (sudo, ssh and services refuse such files); change the specific paths you mean",
     "find-root": "find from /, the home directory or a system directory with -delete or -exec rm removes files all over "
     "the machine; run find on your project's directories",
-    "power": "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl "
-    "poweroff, init 0, /proc/sysrq-trigger); ask the user",
+    "power": "this shuts down, reboots or suspends the machine (shutdown, reboot, systemctl poweroff, init 0, "
+    "/proc/sysrq-trigger): everything running on it stops",
     "unreadable": "the guard could not read the whole line, so it cannot tell what would run; split it into shorter "
     "commands or run the nested script from a file",
-    "block-device": "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…) destroys "
-    "file systems; ask the user",
+    "block-device": "this writes to a block device, a disk rather than a file (mkfs, dd of=/dev/…, bmaptool, wipefs, fdisk, "
+    "tee or > /dev/sd…; on Windows format, diskpart, Format-Volume, Clear-Disk): the file system on it is "
+    "destroyed",
+    "git-discard": "this throws away uncommitted or unmerged work in a git repository (reset --hard, clean -f, checkout or "
+    "restore of paths, stash drop/clear, branch -D); it cannot be undone",
+    "git-force-push": "this force-pushes (git push --force, -f, +ref): the remote branch's history is replaced and commits "
+    "others pushed may be lost",
+    "crontab-remove": "this removes the user's whole crontab (crontab -r): every scheduled job is deleted",
+    "shred": "this overwrites files so they cannot be recovered (shred)",
 }
 
 
@@ -726,10 +757,12 @@ def block_device_write(name, args):
 
     if name == "dd":
         return any(a.startswith("of=") and is_block_device(a[3:]) for a in args)
-    if name in ("shred", "wipefs", "blkdiscard", "mkswap", "mke2fs", "mkdosfs", "mkntfs", "tee", "truncate"):
+    if name in ("shred", "wipefs", "blkdiscard", "mkswap", "mke2fs", "mkdosfs", "mkntfs", "tee", "truncate", "bmaptool",
+                "rpi-imager", "etcher", "balena-etcher"):
         return any(device(a) for a in args)
     if name.startswith("mkfs"):
-        return True
+        # A file system made on a device; one made into an image file is a file like any other.
+        return any(device(a) or a.startswith("/dev/") or "$" in a for a in operands(args))
     if name in ("cp", "install", "mv", "ln"):
         if "-t" in args:
             i = args.index("-t")
@@ -759,11 +792,77 @@ def unknown_program_rule(args, cwd):
     return None
 
 
+SUDO_QUERIES = ("-l", "-ll", "--list", "-v", "--validate", "-k", "--reset-timestamp", "-K", "--remove-timestamp", "-V",
+                "--version", "--help", "-n", "--non-interactive")
+SUDO_WITH_VALUE = ("-u", "-U", "-g", "-h", "--user", "--other-user", "--group", "--host")
+
+
+def sudo_query(args):
+    """`sudo` that only asks about privileges and runs nothing (`sudo -l`, `sudo -v`, `sudo -k`, `sudo -V`)."""
+    i = 0
+    queried = False
+    while i < len(args):
+        a = args[i]
+        if a in SUDO_WITH_VALUE:
+            i += 2
+            continue
+        if not a.startswith("-"):
+            return False
+        if a in SUDO_QUERIES and a not in ("-n", "--non-interactive"):
+            queried = True
+        if a not in SUDO_QUERIES and not a.startswith("--user=") and not a.startswith("--other-user="):
+            return False
+        i += 1
+    return queried
+
+
+def kill_by_name_query(args):
+    """`killall -l`, `pkill -V` and the like: listing signals or printing a version kills nothing."""
+    return bool(args) and all(a in ("-l", "--list", "-L", "-V", "--version", "-h", "--help") for a in args)
+
+
+GIT_GLOBAL_VALUES = ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env")
+
+
+def git_rule(args):
+    """The ask rule a `git` command breaks: work thrown away, or a remote rewritten."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in GIT_GLOBAL_VALUES else 1
+    if i >= len(args):
+        return None
+    sub, rest = args[i], args[i + 1:]
+    ops = operands(rest)
+    discard = False
+    if sub == "reset":
+        discard = any(a in ("--hard", "--merge") for a in rest)
+    elif sub == "clean":
+        discard = has_flag(rest, "f", ("--force",)) and not has_flag(rest, "n", ("--dry-run",))
+    elif sub == "checkout":
+        after = rest[rest.index("--") + 1:] if "--" in rest else None
+        discard = has_flag(rest, "f", ("--force",)) or bool(after) or \
+            any(p in (".", "*", ":/", "./") for p in ops)
+    elif sub == "restore":
+        discard = not has_flag(rest, "S", ("--staged",)) or has_flag(rest, "W", ("--worktree",))
+    elif sub == "stash":
+        discard = bool(ops) and ops[0] in ("drop", "clear")
+    elif sub == "branch":
+        discard = any(a == "-D" or (a.startswith("-") and not a.startswith("--") and "D" in a) for a in rest) or \
+            (has_flag(rest, "d", ("--delete",)) and has_flag(rest, "f", ("--force",)))
+    if discard:
+        return "git-discard"
+    if sub == "push" and (has_flag(rest, "f", ("--force",)) or any(r.startswith("+") for r in ops[1:])):
+        return "git-force-push"
+    return None
+
+
 def builtin_rule(words, cwd):
     if not words:
         return None
     program, args = words[0], words[1:]
     name = program.rsplit("/", 1)[-1]
+    if name in ("pkill", "killall") and kill_by_name_query(args):
+        return None
     if name in ("pkill", "killall", "killall5"):
         return "kill-by-name"
     if name == "kill" and kill_all(args):
@@ -776,8 +875,14 @@ def builtin_rule(words, cwd):
         return "rm-root"
     if name == "rsync" and rsync_root(args, cwd):
         return "rm-root"
+    if name == "sudo" and sudo_query(args):
+        return None
     if name in PRIVILEGE:
         return "privilege"
+    if name == "git":
+        return git_rule(args)
+    if name == "crontab" and has_flag(args, "r", ("--remove",)):
+        return "crontab-remove"
     if name in ("chmod", "chown", "chgrp") and chmod_root(args, cwd):
         return "chmod-root"
     if name == "find" and find_root(args, cwd):
@@ -786,6 +891,8 @@ def builtin_rule(words, cwd):
         return "power"
     if block_device_write(name, args):
         return "block-device"
+    if name == "shred" and operands(args):
+        return "shred"
     return None
 
 
@@ -810,9 +917,10 @@ class Guard:
         self.disabled = []
 
     def denial(self, rule):
+        """The finding of a rule that is on: (rule, reason or question, whether a person may approve it)."""
         if rule in self.disabled:
             return None
-        return f"guard[{rule}]: {REASONS[rule]}"
+        return (rule, f"guard[{rule}]: {REASONS[rule]}", rule in ASK_RULES)
 
     def check(self, command, workdir=None):
         if fork_bomb(command):
@@ -830,11 +938,15 @@ class Guard:
         commands = reading.commands
         cwd = cwd_from_workdir(workdir)
         vars_ = Vars()
+        # The first question is kept while reading on: a later command may still be refused (deny beats ask).
+        question = None
         for c in commands:
             forms = variants(c, vars_)
             for words, program_known in forms:
                 d = self.check_command(c, words, program_known, cwd, vars_)
-                if d:
+                if d and d[2]:
+                    question = question or d
+                elif d:
                     return d
             if not c.words:
                 for text, dynamic in c.assignments:
@@ -855,14 +967,16 @@ class Guard:
             )
         if reading.truncated:
             return self.unreadable(f"the line has more than {MAX_COMMANDS} commands")
-        return None
+        return question
 
     def unreadable(self, limit):
         if not self.denial("unreadable"):
             return None
         return (
+            "unreadable",
             f"guard[unreadable]: {limit}; the guard could not read the whole line, so it cannot tell what would "
-            "run: split it into shorter commands, or put the nested script in a file and run that"
+            "run: split it into shorter commands, or put the nested script in a file and run that",
+            False,
         )
 
     def check_command(self, c, words, program_known, cwd, vars_):
@@ -873,16 +987,19 @@ class Guard:
             return None
         for p in self.deny:
             if sees(p):
-                return f"guard[deny-pattern]: the operator denies commands matching `{p.text}`; ask the user"
+                return ("deny-pattern",
+                        f"guard[deny-pattern]: the operator denies commands matching `{p.text}`; ask the user", False)
+        rule = builtin_rule(words, cwd) if program_known else unknown_program_rule(words[1:], cwd)
+        found = self.denial(rule) if rule else None
+        # A refusal stands whatever runs it (`sudo rm -rf /`); otherwise the outermost escalation is asked about first.
+        if found and not found[2]:
+            return found
         if any(w in c.via for w in PRIVILEGE):
             d = self.denial("privilege")
             if d:
                 return d
-        rule = builtin_rule(words, cwd) if program_known else unknown_program_rule(words[1:], cwd)
-        if rule:
-            d = self.denial(rule)
-            if d:
-                return d
+        if found:
+            return found
         def device(t):
             if is_block_device(t):
                 return True
@@ -932,6 +1049,24 @@ def parse_settings(text):
 GUARD = Guard()
 
 
+def pass_through(request):
+    """The request, unchanged, as a plan (the on-timeout an earlier policy chose, else background)."""
+    return types.Plan(
+        command=request.command,
+        workdir=request.workdir,
+        background=bool(request.background),
+        timeout_ms=request.timeout_ms,
+        on_timeout=request.on_timeout if request.on_timeout is not None else types.OnTimeout.BACKGROUND,
+        env=request.env,
+        notes=[],
+        interactive=request.interactive,
+        tty=request.tty,
+        confinement=request.confinement,
+        startup_wait_ms=request.startup_wait_ms,
+        rules=[],
+    )
+
+
 class Policy(exports.Policy):
     def configure(self, settings: str) -> None:
         global GUARD
@@ -941,20 +1076,17 @@ class Policy(exports.Policy):
             raise Err(str(e))
         host.log(host.Level.DEBUG, f"configured: {len(GUARD.deny)} deny and {len(GUARD.allow)} allow patterns")
 
+    def rules(self) -> list[types.Rule]:
+        out = [types.Rule(id=r, summary=SUMMARIES[r]) for r in RULES if r not in GUARD.disabled]
+        if GUARD.deny:
+            out.append(types.Rule(id="deny-pattern", summary="refuses commands matching the operator's deny patterns"))
+        return out
+
     def evaluate(self, request: types.Request) -> types.Outcome:
-        reason = GUARD.check(request.command, request.workdir)
-        if reason is not None:
-            return types.Outcome_Deny(reason)
-        return types.Outcome_Run(
-            types.Plan(
-                command=request.command,
-                workdir=request.workdir,
-                background=bool(request.background),
-                timeout_ms=request.timeout_ms,
-                on_timeout=request.on_timeout if request.on_timeout is not None else types.OnTimeout.BACKGROUND,
-                env=request.env,
-                notes=[],
-                interactive=request.interactive,
-                tty=request.tty,
-            )
-        )
+        found = GUARD.check(request.command, request.workdir)
+        if found is None:
+            return types.Outcome_Run(pass_through(request))
+        rule, text, ask = found
+        if ask:
+            return types.Outcome_Ask(types.Question(plan=pass_through(request), text=text, rule=rule))
+        return types.Outcome_Deny(types.Denial(reason=text, rule=rule))

@@ -10,5 +10,5 @@ out="${1:-$root/target/guests/guard-py.wasm}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 mkdir -p "$(dirname "$out")"
 cd "$here"
-"${COMPONENTIZE_PY:-componentize-py}" -d "$root/crates/shellward-policy/wit-v0.2" -w policy-world componentize app -o "$out"
+"${COMPONENTIZE_PY:-componentize-py}" -d "$root/wit" -w policy-world componentize app -o "$out"
 echo "built $out"

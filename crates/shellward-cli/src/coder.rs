@@ -309,7 +309,8 @@ async fn start_new(
         Err(e) => return (start_error(&e), None),
     };
     let notes = match decided.verdict() {
-        Verdict::Run { notes, .. } => notes,
+        // An ask is answered when it starts (the operator's reviewer; Coder has no one to show it to).
+        Verdict::Run { notes, .. } | Verdict::Ask { notes, .. } => notes,
         Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
             state.sw.record_denied(&decided);

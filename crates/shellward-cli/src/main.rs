@@ -2,9 +2,11 @@
 //!
 //! This crate owns argument parsing, output formatting and exit codes; the work is done by the library crates.
 
+mod approve_tty;
 mod coder;
 mod config_cmd;
 mod coverage;
+mod elicit;
 mod listen;
 mod man;
 mod mcp;

@@ -76,9 +76,10 @@ const SECTIONS: &[(&str, &[&str])] = &[
         "EXIT STATUS",
         &[
             "run\tthe command's exit code; 128+N when signal N ended it (130 after Ctrl-C); 124 when the foreground \
-             timeout expired and the tree was killed; 126 when a policy denied the command; 125 when shellward itself \
+             timeout expired and the tree was killed; 126 when a policy denied the command (or asked, and nobody approved it); 125 when shellward itself \
              failed (configuration, policy load, start); 2 on a usage error.",
-            "policy check\t0 when the chain would run the command, 3 when it denies it, 2 on a usage or load error.",
+            "policy check\t0 when the chain would run the command, 3 when it denies it, 4 when it asks a person first, 2 on a \
+             usage or load error.",
             "policy test\t0 when every case passes, 1 when one fails, 2 on a usage or load error.",
             "config check\t0 when the file is valid, 1 when it has problems (listed on stderr), 2 on a usage error.",
             "sandbox check\t0 when commands run in a session sandbox, 1 when they would run without one.",

@@ -177,12 +177,17 @@ impl ServerHandler for Server {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         let progress = context.meta.get_progress_token();
+        // When a policy asks, the person at the client answers first (elicitation), if the client can show it.
+        let approver: std::sync::Arc<dyn shellward::Approver> =
+            std::sync::Arc::new(crate::elicit::Elicitor::new(context.peer.clone()));
         let work: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
             match (call, progress) {
                 // A client that takes tasks: a long `execute` becomes one (see `tasks`).
-                (ToolCall::Execute(args), _) if tasks_declared => {
-                    Box::pin(async move { self.tasks.execute(&self.sw, &self.session, args).await })
-                }
+                (ToolCall::Execute(args), _) if tasks_declared => Box::pin(async move {
+                    self.tasks
+                        .execute(&self.sw, &self.session, args, approver)
+                        .await
+                }),
                 // With a progress token, an `execute` reports while it runs (see `progress`).
                 (ToolCall::Execute(args), Some(token)) => Box::pin(async move {
                     crate::tasks::Started::Done(
@@ -192,8 +197,18 @@ impl ServerHandler for Server {
                             args,
                             token,
                             context.peer.clone(),
+                            approver,
                         )
                         .await,
+                    )
+                }),
+                (ToolCall::Execute(args), None) => Box::pin(async move {
+                    let options = shellward::ExecuteOptions::new().approver(approver);
+                    crate::tasks::Started::Done(
+                        self.sw
+                            .execute_with(Some(&self.session), args, options)
+                            .await
+                            .map(shellward::tools::ToolOutput::Execute),
                     )
                 }),
                 (call, _) => Box::pin(async move {

@@ -14,6 +14,8 @@ use std::process::ExitCode;
 /// Exit code of `policy check` when the chain denies the command (a check's answer, not a failure: distinct from
 /// `run`'s 126, which shells use for "found but could not run", and from 1/2, an error or bad usage of the check).
 pub const EXIT_CHECK_DENIED: u8 = 3;
+/// Exit code of `policy check` when the chain asks a person first (it would run once approved).
+pub const EXIT_CHECK_ASKS: u8 = 4;
 
 #[derive(Subcommand, Debug)]
 pub enum PolicyCommand {
@@ -380,7 +382,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .unwrap_or_default();
     if args.json {
         let mut value = decision_json(decision);
-        if let Outcome::Run(p) = &decision.outcome {
+        if let Some(p) = decision.outcome.planned() {
             value["confinement"] = json!({
                 "writable": p.confinement.writable,
                 "network": network_json(&p.confinement.network),
@@ -391,7 +393,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", decision_text(decision));
-        if let Outcome::Run(p) = &decision.outcome {
+        if let Some(p) = decision.outcome.planned() {
             print!(
                 "{}",
                 confinement_text(&p.confinement, &deny_syscalls, &deny_read)
@@ -401,6 +403,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     Ok(match decision.outcome {
         Outcome::Run(_) => ExitCode::SUCCESS,
         Outcome::Deny(_) => ExitCode::from(EXIT_CHECK_DENIED),
+        Outcome::Ask(_) => ExitCode::from(EXIT_CHECK_ASKS),
     })
 }
 
@@ -418,30 +421,41 @@ pub fn decision_json(d: &Decision) -> serde_json::Value {
         .iter()
         .map(|(p, e)| json!({"policy": p, "error": e}))
         .collect();
-    match &d.outcome {
-        Outcome::Run(p) => json!({
-            "decision": "run",
-            "command": p.command,
-            "workdir": p.workdir,
-            "background": p.background,
-            "timeout_ms": p.timeout_ms,
-            "on_timeout": on_timeout_name(p.on_timeout),
-            "env": p.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
-            "notes": p.notes,
-            "interactive": p.interactive || p.tty,
-            "tty": p.tty,
-            "startup_wait_ms": p.startup_wait_ms,
-            "rules": p.rules,
-            "faults": faults,
-        }),
+    let mut value = match &d.outcome {
+        Outcome::Run(p) => plan_json(p),
+        Outcome::Ask(ask) => {
+            let mut v = plan_json(&ask.plan);
+            v["question"] = json!(ask.question);
+            v["rule"] = json!(ask.rule);
+            v["asked_by"] = json!(d.asked_by);
+            v
+        }
         Outcome::Deny(denial) => json!({
-            "decision": "deny",
             "reason": denial.reason,
             "rule": denial.rule,
             "denied_by": d.denied_by,
-            "faults": faults,
         }),
-    }
+    };
+    value["decision"] = json!(d.outcome.kind());
+    value["faults"] = json!(faults);
+    value
+}
+
+/// A plan (a run's, or what an ask would run) as JSON.
+fn plan_json(p: &shellward_policy::Plan) -> serde_json::Value {
+    json!({
+        "command": p.command,
+        "workdir": p.workdir,
+        "background": p.background,
+        "timeout_ms": p.timeout_ms,
+        "on_timeout": on_timeout_name(p.on_timeout),
+        "env": p.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        "notes": p.notes,
+        "interactive": p.interactive || p.tty,
+        "tty": p.tty,
+        "startup_wait_ms": p.startup_wait_ms,
+        "rules": p.rules,
+    })
 }
 
 /// A policy network as JSON: its name, or `{"allow": [...]}`.
@@ -493,52 +507,21 @@ pub fn decision_text(d: &Decision) -> String {
     match &d.outcome {
         Outcome::Run(p) => {
             out.push_str("decision:   run\n");
+            out.push_str(&plan_text(p));
+        }
+        Outcome::Ask(ask) => {
+            out.push_str("decision:   ask (runs only once a person approves)\n");
+            if let Some(by) = &d.asked_by {
+                out.push_str(&format!("asked by:   {by}\n"));
+            }
+            if let Some(rule) = &ask.rule {
+                out.push_str(&format!("rule:       {rule}\n"));
+            }
             out.push_str(&format!(
-                "command:    {}\n",
-                p.command.replace('\n', "\n            ")
+                "question:   {}\n",
+                ask.question.replace('\n', "\n            ")
             ));
-            out.push_str(&format!(
-                "mode:       {}\n",
-                if p.background {
-                    "background"
-                } else {
-                    "foreground"
-                }
-            ));
-            if p.interactive || p.tty {
-                out.push_str(if p.tty {
-                    "input:      a terminal (interactive)\n"
-                } else {
-                    "input:      an open stdin (interactive)\n"
-                });
-            }
-            let timeout = match (p.background, p.timeout_ms) {
-                (true, _) => "none (background)".to_string(),
-                (false, Some(ms)) => format_millis(ms),
-                (false, None) => "none".to_string(),
-            };
-            out.push_str(&format!("timeout:    {timeout}\n"));
-            if !p.background {
-                out.push_str(&format!("on-timeout: {}\n", on_timeout_name(p.on_timeout)));
-            }
-            if let Some(w) = &p.workdir {
-                out.push_str(&format!("workdir:    {w}\n"));
-            }
-            for (k, v) in &p.env {
-                out.push_str(&format!("env:        {k}={v}\n"));
-            }
-            if let (true, Some(ms)) = (p.background, p.startup_wait_ms) {
-                out.push_str(&format!("start wait: {}\n", format_millis(ms)));
-            }
-            if !p.notes.is_empty() {
-                out.push_str("notes:\n");
-                for n in &p.notes {
-                    out.push_str(&format!("  - {n}\n"));
-                }
-            }
-            if !p.rules.is_empty() {
-                out.push_str(&format!("rules:      {}\n", p.rules.join(", ")));
-            }
+            out.push_str(&plan_text(&ask.plan));
         }
         Outcome::Deny(denial) => {
             out.push_str("decision:   deny\n");
@@ -553,6 +536,58 @@ pub fn decision_text(d: &Decision) -> String {
     }
     for (policy, error) in &d.faults {
         out.push_str(&format!("fault:      {policy}: {error}\n"));
+    }
+    out
+}
+
+/// A plan (a run's, or what an ask would run) as text lines.
+fn plan_text(p: &shellward_policy::Plan) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "command:    {}\n",
+        p.command.replace('\n', "\n            ")
+    ));
+    out.push_str(&format!(
+        "mode:       {}\n",
+        if p.background {
+            "background"
+        } else {
+            "foreground"
+        }
+    ));
+    if p.interactive || p.tty {
+        out.push_str(if p.tty {
+            "input:      a terminal (interactive)\n"
+        } else {
+            "input:      an open stdin (interactive)\n"
+        });
+    }
+    let timeout = match (p.background, p.timeout_ms) {
+        (true, _) => "none (background)".to_string(),
+        (false, Some(ms)) => format_millis(ms),
+        (false, None) => "none".to_string(),
+    };
+    out.push_str(&format!("timeout:    {timeout}\n"));
+    if !p.background {
+        out.push_str(&format!("on-timeout: {}\n", on_timeout_name(p.on_timeout)));
+    }
+    if let Some(w) = &p.workdir {
+        out.push_str(&format!("workdir:    {w}\n"));
+    }
+    for (k, v) in &p.env {
+        out.push_str(&format!("env:        {k}={v}\n"));
+    }
+    if let (true, Some(ms)) = (p.background, p.startup_wait_ms) {
+        out.push_str(&format!("start wait: {}\n", format_millis(ms)));
+    }
+    if !p.notes.is_empty() {
+        out.push_str("notes:\n");
+        for n in &p.notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+    }
+    if !p.rules.is_empty() {
+        out.push_str(&format!("rules:      {}\n", p.rules.join(", ")));
     }
     out
 }

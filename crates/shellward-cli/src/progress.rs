@@ -14,23 +14,23 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 /// Longest last line a progress message carries.
 pub const MAX_LINE_CHARS: usize = 120;
 
-/// Runs `args` in `session`, reporting progress to `peer` under `token` until the result is ready.
+/// Runs `args` in `session`, reporting progress to `peer` under `token` until the result is ready; `approver` answers
+/// first when a policy asks.
 pub async fn execute_reporting(
     sw: &Shellward,
     session: &str,
     args: ExecuteArgs,
     token: ProgressToken,
     peer: Peer<RoleServer>,
+    approver: std::sync::Arc<dyn shellward::Approver>,
 ) -> Result<ToolOutput, ToolError> {
     let (started_tx, started) = tokio::sync::oneshot::channel::<Process>();
-    let run = sw.execute_observed(
-        Some(session),
-        args,
-        Vec::new(),
-        Box::new(move |process| {
+    let options = shellward::ExecuteOptions::new()
+        .on_start(Box::new(move |process| {
             let _ = started_tx.send(process);
-        }),
-    );
+        }))
+        .approver(approver);
+    let run = sw.execute_with(Some(session), args, options);
     let report = async move {
         // A denied command (or a retry attached to an earlier result) never starts: nothing to report.
         let Ok(process) = started.await else {

@@ -6,7 +6,7 @@ use crate::policy_args::PolicyArgs;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Value, json};
-use shellward_policy::{Decision, OnTimeout, Outcome, PolicyChain};
+use shellward_policy::{Decision, OnTimeout, Outcome, Plan, PolicyChain};
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,16 +30,83 @@ pub struct ReplayArgs {
     pub format: Option<String>,
 }
 
-/// A decision reduced to what a replay compares: run with (command, background, timeout, on-timeout), or deny with
-/// (rule, reason), and the policy that denied, which is reported but not compared: the same component loaded under
+/// What a run (or an approved ask) would run, as a replay compares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RunPlan {
+    command: String,
+    background: bool,
+    timeout_ms: Option<u64>,
+    on_timeout: String,
+}
+
+impl RunPlan {
+    /// From a recorded decision's `plan`.
+    fn recorded(plan: &Value) -> Option<RunPlan> {
+        Some(RunPlan {
+            command: plan.get("command")?.as_str()?.to_string(),
+            background: plan.get("mode").and_then(Value::as_str) == Some("background"),
+            timeout_ms: plan.get("timeout_ms").and_then(Value::as_u64),
+            on_timeout: plan
+                .get("on_timeout")
+                .and_then(Value::as_str)
+                .unwrap_or("background")
+                .to_string(),
+        })
+    }
+
+    /// From a plan decided now, shaped as the facade shapes it (an interactive start runs in the background, and a
+    /// background plan has no foreground timeout).
+    fn decided(p: &Plan, interactive: bool) -> RunPlan {
+        let background = p.background || (interactive && (p.interactive || p.tty));
+        RunPlan {
+            command: p.command.clone(),
+            background,
+            timeout_ms: if background { None } else { p.timeout_ms },
+            on_timeout: match p.on_timeout {
+                OnTimeout::Kill => "kill",
+                OnTimeout::Background => "background",
+            }
+            .to_string(),
+        }
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{:?} ({}{})",
+            self.command,
+            if self.background {
+                "background"
+            } else {
+                "foreground"
+            },
+            match (self.background, self.timeout_ms) {
+                (false, Some(ms)) => format!(
+                    ", timeout {}, then {}",
+                    shellward_policy::duration::format_millis(ms),
+                    self.on_timeout
+                ),
+                _ => String::new(),
+            }
+        )
+    }
+
+    fn json(&self) -> Value {
+        json!({"command": self.command, "background": self.background, "timeout_ms": self.timeout_ms,
+               "on_timeout": self.on_timeout})
+    }
+}
+
+/// A decision reduced to what a replay compares: run with its plan, ask with (plan, rule, question), or deny with
+/// (rule, reason); the policy that denied or asked is reported but not compared: the same component loaded under
 /// another name (a file path instead of its built-in name) decides the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Verdict {
-    Run {
-        command: String,
-        background: bool,
-        timeout_ms: Option<u64>,
-        on_timeout: String,
+    Run(RunPlan),
+    Ask {
+        plan: RunPlan,
+        by: String,
+        rule: Option<String>,
+        question: String,
     },
     Deny {
         by: String,
@@ -51,56 +118,43 @@ enum Verdict {
 impl Verdict {
     /// From a recorded decision.
     fn recorded(record: &Value) -> Option<Verdict> {
+        let text = |key: &str| {
+            record
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let rule = record
+            .get("rule")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         match record.get("outcome")?.as_str()? {
-            "run" => {
-                let plan = record.get("plan")?;
-                Some(Verdict::Run {
-                    command: plan.get("command")?.as_str()?.to_string(),
-                    background: plan.get("mode").and_then(Value::as_str) == Some("background"),
-                    timeout_ms: plan.get("timeout_ms").and_then(Value::as_u64),
-                    on_timeout: plan
-                        .get("on_timeout")
-                        .and_then(Value::as_str)
-                        .unwrap_or("background")
-                        .to_string(),
-                })
-            }
+            "run" => Some(Verdict::Run(RunPlan::recorded(record.get("plan")?)?)),
+            "ask" => Some(Verdict::Ask {
+                plan: RunPlan::recorded(record.get("plan")?)?,
+                by: text("asked_by"),
+                rule,
+                question: text("question"),
+            }),
             _ => Some(Verdict::Deny {
-                by: record
-                    .get("denied_by")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                rule: record
-                    .get("rule")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                reason: record
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
+                by: text("denied_by"),
+                rule,
+                reason: text("reason"),
             }),
         }
     }
 
-    /// From a decision made now, shaped as the facade shapes it (an interactive start runs in the background, and a
-    /// background plan has no foreground timeout).
+    /// From a decision made now.
     fn decided(d: &Decision, interactive: bool) -> Verdict {
         match &d.outcome {
-            Outcome::Run(p) => {
-                let background = p.background || (interactive && (p.interactive || p.tty));
-                Verdict::Run {
-                    command: p.command.clone(),
-                    background,
-                    timeout_ms: if background { None } else { p.timeout_ms },
-                    on_timeout: match p.on_timeout {
-                        OnTimeout::Kill => "kill",
-                        OnTimeout::Background => "background",
-                    }
-                    .to_string(),
-                }
-            }
+            Outcome::Run(p) => Verdict::Run(RunPlan::decided(p, interactive)),
+            Outcome::Ask(ask) => Verdict::Ask {
+                plan: RunPlan::decided(&ask.plan, interactive),
+                by: d.asked_by.clone().unwrap_or_default(),
+                rule: ask.rule.clone(),
+                question: ask.question.clone(),
+            },
             Outcome::Deny(denial) => Verdict::Deny {
                 by: d.denied_by.clone().unwrap_or_default(),
                 rule: denial.rule.clone(),
@@ -111,26 +165,19 @@ impl Verdict {
 
     fn text(&self) -> String {
         match self {
-            Verdict::Run {
-                command,
-                background,
-                timeout_ms,
-                on_timeout,
-            } => format!(
-                "run {command:?} ({}{})",
-                if *background {
-                    "background"
-                } else {
-                    "foreground"
-                },
-                match (background, timeout_ms) {
-                    (false, Some(ms)) => format!(
-                        ", timeout {}, then {on_timeout}",
-                        shellward_policy::duration::format_millis(*ms)
-                    ),
-                    _ => String::new(),
-                }
-            ),
+            Verdict::Run(plan) => format!("run {}", plan.text()),
+            Verdict::Ask {
+                plan,
+                by,
+                rule,
+                question,
+            } => match rule {
+                Some(rule) => format!(
+                    "ask by {by} (rule {rule}): {question:?}, then run {}",
+                    plan.text()
+                ),
+                None => format!("ask by {by}: {question:?}, then run {}", plan.text()),
+            },
             Verdict::Deny { by, rule, reason } => match rule {
                 Some(rule) => format!("deny by {by} (rule {rule}): {reason}"),
                 None => format!("deny by {by}: {reason}"),
@@ -140,20 +187,31 @@ impl Verdict {
 
     fn json(&self) -> Value {
         match self {
-            Verdict::Run {
-                command,
-                background,
-                timeout_ms,
-                on_timeout,
-            } => json!({"outcome": "run", "command": command, "background": background,
-                        "timeout_ms": timeout_ms, "on_timeout": on_timeout}),
+            Verdict::Run(plan) => {
+                let mut v = plan.json();
+                v["outcome"] = json!("run");
+                v
+            }
+            Verdict::Ask {
+                plan,
+                by,
+                rule,
+                question,
+            } => {
+                let mut v = plan.json();
+                v["outcome"] = json!("ask");
+                v["asked_by"] = json!(by);
+                v["rule"] = json!(rule);
+                v["question"] = json!(question);
+                v
+            }
             Verdict::Deny { by, rule, reason } => {
                 json!({"outcome": "deny", "denied_by": by, "rule": rule, "reason": reason})
             }
         }
     }
 
-    /// The same decision: equal but for the name of the policy that denied.
+    /// The same decision: equal but for the name of the policy that denied or asked.
     fn same_decision(&self, other: &Verdict) -> bool {
         match (self, other) {
             (
@@ -164,26 +222,50 @@ impl Verdict {
                     ..
                 },
             ) => rule == rule2 && reason == reason2,
+            (
+                Verdict::Ask {
+                    plan,
+                    rule,
+                    question,
+                    ..
+                },
+                Verdict::Ask {
+                    plan: plan2,
+                    rule: rule2,
+                    question: question2,
+                    ..
+                },
+            ) => plan == plan2 && rule == rule2 && question == question2,
             _ => self == other,
         }
     }
 
-    /// The policy that denied, for a deny.
-    fn denied_by(&self) -> Option<&str> {
+    /// The policy that denied or asked.
+    fn decided_by(&self) -> Option<&str> {
         match self {
-            Verdict::Deny { by, .. } => Some(by),
-            Verdict::Run { .. } => None,
+            Verdict::Deny { by, .. } | Verdict::Ask { by, .. } => Some(by),
+            Verdict::Run(_) => None,
+        }
+    }
+
+    /// The kind, as the counts name it.
+    fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Run(_) => "run",
+            Verdict::Ask { .. } => "ask",
+            Verdict::Deny { .. } => "deny",
         }
     }
 }
 
-/// The kind of a change, for the counts.
-fn kind(was: &Verdict, now: &Verdict) -> &'static str {
+/// The kind of a change, for the counts: `run -> ask`, `ask -> deny`, …, or within a kind `plan changed`, `asked
+/// differently`, `denied differently`.
+fn kind(was: &Verdict, now: &Verdict) -> String {
     match (was, now) {
-        (Verdict::Run { .. }, Verdict::Deny { .. }) => "run -> deny",
-        (Verdict::Deny { .. }, Verdict::Run { .. }) => "deny -> run",
-        (Verdict::Run { .. }, Verdict::Run { .. }) => "plan changed",
-        (Verdict::Deny { .. }, Verdict::Deny { .. }) => "denied differently",
+        (Verdict::Run(_), Verdict::Run(_)) => "plan changed".into(),
+        (Verdict::Ask { .. }, Verdict::Ask { .. }) => "asked differently".into(),
+        (Verdict::Deny { .. }, Verdict::Deny { .. }) => "denied differently".into(),
+        (a, b) => format!("{} -> {}", a.kind(), b.kind()),
     }
 }
 
@@ -266,7 +348,7 @@ impl Report {
                 continue;
             }
             let command = request.command.clone();
-            match (was.same_decision(&now), was.denied_by(), now.denied_by()) {
+            match (was.same_decision(&now), was.decided_by(), now.decided_by()) {
                 (true, Some(old), Some(new)) => {
                     report
                         .renamed
@@ -279,8 +361,8 @@ impl Report {
     }
 
     /// How many changes of each kind, in the order first seen.
-    fn counts(&self) -> Vec<(&'static str, usize)> {
-        let mut counts: Vec<(&str, usize)> = Vec::new();
+    fn counts(&self) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
         for (_, _, was, now) in &self.changes {
             let k = kind(was, now);
             match counts.iter_mut().find(|(name, _)| *name == k) {

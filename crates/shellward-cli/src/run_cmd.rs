@@ -6,8 +6,8 @@ use crate::sys::{EchoOff, Interrupts};
 use anyhow::Result;
 use clap::Args;
 use shellward::tools::{ExecuteArgs, OnTimeoutChoice, ProcessOutputArgs};
+use shellward::{ExecuteOptions, Process, ReadOptions, Shellward, ToolError, ToolErrorKind};
 use shellward::{ExitState, SignalKind, TimeoutAction};
-use shellward::{Process, ReadOptions, Shellward, ToolError};
 use shellward_policy::duration::format_millis;
 use std::io::Write;
 use std::process::ExitCode;
@@ -46,6 +46,10 @@ pub struct RunArgs {
     /// Print the policy decision (to stderr) before running.
     #[arg(long)]
     pub explain: bool,
+    /// Approve in advance a command a policy asks about (as the operator). Without it, `run` asks on the terminal,
+    /// and without a terminal it refuses the command (exit 126).
+    #[arg(long)]
+    pub approve: bool,
     /// Do not stream: print the execute tool's JSON result on stdout when the command ends.
     #[arg(long, conflicts_with_all = ["interactive", "tty"])]
     pub json: bool,
@@ -65,6 +69,22 @@ pub struct RunArgs {
     /// the first word of the command. A command that itself starts with `-` goes after `--`.
     #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `run`'s approver: the terminal, or the operator's `--approve`.
+fn approver(args: &RunArgs) -> std::sync::Arc<dyn shellward::Approver> {
+    std::sync::Arc::new(crate::approve_tty::TerminalApprover {
+        pre_approved: args.approve,
+    })
+}
+
+/// A command a policy asked about that nobody approved: exit 126, saying how to approve it.
+fn not_approved(e: &ToolError) -> ExitCode {
+    eprintln!(
+        "shellward: not run: {e}\nshellward: this command needs approval: run it on a terminal to answer the \
+         question, or pass --approve to approve it as the operator"
+    );
+    ExitCode::from(EXIT_DENIED)
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -131,7 +151,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         .collect::<Result<Vec<_>>>()?;
     let exec = execute_args(args);
     if args.json {
-        return json_run(sw, exec, env, interrupts).await;
+        return json_run(sw, args, exec, env, interrupts).await;
     }
     let decided = match sw.decide(None, &exec, &env) {
         Ok(d) => d,
@@ -143,6 +163,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     }
     let (plan, notes) = match decided.verdict() {
         shellward::Verdict::Run { plan, notes } => (plan, notes),
+        shellward::Verdict::Ask { plan, notes, .. } => (plan, notes),
         shellward::Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like any other surface's deny.
             sw.record_denied(&decided);
@@ -166,8 +187,9 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));
     }
-    let process = match sw.start_tracked(decided).await {
+    let process = match sw.start_tracked_with(decided, Some(approver(args))).await {
         Ok(p) => p,
+        Err(e) if e.kind == ToolErrorKind::NotApproved => return Ok(not_approved(&e)),
         Err(e) => return Ok(fail(e)),
     };
     // No log path is announced: every byte is streamed here, and the log goes with `run` when it exits.
@@ -371,6 +393,7 @@ async fn flush_rest(process: &Process, mut cursor: u64) {
 
 async fn json_run(
     sw: &Shellward,
+    args: &RunArgs,
     exec: ExecuteArgs,
     env: Vec<(String, String)>,
     interrupts: &mut Interrupts,
@@ -386,7 +409,7 @@ async fn json_run(
     let decision = decision_json(&decided.decision);
     // A signal during a foreground run stops waiting; `run` then shuts the instance down, which terminates the tree.
     let result = tokio::select! {
-        r = sw.run_decided(decided) => match r {
+        r = sw.run_decided_using(decided, ExecuteOptions::new().approver(approver(args))) => match r {
             Ok(r) => r,
             Err(e) => return print_error(&e),
         },

@@ -141,7 +141,10 @@ pub fn check_token(token: &str) -> Result<()> {
 fn status_of(kind: ToolErrorKind) -> StatusCode {
     match kind {
         ToolErrorKind::InvalidArguments => StatusCode::BAD_REQUEST,
-        ToolErrorKind::UnknownTool | ToolErrorKind::UnknownProcess => StatusCode::NOT_FOUND,
+        ToolErrorKind::UnknownTool
+        | ToolErrorKind::UnknownProcess
+        | ToolErrorKind::UnknownApproval => StatusCode::NOT_FOUND,
+        ToolErrorKind::NotApproved => StatusCode::FORBIDDEN,
         ToolErrorKind::NotAlive | ToolErrorKind::Conflict => StatusCode::CONFLICT,
         ToolErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
         ToolErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -323,9 +326,14 @@ async fn call_tool(
         Ok(v) => v,
         Err(r) => return *r,
     };
+    // A command a policy asks about waits for the user: the call answers at once with the pending approval, which
+    // `POST /v1/approvals/{id}` decides.
+    let options = shellward::ExecuteOptions::new().approver(std::sync::Arc::new(
+        shellward::approval::Deferred::new("user (HTTP)"),
+    ));
     match state
         .sw
-        .call(session(&headers).as_deref(), &name, args)
+        .call_using(session(&headers).as_deref(), &name, args, options)
         .await
     {
         Ok(v) => axum::Json(v).into_response(),
@@ -333,11 +341,80 @@ async fn call_tool(
     }
 }
 
+/// `GET /v1/approvals`: the session's approvals waiting for an answer, and the commands it remembers as approved.
+async fn list_approvals(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let session = session(&headers);
+    let pending: Vec<Value> = state
+        .sw
+        .pending_approvals(session.as_deref())
+        .iter()
+        .map(|r| r.to_json())
+        .collect();
+    axum::Json(json!({
+        "pending": pending,
+        "remembered": state.sw.remembered_approvals(session.as_deref()),
+    }))
+    .into_response()
+}
+
+/// `POST /v1/approvals/{id}` with `{"decision": "approve" | "deny", "remember": "session", "reason": "…"}`: decides a
+/// pending approval of the caller's session; approve answers with the tool's result (the command ran), deny with the
+/// refusal. Decided, expired and other sessions' ids are 404.
+async fn decide_approval(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body = match parse_json(&body) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let answer = match approval_answer(&body) {
+        Ok(a) => a,
+        Err(message) => return bad_request(message),
+    };
+    match state
+        .sw
+        .answer_approval(session(&headers).as_deref(), &id, answer, "user (HTTP)")
+        .await
+    {
+        Ok(r) => axum::Json(serde_json::to_value(&r).unwrap_or_default()).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// An approval's answer from its JSON body.
+fn approval_answer(body: &Value) -> Result<shellward::ApprovalAnswer, String> {
+    let usage = "send {\"decision\": \"approve\"} or {\"decision\": \"deny\"}, optionally with \"remember\": \"session\" \
+                 (approve) or \"reason\": \"…\" (deny)";
+    let remember = match body.get("remember") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "session" => true,
+        Some(other) => {
+            return Err(format!(
+                "remember is {other}; the only value is \"session\". {usage}"
+            ));
+        }
+    };
+    match body.get("decision").and_then(Value::as_str) {
+        Some("approve") => Ok(shellward::ApprovalAnswer::Approve { remember }),
+        Some("deny") => Ok(shellward::ApprovalAnswer::Deny {
+            reason: body
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }),
+        _ => Err(format!("decision is missing or unknown; {usage}")),
+    }
+}
+
 async fn not_found() -> Response {
     plain_error(
         StatusCode::NOT_FOUND,
         "not_found",
-        "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /metrics, and \
+        "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /v1/approvals, POST \
+         /v1/approvals/{id}, GET /metrics, and \
          /api/v0/processes/{start,list,{id}/output,{id}/signal,tokens/{token}}"
             .into(),
     )
@@ -387,6 +464,8 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/policies", get(list_policies))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/approvals/{id}", post(decide_approval))
         .route("/metrics", get(metrics))
         .route("/api/v0/processes/start", post(coder::start))
         .route("/api/v0/processes/list", get(coder::list))

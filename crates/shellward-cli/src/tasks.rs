@@ -94,21 +94,24 @@ impl Tasks {
         }
     }
 
-    /// Runs `args` in `session`; a call still running after [`TASK_AFTER`] becomes a task of this connection.
-    pub async fn execute(&self, sw: &Shellward, session: &str, args: ExecuteArgs) -> Started {
+    /// Runs `args` in `session` (`approver` answers first when a policy asks); a call still running after
+    /// [`TASK_AFTER`] becomes a task of this connection.
+    pub async fn execute(
+        &self,
+        sw: &Shellward,
+        session: &str,
+        args: ExecuteArgs,
+        approver: std::sync::Arc<dyn shellward::Approver>,
+    ) -> Started {
         let (started_tx, started_rx) = oneshot::channel::<Process>();
         let (sw2, session2) = (sw.clone(), session.to_string());
-        let mut run = tokio::spawn(async move {
-            sw2.execute_observed(
-                Some(&session2),
-                args,
-                Vec::new(),
-                Box::new(move |p| {
-                    let _ = started_tx.send(p);
-                }),
-            )
-            .await
-        });
+        let options = shellward::ExecuteOptions::new()
+            .on_start(Box::new(move |p| {
+                let _ = started_tx.send(p);
+            }))
+            .approver(approver);
+        let mut run =
+            tokio::spawn(async move { sw2.execute_with(Some(&session2), args, options).await });
         // Whatever happens to this call from here (a cancel drops it), the spawned run must not outlive it unowned.
         let guard = AbortOnDrop(Some(run.abort_handle()));
         if let Ok(joined) = tokio::time::timeout(TASK_AFTER, &mut run).await {

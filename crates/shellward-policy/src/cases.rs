@@ -25,17 +25,18 @@
 //! `startup_wait` (`"5s"`), and the platform: `shell` (`sh` | `bash` | `cmd` | `powershell` | …, default `sh`) and `os`
 //! (`linux` | `windows` | …, default: the one the test runs on).
 //!
-//! `expect` keys: `decision` (`run` | `deny`, required), `command`, `background`, `timeout` (`"10s"` or `"none"`),
+//! `expect` keys: `decision` (`run` | `deny` | `ask`, required), `command`, `background`, `timeout` (`"10s"` or `"none"`),
 //! `on_timeout` (`kill` | `background`), `workdir`, `env` (exact table), `notes_contain` (string or array: each must
 //! appear in some note), `no_notes` (true: no note at all), `network` (`none` | `loopback` | `host` | `allow`),
 //! `writable` (exact list, or `"any"`), `startup_wait` (`"10s"` or `"none"`), `rules` (string or array: each must be
-//! among the rules the plan names), `reason_contains` (string or array, for deny), `rule` (the rule a deny names).
-//! Keys left out are not checked.
+//! among the rules the plan names), `reason_contains` (string or array, for deny), `question_contains` (string or
+//! array, for ask), `rule` (the rule a deny or an ask names). An ask's plan (what runs once approved) is checked with
+//! the same keys as a run's. Keys left out are not checked.
 
 use crate::chain::PolicyChain;
 use crate::engine::{FaultMode, PolicyEngine};
 use crate::error::PolicyError;
-use crate::types::{Confinement, NetworkAccess, OnTimeout, Outcome, Request};
+use crate::types::{Confinement, NetworkAccess, OnTimeout, Outcome, Plan, Request};
 use serde::Deserialize;
 use shellward_kit::duration::{format_millis, parse_millis};
 use std::collections::BTreeMap;
@@ -113,6 +114,19 @@ pub enum ExpectedDecision {
     Run,
     /// The chain denies it.
     Deny,
+    /// The chain asks a person first.
+    Ask,
+}
+
+impl ExpectedDecision {
+    /// As a case file writes it: `run`, `deny`, `ask`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpectedDecision::Run => "run",
+            ExpectedDecision::Deny => "deny",
+            ExpectedDecision::Ask => "ask",
+        }
+    }
 }
 
 /// What a case expects.
@@ -120,7 +134,7 @@ pub enum ExpectedDecision {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Expect {
-    /// Run or deny.
+    /// Run, deny or ask.
     pub decision: ExpectedDecision,
     /// The final command.
     #[serde(default)]
@@ -161,9 +175,12 @@ pub struct Expect {
     /// Texts the deny reason must contain.
     #[serde(default)]
     pub reason_contains: OneOrMany,
-    /// The rule id the deny names.
+    /// The rule id the deny (or the ask) names.
     #[serde(default)]
     pub rule: Option<String>,
+    /// Texts the ask's question must contain.
+    #[serde(default)]
+    pub question_contains: OneOrMany,
 }
 
 /// Writable paths in a case: a list, or `"any"` for unconfined writes.
@@ -395,19 +412,23 @@ impl CaseFile {
                 || case.expect.startup_wait.is_some()
                 || !case.expect.rules.items().is_empty()
                 || !case.expect.notes_contain.items().is_empty();
+            let reason = !case.expect.reason_contains.items().is_empty();
+            let question = !case.expect.question_contains.items().is_empty();
             match case.expect.decision {
-                ExpectedDecision::Deny if run_only => {
+                ExpectedDecision::Deny if run_only || question => {
                     return Err(format!(
                         "{at}: a deny expectation can only check reason_contains and rule"
                     ));
                 }
-                ExpectedDecision::Run
-                    if !case.expect.reason_contains.items().is_empty()
-                        || case.expect.rule.is_some() =>
-                {
+                ExpectedDecision::Run if reason || question || case.expect.rule.is_some() => {
                     return Err(format!(
-                        "{at}: reason_contains and rule only apply to decision = \"deny\" (a run's rules are \
-                         checked with rules)"
+                        "{at}: reason_contains and rule apply to decision = \"deny\" or \"ask\", question_contains \
+                         to \"ask\" (a run's rules are checked with rules)"
+                    ));
+                }
+                ExpectedDecision::Ask if reason => {
+                    return Err(format!(
+                        "{at}: an ask has a question, not a reason: use question_contains"
                     ));
                 }
                 _ => {}
@@ -525,138 +546,160 @@ pub fn compare(expect: &Expect, outcome: &Outcome) -> Vec<Mismatch> {
     };
     match (expect.decision, outcome) {
         (ExpectedDecision::Deny, Outcome::Deny(denial)) => {
-            for want in expect.reason_contains.items() {
-                if !denial.reason.contains(want) {
-                    miss(
-                        "reason",
-                        format!("contains {}", quoted(want)),
-                        quoted(&denial.reason),
-                    );
-                }
-            }
-            if let Some(rule) = &expect.rule
-                && denial.rule.as_ref() != Some(rule)
-            {
-                miss(
-                    "rule",
-                    quoted(rule),
-                    denial.rule.as_deref().map(quoted).unwrap_or("none".into()),
-                );
-            }
+            contains_each(&mut miss, "reason", &expect.reason_contains, &denial.reason);
+            same_rule(&mut miss, expect, denial.rule.as_deref());
         }
-        (ExpectedDecision::Deny, Outcome::Run(plan)) => miss(
-            "decision",
-            "deny".into(),
-            format!("run {}", quoted(&plan.command)),
-        ),
-        (ExpectedDecision::Run, Outcome::Deny(denial)) => miss(
-            "decision",
-            "run".into(),
-            format!("deny: {}", quoted(&denial.reason)),
-        ),
-        (ExpectedDecision::Run, Outcome::Run(plan)) => {
-            if let Some(c) = &expect.command
-                && c != &plan.command
-            {
-                miss("command", quoted(c), quoted(&plan.command));
-            }
-            if let Some(b) = expect.background
-                && b != plan.background
-            {
-                let mode = |b: bool| if b { "background" } else { "foreground" }.to_string();
-                miss("mode", mode(b), mode(plan.background));
-            }
-            if let Some(t) = &expect.timeout {
-                let want = if t == "none" {
-                    None
-                } else {
-                    parse_millis(t).ok()
-                };
-                if want != plan.timeout_ms {
-                    let show =
-                        |v: Option<u64>| v.map(format_millis).unwrap_or_else(|| "none".into());
-                    miss("timeout", show(want), show(plan.timeout_ms));
-                }
-            }
-            if let Some(o) = &expect.on_timeout
-                && o != on_timeout_name(plan.on_timeout)
-            {
-                miss(
-                    "on_timeout",
-                    o.clone(),
-                    on_timeout_name(plan.on_timeout).into(),
-                );
-            }
-            if let Some(w) = &expect.workdir
-                && Some(w) != plan.workdir.as_ref()
-            {
-                miss(
-                    "workdir",
-                    quoted(w),
-                    plan.workdir.as_deref().map(quoted).unwrap_or("none".into()),
-                );
-            }
-            if let Some(env) = &expect.env {
-                let actual: BTreeMap<String, String> = plan.env.iter().cloned().collect();
-                if env != &actual {
-                    miss("env", format!("{env:?}"), format!("{actual:?}"));
-                }
-            }
-            for want in expect.notes_contain.items() {
-                if !plan.notes.iter().any(|n| n.contains(want)) {
-                    miss(
-                        "notes",
-                        format!("a note containing {}", quoted(want)),
-                        format!("{:?}", plan.notes),
-                    );
-                }
-            }
-            if expect.no_notes && !plan.notes.is_empty() {
-                miss("notes", "none".into(), format!("{:?}", plan.notes));
-            }
-            if let Some(n) = &expect.network
-                && n != plan.confinement.network.as_str()
-            {
-                miss(
-                    "network",
-                    n.clone(),
-                    plan.confinement.network.as_str().into(),
-                );
-            }
-            if let Some(w) = &expect.writable
-                && let Ok(want) = w.paths()
-                && want != plan.confinement.writable
-            {
-                let show = |w: &Option<Vec<String>>| match w {
-                    None => "any".to_string(),
-                    Some(p) => format!("{p:?}"),
-                };
-                miss("writable", show(&want), show(&plan.confinement.writable));
-            }
-            if let Some(t) = &expect.startup_wait {
-                let want = if t == "none" {
-                    None
-                } else {
-                    parse_millis(t).ok()
-                };
-                if want != plan.startup_wait_ms {
-                    let show =
-                        |v: Option<u64>| v.map(format_millis).unwrap_or_else(|| "none".into());
-                    miss("startup_wait", show(want), show(plan.startup_wait_ms));
-                }
-            }
-            for want in expect.rules.items() {
-                if !plan.rules.iter().any(|r| r == want) {
-                    miss(
-                        "rules",
-                        format!("includes {}", quoted(want)),
-                        format!("{:?}", plan.rules),
-                    );
-                }
-            }
+        (ExpectedDecision::Ask, Outcome::Ask(ask)) => {
+            contains_each(
+                &mut miss,
+                "question",
+                &expect.question_contains,
+                &ask.question,
+            );
+            same_rule(&mut miss, expect, ask.rule.as_deref());
+            compare_plan(&mut miss, expect, &ask.plan);
         }
+        (ExpectedDecision::Run, Outcome::Run(plan)) => compare_plan(&mut miss, expect, plan),
+        (want, got) => miss("decision", want.as_str().into(), actual_decision(got)),
     }
     out
+}
+
+/// An outcome as a mismatch shows it: `run "cmd"`, `deny: "reason"`, `ask: "question"`.
+fn actual_decision(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Run(plan) => format!("run {}", quoted(&plan.command)),
+        Outcome::Deny(denial) => format!("deny: {}", quoted(&denial.reason)),
+        Outcome::Ask(ask) => format!("ask: {}", quoted(&ask.question)),
+    }
+}
+
+/// Each of `wants` must appear in `text` (a reason or question).
+fn contains_each(
+    miss: &mut impl FnMut(&str, String, String),
+    field: &str,
+    wants: &OneOrMany,
+    text: &str,
+) {
+    for want in wants.items() {
+        if !text.contains(want) {
+            miss(field, format!("contains {}", quoted(want)), quoted(text));
+        }
+    }
+}
+
+/// The rule a deny or an ask names, when the case says which.
+fn same_rule(miss: &mut impl FnMut(&str, String, String), expect: &Expect, actual: Option<&str>) {
+    if let Some(rule) = &expect.rule
+        && actual != Some(rule.as_str())
+    {
+        miss(
+            "rule",
+            quoted(rule),
+            actual.map(quoted).unwrap_or("none".into()),
+        );
+    }
+}
+
+/// The plan's fields a case names (a run's plan, or the plan an ask would run).
+fn compare_plan(miss: &mut impl FnMut(&str, String, String), expect: &Expect, plan: &Plan) {
+    if let Some(c) = &expect.command
+        && c != &plan.command
+    {
+        miss("command", quoted(c), quoted(&plan.command));
+    }
+    if let Some(b) = expect.background
+        && b != plan.background
+    {
+        let mode = |b: bool| if b { "background" } else { "foreground" }.to_string();
+        miss("mode", mode(b), mode(plan.background));
+    }
+    if let Some(t) = &expect.timeout {
+        let want = if t == "none" {
+            None
+        } else {
+            parse_millis(t).ok()
+        };
+        if want != plan.timeout_ms {
+            let show = |v: Option<u64>| v.map(format_millis).unwrap_or_else(|| "none".into());
+            miss("timeout", show(want), show(plan.timeout_ms));
+        }
+    }
+    if let Some(o) = &expect.on_timeout
+        && o != on_timeout_name(plan.on_timeout)
+    {
+        miss(
+            "on_timeout",
+            o.clone(),
+            on_timeout_name(plan.on_timeout).into(),
+        );
+    }
+    if let Some(w) = &expect.workdir
+        && Some(w) != plan.workdir.as_ref()
+    {
+        miss(
+            "workdir",
+            quoted(w),
+            plan.workdir.as_deref().map(quoted).unwrap_or("none".into()),
+        );
+    }
+    if let Some(env) = &expect.env {
+        let actual: BTreeMap<String, String> = plan.env.iter().cloned().collect();
+        if env != &actual {
+            miss("env", format!("{env:?}"), format!("{actual:?}"));
+        }
+    }
+    for want in expect.notes_contain.items() {
+        if !plan.notes.iter().any(|n| n.contains(want)) {
+            miss(
+                "notes",
+                format!("a note containing {}", quoted(want)),
+                format!("{:?}", plan.notes),
+            );
+        }
+    }
+    if expect.no_notes && !plan.notes.is_empty() {
+        miss("notes", "none".into(), format!("{:?}", plan.notes));
+    }
+    if let Some(n) = &expect.network
+        && n != plan.confinement.network.as_str()
+    {
+        miss(
+            "network",
+            n.clone(),
+            plan.confinement.network.as_str().into(),
+        );
+    }
+    if let Some(w) = &expect.writable
+        && let Ok(want) = w.paths()
+        && want != plan.confinement.writable
+    {
+        let show = |w: &Option<Vec<String>>| match w {
+            None => "any".to_string(),
+            Some(p) => format!("{p:?}"),
+        };
+        miss("writable", show(&want), show(&plan.confinement.writable));
+    }
+    if let Some(t) = &expect.startup_wait {
+        let want = if t == "none" {
+            None
+        } else {
+            parse_millis(t).ok()
+        };
+        if want != plan.startup_wait_ms {
+            let show = |v: Option<u64>| v.map(format_millis).unwrap_or_else(|| "none".into());
+            miss("startup_wait", show(want), show(plan.startup_wait_ms));
+        }
+    }
+    for want in expect.rules.items() {
+        if !plan.rules.iter().any(|r| r == want) {
+            miss(
+                "rules",
+                format!("includes {}", quoted(want)),
+                format!("{:?}", plan.rules),
+            );
+        }
+    }
 }
 
 /// Runs a case file against a policy (or a chain of them). Cases whose name does not contain `filter` are skipped.
@@ -707,6 +750,7 @@ pub fn run_file(
             rules: match &decision.outcome {
                 Outcome::Run(p) => p.rules.clone(),
                 Outcome::Deny(d) => d.rule.iter().cloned().collect(),
+                Outcome::Ask(a) => a.rule.iter().chain(&a.plan.rules).cloned().collect(),
             },
             outcomes: outcome_kinds(&request, &decision.outcome),
         });
@@ -716,11 +760,11 @@ pub fn run_file(
 
 /// The kinds of outcome `outcome` is for `request`, for coverage of policies that do not name rules.
 pub fn outcome_kinds(request: &Request, outcome: &Outcome) -> Vec<&'static str> {
-    let plan = match outcome {
+    let (plan, mut kinds) = match outcome {
         Outcome::Deny(_) => return vec!["deny"],
-        Outcome::Run(p) => p,
+        Outcome::Run(p) => (p, vec!["run"]),
+        Outcome::Ask(a) => (&a.plan, vec!["ask"]),
     };
-    let mut kinds = vec!["run"];
     if plan.command != request.command {
         kinds.push("rewrite");
     }
@@ -861,6 +905,46 @@ mod tests {
     }
 
     #[test]
+    fn an_ask_is_compared_by_its_question_rule_and_plan() {
+        let file = CaseFile::parse(
+            r#"
+            [[case]]
+            name = "reset"
+            command = "git reset --hard"
+            expect = { decision = "ask", question_contains = ["uncommitted", "reset"], rule = "git-discard", command = "git reset --hard" }
+            "#,
+        )
+        .unwrap();
+        let expect = &file.cases[0].expect;
+        let ask = |q: &str, rule: &str, command: &str| {
+            Outcome::Ask(crate::types::Ask::new(plan(command), q).with_rule(rule))
+        };
+        let q = "Discard uncommitted changes (git reset)?";
+        assert!(compare(expect, &ask(q, "git-discard", "git reset --hard")).is_empty());
+        let m = compare(expect, &ask("Sure?", "other", "git reset"));
+        let fields: Vec<&str> = m.iter().map(|m| m.field.as_str()).collect();
+        assert_eq!(fields, ["question", "question", "rule", "command"], "{m:?}");
+        let m = compare(expect, &Outcome::Run(plan("git reset --hard")));
+        assert_eq!(
+            (m[0].field.as_str(), m[0].expected.as_str()),
+            ("decision", "ask")
+        );
+        let m = compare(expect, &Outcome::deny("no"));
+        assert_eq!(m[0].actual, "deny: \"no\"");
+        // A run expectation shows an ask as what it got.
+        let run = CaseFile::parse(
+            "[[case]]\nname = \"a\"\ncommand = \"x\"\nexpect = { decision = \"run\" }\n",
+        )
+        .unwrap();
+        let m = compare(&run.cases[0].expect, &ask("Sure?", "r", "x"));
+        assert_eq!(m[0].actual, "ask: \"Sure?\"");
+        assert_eq!(
+            outcome_kinds(&Request::new("x &"), &ask("Sure?", "r", "x")),
+            ["ask", "rewrite", "background", "note"]
+        );
+    }
+
+    #[test]
     fn bad_files_say_what_is_wrong() {
         for (text, needle) in [
             ("", "no [[case]]"),
@@ -876,6 +960,14 @@ mod tests {
             (
                 "[[case]]\nname = \"a\"\ncommand = \"x\"\nexpect = { decision = \"deny\", command = \"y\" }\n",
                 "reason_contains",
+            ),
+            (
+                "[[case]]\nname = \"a\"\ncommand = \"x\"\nexpect = { decision = \"ask\", reason_contains = \"y\" }\n",
+                "question_contains",
+            ),
+            (
+                "[[case]]\nname = \"a\"\ncommand = \"x\"\nexpect = { decision = \"run\", question_contains = \"y\" }\n",
+                "question_contains",
             ),
             (
                 "[[case]]\nname = \"a\"\ncommand = \"x\"\nexpect = { decision = \"run\" }\n[[case]]\nname = \"a\"\ncommand = \"y\"\nexpect = { decision = \"run\" }\n",

@@ -3,9 +3,10 @@
 use crate::engine::FaultMode;
 use crate::error::{FaultKind, PolicyError};
 use crate::policy::Policy;
-use crate::types::{Outcome, Plan, Request};
+use crate::types::{Ask, Outcome, Plan, Request};
 
-/// Policies in order. Each sees the previous one's plan as its request; the first deny stops the chain.
+/// Policies in order. Each sees the previous one's plan as its request; the first deny stops the chain. A policy
+/// that asks hands its plan on like a run, and the chain's outcome is then an ask (deny beats ask beats run).
 #[derive(Debug)]
 pub struct PolicyChain {
     policies: Vec<Policy>,
@@ -17,10 +18,13 @@ pub struct PolicyChain {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Decision {
-    /// The final outcome. For `run`, the plan's notes and rules are every policy's, in chain order.
+    /// The final outcome. For `run` and `ask`, the plan's notes and rules are every policy's, in chain order; an
+    /// ask's question is every asking policy's, one per line.
     pub outcome: Outcome,
     /// The policy that denied, when the outcome is a deny.
     pub denied_by: Option<String>,
+    /// The first policy that asked, when the outcome is an ask.
+    pub asked_by: Option<String>,
     /// Policies that faulted and were skipped (fail-open) or caused the deny (fail-closed), with the error text.
     pub faults: Vec<(String, String)>,
     /// The kind of each fault, in the order of `faults`: `deadline`, `memory`, `stack`, `trap`, `invalid_output`,
@@ -63,80 +67,139 @@ impl PolicyChain {
     }
 
     fn evaluate_here(&self, request: &Request) -> Decision {
-        let mut notes: Vec<String> = Vec::new();
-        let mut rules: Vec<String> = Vec::new();
         // What the next policy sees: the caller's request, then each plan as a request. Built only when another
         // policy follows (the last plan is the decision).
         let mut current = std::borrow::Cow::Borrowed(request);
         let last = self.policies.len().saturating_sub(1);
-        let mut plan: Option<Plan> = None;
-        let mut faults = Vec::new();
-        let mut fault_kinds = Vec::new();
-        let mut workdir_by = None;
-        let mut confinement_by = None;
+        let mut folded = Folded::default();
         for (i, (policy, on_fault)) in self.policies.iter().zip(&self.on_fault).enumerate() {
-            match policy.evaluate_here(&current) {
-                Ok(Outcome::Run(mut p)) => {
-                    if p.workdir != current.workdir {
-                        workdir_by = Some(policy.name().to_string());
-                    }
-                    if p.confinement != current.confinement {
-                        confinement_by = Some(policy.name().to_string());
-                    }
-                    notes.append(&mut p.notes);
-                    rules.append(&mut p.rules);
-                    if i < last {
-                        current = std::borrow::Cow::Owned(request.after(&p));
-                    }
-                    plan = Some(p);
+            let plan = match policy.evaluate_here(&current) {
+                Ok(Outcome::Run(p)) => p,
+                // An ask: its plan goes on through the chain as a run's would (later policies may narrow it or deny
+                // it), and the question stays: nothing later turns an ask back into a run.
+                Ok(Outcome::Ask(ask)) => {
+                    folded
+                        .asks
+                        .push((policy.name().to_string(), ask.question, ask.rule));
+                    ask.plan
                 }
                 Ok(Outcome::Deny(denial)) => {
-                    return Decision {
-                        outcome: Outcome::Deny(denial),
-                        denied_by: Some(policy.name().to_string()),
-                        faults,
-                        fault_kinds,
-                        workdir_by,
-                        confinement_by,
-                    };
+                    return folded.denied(Outcome::Deny(denial), policy.name());
                 }
                 Err(e) => {
-                    let text = e.to_string();
-                    faults.push((policy.name().to_string(), text.clone()));
-                    fault_kinds.push(match &e {
-                        PolicyError::Fault { kind, .. } => kind.as_str(),
-                        _ => "error",
-                    });
-                    // Fail open skips only a policy that crashed or misbehaved; an answer beyond the operator's
-                    // ceiling is deliberate, and skipping it would also drop what it narrowed.
-                    let skip = *on_fault == FaultMode::Skip
-                        && matches!(&e, PolicyError::Fault { kind, .. } if *kind != FaultKind::BeyondCeiling);
-                    if !skip {
-                        return Decision {
-                            outcome: Outcome::deny(format!(
-                                "The command was not run because a policy failed (fail closed): {text}. Tell the \
-                                 operator; retrying the same command will fail the same way."
-                            )),
-                            denied_by: Some(policy.name().to_string()),
-                            faults,
-                            fault_kinds,
-                            workdir_by,
-                            confinement_by,
-                        };
+                    if let Some(deny) = folded.fault(policy.name(), &e, *on_fault) {
+                        return deny;
                     }
+                    continue;
                 }
+            };
+            folded.take(policy.name(), &current, plan);
+            if i < last {
+                current = std::borrow::Cow::Owned(
+                    request.after(folded.plan.as_ref().expect("just taken")),
+                );
             }
         }
-        let mut plan = plan.unwrap_or_else(|| Plan::from_request(&current));
-        plan.notes = notes;
-        plan.rules = rules;
+        folded.decided(&current)
+    }
+}
+
+/// What the chain has decided so far: the last plan, every policy's notes and rules, the questions asked, faults.
+#[derive(Default)]
+struct Folded {
+    plan: Option<Plan>,
+    notes: Vec<String>,
+    rules: Vec<String>,
+    /// (policy, question, rule) for each policy that asked, in chain order.
+    asks: Vec<(String, String, Option<String>)>,
+    faults: Vec<(String, String)>,
+    fault_kinds: Vec<&'static str>,
+    workdir_by: Option<String>,
+    confinement_by: Option<String>,
+}
+
+impl Folded {
+    /// A policy's plan (run, or asked) becomes the chain's, its notes and rules kept apart until the end.
+    fn take(&mut self, by: &str, current: &Request, mut p: Plan) {
+        if p.workdir != current.workdir {
+            self.workdir_by = Some(by.to_string());
+        }
+        if p.confinement != current.confinement {
+            self.confinement_by = Some(by.to_string());
+        }
+        self.notes.append(&mut p.notes);
+        self.rules.append(&mut p.rules);
+        self.plan = Some(p);
+    }
+
+    /// A policy failed: the deny that ends the chain (fail closed), or `None` when it is skipped (fail open).
+    fn fault(&mut self, by: &str, e: &PolicyError, on_fault: FaultMode) -> Option<Decision> {
+        let text = e.to_string();
+        self.faults.push((by.to_string(), text.clone()));
+        self.fault_kinds.push(match e {
+            PolicyError::Fault { kind, .. } => kind.as_str(),
+            _ => "error",
+        });
+        // Fail open skips only a policy that crashed or misbehaved; an answer beyond the operator's ceiling is
+        // deliberate, and skipping it would also drop what it narrowed.
+        let skip = on_fault == FaultMode::Skip
+            && matches!(e, PolicyError::Fault { kind, .. } if *kind != FaultKind::BeyondCeiling);
+        if skip {
+            return None;
+        }
+        Some(self.denied(
+            Outcome::deny(format!(
+                "The command was not run because a policy failed (fail closed): {text}. Tell the operator; \
+                 retrying the same command will fail the same way."
+            )),
+            by,
+        ))
+    }
+
+    /// The chain's decision when `by` denied.
+    fn denied(&mut self, outcome: Outcome, by: &str) -> Decision {
         Decision {
-            outcome: Outcome::Run(plan),
+            outcome,
+            denied_by: Some(by.to_string()),
+            asked_by: None,
+            faults: std::mem::take(&mut self.faults),
+            fault_kinds: std::mem::take(&mut self.fault_kinds),
+            workdir_by: self.workdir_by.take(),
+            confinement_by: self.confinement_by.take(),
+        }
+    }
+
+    /// The chain's decision when nobody denied: the last plan with every note and rule, asked if any policy asked
+    /// (every question, in chain order; the first asking rule).
+    fn decided(self, current: &Request) -> Decision {
+        let mut plan = self.plan.unwrap_or_else(|| Plan::from_request(current));
+        plan.notes = self.notes;
+        plan.rules = self.rules;
+        let asked_by = self.asks.first().map(|(by, _, _)| by.clone());
+        let outcome = if self.asks.is_empty() {
+            Outcome::Run(plan)
+        } else {
+            let question = self
+                .asks
+                .iter()
+                .map(|(_, q, _)| q.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let rule = self.asks.iter().find_map(|(_, _, r)| r.clone());
+            Outcome::Ask(Ask {
+                plan,
+                question,
+                rule,
+            })
+        };
+        Decision {
+            outcome,
             denied_by: None,
-            faults,
-            fault_kinds,
-            workdir_by,
-            confinement_by,
+            asked_by,
+            faults: self.faults,
+            fault_kinds: self.fault_kinds,
+            workdir_by: self.workdir_by,
+            confinement_by: self.confinement_by,
         }
     }
 }

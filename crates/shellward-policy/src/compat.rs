@@ -8,11 +8,11 @@ use wasmtime::component::Component;
 /// The WIT package policies implement.
 pub const WIT_PACKAGE: &str = "shellward:policy";
 /// The WIT package version this host was built with (see `wit/policy.wit`).
-pub const WIT_VERSION: &str = "0.3.0";
+pub const WIT_VERSION: &str = "0.4.0";
 
-/// Earlier versions this host still loads, each through an adapter (frozen copies in `wit-v0.2/`, `wit-v0.1/`), newest
+/// Earlier versions this host still loads, each through an adapter (frozen copies in `wit-v0.3/`, `wit-v0.2/`, `wit-v0.1/`), newest
 /// first.
-pub const ADAPTED_WIT_VERSIONS: &[&str] = &["0.2.0", "0.1.0"];
+pub const ADAPTED_WIT_VERSIONS: &[&str] = &["0.3.0", "0.2.0", "0.1.0"];
 
 /// The name of the exported policy interface, without version.
 const POLICY_INTERFACE: &str = "shellward:policy/policy";
@@ -58,7 +58,7 @@ fn loaded_as(found: &str) -> Option<&'static str> {
         .find(|v| compatible(found, v))
 }
 
-/// Every range this host loads, as text: `0.3.x (and 0.2.x, 0.1.x through an adapter)`.
+/// Every range this host loads, as text: `0.4.x (and 0.3.x, 0.2.x, 0.1.x through an adapter)`.
 pub fn supported_ranges() -> String {
     let adapted: Vec<String> = ADAPTED_WIT_VERSIONS
         .iter()
@@ -76,7 +76,7 @@ pub fn supported_ranges() -> String {
 }
 
 impl PolicyInfo {
-    /// The earlier contract version (`0.2.0`, `0.1.0`) the policy targets and runs through the host's adapter from;
+    /// The earlier contract version (`0.3.0`, `0.2.0`, `0.1.0`) the policy targets and runs through the host's adapter from;
     /// `None` for the current contract, or one this host does not load.
     pub fn adapted_from(&self) -> Option<&'static str> {
         self.loaded_as().filter(|v| *v != WIT_VERSION)
@@ -201,12 +201,16 @@ mod tests {
         assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
         for (frozen, version) in [
             (
-                include_str!("../wit-v0.2/policy.wit"),
+                include_str!("../wit-v0.3/policy.wit"),
                 ADAPTED_WIT_VERSIONS[0],
             ),
             (
-                include_str!("../wit-v0.1/policy.wit"),
+                include_str!("../wit-v0.2/policy.wit"),
                 ADAPTED_WIT_VERSIONS[1],
+            ),
+            (
+                include_str!("../wit-v0.1/policy.wit"),
+                ADAPTED_WIT_VERSIONS[2],
             ),
         ] {
             assert!(frozen.contains(&format!("package {WIT_PACKAGE}@{version};")));
@@ -216,14 +220,15 @@ mod tests {
 
     #[test]
     fn earlier_versions_load_through_the_adapter_and_others_are_refused() {
+        assert_eq!(loaded_as("0.4.1"), Some("0.4.0"));
         assert_eq!(loaded_as("0.3.1"), Some("0.3.0"));
         assert_eq!(loaded_as("0.2.3"), Some("0.2.0"));
         assert_eq!(loaded_as("0.1.0"), Some("0.1.0"));
-        assert_eq!(loaded_as("0.4.0"), None);
+        assert_eq!(loaded_as("0.5.0"), None);
         assert_eq!(loaded_as("1.0.0"), None);
         assert_eq!(
             supported_ranges(),
-            "0.3.x (and 0.2.x, 0.1.x through an adapter)"
+            "0.4.x (and 0.3.x, 0.2.x, 0.1.x through an adapter)"
         );
     }
 

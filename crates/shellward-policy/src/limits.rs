@@ -3,7 +3,7 @@
 //! no shell accepts is at fault: its outcome is refused as a fault naming the policy and the field, before the next
 //! policy or the executor sees it.
 
-use crate::types::{NetworkAccess, Outcome};
+use crate::types::{NetworkAccess, Outcome, Plan};
 
 /// Bounds on one policy's outcome. Start from `OutcomeLimits::default()` and change fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,148 +57,173 @@ impl OutcomeLimits {
 
     /// Checks an outcome; the error says which field is wrong and by how much.
     pub fn check(&self, outcome: &Outcome) -> Result<(), String> {
-        let text = |what: &str, t: &str| -> Result<(), String> {
-            if t.len() > self.max_text_bytes {
-                return Err(format!(
-                    "its {what} is {} bytes; the host accepts at most {}",
-                    t.len(),
-                    self.max_text_bytes
-                ));
-            }
-            Ok(())
-        };
-        // A rule id: short, printable, no spaces (it is a key in reports).
-        let rule = |r: &str| -> Result<(), String> {
-            if r.is_empty()
-                || r.len() > 128
-                || !r
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
-            {
-                return Err(format!(
-                    "it names a rule {:?}; a rule id is 1 to 128 letters, digits or `-_.:/`",
-                    r.chars().take(64).collect::<String>()
-                ));
-            }
-            Ok(())
-        };
         match outcome {
             Outcome::Deny(denial) => {
-                text("deny reason", &denial.reason)?;
-                denial.rule.as_deref().map_or(Ok(()), rule)
+                self.text("deny reason", &denial.reason)?;
+                denial.rule.as_deref().map_or(Ok(()), rule_id)
             }
-            Outcome::Run(plan) => {
-                if plan.rules.len() > self.max_list {
-                    return Err(format!(
-                        "its plan names {} rules; the host accepts at most {}",
-                        plan.rules.len(),
-                        self.max_list
-                    ));
+            Outcome::Run(plan) => self.check_plan(plan),
+            Outcome::Ask(ask) => {
+                if ask.question.trim().is_empty() {
+                    return Err("it asks with an empty question; say what will happen and why it needs a yes".into());
                 }
-                plan.rules.iter().try_for_each(|r| rule(r))?;
-                if let Some(paths) = &plan.confinement.writable {
-                    if paths.len() > self.max_list {
-                        return Err(format!(
-                            "its plan lists {} writable paths; the host accepts at most {}",
-                            paths.len(),
-                            self.max_list
-                        ));
-                    }
-                    for p in paths {
-                        let clean = is_rooted(p)
-                            && !p.contains('\0')
-                            && p.len() <= self.max_workdir_bytes
-                            && !p.split(SEPARATORS).any(|seg| seg == "." || seg == "..");
-                        if !clean {
-                            return Err(format!(
-                                "its plan makes {:?} writable; a writable path must be absolute, without `.` or `..`, \
-                                 NUL bytes, and at most {} bytes",
-                                p.chars().take(128).collect::<String>(),
-                                self.max_workdir_bytes
-                            ));
-                        }
-                    }
-                }
-                if let NetworkAccess::Allow(list) = &plan.confinement.network {
-                    if list.is_empty() || list.len() > self.max_list {
-                        return Err(format!(
-                            "its plan's network allow-list has {} entries; give 1 to {} (for no network at all, ask \
-                             for \"none\")",
-                            list.len(),
-                            self.max_list
-                        ));
-                    }
-                    if let Some(bad) = list.iter().find(|e| !valid_destination(e)) {
-                        return Err(format!(
-                            "its plan's network allow-list has {:?}; an entry is a host name or `*.domain`, with an \
-                             optional `:port`",
-                            bad.chars().take(128).collect::<String>()
-                        ));
-                    }
-                }
-                if let Some(ms) = plan.startup_wait_ms
-                    && ms > self.max_startup_wait_ms
-                {
-                    return Err(format!(
-                        "its plan asks a background start to wait {ms} ms; the host accepts at most {}",
-                        self.max_startup_wait_ms
-                    ));
-                }
-                if plan.command.trim().is_empty() {
-                    return Err("its plan has an empty command".into());
-                }
-                if plan.command.len() > self.max_command_bytes {
-                    return Err(format!(
-                        "its plan's command is {} bytes; the host accepts at most {}",
-                        plan.command.len(),
-                        self.max_command_bytes
-                    ));
-                }
-                if plan.command.contains('\0') {
-                    return Err("its plan's command contains a NUL byte".into());
-                }
-                if let Some(w) = &plan.workdir
-                    && (w.is_empty() || w.contains('\0') || w.len() > self.max_workdir_bytes)
-                {
-                    return Err(format!(
-                        "its plan's workdir is not a usable path (empty, NUL byte, or over {} bytes)",
-                        self.max_workdir_bytes
-                    ));
-                }
-                if plan.env.len() > self.max_env {
-                    return Err(format!(
-                        "its plan sets {} environment variables; the host accepts at most {}",
-                        plan.env.len(),
-                        self.max_env
-                    ));
-                }
-                for (k, v) in &plan.env {
-                    if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
-                        return Err(format!(
-                            "its plan sets an invalid environment variable {:?} (empty name, `=` or NUL)",
-                            k.chars().take(64).collect::<String>()
-                        ));
-                    }
-                    if k.len() + v.len() > self.max_env_bytes {
-                        return Err(format!(
-                            "its plan's environment variable {:?} is {} bytes; the host accepts at most {}",
-                            k.chars().take(64).collect::<String>(),
-                            k.len() + v.len(),
-                            self.max_env_bytes
-                        ));
-                    }
-                }
-                if plan.notes.len() > self.max_notes {
-                    return Err(format!(
-                        "it returned {} notes; the host accepts at most {}",
-                        plan.notes.len(),
-                        self.max_notes
-                    ));
-                }
-                plan.notes.iter().try_for_each(|n| text("note", n))
+                self.text("question", &ask.question)?;
+                ask.rule.as_deref().map_or(Ok(()), rule_id)?;
+                self.check_plan(&ask.plan)
             }
         }
     }
+
+    /// A reason, note or question: at most `max_text_bytes`.
+    fn text(&self, what: &str, t: &str) -> Result<(), String> {
+        if t.len() > self.max_text_bytes {
+            return Err(format!(
+                "its {what} is {} bytes; the host accepts at most {}",
+                t.len(),
+                self.max_text_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// A plan (run now, or once approved): its rules and confinement, then what runs.
+    fn check_plan(&self, plan: &Plan) -> Result<(), String> {
+        self.check_rules_and_confinement(plan)?;
+        self.check_command(plan)
+    }
+
+    /// The rules a plan names and the confinement it asks for.
+    fn check_rules_and_confinement(&self, plan: &Plan) -> Result<(), String> {
+        if plan.rules.len() > self.max_list {
+            return Err(format!(
+                "its plan names {} rules; the host accepts at most {}",
+                plan.rules.len(),
+                self.max_list
+            ));
+        }
+        plan.rules.iter().try_for_each(|r| rule_id(r))?;
+        if let Some(paths) = &plan.confinement.writable {
+            if paths.len() > self.max_list {
+                return Err(format!(
+                    "its plan lists {} writable paths; the host accepts at most {}",
+                    paths.len(),
+                    self.max_list
+                ));
+            }
+            for p in paths {
+                let clean = is_rooted(p)
+                    && !p.contains('\0')
+                    && p.len() <= self.max_workdir_bytes
+                    && !p.split(SEPARATORS).any(|seg| seg == "." || seg == "..");
+                if !clean {
+                    return Err(format!(
+                        "its plan makes {:?} writable; a writable path must be absolute, without `.` or `..`, \
+                         NUL bytes, and at most {} bytes",
+                        p.chars().take(128).collect::<String>(),
+                        self.max_workdir_bytes
+                    ));
+                }
+            }
+        }
+        if let NetworkAccess::Allow(list) = &plan.confinement.network {
+            if list.is_empty() || list.len() > self.max_list {
+                return Err(format!(
+                    "its plan's network allow-list has {} entries; give 1 to {} (for no network at all, ask \
+                     for \"none\")",
+                    list.len(),
+                    self.max_list
+                ));
+            }
+            if let Some(bad) = list.iter().find(|e| !valid_destination(e)) {
+                return Err(format!(
+                    "its plan's network allow-list has {:?}; an entry is a host name or `*.domain`, with an \
+                     optional `:port`",
+                    bad.chars().take(128).collect::<String>()
+                ));
+            }
+        }
+        if let Some(ms) = plan.startup_wait_ms
+            && ms > self.max_startup_wait_ms
+        {
+            return Err(format!(
+                "its plan asks a background start to wait {ms} ms; the host accepts at most {}",
+                self.max_startup_wait_ms
+            ));
+        }
+        Ok(())
+    }
+
+    /// What a plan runs: command, working directory, environment, notes.
+    fn check_command(&self, plan: &Plan) -> Result<(), String> {
+        if plan.command.trim().is_empty() {
+            return Err("its plan has an empty command".into());
+        }
+        if plan.command.len() > self.max_command_bytes {
+            return Err(format!(
+                "its plan's command is {} bytes; the host accepts at most {}",
+                plan.command.len(),
+                self.max_command_bytes
+            ));
+        }
+        if plan.command.contains('\0') {
+            return Err("its plan's command contains a NUL byte".into());
+        }
+        if let Some(w) = &plan.workdir
+            && (w.is_empty() || w.contains('\0') || w.len() > self.max_workdir_bytes)
+        {
+            return Err(format!(
+                "its plan's workdir is not a usable path (empty, NUL byte, or over {} bytes)",
+                self.max_workdir_bytes
+            ));
+        }
+        if plan.env.len() > self.max_env {
+            return Err(format!(
+                "its plan sets {} environment variables; the host accepts at most {}",
+                plan.env.len(),
+                self.max_env
+            ));
+        }
+        for (k, v) in &plan.env {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return Err(format!(
+                    "its plan sets an invalid environment variable {:?} (empty name, `=` or NUL)",
+                    k.chars().take(64).collect::<String>()
+                ));
+            }
+            if k.len() + v.len() > self.max_env_bytes {
+                return Err(format!(
+                    "its plan's environment variable {:?} is {} bytes; the host accepts at most {}",
+                    k.chars().take(64).collect::<String>(),
+                    k.len() + v.len(),
+                    self.max_env_bytes
+                ));
+            }
+        }
+        if plan.notes.len() > self.max_notes {
+            return Err(format!(
+                "it returned {} notes; the host accepts at most {}",
+                plan.notes.len(),
+                self.max_notes
+            ));
+        }
+        plan.notes.iter().try_for_each(|n| self.text("note", n))
+    }
+}
+
+/// A rule id: short, printable, no spaces (it is a key in reports).
+fn rule_id(r: &str) -> Result<(), String> {
+    if r.is_empty()
+        || r.len() > 128
+        || !r
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+    {
+        return Err(format!(
+            "it names a rule {:?}; a rule id is 1 to 128 letters, digits or `-_.:/`",
+            r.chars().take(64).collect::<String>()
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `entry` is a destination an allow-list may name: `host.name`, `*.domain`, each optionally with `:port`.
@@ -244,6 +269,26 @@ mod tests {
     fn oversized_or_invalid_output_is_named() {
         let l = OutcomeLimits::default();
         assert!(l.check(&Outcome::Run(plan("ls"))).is_ok());
+        let ask = |q: &str, p: Plan| Outcome::Ask(crate::types::Ask::new(p, q));
+        assert!(
+            l.check(&ask("Reset the branch?", plan("git reset --hard")))
+                .is_ok()
+        );
+        assert!(
+            l.check(&ask(" ", plan("ls")))
+                .unwrap_err()
+                .contains("empty question")
+        );
+        assert!(
+            l.check(&ask(&"q".repeat(5000), plan("ls")))
+                .unwrap_err()
+                .contains("question")
+        );
+        assert!(
+            l.check(&ask("Sure?", plan("a\0b")))
+                .unwrap_err()
+                .contains("NUL")
+        );
         assert!(l.check(&Outcome::deny("no")).is_ok());
         assert!(
             l.check(&Outcome::Deny(Denial::new("no").with_rule("sudo")))

@@ -1,6 +1,6 @@
 //! One loaded policy: instantiation, configuration, evaluation under the sandbox, recovery after faults.
 
-use crate::bindings::{v0_1, v0_2, v0_3};
+use crate::bindings::{v0_1, v0_2, v0_3, v0_4};
 use crate::compat::PolicyInfo;
 use crate::engine_state::{EngineInner, InstanceMode, PolicyEngine};
 use crate::error::{FaultKind, PolicyError};
@@ -20,6 +20,8 @@ struct Live {
 /// A component pre-linked for the contract version it was built against.
 enum Pre {
     /// The current contract.
+    V0_4(v0_4::PolicyWorldPre<HostState>),
+    /// `0.3.x`, adapted (see `bindings::v0_3`).
     V0_3(v0_3::PolicyWorldPre<HostState>),
     /// `0.2.x`, adapted (see `bindings::v0_2`).
     V0_2(v0_2::PolicyWorldPre<HostState>),
@@ -29,6 +31,7 @@ enum Pre {
 
 /// An instance's exports, per contract version.
 enum Bindings {
+    V0_4(v0_4::PolicyWorld),
     V0_3(v0_3::PolicyWorld),
     V0_2(v0_2::PolicyWorld),
     V0_1(v0_1::PolicyWorld),
@@ -98,7 +101,8 @@ impl Policy {
         let pre = match info.adapted_from() {
             Some("0.1.0") => Pre::V0_1(v0_1::PolicyWorldPre::new(pre).map_err(link_err)?),
             Some("0.2.0") => Pre::V0_2(v0_2::PolicyWorldPre::new(pre).map_err(link_err)?),
-            _ => Pre::V0_3(v0_3::PolicyWorldPre::new(pre).map_err(link_err)?),
+            Some("0.3.0") => Pre::V0_3(v0_3::PolicyWorldPre::new(pre).map_err(link_err)?),
+            _ => Pre::V0_4(v0_4::PolicyWorldPre::new(pre).map_err(link_err)?),
         };
         let settings = if settings.trim().is_empty() {
             "{}".to_string()
@@ -156,6 +160,7 @@ impl Policy {
         store.set_hostcall_fuel(inner.config.outcome_limits.lift_budget());
         store.set_epoch_deadline(inner.deadline_ticks());
         let bindings = match &self.pre {
+            Pre::V0_4(pre) => pre.instantiate(&mut store).map(Bindings::V0_4),
             Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),
             Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
             Pre::V0_1(pre) => pre.instantiate(&mut store).map(Bindings::V0_1),
@@ -163,6 +168,9 @@ impl Policy {
         .map_err(|e| self.fault(&store, e, "instantiating"))?;
         store.set_epoch_deadline(inner.deadline_ticks());
         let configured = match &bindings {
+            Bindings::V0_4(b) => b
+                .shellward_policy_policy()
+                .call_configure(&mut store, &self.settings),
             Bindings::V0_3(b) => b
                 .shellward_policy_policy()
                 .call_configure(&mut store, &self.settings),
@@ -246,6 +254,11 @@ impl Policy {
             let _ticking = self.inner().ticker.enter();
             live.store.set_epoch_deadline(self.inner().deadline_ticks());
             let rules = match &live.bindings {
+                Bindings::V0_4(b) => b
+                    .shellward_policy_policy()
+                    .call_rules(&mut live.store)
+                    .map(v0_4::rules)
+                    .map_err(|e| self.fault(&live.store, e, "listing its rules"))?,
                 Bindings::V0_3(b) => b
                     .shellward_policy_policy()
                     .call_rules(&mut live.store)
@@ -274,6 +287,10 @@ impl Policy {
         let _ticking = self.inner().ticker.enter();
         live.store.set_epoch_deadline(self.inner().deadline_ticks());
         let outcome = match &live.bindings {
+            Bindings::V0_4(b) => b
+                .shellward_policy_policy()
+                .call_evaluate(&mut live.store, &v0_4::request(request))
+                .map(v0_4::outcome),
             Bindings::V0_3(b) => b
                 .shellward_policy_policy()
                 .call_evaluate(&mut live.store, &v0_3::request(request))
@@ -298,7 +315,7 @@ impl Policy {
                 during: "evaluating",
                 detail,
             })?;
-        if let Outcome::Run(plan) = &outcome
+        if let Some(plan) = outcome.planned()
             && let Some(detail) = plan.confinement.beyond(&request.ceiling)
         {
             tracing::warn!(policy = &*self.name, "policy fault: {detail}");

@@ -1,6 +1,6 @@
 //! The host's own policy types: what a request, a plan and an outcome are, independent of any WIT version.
 //!
-//! Each contract version the host loads has private generated bindings (`bindings::v0_1`, `v0_2`, `v0_3`) that are
+//! Each contract version the host loads has private generated bindings (`bindings::v0_1` … `v0_4`) that are
 //! mapped to and from these types, so a change of the WIT is not a change of this crate's API: the types are
 //! `#[non_exhaustive]` and grow with constructors (`Request::new`, `Plan::from_request`, `Denial::new`).
 
@@ -329,6 +329,35 @@ impl std::fmt::Display for Denial {
     }
 }
 
+/// A command that runs only once a person approves it: the plan that would run, and the question to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ask {
+    /// What runs once approved: exactly this plan.
+    pub plan: Plan,
+    /// The question for the person: what will happen and why it needs a yes.
+    pub question: String,
+    /// The id of the rule that asked, when the policy names its rules.
+    pub rule: Option<String>,
+}
+
+impl Ask {
+    /// An ask to run `plan` once a person answers yes to `question`, naming no rule.
+    pub fn new(plan: Plan, question: impl Into<String>) -> Ask {
+        Ask {
+            plan,
+            question: question.into(),
+            rule: None,
+        }
+    }
+
+    /// This ask, naming the rule that asked.
+    pub fn with_rule(mut self, rule: impl Into<String>) -> Ask {
+        self.rule = Some(rule.into());
+        self
+    }
+}
+
 /// A policy's answer to a request. Exhaustive on purpose: a new kind of answer is one every caller must handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -336,6 +365,8 @@ pub enum Outcome {
     Run(Plan),
     /// Do not run it.
     Deny(Denial),
+    /// Run the plan only once a person approves it (since contract 0.4).
+    Ask(Ask),
 }
 
 impl Outcome {
@@ -344,10 +375,18 @@ impl Outcome {
         Outcome::Deny(Denial::new(reason))
     }
 
-    /// The plan, for a run.
+    /// The plan, for a run (not for an ask: that plan runs only once approved).
     pub fn plan(&self) -> Option<&Plan> {
         match self {
             Outcome::Run(p) => Some(p),
+            Outcome::Deny(_) | Outcome::Ask(_) => None,
+        }
+    }
+
+    /// The plan that runs now or once approved: a run's or an ask's.
+    pub fn planned(&self) -> Option<&Plan> {
+        match self {
+            Outcome::Run(p) | Outcome::Ask(Ask { plan: p, .. }) => Some(p),
             Outcome::Deny(_) => None,
         }
     }
@@ -356,7 +395,24 @@ impl Outcome {
     pub fn denial(&self) -> Option<&Denial> {
         match self {
             Outcome::Deny(d) => Some(d),
-            Outcome::Run(_) => None,
+            Outcome::Run(_) | Outcome::Ask(_) => None,
+        }
+    }
+
+    /// The ask, for an ask.
+    pub fn ask(&self) -> Option<&Ask> {
+        match self {
+            Outcome::Ask(a) => Some(a),
+            Outcome::Run(_) | Outcome::Deny(_) => None,
+        }
+    }
+
+    /// The kind of outcome as text: `run`, `deny` or `ask`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Run(_) => "run",
+            Outcome::Deny(_) => "deny",
+            Outcome::Ask(_) => "ask",
         }
     }
 }

@@ -13,6 +13,8 @@ use shellward_policy::{
 const V0_1_DEFAULT: &[u8] = include_bytes!("fixtures/default-policy-v0.1.wasm");
 /// The default policy as built for 0.2.0 (before confinement, start-up waits and rule ids existed).
 const V0_2_DEFAULT: &[u8] = include_bytes!("fixtures/default-policy-v0.2.wasm");
+/// The default policy as built for 0.3.0 (before the `ask` outcome existed).
+const V0_3_DEFAULT: &[u8] = include_bytes!("fixtures/default-policy-v0.3.wasm");
 
 /// A request with the operator's confinement and ceiling set.
 fn confined(command: &str, confinement: Confinement, ceiling: Confinement) -> Request {
@@ -42,7 +44,7 @@ fn engine(mode: InstanceMode) -> PolicyEngine {
 fn plan(outcome: Outcome) -> Plan {
     match outcome {
         Outcome::Run(p) => p,
-        Outcome::Deny(r) => panic!("unexpected deny: {r}"),
+        other => panic!("expected a run: {other:?}"),
     }
 }
 
@@ -96,7 +98,7 @@ fn current_policies_see_and_may_change_interactive_and_tty() {
     let e = engine(InstanceMode::Reuse);
     let default = e.load_default("").unwrap();
     assert_eq!(default.info().adapted_from(), None);
-    assert_eq!(default.info().wit_version.as_deref(), Some("0.3.0"));
+    assert_eq!(default.info().wit_version.as_deref(), Some("0.4.0"));
     let p = plan(default.evaluate(&interactive("python3 -i", true)).unwrap());
     assert!(p.interactive && p.tty);
     let echo = e.load_file(SCRIPTED_POLICY.as_ref(), "echo").unwrap();
@@ -119,7 +121,7 @@ fn a_chain_of_both_versions_carries_the_flags_through() {
     let d = chain.evaluate(&interactive("python3 -i -q", true));
     match d.outcome {
         Outcome::Run(p) => assert!(p.interactive && p.tty, "{p:?}"),
-        Outcome::Deny(r) => panic!("{r}"),
+        other => panic!("{other:?}"),
     }
 }
 
@@ -280,7 +282,7 @@ fn invalid_rule_ids_are_the_policys_fault() {
     let e = engine(InstanceMode::Reuse);
     let good = e.load_file(SCRIPTED_POLICY.as_ref(), "echo").unwrap();
     let ids: Vec<String> = good.rules().unwrap().into_iter().map(|r| r.id).collect();
-    assert_eq!(ids, ["scripted-deny", "echo"]);
+    assert_eq!(ids, ["scripted-deny", "scripted-ask", "echo"]);
     let bad = e.load_file(SCRIPTED_POLICY.as_ref(), "bad-rules").unwrap();
     let err = bad.rules().unwrap_err().to_string();
     assert!(
@@ -306,6 +308,97 @@ fn a_v0_2_policy_in_a_chain_keeps_the_confinement_a_current_one_set() {
     let d = chain.evaluate(&confined("curl example.com", host.clone(), host));
     match d.outcome {
         Outcome::Run(p) => assert_eq!(p.confinement.network, NetworkAccess::None),
-        Outcome::Deny(r) => panic!("{r}"),
+        other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_v0_3_policy_loads_through_the_adapter_and_decides_as_before() {
+    for mode in [InstanceMode::Reuse, InstanceMode::Fresh] {
+        let e = engine(mode);
+        let info = e.inspect("default-0.3.wasm", V0_3_DEFAULT).unwrap();
+        assert_eq!(info.wit_version.as_deref(), Some("0.3.0"));
+        assert_eq!(info.adapted_from(), Some("0.3.0"));
+        let policy = e.load_bytes("default-0.3.wasm", V0_3_DEFAULT, "").unwrap();
+        let rules: Vec<String> = policy.rules().unwrap().into_iter().map(|r| r.id).collect();
+        assert!(rules.iter().any(|r| r == "trailing-ampersand"), "{rules:?}");
+        let p = plan(policy.evaluate(&Request::new("npm run dev &")).unwrap());
+        assert_eq!((p.command.as_str(), p.background), ("npm run dev", true));
+        assert!(
+            p.rules.iter().any(|r| r == "trailing-ampersand"),
+            "{mode:?}"
+        );
+    }
+}
+
+/// A chain's policies in order, each with its settings; the default policy is `default`, the scripted one by its
+/// settings.
+fn chain(e: &PolicyEngine, members: &[(&str, &str)]) -> PolicyChain {
+    let policies = members
+        .iter()
+        .map(|(which, settings)| match *which {
+            "default" => e.load_default(settings).unwrap(),
+            _ => e.load_file(SCRIPTED_POLICY.as_ref(), settings).unwrap(),
+        })
+        .collect();
+    PolicyChain::new(policies, FaultMode::Deny)
+}
+
+#[test]
+fn an_ask_holds_through_the_chain_and_only_a_deny_beats_it() {
+    let e = engine(InstanceMode::Reuse);
+    // Ask first: the default policy after it still rewrites the plan (the trailing `&`), but cannot make it a run.
+    let d = chain(
+        &e,
+        &[("scripted", "ask:Run the dev server?"), ("default", "")],
+    )
+    .evaluate(&Request::new("npm run dev &"));
+    let Outcome::Ask(ask) = &d.outcome else {
+        panic!("expected an ask: {d:?}");
+    };
+    assert_eq!(ask.question, "Run the dev server?");
+    assert_eq!(ask.rule.as_deref(), Some("scripted-ask"));
+    assert_eq!(
+        (ask.plan.command.as_str(), ask.plan.background),
+        ("npm run dev", true)
+    );
+    assert!(
+        ask.plan.rules.iter().any(|r| r == "trailing-ampersand"),
+        "{:?}",
+        ask.plan.rules
+    );
+    assert!(
+        d.asked_by
+            .as_deref()
+            .is_some_and(|by| by.contains("scripted")),
+        "{d:?}"
+    );
+    assert_eq!(d.denied_by, None);
+    // Ask last: the earlier plan is what is asked about.
+    let d = chain(&e, &[("default", ""), ("scripted", "ask:Sure?")])
+        .evaluate(&Request::new("sleep 1 &"));
+    let ask = d.outcome.ask().expect("an ask");
+    assert_eq!(
+        (ask.plan.command.as_str(), ask.plan.background),
+        ("sleep 1", true)
+    );
+    // Two policies ask: the person sees both questions, in chain order.
+    let d = chain(
+        &e,
+        &[("scripted", "ask:First?"), ("scripted", "ask:Second?")],
+    )
+    .evaluate(&Request::new("ls"));
+    assert_eq!(d.outcome.ask().expect("an ask").question, "First?\nSecond?");
+    // A deny after an ask wins, and nothing is asked.
+    let d = chain(&e, &[("scripted", "ask:First?"), ("scripted", "deny:no")])
+        .evaluate(&Request::new("ls"));
+    assert_eq!(d.outcome.denial().map(|x| x.reason.as_str()), Some("no"));
+    assert_eq!(d.asked_by, None);
+    assert!(d.denied_by.is_some_and(|by| by.contains("scripted")));
+    // An ask's plan is checked like a run's: beyond the ceiling is the policy's fault.
+    let mut r = confined("ls", strict_default(), strict_default());
+    r.confinement.network = NetworkAccess::Host;
+    let d = chain(&e, &[("scripted", "ask:Widen?")]).evaluate(&r);
+    assert!(d.outcome.denial().is_some(), "{d:?}");
+    assert_eq!(d.fault_kinds, vec!["beyond_ceiling"]);
 }

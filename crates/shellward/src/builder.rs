@@ -16,6 +16,13 @@ pub struct ShellwardBuilder {
     config: Config,
     chain: Option<PolicyChain>,
     surface: Option<String>,
+    approvers: Vec<Arc<dyn crate::Approver>>,
+}
+
+impl std::fmt::Debug for dyn crate::Approver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Approver({})", self.name())
+    }
 }
 
 impl ShellwardBuilder {
@@ -34,6 +41,13 @@ impl ShellwardBuilder {
     /// Names the surface this instance serves (`serve`, `mcp`, `run`; default `library`), for the audit log.
     pub fn surface(mut self, surface: impl Into<String>) -> Self {
         self.surface = Some(surface.into());
+        self
+    }
+
+    /// Adds an approver every call may use when a policy asks (a host's own UI), after the caller's surface's and
+    /// before the operator's reviewer. Approvers are tried in order until one answers.
+    pub fn approver(mut self, approver: Arc<dyn crate::Approver>) -> Self {
+        self.approvers.push(approver);
         self
     }
 
@@ -99,6 +113,7 @@ impl ShellwardBuilder {
             Some(a) => Some(audit::AuditLog::open(a).map_err(BuildError::Audit)?),
             None => None,
         };
+        let approvals = self.approvals()?;
         let base_workdir = base_workdir(&self.config);
         // In the log directories' parent (outside the log root commands cannot see), made and swept as a log directory
         // is: the next executor started there removes it if this instance is killed before its shutdown.
@@ -143,6 +158,7 @@ impl ShellwardBuilder {
                 session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
                 pending_notes: std::sync::Mutex::new(std::collections::HashMap::new()),
                 keep_cancelled: self.config.tools.on_cancel == crate::config::OnCancel::Background,
+                approvals,
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
                 retention: self.config.executor.retention,
                 confinement: self.config.confinement.clone(),
@@ -157,6 +173,30 @@ impl ShellwardBuilder {
                 shell_name,
             }),
         })
+    }
+
+    /// The approvers (the host's, then the operator's reviewer), the time to answer, the operator's allow-list.
+    fn approvals(&mut self) -> Result<crate::approval::Approvals, BuildError> {
+        let config = &self.config.approvals;
+        let mut approvers = std::mem::take(&mut self.approvers);
+        if let Some(r) = &config.reviewer {
+            approvers.push(Arc::new(crate::Reviewer::new(r.command.clone(), r.timeout)));
+        }
+        let allowed = match &config.allow_file {
+            Some(path) => crate::approval::read_allow_file(path).map_err(|e| {
+                BuildError::Config(crate::ConfigError::plain(format!(
+                    "[approvals] allow_file {}: {e}; create it (one approved command per line) or remove the key",
+                    path.display()
+                )))
+            })?,
+            None => Default::default(),
+        };
+        Ok(crate::approval::Approvals::new(
+            approvers,
+            config.expiry,
+            config.client,
+            allowed,
+        ))
     }
 
     /// Loads the configuration's policies on a helper thread while this one starts the executor: a one-shot `run`

@@ -30,6 +30,23 @@ impl Shellward {
         })
     }
 
+    /// [`Shellward::call`] with `options` for an `execute` call (its approver, a start callback); other tools ignore
+    /// them.
+    pub async fn call_using(
+        &self,
+        session: Option<&str>,
+        tool: &str,
+        arguments: Value,
+        options: crate::ExecuteOptions,
+    ) -> Result<Value, ToolError> {
+        match ToolCall::parse(tool, arguments)? {
+            ToolCall::Execute(args) => {
+                Ok(ToolOutput::Execute(self.execute_with(session, args, options).await?).to_json())
+            }
+            call => Ok(self.call_tool(session, call).await?.to_json()),
+        }
+    }
+
     /// Runs a tool by wire name with JSON arguments and returns its JSON result (what the HTTP API answers).
     /// Arguments that do not match the tool's schema are an [`ToolErrorKind::InvalidArguments`] error naming the
     /// expected shape; see [`ToolCall::parse`].

@@ -87,6 +87,14 @@
 //! read_timeout = "30s"            # longest wait for the next bytes
 //! deadline = "5m"                 # the whole pull
 //! min_rate = 1024                 # bytes/s each answer must average over 15 s (0: no minimum)
+//!
+//! [approvals]                     # commands a policy asks about (manual: docs/src/approvals.md)
+//! expiry = "5m"                   # unanswered this long: denied, and it never starts late
+//! client = true                   # ask the person at the client (MCP elicitation, HTTP pending approvals)
+//! allow_file = "approved.txt"     # commands approved for every session, one per line (read, never written)
+//! [approvals.reviewer]            # then a command: one JSON request on stdin, one JSON answer on stdout
+//! command = ["/usr/local/bin/review", "--strict"]
+//! timeout = "30s"
 //! ```
 
 use shellward_exec::ExecutorConfig;
@@ -244,6 +252,8 @@ pub struct Config {
     pub oci: crate::oci::PullLimits,
     /// What each command may touch (`[confinement]`): where it may write, what it may not read, its network.
     pub confinement: crate::ConfinementConfig,
+    /// Who answers when a policy asks, and how long an answer may take (`[approvals]`).
+    pub approvals: crate::approval::ApprovalsConfig,
 }
 
 impl Config {
@@ -317,6 +327,7 @@ impl Default for Config {
             audit: None,
             oci: crate::oci::PullLimits::default(),
             confinement: crate::ConfinementConfig::default(),
+            approvals: crate::approval::ApprovalsConfig::default(),
         }
     }
 }

@@ -42,13 +42,19 @@ impl Shellward {
         }
         self.refuse_a_missing_policy_workdir(&mut decision);
         let confinement = self.enforceable_confinement(&mut decision, &request);
-        let plan = match &decision.outcome {
-            Outcome::Deny(_) => None,
-            Outcome::Run(p) => Some(self.exec_plan(p, confinement, session, stdin)),
-        };
-        self.inner
-            .metrics
-            .decision(decision.denied_by.as_deref(), chain_seconds);
+        // An ask's plan is made ready too: it runs as it is, once approved.
+        let plan = decision
+            .outcome
+            .planned()
+            .map(|p| self.exec_plan(p, confinement, session, stdin));
+        self.inner.metrics.decision(
+            decision.outcome.kind(),
+            decision
+                .denied_by
+                .as_deref()
+                .or(decision.asked_by.as_deref()),
+            chain_seconds,
+        );
         Ok(Decided {
             asked: args.command.clone(),
             session: session.map(str::to_string),
@@ -121,7 +127,7 @@ impl Shellward {
     /// A working directory a policy chose must exist: if it does not, that is the policy's fault, reported as a deny
     /// naming it (the caller's own workdir is checked by the executor and reported as the caller's).
     fn refuse_a_missing_policy_workdir(&self, decision: &mut Decision) {
-        let (Outcome::Run(p), Some(by)) = (&decision.outcome, &decision.workdir_by) else {
+        let (Some(p), Some(by)) = (decision.outcome.planned(), &decision.workdir_by) else {
             return;
         };
         let Some(w) = &p.workdir else {
@@ -147,6 +153,7 @@ impl Shellward {
             path.display()
         ));
         decision.denied_by = Some(by);
+        decision.asked_by = None;
     }
 
     /// The confinement a policy decided, as the executor enforces it; one the host cannot enforce (a network
@@ -157,7 +164,7 @@ impl Shellward {
         request: &Request,
     ) -> shellward_exec::Confinement {
         let mut confinement = self.inner.plan_confinement.clone();
-        if let Outcome::Run(p) = &decision.outcome
+        if let Some(p) = decision.outcome.planned()
             && p.confinement != request.confinement
         {
             let hidden = self.inner.cwd_dir.as_ref().map(|d| d.path());
@@ -174,6 +181,7 @@ impl Shellward {
                          the command's; tell the operator."
                     ));
                     decision.denied_by = Some(by);
+                    decision.asked_by = None;
                 }
             }
         }

@@ -15,7 +15,7 @@ pub struct Decided {
     pub session: Option<String>,
     /// The chain's decision (outcome, who denied, faults).
     pub decision: Decision,
-    /// The plan for the executor, when the outcome is run.
+    /// The plan for the executor, when the outcome is run (or ask: what runs once approved).
     pub plan: Option<ExecPlan>,
     /// The request the chain decided (what a replay re-decides).
     pub request: Request,
@@ -42,6 +42,19 @@ pub enum Verdict {
         /// The policy that denied (`a policy` when unknown).
         by: String,
     },
+    /// Run the plan only once someone approves it (see [`crate::approval`]).
+    Ask {
+        /// What the executor runs once approved.
+        plan: ExecPlan,
+        /// The policies' notes for the agent, in chain order.
+        notes: Vec<String>,
+        /// The question for the person.
+        question: String,
+        /// The rule that asked, when named.
+        rule: Option<String>,
+        /// The policy that asked (`a policy` when unknown).
+        by: String,
+    },
 }
 
 impl Decided {
@@ -52,10 +65,21 @@ impl Decided {
                 plan: plan.clone(),
                 notes: p.notes.clone(),
             },
+            (Some(plan), Outcome::Ask(a)) => Verdict::Ask {
+                plan: plan.clone(),
+                notes: a.plan.notes.clone(),
+                question: a.question.clone(),
+                rule: a.rule.clone(),
+                by: self
+                    .decision
+                    .asked_by
+                    .clone()
+                    .unwrap_or_else(|| "a policy".into()),
+            },
             (_, outcome) => Verdict::Deny {
                 reason: reason_text(match outcome {
                     Outcome::Deny(d) => d.reason.clone(),
-                    Outcome::Run(_) => String::new(),
+                    Outcome::Run(_) | Outcome::Ask(_) => String::new(),
                 }),
                 by: self
                     .decision

@@ -26,6 +26,10 @@ pub enum ToolErrorKind {
     /// The request conflicts with an earlier one: its `client_token` was already used for a different call. Nothing
     /// was started.
     Conflict,
+    /// No approval with this id waits in the caller's session (decided already, expired, or another session's).
+    UnknownApproval,
+    /// A policy asked for a person's approval and nobody gave it (declined, expired, nobody to ask). Nothing ran.
+    NotApproved,
 }
 
 impl ToolErrorKind {
@@ -40,6 +44,8 @@ impl ToolErrorKind {
             ToolErrorKind::Unavailable => "unavailable",
             ToolErrorKind::Internal => "internal",
             ToolErrorKind::Conflict => "conflict",
+            ToolErrorKind::UnknownApproval => "unknown_approval",
+            ToolErrorKind::NotApproved => "not_approved",
         }
     }
 }

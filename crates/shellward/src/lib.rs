@@ -20,6 +20,7 @@
 //! it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
 
 mod active;
+pub mod approval;
 mod audit;
 mod builder;
 mod call;
@@ -46,6 +47,7 @@ pub mod tools;
 mod watch;
 
 pub use active::{PolicyFailure, PolicyStatus, PolicySummary};
+pub use approval::{ApprovalAnswer, ApprovalId, ApprovalRequest, Approver, Reviewer};
 pub use audit::{AuditConfig, RECORD_VERSION, request_from_record, request_json};
 pub use builder::ShellwardBuilder;
 pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
@@ -53,7 +55,7 @@ pub use decided::{Decided, Verdict};
 pub use error::{BuildError, ToolError, ToolErrorKind};
 pub use handle::Process;
 pub use probe::SandboxProbe;
-pub use run::OnStart;
+pub use run::{ExecuteOptions, OnStart};
 pub use watch::PolicyWatcher;
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
@@ -114,6 +116,8 @@ struct Inner {
     posix_shell: bool,
     /// The shell's program name (`sh`, `bash`), for the policies' requests.
     shell_name: String,
+    /// Commands the policies ask about: who answers, how long they may take, those waiting and remembered.
+    approvals: approval::Approvals,
     /// `execute` results by client token (idempotent starts).
     execute_tokens: idempotency::TokenIndex<ExecuteResult>,
     /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.

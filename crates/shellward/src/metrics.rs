@@ -34,6 +34,11 @@ struct SignalLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApprovalLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -47,6 +52,7 @@ pub(crate) struct Metrics {
     executes: Family<ModeLabels, Counter>,
     timeouts: Counter,
     signals: Family<SignalLabels, Counter>,
+    approvals: Family<ApprovalLabels, Counter>,
     running: Gauge,
     spawn_seconds: Histogram,
     reloads: Family<ResultLabels, Counter>,
@@ -64,7 +70,7 @@ impl Metrics {
         let decisions = Family::<DecisionLabels, Counter>::default();
         registry.register(
             "shellward_decisions",
-            "Policy-chain decisions by outcome (run, deny) and denying policy",
+            "Policy-chain decisions by outcome (run, deny, ask) and the denying or asking policy",
             decisions.clone(),
         );
         let faults = Family::<FaultLabels, Counter>::default();
@@ -97,6 +103,12 @@ impl Metrics {
             "shellward_signals",
             "process_signal calls by signal (terminate, kill)",
             signals.clone(),
+        );
+        let approvals = Family::<ApprovalLabels, Counter>::default();
+        registry.register(
+            "shellward_approvals",
+            "Asked commands by outcome (approved, denied, expired, unavailable, remembered, pending)",
+            approvals.clone(),
         );
         let running = Gauge::default();
         registry.register(
@@ -131,6 +143,7 @@ impl Metrics {
             executes,
             timeouts,
             signals,
+            approvals,
             running,
             spawn_seconds,
             reloads,
@@ -138,16 +151,11 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn decision(&self, denied_by: Option<&str>, seconds: f64) {
-        let labels = match denied_by {
-            Some(p) => DecisionLabels {
-                outcome: "deny",
-                policy: p.to_string(),
-            },
-            None => DecisionLabels {
-                outcome: "run",
-                policy: String::new(),
-            },
+    /// A chain's decision: `outcome` (`run`, `deny`, `ask`) and the policy that denied or asked.
+    pub(crate) fn decision(&self, outcome: &'static str, by: Option<&str>, seconds: f64) {
+        let labels = DecisionLabels {
+            outcome,
+            policy: by.unwrap_or_default().to_string(),
         };
         self.decisions.get_or_create(&labels).inc();
         self.chain_seconds.observe(seconds);
@@ -173,6 +181,13 @@ impl Metrics {
         if timed_out {
             self.timeouts.inc();
         }
+    }
+
+    /// An asked command's outcome: `approved`, `denied`, `expired`, `unavailable`, `remembered`, `pending`.
+    pub(crate) fn approval(&self, outcome: &'static str) {
+        self.approvals
+            .get_or_create(&ApprovalLabels { outcome })
+            .inc();
     }
 
     pub(crate) fn signal(&self, signal: &'static str) {

@@ -9,13 +9,15 @@ impl Metrics {
         Metrics
     }
 
-    pub(crate) fn decision(&self, _denied_by: Option<&str>, _seconds: f64) {}
+    pub(crate) fn decision(&self, _outcome: &'static str, _by: Option<&str>, _seconds: f64) {}
 
     pub(crate) fn fault(&self, _policy: &str, _kind: &'static str) {}
 
     pub(crate) fn execute(&self, _background: bool, _spawn_micros: u64, _timed_out: bool) {}
 
     pub(crate) fn signal(&self, _signal: &'static str) {}
+
+    pub(crate) fn approval(&self, _outcome: &'static str) {}
 
     pub(crate) fn reload(&self, _ok: bool) {}
 

@@ -32,9 +32,15 @@ impl Shellward {
             "policies": policies,
             "faults": faults,
         });
-        match (&decided.decision.outcome, &decided.plan) {
-            (Outcome::Run(p), Some(plan)) => {
-                record["outcome"] = "run".into();
+        let outcome = &decided.decision.outcome;
+        match (outcome.planned(), &decided.plan, outcome) {
+            (Some(p), Some(plan), _) => {
+                record["outcome"] = outcome.kind().into();
+                if let Outcome::Ask(ask) = outcome {
+                    record["question"] = serde_json::json!(ask.question);
+                    record["rule"] = serde_json::json!(ask.rule);
+                    record["asked_by"] = serde_json::json!(decided.decision.asked_by);
+                }
                 record["plan"] = serde_json::json!({
                     "command": plan.command,
                     "workdir": plan.workdir,
@@ -50,13 +56,13 @@ impl Shellward {
                 record["notes"] = serde_json::json!(p.notes);
                 record["rules"] = serde_json::json!(p.rules);
             }
-            (Outcome::Deny(denial), _) => {
+            (_, _, Outcome::Deny(denial)) => {
                 record["outcome"] = "deny".into();
                 record["reason"] = serde_json::json!(denial.reason);
                 record["rule"] = serde_json::json!(denial.rule);
                 record["denied_by"] = serde_json::json!(decided.decision.denied_by);
             }
-            (Outcome::Run(_), None) => record["outcome"] = "deny".into(),
+            _ => record["outcome"] = "deny".into(),
         }
         record
     }

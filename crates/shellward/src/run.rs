@@ -2,6 +2,7 @@
 //! foreground or background run shaped for the model, a tracked start for hosts that stream (`shellward run`,
 //! Coder's routes), and the audit record and metrics of every start and every deny.
 
+use crate::approval::{Approval, Approver};
 use crate::decide::check_text;
 use crate::shape::{cwd_file, cwd_trap, exit_fields, exit_sentence, read_cwd_file, shape_execute};
 use crate::tools::{ExecuteArgs, ExecuteResult};
@@ -54,30 +55,42 @@ impl Shellward {
         env: Vec<(String, String)>,
         started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
-        let mut r = self.execute_tokened(session, args, env, started).await?;
+        let options = ExecuteOptions::new().env(env).on_start(started);
+        self.execute_with(session, args, options).await
+    }
+
+    /// `execute` with [`ExecuteOptions`]: extra environment, a start callback, and the approver of the caller's
+    /// surface (the person at the client), asked first when a policy asks.
+    pub async fn execute_with(
+        &self,
+        session: Option<&str>,
+        args: ExecuteArgs,
+        options: ExecuteOptions,
+    ) -> Result<ExecuteResult, ToolError> {
+        let mut r = self.execute_tokened(session, args, options).await?;
         self.lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
-    /// [`Shellward::execute_observed`] but the pending notes: with a client token, the first call's result or an
+    /// [`Shellward::execute_with`] but the pending notes: with a client token, the first call's result or an
     /// attached retry.
     async fn execute_tokened(
         &self,
         session: Option<&str>,
         args: ExecuteArgs,
-        env: Vec<(String, String)>,
-        started: OnStart,
+        options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
         let Some(token) = args.client_token.clone() else {
-            return self.execute_now(session, args, env, started).await;
+            return self.execute_now(session, args, options).await;
         };
         check_client_token(&token)?;
         let scope = idempotency::TokenScope {
             session: session.map(str::to_string),
             within: None,
         };
-        let fingerprint = execute_fingerprint(&args, &env);
+        let fingerprint = execute_fingerprint(&args, &options.env);
         // A released token (the first call failed before it had a result) is claimed again; a few rounds at most.
+        let mut options = Some(options);
         for _ in 0..3 {
             let claim = self.inner.execute_tokens.claim(
                 scope.clone(),
@@ -104,8 +117,9 @@ impl Shellward {
                 idempotency::Claim::First(first) => {
                     let this = self.clone();
                     let owned = session.map(str::to_string);
+                    let options = options.take().unwrap_or_default();
                     let task = tokio::spawn(async move {
-                        let r = this.execute_now(owned.as_deref(), args, env, started).await;
+                        let r = this.execute_now(owned.as_deref(), args, options).await;
                         if let Ok(result) = &r {
                             first.publish(result.clone());
                         }
@@ -187,8 +201,7 @@ impl Shellward {
         &self,
         session: Option<&str>,
         args: ExecuteArgs,
-        env: Vec<(String, String)>,
-        started: OnStart,
+        options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
         // The session's working directory, as its last command left it, unless the call names one (which wins for
         // this call and leaves the session's alone). The policies see it in the request.
@@ -197,8 +210,8 @@ impl Shellward {
         if follow && let Some(dir) = self.session_dir(session) {
             args.workdir = Some(dir.display().to_string());
         }
-        let decided = self.decide(session, &args, &env)?;
-        self.run_decided_with(decided, follow, started).await
+        let decided = self.decide(session, &args, &options.env)?;
+        self.run_decided_with(decided, follow, options).await
     }
 
     /// The working directory `session`'s commands continue in, when one was left and still exists.
@@ -220,10 +233,19 @@ impl Shellward {
     }
 
     /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
-    /// goes to the executor.
+    /// goes to the executor, an ask to the instance's approvers first (see [`crate::approval`]).
     pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
-        self.run_decided_with(decided, false, Box::new(|_| {}))
+        self.run_decided_with(decided, false, ExecuteOptions::new())
             .await
+    }
+
+    /// [`Shellward::run_decided`] with `options`' approver asked first when a policy asks and its start callback.
+    pub async fn run_decided_using(
+        &self,
+        decided: Decided,
+        options: ExecuteOptions,
+    ) -> Result<ExecuteResult, ToolError> {
+        self.run_decided_with(decided, false, options).await
     }
 
     /// [`Shellward::run_decided`]; with `follow`, a foreground command's last working directory becomes its
@@ -232,11 +254,25 @@ impl Shellward {
         &self,
         decided: Decided,
         follow: bool,
-        started: OnStart,
+        options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
-        let session = decided.session.clone();
+        let started = options.on_start.unwrap_or_else(|| Box::new(|_| {}));
         let (plan, notes) = match decided.verdict() {
             Verdict::Run { plan, notes } => (plan, notes),
+            Verdict::Ask { .. } => {
+                return match self
+                    .approval(&decided, follow, options.approver.as_ref())
+                    .await
+                {
+                    Approval::Run(note) => self.run_approved(decided, follow, note, started).await,
+                    Approval::Answer(r) => {
+                        if r.pending_approval.is_none() {
+                            self.record_unapproved(&decided);
+                        }
+                        Ok(*r)
+                    }
+                };
+            }
             Verdict::Deny { reason, by } => {
                 self.record_denied(&decided);
                 return Ok(ExecuteResult {
@@ -249,6 +285,40 @@ impl Shellward {
                 });
             }
         };
+        self.run_plan(decided, plan, notes, follow, started).await
+    }
+
+    /// Runs an asked command once approved: exactly the plan that was asked about, with `note` (who approved) first.
+    pub(crate) async fn run_approved(
+        &self,
+        decided: Decided,
+        follow: bool,
+        note: String,
+        started: OnStart,
+    ) -> Result<ExecuteResult, ToolError> {
+        let Verdict::Ask {
+            plan, mut notes, ..
+        } = decided.verdict()
+        else {
+            return Err(ToolError::new(
+                ToolErrorKind::Internal,
+                "an approval was answered for a command that was not asked about; nothing was run",
+            ));
+        };
+        notes.insert(0, note);
+        self.run_plan(decided, plan, notes, follow, started).await
+    }
+
+    /// Starts a decided plan (a run, or an approved ask) and shapes its result for the model.
+    async fn run_plan(
+        &self,
+        decided: Decided,
+        plan: ExecPlan,
+        notes: Vec<String>,
+        follow: bool,
+        started: OnStart,
+    ) -> Result<ExecuteResult, ToolError> {
+        let session = decided.session.clone();
         let record = self
             .inner
             .audit
@@ -384,9 +454,31 @@ impl Shellward {
     /// decision and the end recorded (audit log, metrics) as for `execute`. A deny is recorded (see
     /// [`Shellward::record_denied`]) and is an error naming the policy and the reason.
     pub async fn start_tracked(&self, decided: Decided) -> Result<Process, ToolError> {
+        self.start_tracked_with(decided, None).await
+    }
+
+    /// [`Shellward::start_tracked`]; when a policy asks, `approver` (the surface's person: a terminal) is asked
+    /// before the instance's own approvers, and a command nobody approved is an error saying why (nothing ran).
+    pub async fn start_tracked_with(
+        &self,
+        decided: Decided,
+        approver: Option<Arc<dyn Approver>>,
+    ) -> Result<Process, ToolError> {
         let session = decided.session.clone();
         let mut plan = match decided.verdict() {
             Verdict::Run { plan, .. } => plan,
+            Verdict::Ask { plan, .. } => {
+                match self.approval(&decided, false, approver.as_ref()).await {
+                    Approval::Run(_) => plan,
+                    Approval::Answer(r) => {
+                        self.record_unapproved(&decided);
+                        let why = r
+                            .deny_reason
+                            .unwrap_or_else(|| "it needs approval, which nobody gave".into());
+                        return Err(ToolError::new(ToolErrorKind::NotApproved, why));
+                    }
+                }
+            }
             Verdict::Deny { reason, by } => {
                 self.record_denied(&decided);
                 return Err(ToolError::invalid(format!("denied by {by}: {reason}")));
@@ -416,6 +508,15 @@ impl Shellward {
         }
         if let Some(audit) = &self.inner.audit {
             audit.record(self.decision_record(decided));
+        }
+    }
+
+    /// Records the decision of an asked command that was not approved (nothing ran).
+    pub(crate) fn record_unapproved(&self, decided: &Decided) {
+        if let Some(audit) = &self.inner.audit {
+            let mut record = self.decision_record(decided);
+            record["approved"] = false.into();
+            audit.record(record);
         }
     }
 
@@ -560,6 +661,42 @@ impl Shellward {
 
 /// What [`Shellward::execute_observed`] calls with the started process's handle.
 pub type OnStart = Box<dyn FnOnce(Process) + Send>;
+
+/// How an `execute` call is carried out beyond its arguments: extra environment for the command, who hears when it
+/// starts, and who approves it when a policy asks. Start from [`ExecuteOptions::new`].
+#[derive(Default)]
+#[non_exhaustive]
+pub struct ExecuteOptions {
+    env: Vec<(String, String)>,
+    on_start: Option<OnStart>,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl ExecuteOptions {
+    /// No extra environment, no start callback, only the instance's own approvers.
+    pub fn new() -> ExecuteOptions {
+        ExecuteOptions::default()
+    }
+
+    /// Extra environment variables for the command (they win over the call's own; the policies see them).
+    pub fn env(mut self, env: Vec<(String, String)>) -> ExecuteOptions {
+        self.env = env;
+        self
+    }
+
+    /// Called with the process's handle as soon as it runs (not for a deny, nor for an attached retry).
+    pub fn on_start(mut self, on_start: OnStart) -> ExecuteOptions {
+        self.on_start = Some(on_start);
+        self
+    }
+
+    /// The caller's surface's approver (the person at the client), asked before the instance's own approvers when a
+    /// policy asks (unless the operator turned asking the client off: `[approvals] client = false`).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> ExecuteOptions {
+        self.approver = Some(approver);
+        self
+    }
+}
 
 /// How many `execute` results client tokens keep at most (the oldest finished go first).
 pub(crate) const MAX_CLIENT_TOKENS: usize = 4096;

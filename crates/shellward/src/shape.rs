@@ -211,6 +211,7 @@ pub(crate) fn shape_execute(
         notes,
         attached: false,
         confinement: None,
+        pending_approval: None,
     }
 }
 

@@ -371,6 +371,24 @@ pub struct ExecuteResult {
     /// nothing is confined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confinement: Option<String>,
+    /// The command waits for a person's approval and has not run: the approval's id, the question, and how long it
+    /// may wait. The answer comes from the user (e.g. `POST /v1/approvals/{id}`), never from the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<Box<PendingApproval>>,
+}
+
+/// A command waiting for a person's approval (see [`ExecuteResult::pending_approval`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[non_exhaustive]
+pub struct PendingApproval {
+    /// The approval's id.
+    pub id: String,
+    /// The policy's question for the person.
+    pub question: String,
+    /// The command that runs once approved.
+    pub command: String,
+    /// Milliseconds left before it expires (then it is denied and never runs).
+    pub expires_in_ms: u64,
 }
 
 /// The result of `process_output`.

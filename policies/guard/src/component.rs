@@ -50,35 +50,45 @@ impl Guest for GuardPolicy {
     }
 
     fn evaluate(request: wit::Request) -> wit::Outcome {
-        if let Some(denial) = GUARD.with(|g| {
+        let found = GUARD.with(|g| {
             g.borrow().check_request(
                 &request.command,
                 request.workdir.as_deref(),
                 &request.os,
                 &request.shell,
             )
-        }) {
-            return wit::Outcome::Deny(wit::Denial {
-                reason: denial.reason,
-                rule: Some(denial.rule),
-            });
+        });
+        match found {
+            Some(d) if d.ask => wit::Outcome::Ask(wit::Question {
+                plan: pass_through(request),
+                text: d.reason,
+                rule: Some(d.rule),
+            }),
+            Some(d) => wit::Outcome::Deny(wit::Denial {
+                reason: d.reason,
+                rule: Some(d.rule),
+            }),
+            None => wit::Outcome::Run(pass_through(request)),
         }
-        // Everything else passes through unchanged. A pass-through must still state an on-timeout; it keeps an
-        // earlier policy's choice and otherwise uses the default policy's default (keep running in background).
-        wit::Outcome::Run(wit::Plan {
-            command: request.command,
-            workdir: request.workdir,
-            background: request.background.unwrap_or(false),
-            timeout_ms: request.timeout_ms,
-            on_timeout: request.on_timeout.unwrap_or(wit::OnTimeout::Background),
-            env: request.env,
-            notes: Vec::new(),
-            interactive: request.interactive,
-            tty: request.tty,
-            confinement: request.confinement,
-            startup_wait_ms: request.startup_wait_ms,
-            rules: Vec::new(),
-        })
+    }
+}
+
+/// The request, unchanged, as a plan. A pass-through must still state an on-timeout; it keeps an earlier policy's
+/// choice and otherwise uses the default policy's default (keep running in background).
+fn pass_through(request: wit::Request) -> wit::Plan {
+    wit::Plan {
+        command: request.command,
+        workdir: request.workdir,
+        background: request.background.unwrap_or(false),
+        timeout_ms: request.timeout_ms,
+        on_timeout: request.on_timeout.unwrap_or(wit::OnTimeout::Background),
+        env: request.env,
+        notes: Vec::new(),
+        interactive: request.interactive,
+        tty: request.tty,
+        confinement: request.confinement,
+        startup_wait_ms: request.startup_wait_ms,
+        rules: Vec::new(),
     }
 }
 

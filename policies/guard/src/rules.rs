@@ -28,6 +28,23 @@ pub const RULES: &[&str] = &[
     "chmod-root",
     "find-root",
     "unreadable",
+    "git-discard",
+    "git-force-push",
+    "crontab-remove",
+    "shred",
+];
+
+/// The rules that ask a person instead of refusing: what a user may well want done, but should see first. The
+/// others refuse: no person should approve them from an agent.
+pub const ASK_RULES: &[&str] = &[
+    "privilege",
+    "kill-by-name",
+    "power",
+    "block-device",
+    "git-discard",
+    "git-force-push",
+    "crontab-remove",
+    "shred",
 ];
 
 /// Programs that run a command as another user.
@@ -48,13 +65,15 @@ const BLOCK_DEVICES: &[&str] = &[
     "/dev/loop*",
 ];
 
-/// A refused command: the rule and the reason for the agent.
+/// A command the guard stops: refused, or held until a person approves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
     /// Rule id (`rm-root`, ...) or `deny-pattern`.
     pub rule: String,
-    /// The reason, naming the rule and what to do instead.
+    /// The reason (naming the rule and what to do instead), or for an ask the question for the person.
     pub reason: String,
+    /// A person may approve it (an [`ASK_RULES`] rule); otherwise it is refused.
+    pub ask: bool,
 }
 
 /// The guard's configuration.
@@ -76,16 +95,22 @@ fn is_block_device(path: &str) -> bool {
     BLOCK_DEVICES.iter().any(|g| glob(g, path))
 }
 
-/// One line saying what a built-in rule refuses (for coverage reports).
+/// One line saying what a built-in rule refuses or asks about (for coverage reports).
 pub fn summary(rule: &str) -> &'static str {
     match rule {
         "fork-bomb" => "refuses fork bombs",
-        "kill-by-name" => "refuses pkill, killall and kill $(pgrep …)",
+        "kill-by-name" => "asks before pkill, killall and kill $(pgrep …)",
         "kill-all" => "refuses kill -1 and signals to pid 1",
         "rm-root" => "refuses removing /, the home directory or a system directory",
-        "privilege" => "refuses sudo, su, doas, pkexec and runuser",
-        "power" => "refuses shutdown, reboot and suspend",
-        "block-device" => "refuses writes to block devices (mkfs, dd of=/dev/…)",
+        "privilege" => "asks before sudo, su, doas, pkexec and runuser",
+        "power" => "asks before shutdown, reboot and suspend",
+        "block-device" => "asks before writes to block devices (mkfs, dd of=/dev/…, bmaptool)",
+        "git-discard" => {
+            "asks before discarding uncommitted git work (reset --hard, clean -f, restore .)"
+        }
+        "git-force-push" => "asks before git push --force",
+        "crontab-remove" => "asks before crontab -r",
+        "shred" => "asks before shredding files",
         "chmod-root" => "refuses chmod/chown of / or system directories",
         "find-root" => "refuses find -delete or -exec rm from / or system directories",
         "unreadable" => "refuses a line the guard cannot read whole",
@@ -97,8 +122,9 @@ fn reason(rule: &str) -> String {
     let why = match rule {
         "fork-bomb" => "this is a fork bomb: it would exhaust the machine's processes",
         "kill-by-name" => {
-            "pkill/killall (or kill $(pgrep …)) match processes by name and can kill the agent host or the user's programs; stop \
-             processes you started with process_signal, or kill one process by its id"
+            "this stops every process whose name matches (pkill, killall, kill $(pgrep …)), which may include the \
+             agent host or the user's own programs; the agent can stop processes it started with process_signal, \
+             or one process by its id"
         }
         "kill-all" => {
             "kill -1 signals every process you may signal, including the agent host, and pid 1 is the machine's \
@@ -109,7 +135,8 @@ fn reason(rule: &str) -> String {
              onto it) would destroy the user's machine; remove the specific paths you mean"
         }
         "privilege" => {
-            "the agent must not escalate privileges (sudo, su, doas, pkexec, runuser); ask the user to run it"
+            "this runs a command as root or another user (sudo, su, doas, pkexec, runuser): it can change anything \
+             on the machine"
         }
         "chmod-root" => {
             "changing the permissions or owner of / or a system directory, or recursively of the home directory, \
@@ -120,13 +147,26 @@ fn reason(rule: &str) -> String {
              the machine; run find on your project's directories"
         }
         "power" => {
-            "shutting down, rebooting or suspending the machine is not allowed (shutdown, reboot, systemctl \
-             poweroff, init 0, /proc/sysrq-trigger); ask the user"
+            "this shuts down, reboots or suspends the machine (shutdown, reboot, systemctl poweroff, init 0, \
+             /proc/sysrq-trigger): everything running on it stops"
         }
         "block-device" => {
-            "writing to a block device (mkfs, dd of=/dev/…, shred, wipefs, fdisk, tee or > /dev/sd…; on Windows \
-             format, diskpart, Format-Volume, Clear-Disk) destroys file systems; ask the user"
+            "this writes to a block device, a disk rather than a file (mkfs, dd of=/dev/…, bmaptool, wipefs, fdisk, \
+             tee or > /dev/sd…; on Windows format, diskpart, Format-Volume, Clear-Disk): the file system on it is \
+             destroyed"
         }
+        "git-discard" => {
+            "this throws away uncommitted or unmerged work in a git repository (reset --hard, clean -f, checkout or \
+             restore of paths, stash drop/clear, branch -D); it cannot be undone"
+        }
+        "git-force-push" => {
+            "this force-pushes (git push --force, -f, +ref): the remote branch's history is replaced and commits \
+             others pushed may be lost"
+        }
+        "crontab-remove" => {
+            "this removes the user's whole crontab (crontab -r): every scheduled job is deleted"
+        }
+        "shred" => "this overwrites files so they cannot be recovered (shred)",
         "unreadable" => {
             "the guard could not read the whole line, so it cannot tell what would run; split it into shorter \
              commands or run the nested script from a file"
@@ -329,8 +369,14 @@ fn block_device_write(name: &str, args: &[&str]) -> bool {
             .iter()
             .any(|a| a.strip_prefix("of=").is_some_and(is_block_device)),
         "shred" | "wipefs" | "blkdiscard" | "mkswap" | "mke2fs" | "mkdosfs" | "mkntfs" | "tee"
-        | "truncate" => args.iter().any(device),
-        _ if name.starts_with("mkfs") => true,
+        | "truncate" | "bmaptool" | "rpi-imager" | "etcher" | "balena-etcher" => {
+            args.iter().any(device)
+        }
+        // A file system made on a device; one made into an image file (`mkfs.erofs image.erofs dir/`) is a file
+        // like any other. A target only known when the line runs (`$DEV`) may be a device.
+        _ if name.starts_with("mkfs") => operands(args)
+            .iter()
+            .any(|a| device(a) || a.starts_with("/dev/") || a.contains('$')),
         "cp" | "install" | "mv" | "ln" => {
             let to_dir = args.iter().position(|a| *a == "-t");
             to_dir.and_then(|i| args.get(i + 1)).is_some_and(device)
@@ -384,22 +430,139 @@ fn unknown_program_rule(args: &[&str], cwd: &Cwd) -> Option<&'static str> {
     }
 }
 
+/// `sudo` that only asks about privileges and runs nothing (`sudo -l`, `sudo -v`, `sudo -k`, `sudo -V`): every word
+/// an option or an option's value, and one of them a query.
+fn sudo_query(args: &[&str]) -> bool {
+    const QUERIES: &[&str] = &[
+        "-l",
+        "-ll",
+        "--list",
+        "-v",
+        "--validate",
+        "-k",
+        "--reset-timestamp",
+        "-K",
+        "--remove-timestamp",
+        "-V",
+        "--version",
+        "--help",
+        "-n",
+        "--non-interactive",
+    ];
+    const WITH_VALUE: &[&str] = &[
+        "-u",
+        "-U",
+        "-g",
+        "-h",
+        "--user",
+        "--other-user",
+        "--group",
+        "--host",
+    ];
+    let mut i = 0;
+    let mut queried = false;
+    while i < args.len() {
+        let a = args[i];
+        if WITH_VALUE.contains(&a) {
+            i += 2;
+            continue;
+        }
+        if !a.starts_with('-') {
+            return false;
+        }
+        queried |= QUERIES.contains(&a) && !matches!(a, "-n" | "--non-interactive");
+        if !QUERIES.contains(&a) && !a.starts_with("--user=") && !a.starts_with("--other-user=") {
+            return false;
+        }
+        i += 1;
+    }
+    queried
+}
+
+/// `killall -l`, `pkill -V` and the like: listing signals or printing a version kills nothing.
+fn kill_by_name_query(args: &[&str]) -> bool {
+    !args.is_empty()
+        && args.iter().all(|a| {
+            matches!(
+                *a,
+                "-l" | "--list" | "-L" | "-V" | "--version" | "-h" | "--help"
+            )
+        })
+}
+
+/// Git's global options that take a value as the next word (`git -C DIR status`).
+const GIT_GLOBAL_VALUES: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--exec-path",
+    "--config-env",
+];
+
+/// The ask rule a `git` command breaks, if any: work thrown away (`git-discard`) or a remote rewritten
+/// (`git-force-push`).
+fn git_rule(args: &[&str]) -> Option<&'static str> {
+    let mut i = 0;
+    while i < args.len() && args[i].starts_with('-') {
+        i += if GIT_GLOBAL_VALUES.contains(&args[i]) {
+            2
+        } else {
+            1
+        };
+    }
+    let (sub, rest) = args.get(i..)?.split_first()?;
+    let flag = |short: &[char], long: &[&str]| has_flag(rest, short, long);
+    let ops = operands(rest);
+    let discards_paths = |ops: &[&str]| ops.iter().any(|p| matches!(*p, "." | "*" | ":/" | "./"));
+    let discard = match *sub {
+        "reset" => rest.iter().any(|a| matches!(*a, "--hard" | "--merge")),
+        "clean" => flag(&['f'], &["--force"]) && !flag(&['n'], &["--dry-run"]),
+        "checkout" => {
+            let after_dashes = rest.iter().position(|a| *a == "--").map(|i| &rest[i + 1..]);
+            flag(&['f'], &["--force"])
+                || after_dashes.is_some_and(|paths| !paths.is_empty())
+                || discards_paths(&ops)
+        }
+        "restore" => !flag(&['S'], &["--staged"]) || flag(&['W'], &["--worktree"]),
+        "stash" => matches!(ops.first(), Some(&("drop" | "clear"))),
+        "branch" => {
+            rest.iter().any(|a| {
+                *a == "-D" || (a.starts_with('-') && !a.starts_with("--") && a.contains('D'))
+            }) || (flag(&['d'], &["--delete"]) && flag(&['f'], &["--force"]))
+        }
+        _ => false,
+    };
+    if discard {
+        return Some("git-discard");
+    }
+    let forced = *sub == "push"
+        && (flag(&['f'], &["--force"]) || ops.iter().skip(1).any(|r| r.starts_with('+')));
+    forced.then_some("git-force-push")
+}
+
 /// The built-in rule a simple command (program first, wrappers stripped) breaks, if any.
 fn builtin_rule(words: &[&str], cwd: &Cwd) -> Option<&'static str> {
     let (program, args) = words.split_first()?;
     let name = basename(program);
     match name {
+        "pkill" | "killall" if kill_by_name_query(args) => None,
         "pkill" | "killall" | "killall5" => Some("kill-by-name"),
         "kill" if kill_all(args) => Some("kill-all"),
         "kill" if args.iter().any(|a| looks_up_by_name(a)) => Some("kill-by-name"),
         "rm" if rm_root(args, cwd) => Some("rm-root"),
         "mv" if mv_root(args, cwd) => Some("rm-root"),
         "rsync" if rsync_root(args, cwd) => Some("rm-root"),
+        "sudo" if sudo_query(args) => None,
         "sudo" | "su" | "doas" | "pkexec" | "runuser" => Some("privilege"),
+        "git" => git_rule(args),
+        "crontab" if has_flag(args, &['r'], &["--remove"]) => Some("crontab-remove"),
         "chmod" | "chown" | "chgrp" if chmod_root(args, cwd) => Some("chmod-root"),
         "find" if find_root(args, cwd) => Some("find-root"),
         _ if power(name, args) => Some("power"),
         _ if block_device_write(name, args) => Some("block-device"),
+        "shred" if !operands(args).is_empty() => Some("shred"),
         _ => None,
     }
 }
@@ -453,10 +616,12 @@ impl Guard {
         !self.disabled.iter().any(|d| d == rule)
     }
 
+    /// The finding of a built-in rule that is on: a refusal, or for an [`ASK_RULES`] rule a question.
     fn deny(&self, rule: &str) -> Option<Denial> {
         self.rule_on(rule).then(|| Denial {
             rule: rule.to_string(),
             reason: reason(rule),
+            ask: ASK_RULES.contains(&rule),
         })
     }
 
@@ -511,8 +676,10 @@ impl Guard {
         };
         let mut cwd = Cwd::from_workdir(workdir);
         let mut vars = Vars::default();
-        // Each command is checked as it is read (borrowed, not copied); the reading stops at the first denial.
+        // Each command is checked as it is read (borrowed, not copied); the reading stops at the first refusal.
+        // The first question is kept while reading on: a later command may still be refused (deny beats ask).
         let mut denial = None;
+        let mut question: Option<Denial> = None;
         let visit = visit_effective_commands(&script, &script.simple_commands(), |c| {
             // The words as they would run: as written unless some must be expanded (no copies then).
             let expanded;
@@ -526,9 +693,15 @@ impl Guard {
                 vec![(c.words.iter().map(|w| w.text).collect(), true)]
             };
             for (words, program_known) in &forms {
-                denial = self.check_command(c, words, *program_known, &cwd, &vars);
-                if denial.is_some() {
-                    return ControlFlow::Break(());
+                match self.check_command(c, words, *program_known, &cwd, &vars) {
+                    Some(d) if d.ask => {
+                        question.get_or_insert(d);
+                    }
+                    Some(d) => {
+                        denial = Some(d);
+                        return ControlFlow::Break(());
+                    }
+                    None => {}
                 }
             }
             // What the command changes for the ones after it: variables, the working directory.
@@ -563,7 +736,7 @@ impl Guard {
         if denial.is_none() && visit.truncated {
             return self.unreadable(&format!("the line has more than {MAX_COMMANDS} commands"));
         }
-        denial
+        denial.or(question)
     }
 
     /// The `unreadable` denial, saying which limit the line passed.
@@ -597,13 +770,8 @@ impl Guard {
                 reason: format!(
                     "guard[deny-pattern]: the operator denies commands matching `{p}`; ask the user"
                 ),
+                ask: false,
             });
-        }
-        // The outermost escalation is named first: `sudo reboot` is a privilege denial.
-        if PRIVILEGE.iter().any(|w| c.via(w))
-            && let Some(d) = self.deny("privilege")
-        {
-            return Some(d);
         }
         let rule = if program_known {
             builtin_rule(words, cwd)
@@ -611,10 +779,19 @@ impl Guard {
             // `$k -9 -1`: the program is unknown, so only its arguments can be judged.
             unknown_program_rule(&words[1..], cwd)
         };
-        if let Some(rule) = rule
-            && let Some(d) = self.deny(rule)
+        let found = rule.and_then(|rule| self.deny(rule));
+        // A refusal stands whatever runs it (`sudo rm -rf /`); otherwise the outermost escalation is asked about
+        // first: `sudo reboot` asks about privilege.
+        if let Some(d) = found.as_ref().filter(|d| !d.ask) {
+            return Some(d.clone());
+        }
+        if PRIVILEGE.iter().any(|w| c.via(w))
+            && let Some(d) = self.deny("privilege")
         {
             return Some(d);
+        }
+        if found.is_some() {
+            return found;
         }
         let device = |t: &&str| {
             is_block_device(t)
@@ -849,7 +1026,6 @@ mod tests {
             "rm -rf ./build target node_modules",
             "kill %1",
             "kill $PID",
-            "git clean -fdx",
             "$CC main.c -o main",
             "timeout 5 cargo test",
             "bash -lc 'cargo build'",
@@ -913,6 +1089,87 @@ mod tests {
             "kill 12",
         ] {
             assert_eq!(rule(cmd), None, "{cmd}");
+        }
+    }
+
+    /// What a user may want done but should see first is asked about; what no person should approve from an agent
+    /// stays refused, also behind `sudo`, and a refusal anywhere on the line beats a question.
+    #[test]
+    fn risky_commands_ask_and_destructive_ones_stay_refused() {
+        let g = Guard::default();
+        let verdict = |cmd: &str| g.check(cmd).map(|d| (d.rule, d.ask));
+        for (cmd, rule) in [
+            ("sudo apt-get install -y jq", "privilege"),
+            ("doas pkg_add vim", "privilege"),
+            ("sudo reboot", "privilege"),
+            ("sudo -i", "privilege"),
+            ("pkill -f 'node server.js'", "kill-by-name"),
+            ("killall -9 python3", "kill-by-name"),
+            ("reboot", "power"),
+            ("shutdown -h now", "power"),
+            ("init 0", "power"),
+            ("git reset --hard", "git-discard"),
+            ("git reset --hard HEAD~3", "git-discard"),
+            ("git -C repo reset --hard origin/main", "git-discard"),
+            ("git clean -f -x", "git-discard"),
+            ("git clean -fdx", "git-discard"),
+            ("git checkout -- .", "git-discard"),
+            ("git checkout .", "git-discard"),
+            ("git restore .", "git-discard"),
+            ("git stash drop", "git-discard"),
+            ("git stash clear", "git-discard"),
+            ("git branch -D feature", "git-discard"),
+            ("git push --force", "git-force-push"),
+            ("git push -f origin main", "git-force-push"),
+            ("git push origin +main", "git-force-push"),
+            ("crontab -r", "crontab-remove"),
+            ("crontab -u bob -r", "crontab-remove"),
+            ("shred -u secrets.txt", "shred"),
+            ("dd if=image.iso of=/dev/sdb bs=4M", "block-device"),
+            ("bmaptool copy image.wic.bz2 /dev/sdb", "block-device"),
+            ("rpi-imager --cli image.zip /dev/sdX", "block-device"),
+            ("mkfs.ext4 /dev/sdb1", "block-device"),
+            ("wipefs -a /dev/sdc", "block-device"),
+            ("sgdisk --zap-all /dev/nvme0n1", "block-device"),
+        ] {
+            assert_eq!(verdict(cmd), Some((rule.to_string(), true)), "{cmd}");
+        }
+        for (cmd, rule) in [
+            ("sudo rm -rf /", "rm-root"),
+            ("sudo kill -9 -1", "kill-all"),
+            (":(){ :|:& };:", "fork-bomb"),
+            ("sudo reboot; rm -rf ~", "rm-root"),
+            ("git reset --hard && rm -rf /", "rm-root"),
+        ] {
+            assert_eq!(verdict(cmd), Some((rule.to_string(), false)), "{cmd}");
+        }
+        for cmd in [
+            "killall -l",
+            "pkill --version",
+            "sudo -l",
+            "sudo -v",
+            "sudo -k",
+            "sudo -n -l",
+            "sudo -U alice -l",
+            "mkfs.erofs image.erofs dir/",
+            "mkfs.ext4 -F disk.img",
+            "git reset --soft HEAD~1",
+            "git reset HEAD file.txt",
+            "git clean -n",
+            "git clean -nfd",
+            "git checkout -b feature",
+            "git checkout main",
+            "git restore --staged file.txt",
+            "git stash",
+            "git stash pop",
+            "git branch -d merged",
+            "git push origin main",
+            "git push --force-with-lease origin feature",
+            "git push --follow-tags",
+            "crontab -l",
+            "shred --help",
+        ] {
+            assert_eq!(verdict(cmd), None, "{cmd}");
         }
     }
 

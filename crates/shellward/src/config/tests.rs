@@ -518,3 +518,88 @@ fn on_cancel_takes_stop_or_background_and_says_so_otherwise() {
         "{p:?}"
     );
 }
+
+#[test]
+fn approvals_take_durations_of_a_second_or_more_and_a_reviewer_program_that_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("approved.txt"), "git push --force\n").unwrap();
+    let c = Config::parse(
+        "[approvals]\nexpiry = \"90s\"\nclient = false\nallow_file = \"approved.txt\"\n[approvals.reviewer]\n\
+         command = [\"python3\", \"/etc/review.py\"]\ntimeout = \"2s\"\n",
+        dir.path(),
+    )
+    .unwrap();
+    assert_eq!(c.approvals.expiry, Duration::from_secs(90));
+    assert!(!c.approvals.client);
+    assert_eq!(
+        c.approvals.allow_file,
+        Some(dir.path().join("approved.txt"))
+    );
+    let r = c.approvals.reviewer.unwrap();
+    assert_eq!(
+        (r.command[0].as_str(), r.timeout),
+        ("python3", Duration::from_secs(2))
+    );
+    // The defaults: five minutes, the client asked, nobody else.
+    let d = Config::default().approvals;
+    assert_eq!(
+        (d.expiry, d.client, d.reviewer),
+        (Duration::from_secs(300), true, None)
+    );
+    for (text, key, says) in [
+        (
+            "[approvals]\nexpiry = \"500ms\"\n",
+            "approvals.expiry",
+            "1s or more",
+        ),
+        ("[approvals]\nexpiry = \"soon\"\n", "approvals.expiry", ""),
+        (
+            "[approvals]\nexpiry = \"48h\"\n",
+            "approvals.expiry",
+            "limit",
+        ),
+        (
+            "[approvals]\nclient = \"yes\"\n",
+            "approvals.client",
+            "true or false",
+        ),
+        ("[approvals]\nwho = 1\n", "approvals.who", "unknown key"),
+        (
+            "[approvals]\nallow_file = \"missing.txt\"\n",
+            "approvals.allow_file",
+            "not a readable file",
+        ),
+        (
+            "[approvals.reviewer]\ntimeout = \"5s\"\n",
+            "approvals.reviewer.command",
+            "missing",
+        ),
+        (
+            "[approvals.reviewer]\ncommand = []\n",
+            "approvals.reviewer.command",
+            "non-empty",
+        ),
+        (
+            "[approvals.reviewer]\ncommand = \"review\"\n",
+            "approvals.reviewer.command",
+            "non-empty",
+        ),
+        (
+            "[approvals.reviewer]\ncommand = [\"./nope\"]\n",
+            "approvals.reviewer.command",
+            "does not exist",
+        ),
+        (
+            "[approvals.reviewer]\ncommand = [\"r\"]\ntimeout = \"0s\"\n",
+            "approvals.reviewer.timeout",
+            "",
+        ),
+    ] {
+        let p = problems(text);
+        assert!(
+            p.iter()
+                .any(|line| line.starts_with(key) && line.contains(says)),
+            "{text}: {p:?}"
+        );
+    }
+}

@@ -11,6 +11,7 @@ use shellward_policy::{InstanceMode, SandboxConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod approvals;
 mod confinement;
 
 /// Collects problems while reading a table.
@@ -278,6 +279,14 @@ impl Walker {
                 ],
             );
         }
+        if let Some(mut t) = self.table(&mut root, "approvals", "") {
+            self.approvals(&mut t, base, &mut config.approvals);
+            self.unknown_keys(
+                t,
+                "approvals",
+                &["expiry", "client", "allow_file", "reviewer"],
+            );
+        }
         match root.remove("auth") {
             None => {}
             Some(toml::Value::Array(entries)) => {
@@ -317,6 +326,7 @@ impl Walker {
                 "audit",
                 "oci",
                 "confinement",
+                "approvals",
             ],
         );
         // A policy may not rewrite a command past what the agent may send.

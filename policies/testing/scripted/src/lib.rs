@@ -1,7 +1,8 @@
 //! A test policy whose behaviour is scripted, used by the host's tests. Not for use.
 //!
 //! Settings (plain text, not JSON): `reject` (configure fails), `configure-loop`, `configure-trap`, `append:TEXT`
-//! (append TEXT to the command), `deny:REASON` (deny everything), `kill` (on-timeout kill), `no-interactive` (turn
+//! (append TEXT to the command), `deny:REASON` (deny everything), `ask:QUESTION` (ask QUESTION about every echoed
+//! command, rule `scripted-ask`), `kill` (on-timeout kill), `no-interactive` (turn
 //! `interactive` and `tty` off), anything else (echo).
 //!
 //! Commands trigger faults: `loop` (infinite loop), `alloc` (allocate without bound), `trap` (panic), `stack`
@@ -22,7 +23,7 @@ mod component {
     use exports::shellward::policy::policy::Guest;
     use shellward::policy::host::{Level, log};
     use shellward::policy::types::{
-        Confinement, Denial, Network, OnTimeout, Outcome, Plan, Request, Rule,
+        Confinement, Denial, Network, OnTimeout, Outcome, Plan, Question, Request, Rule,
     };
 
     thread_local! {
@@ -69,6 +70,10 @@ mod component {
                 Rule {
                     id: "scripted-deny".into(),
                     summary: "denies everything (setting deny:REASON)".into(),
+                },
+                Rule {
+                    id: "scripted-ask".into(),
+                    summary: "asks about every command (setting ask:QUESTION)".into(),
                 },
                 Rule {
                     id: "echo".into(),
@@ -202,7 +207,7 @@ mod component {
             } else {
                 request.on_timeout.unwrap_or(OnTimeout::Background)
             };
-            Outcome::Run(Plan {
+            let plan = Plan {
                 command,
                 workdir: request.workdir,
                 background: request.background.unwrap_or(false),
@@ -216,7 +221,15 @@ mod component {
                 confinement: request.confinement,
                 startup_wait_ms: request.startup_wait_ms,
                 rules: vec!["echo".into()],
-            })
+            };
+            match settings.strip_prefix("ask:") {
+                Some(question) => Outcome::Ask(Question {
+                    plan,
+                    text: question.to_string(),
+                    rule: Some("scripted-ask".into()),
+                }),
+                None => Outcome::Run(plan),
+            }
         }
     }
 

@@ -1,0 +1,475 @@
+//! The third verdict through the facade: a command a policy asks about runs only once an approver says yes, exactly
+//! as asked; a no, nobody to ask, an expired wait or a broken reviewer runs nothing; approvals are remembered per
+//! session, parked ones are answered once and only by their session, and every answer is audited.
+//!
+//! The asking policy is the scripted test policy with `ask:QUESTION` (it asks about every command). Each command
+//! writes a file, so "nothing ran" is checked on disk, also after the wait would have ended.
+
+#![cfg(unix)]
+
+mod common;
+
+use common::{MARK, exec, new_mark};
+use shellward::approval::BoxFuture;
+use shellward::{
+    ApprovalAnswer, ApprovalRequest, Approver, AuditConfig, Config, ExecuteOptions, Shellward,
+    ToolErrorKind,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// An approver that answers the same each time (or never) and counts the questions.
+struct Fixed {
+    answer: Option<ApprovalAnswer>,
+    asked: AtomicUsize,
+    last: std::sync::Mutex<Option<ApprovalRequest>>,
+}
+
+impl Fixed {
+    fn new(answer: Option<ApprovalAnswer>) -> Arc<Fixed> {
+        Arc::new(Fixed {
+            answer,
+            asked: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(None),
+        })
+    }
+
+    fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+impl Approver for Fixed {
+    fn name(&self) -> &str {
+        "test approver"
+    }
+
+    fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        *self.last.lock().unwrap() = Some(request.clone());
+        let answer = self.answer.clone();
+        Box::pin(async move {
+            match answer {
+                Some(a) => a,
+                None => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// An instance whose policy asks about every command, with this configuration's approvals and an audit log.
+fn asking(dir: &Path, mark: &str, edit: impl FnOnce(&mut Config)) -> Shellward {
+    let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
+    let policy = engine
+        .load_file(
+            Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
+            "ask:Touch a file in the test directory?",
+        )
+        .unwrap();
+    let mut config = Config::default();
+    config.audit = Some(AuditConfig::to(dir.join("audit.jsonl")));
+    config.executor.env.set_var(MARK, mark);
+    config.executor.default_workdir = Some(dir.to_path_buf());
+    edit(&mut config);
+    Shellward::builder()
+        .config(config)
+        .policy_chain(shellward::PolicyChain::new(
+            vec![policy],
+            shellward_policy::FaultMode::Deny,
+        ))
+        .build()
+        .unwrap()
+}
+
+fn touch(dir: &Path, name: &str) -> (String, PathBuf) {
+    let file = dir.join(name);
+    (format!("touch {}", file.display()), file)
+}
+
+fn audit(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn with(approver: &Arc<Fixed>) -> ExecuteOptions {
+    ExecuteOptions::new().approver(approver.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |_| {});
+
+    let yes = Fixed::new(Some(ApprovalAnswer::Approve { remember: false }));
+    let (cmd, file) = touch(dir.path(), "approved");
+    let r = sw
+        .execute_with(Some("s1"), exec(&cmd), with(&yes))
+        .await
+        .unwrap();
+    assert!(r.success && file.exists(), "{r:?}");
+    assert!(
+        r.notes[0].contains("Approved by the test approver"),
+        "{:?}",
+        r.notes
+    );
+    let asked = yes.last.lock().unwrap().clone().unwrap();
+    assert_eq!(asked.command, cmd);
+    assert_eq!(asked.question, "Touch a file in the test directory?");
+    assert!(asked.prompt().contains(&cmd), "the person sees the command");
+    assert_eq!(asked.session.as_deref(), Some("s1"));
+
+    let no = Fixed::new(Some(ApprovalAnswer::Deny {
+        reason: Some("not today".into()),
+    }));
+    let (cmd, file) = touch(dir.path(), "declined");
+    let r = sw
+        .execute_with(Some("s1"), exec(&cmd), with(&no))
+        .await
+        .unwrap();
+    assert!(r.denied && !r.success, "{r:?}");
+    let reason = r.deny_reason.unwrap();
+    assert!(
+        reason.contains("declined") && reason.contains("not today"),
+        "{reason}"
+    );
+
+    // Nobody to ask (the client cannot show it, no reviewer): a deny telling the model to ask its user.
+    let nobody = Fixed::new(Some(ApprovalAnswer::Unavailable));
+    let (cmd2, file2) = touch(dir.path(), "unasked");
+    let r = sw
+        .execute_with(Some("s1"), exec(&cmd2), with(&nobody))
+        .await
+        .unwrap();
+    assert!(r.denied, "{r:?}");
+    let reason = r.deny_reason.unwrap();
+    assert!(
+        reason.contains("needs a person's approval")
+            && reason.contains("Ask your user")
+            && reason.contains(&cmd2),
+        "{reason}"
+    );
+    // Without any approver at all, the same.
+    let r = sw.execute(Some("s1"), exec(&cmd2)).await.unwrap();
+    assert!(r.denied, "{r:?}");
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!file.exists() && !file2.exists(), "a refused command ran");
+    let answers: Vec<(String, String)> = audit(dir.path())
+        .iter()
+        .filter(|r| r["type"] == "approval")
+        .map(|r| {
+            (
+                r["answered_by"].as_str().unwrap().to_string(),
+                r["answer"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("test approver".to_string(), "approve".to_string()),
+            ("test approver".to_string(), "deny".to_string()),
+            ("nobody".to_string(), "deny".to_string()),
+            ("nobody".to_string(), "deny".to_string()),
+        ]
+    );
+    let records = audit(dir.path());
+    let decisions: Vec<&serde_json::Value> =
+        records.iter().filter(|r| r["type"] == "decision").collect();
+    assert!(
+        decisions.iter().all(|d| d["outcome"] == "ask"),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions[0]["process_id"].is_string(),
+        "the approved run is recorded with its process"
+    );
+    assert_eq!(decisions[1]["approved"], false);
+    sw.shutdown().await;
+    assert!(common::survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_ask_expires_and_its_command_never_starts_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |c| {
+        c.approvals.expiry = Duration::from_secs(1)
+    });
+    let silent = Fixed::new(None);
+    let (cmd, file) = touch(dir.path(), "late");
+    let started = std::time::Instant::now();
+    let r = sw
+        .execute_with(None, exec(&cmd), with(&silent))
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(r.denied, "{r:?}");
+    assert!(
+        r.deny_reason
+            .as_deref()
+            .unwrap()
+            .contains("did not answer within 1 s"),
+        "{r:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !file.exists(),
+        "the command started after its approval expired"
+    );
+    assert!(
+        audit(dir.path())
+            .iter()
+            .any(|r| r["type"] == "approval" && r["answered_by"] == "expiry")
+    );
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_approvals_hold_for_their_session_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |_| {});
+    let yes = Fixed::new(Some(ApprovalAnswer::Approve { remember: true }));
+    let (cmd, file) = touch(dir.path(), "again");
+    let r = sw
+        .execute_with(Some("a"), exec(&cmd), with(&yes))
+        .await
+        .unwrap();
+    assert!(r.success, "{r:?}");
+    std::fs::remove_file(&file).unwrap();
+    let r = sw
+        .execute_with(Some("a"), exec(&cmd), with(&yes))
+        .await
+        .unwrap();
+    assert!(r.success && file.exists(), "{r:?}");
+    assert_eq!(yes.asked(), 1, "the session remembered the approval");
+    assert!(r.notes[0].contains("remembered"), "{:?}", r.notes);
+    assert_eq!(
+        sw.remembered_approvals(Some("a")),
+        std::slice::from_ref(&cmd)
+    );
+    // Another session, another command: asked again.
+    sw.execute_with(Some("b"), exec(&cmd), with(&yes))
+        .await
+        .unwrap();
+    let (other, _) = touch(dir.path(), "other");
+    sw.execute_with(Some("a"), exec(&other), with(&yes))
+        .await
+        .unwrap();
+    assert_eq!(yes.asked(), 3);
+    // Ending the session forgets them.
+    sw.end_session_approvals(Some("a"));
+    assert!(sw.remembered_approvals(Some("a")).is_empty());
+    sw.execute_with(Some("a"), exec(&cmd), with(&yes))
+        .await
+        .unwrap();
+    assert_eq!(yes.asked(), 4);
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_approval_is_answered_once_by_its_own_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |_| {});
+    let later =
+        ExecuteOptions::new().approver(Arc::new(shellward::approval::Deferred::new("user (HTTP)")));
+    let (cmd, file) = touch(dir.path(), "parked");
+    let r = sw.execute_with(Some("s"), exec(&cmd), later).await.unwrap();
+    let pending = r.pending_approval.clone().expect("pending");
+    assert!(!r.success && !r.denied && !file.exists(), "{r:?}");
+    assert!(
+        pending.id.starts_with("ap-") && pending.id.len() == 35,
+        "{}",
+        pending.id
+    );
+    assert_eq!(pending.command, cmd);
+    assert!(pending.expires_in_ms > 0);
+    let listed = sw.pending_approvals(Some("s"));
+    assert_eq!(listed.len(), 1);
+    assert!(sw.pending_approvals(Some("other")).is_empty());
+    // Another session cannot see or answer it.
+    let foreign = sw
+        .answer_approval(
+            Some("other"),
+            &pending.id,
+            ApprovalAnswer::Approve { remember: false },
+            "x",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(foreign.kind, ToolErrorKind::UnknownApproval);
+    assert!(!file.exists());
+    let ran = sw
+        .answer_approval(
+            Some("s"),
+            &pending.id,
+            ApprovalAnswer::Approve { remember: false },
+            "user (HTTP)",
+        )
+        .await
+        .unwrap();
+    assert!(ran.success && file.exists(), "{ran:?}");
+    // Once decided, the id is spent.
+    let again = sw
+        .answer_approval(
+            Some("s"),
+            &pending.id,
+            ApprovalAnswer::Approve { remember: false },
+            "user (HTTP)",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(again.kind, ToolErrorKind::UnknownApproval);
+    // A parked deny runs nothing.
+    let (cmd, file) = touch(dir.path(), "parked-no");
+    let later =
+        ExecuteOptions::new().approver(Arc::new(shellward::approval::Deferred::new("user (HTTP)")));
+    let r = sw.execute_with(Some("s"), exec(&cmd), later).await.unwrap();
+    let id = r.pending_approval.unwrap().id;
+    let no = sw
+        .answer_approval(
+            Some("s"),
+            &id,
+            ApprovalAnswer::Deny { reason: None },
+            "user (HTTP)",
+        )
+        .await
+        .unwrap();
+    assert!(no.denied && !file.exists(), "{no:?}");
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_approval_expires_and_cannot_be_approved_afterwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |c| {
+        c.approvals.expiry = Duration::from_secs(1)
+    });
+    let later =
+        ExecuteOptions::new().approver(Arc::new(shellward::approval::Deferred::new("user (HTTP)")));
+    let (cmd, file) = touch(dir.path(), "parked-late");
+    let r = sw.execute_with(None, exec(&cmd), later).await.unwrap();
+    let id = r.pending_approval.unwrap().id;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(sw.pending_approvals(None).is_empty());
+    let err = sw
+        .answer_approval(
+            None,
+            &id,
+            ApprovalAnswer::Approve { remember: false },
+            "user (HTTP)",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::UnknownApproval);
+    assert!(!file.exists());
+    assert!(
+        audit(dir.path())
+            .iter()
+            .any(|r| r["type"] == "approval" && r["answered_by"] == "expiry")
+    );
+    sw.shutdown().await;
+}
+
+/// A reviewer script in `dir` whose body is `body` (a POSIX shell script).
+fn reviewer(dir: &Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_reviewer_that_answers_approve_lets_a_command_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let scripts = tempfile::tempdir().unwrap();
+    let seen = scripts.path().join("seen.json");
+    // The hanging reviewer's processes carry this marker (the reviewer runs with shellward's environment, not a
+    // command's), so the scan below proves its whole group was killed.
+    let review_mark = shellward_test_support::unique_mark("reviewer");
+    let cases = [
+        // (script, runs, reason contains)
+        (
+            format!(
+                "cat > {}; echo '{{\"decision\": \"approve\"}}'",
+                seen.display()
+            ),
+            true,
+            "",
+        ),
+        (
+            "cat >/dev/null; echo '{\"decision\": \"deny\", \"reason\": \"not on Fridays\"}'"
+                .to_string(),
+            false,
+            "not on Fridays",
+        ),
+        (
+            format!(
+                "REVIEW_MARK={review_mark} sleep 30 & REVIEW_MARK={review_mark} sleep 30; echo '{{\"decision\": \"approve\"}}'"
+            ),
+            false,
+            "did not answer within",
+        ),
+        (
+            "echo '{\"decision\": \"approve\"}'; exit 3".to_string(),
+            false,
+            "exited",
+        ),
+        ("echo yes please".to_string(), false, "not one JSON object"),
+        (
+            "echo '{\"decision\": \"maybe\"}'".to_string(),
+            false,
+            "decision",
+        ),
+    ];
+    for (i, (body, runs, why)) in cases.iter().enumerate() {
+        let script = reviewer(scripts.path(), &format!("r{i}"), body);
+        let sw = asking(dir.path(), &mark, |c| {
+            let mut r = shellward::approval::ReviewerConfig::new(vec![script.clone()]);
+            r.timeout = Duration::from_secs(1);
+            c.approvals.reviewer = Some(r);
+        });
+        let (cmd, file) = touch(dir.path(), &format!("reviewed-{i}"));
+        let started = std::time::Instant::now();
+        let r = sw.execute(Some("rev"), exec(&cmd)).await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "case {i} waited too long"
+        );
+        assert_eq!(r.success && file.exists(), *runs, "case {i}: {r:?}");
+        if !runs {
+            assert!(
+                r.deny_reason.as_deref().unwrap_or("").contains(why),
+                "case {i}: {r:?}"
+            );
+        }
+        sw.shutdown().await;
+    }
+    // The reviewer read one JSON request: the command, the question, the session and the plan.
+    let request: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(request["question"], "Touch a file in the test directory?");
+    assert_eq!(request["session"], "rev");
+    assert!(request["command"].as_str().unwrap().contains("reviewed-0"));
+    assert_eq!(request["plan"]["mode"], "foreground");
+    // The hanging reviewer was killed with its group: nothing of it is left.
+    assert!(
+        shellward_test_support::survivors_after(
+            &format!("REVIEW_MARK={review_mark}"),
+            Duration::from_secs(5)
+        )
+        .is_empty()
+    );
+    assert!(common::survivors(&mark).is_empty());
+}

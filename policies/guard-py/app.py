@@ -159,6 +159,19 @@ def is_block_device(path):
     return any(glob(g, path) for g in BLOCK_DEVICES)
 
 
+HARMLESS_DEVICES = [
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdout", "/dev/stderr", "/dev/stdin",
+    "/dev/console", "/dev/ptmx", "/dev/kmsg", "/dev/tty*", "/dev/pts/*", "/dev/fd/*", "/dev/shm/*", "/dev/mqueue/*",
+    "/dev/snd/*", "/dev/input/*",
+]
+
+
+def may_be_disk(path):
+    """A path a disk-writing tool may be writing a disk through: a known block device, or any other node under /dev/
+    but the harmless ones."""
+    return is_block_device(path) or (path.startswith("/dev/") and not any(glob(g, path) for g in HARMLESS_DEVICES))
+
+
 def kill_all(args):
     """`kill` whose targets include `-1` (every process the caller may signal) or `1` (init); `kill -l 1` lists."""
     if args and args[0] in ("-l", "-L", "--list", "--table"):
@@ -753,10 +766,10 @@ READ_ONLY_PARTITIONER_FLAGS = {"-l", "--list", "-d", "--dump", "-J", "--json", "
 
 def block_device_write(name, args):
     def device(a):
-        return is_block_device(a) or ("=" in a and is_block_device(a.split("=", 1)[1]))
+        return may_be_disk(a) or ("=" in a and may_be_disk(a.split("=", 1)[1]))
 
     if name == "dd":
-        return any(a.startswith("of=") and is_block_device(a[3:]) for a in args)
+        return any(a.startswith("of=") and may_be_disk(a[3:]) for a in args)
     if name in ("shred", "wipefs", "blkdiscard", "mkswap", "mke2fs", "mkdosfs", "mkntfs", "tee", "truncate", "bmaptool",
                 "rpi-imager", "etcher", "balena-etcher"):
         return any(device(a) for a in args)
@@ -787,7 +800,7 @@ def unknown_program_rule(args, cwd):
         return "chmod-root"
     if find_root(args, cwd):
         return "find-root"
-    if any(a.startswith("of=") and is_block_device(a[3:]) for a in args):
+    if any(a.startswith("of=") and may_be_disk(a[3:]) for a in args):
         return "block-device"
     return None
 

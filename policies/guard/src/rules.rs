@@ -95,6 +95,35 @@ fn is_block_device(path: &str) -> bool {
     BLOCK_DEVICES.iter().any(|g| glob(g, path))
 }
 
+/// Device nodes a command writes to without harm (character devices and pseudo-files).
+const HARMLESS_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/stdin",
+    "/dev/console",
+    "/dev/ptmx",
+    "/dev/kmsg",
+    "/dev/tty*",
+    "/dev/pts/*",
+    "/dev/fd/*",
+    "/dev/shm/*",
+    "/dev/mqueue/*",
+    "/dev/snd/*",
+    "/dev/input/*",
+];
+
+/// A path a disk-writing tool (`dd of=`, `bmaptool`, `rpi-imager`, `wipefs`, …) may be writing a disk through: a known
+/// block device, or any other node under `/dev/` but the harmless ones (`/dev/usb_drive`, `/dev/rdisk2` on macOS).
+fn may_be_disk(path: &str) -> bool {
+    is_block_device(path)
+        || (path.starts_with("/dev/") && !HARMLESS_DEVICES.iter().any(|g| glob(g, path)))
+}
+
 /// One line saying what a built-in rule refuses or asks about (for coverage reports).
 pub fn summary(rule: &str) -> &'static str {
     match rule {
@@ -363,11 +392,11 @@ fn power(name: &str, args: &[&str]) -> bool {
 /// Programs that write to a device named among their arguments, and those that do unless told only to read it.
 fn block_device_write(name: &str, args: &[&str]) -> bool {
     let device =
-        |a: &&str| is_block_device(a) || a.split_once('=').is_some_and(|(_, v)| is_block_device(v));
+        |a: &&str| may_be_disk(a) || a.split_once('=').is_some_and(|(_, v)| may_be_disk(v));
     match name {
         "dd" => args
             .iter()
-            .any(|a| a.strip_prefix("of=").is_some_and(is_block_device)),
+            .any(|a| a.strip_prefix("of=").is_some_and(may_be_disk)),
         "shred" | "wipefs" | "blkdiscard" | "mkswap" | "mke2fs" | "mkdosfs" | "mkntfs" | "tee"
         | "truncate" | "bmaptool" | "rpi-imager" | "etcher" | "balena-etcher" => {
             args.iter().any(device)
@@ -422,7 +451,7 @@ fn unknown_program_rule(args: &[&str], cwd: &Cwd) -> Option<&'static str> {
         Some("find-root")
     } else if args
         .iter()
-        .any(|a| a.strip_prefix("of=").is_some_and(is_block_device))
+        .any(|a| a.strip_prefix("of=").is_some_and(may_be_disk))
     {
         Some("block-device")
     } else {
@@ -1131,6 +1160,8 @@ mod tests {
             ("mkfs.ext4 /dev/sdb1", "block-device"),
             ("wipefs -a /dev/sdc", "block-device"),
             ("sgdisk --zap-all /dev/nvme0n1", "block-device"),
+            ("dd if=image.iso of=/dev/usb_drive status=progress", "block-device"),
+            ("dd if=image.iso of=/dev/rdisk2 bs=1m", "block-device"),
         ] {
             assert_eq!(verdict(cmd), Some((rule.to_string(), true)), "{cmd}");
         }
@@ -1168,6 +1199,10 @@ mod tests {
             "git push --follow-tags",
             "crontab -l",
             "shred --help",
+            "dd if=/dev/zero of=/dev/null bs=1M count=10",
+            "dd if=disk.img of=copy.img",
+            "tee /dev/stderr",
+            "cp log.txt /dev/stdout",
         ] {
             assert_eq!(verdict(cmd), None, "{cmd}");
         }

@@ -62,6 +62,33 @@ fn a_stock_mcp_client_approves_and_declines_through_elicitation() {
     run_stock_client("mcp_approvals.py", "MCP-APPROVALS-OK");
 }
 
+/// The same through the TypeScript SDK's client (`@modelcontextprotocol/client` 2.x, provisioned with npm by
+/// `shellward_test_support::node`): approve runs, decline runs nothing, no elicitation is a deny with its reason.
+#[test]
+fn the_typescript_client_approves_and_declines_through_elicitation() {
+    let modules = shellward_test_support::node::node_modules().unwrap_or_else(|e| panic!("{e}"));
+    let mark = new_mark("mcp-ts");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_approvals.mjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(bin())
+        .env("NODE_PATH", &modules)
+        .env(MARK, &mark)
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .expect("run node");
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("MCP-TS-APPROVALS-OK"),
+        "TypeScript client failed:\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(left.is_empty(), "survivors after the session: {left:?}");
+}
+
 /// Interactive processes through the same stock client: a Python REPL on a pipe and on a terminal, a `read -p`
 /// prompt, `tty -s`, Ctrl-C to a shell's job, end of input to `cat`, a writer that a non-reader cannot block.
 #[test]
@@ -460,4 +487,137 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
     let status = raw.close();
     assert!(status.success(), "{status}");
     kill_marked(&raw.mark);
+}
+
+/// Approvals on the 2026-07-28 wire (no server-to-client requests): a call the guard asks about answers
+/// `input_required` with an elicitation form and a `requestState`; the same call repeated with the form's answer runs
+/// it (approve) or refuses it (decline); a retry with other arguments, a spent or made-up state is refused and runs
+/// nothing; a client that declares no elicitation gets the deny with its reason, at once.
+#[test]
+fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "data\n").unwrap();
+        (path.clone(), format!("shred -u {}", path.display()))
+    };
+    let mut raw = Raw::start("mcp-mrtr");
+    let meta = |capabilities: serde_json::Value| {
+        serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        })
+    };
+    let elicits = meta(serde_json::json!({"elicitation": {"form": {}}}));
+    let mut next_id = 0;
+    let mut call = |raw: &mut Raw, meta: &serde_json::Value, mut params: serde_json::Value| {
+        next_id += 1;
+        params["_meta"] = meta.clone();
+        let message = serde_json::json!({"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params});
+        raw.send(message.to_string());
+        loop {
+            let reply = raw.reply();
+            if reply["id"] == next_id {
+                return reply;
+            }
+        }
+    };
+    let ask = |raw: &mut Raw,
+               call: &mut dyn FnMut(
+        &mut Raw,
+        &serde_json::Value,
+        serde_json::Value,
+    ) -> serde_json::Value,
+               command: &str| {
+        let r = call(
+            raw,
+            &elicits,
+            serde_json::json!({"name": "execute", "arguments": {"command": command}}),
+        );
+        assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+        let form = &r["result"]["inputRequests"]["approval"];
+        assert_eq!(form["method"], "elicitation/create", "{r}");
+        assert!(
+            form["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(command),
+            "{r}"
+        );
+        r["result"]["requestState"].as_str().unwrap().to_string()
+    };
+    let retry = |command: &str, state: &str, answer: serde_json::Value| {
+        serde_json::json!({
+            "name": "execute",
+            "arguments": {"command": command},
+            "requestState": state,
+            "inputResponses": {"approval": answer},
+        })
+    };
+    let approve = serde_json::json!({"action": "accept", "content": {"decision": "approve"}});
+
+    // Approved on the retry: it runs, and the retry gets its result.
+    let (path, command) = victim("approved");
+    let state = ask(&mut raw, &mut call, &command);
+    assert!(path.exists(), "nothing runs before the answer");
+    // A retry with other arguments does not use (nor spend) the approval.
+    let r = call(
+        &mut raw,
+        &elicits,
+        retry("echo other", &state, approve.clone()),
+    );
+    assert!(r["error"].is_object(), "{r}");
+    let r = call(&mut raw, &elicits, retry(&command, &state, approve.clone()));
+    assert_eq!(r["result"]["structuredContent"]["success"], true, "{r}");
+    assert!(!path.exists(), "approved: it ran");
+    // The state is spent.
+    std::fs::write(&path, "again\n").unwrap();
+    let r = call(&mut raw, &elicits, retry(&command, &state, approve.clone()));
+    assert!(r["error"].is_object(), "{r}");
+    assert!(path.exists());
+
+    // Declined: nothing runs, and the model is told.
+    let (path, command) = victim("declined");
+    let state = ask(&mut raw, &mut call, &command);
+    let r = call(
+        &mut raw,
+        &elicits,
+        retry(&command, &state, serde_json::json!({"action": "decline"})),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["structuredContent"]["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("declined"),
+        "{r}"
+    );
+    assert!(path.exists());
+
+    // A made-up state.
+    let r = call(
+        &mut raw,
+        &elicits,
+        retry(&command, "ap-00000000000000000000000000000000", approve),
+    );
+    assert!(r["error"].is_object(), "{r}");
+
+    // No elicitation declared: the deny, with what to do.
+    let r = call(
+        &mut raw,
+        &meta(serde_json::json!({})),
+        serde_json::json!({"name": "execute", "arguments": {"command": command}}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["structuredContent"]["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("Ask your user"),
+        "{r}"
+    );
+    assert!(path.exists());
+    let status = raw.close();
+    assert!(status.success(), "{status:?}");
 }

@@ -60,7 +60,7 @@ impl Elicitor {
 }
 
 /// The form: a required choice (approve / deny) and "remember for this session".
-fn form() -> serde_json::Map<String, Value> {
+pub fn form() -> serde_json::Map<String, Value> {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -86,7 +86,7 @@ fn form() -> serde_json::Map<String, Value> {
 }
 
 /// An accepted form as an answer: approve only when the person chose approve.
-fn answer(content: Option<&Value>) -> ApprovalAnswer {
+pub fn answer(content: Option<&Value>) -> ApprovalAnswer {
     let decision = content
         .and_then(|c| c.get("decision"))
         .and_then(Value::as_str);

@@ -11,6 +11,7 @@ mod listen;
 mod man;
 mod mcp;
 mod mcp_io;
+mod mrtr;
 mod policy_args;
 mod policy_cmd;
 mod policy_kit;

@@ -113,6 +113,8 @@ struct Server {
     tools: Arc<Vec<Tool>>,
     /// The connection's MCP tasks (for a client that declared the extension).
     tasks: crate::tasks::Tasks,
+    /// Calls waiting for the retry that carries their approval (the 2026-07-28 wire: see `mrtr`).
+    waiting: crate::mrtr::Waiting,
 }
 
 fn as_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -157,8 +159,22 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let call = match ToolCall::parse(&request.name, args) {
+        // The 2026-07-28 wire asks the person by a multi round-trip request: a retry carries the answer.
+        let wire_2026 = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        if wire_2026 && request.request_state.is_some() {
+            return tokio::select! {
+                r = crate::mrtr::answer(&self.sw, &self.session, &self.waiting, &request) => r,
+                () = context.ct.cancelled() => Err(cancelled()),
+            };
+        }
+        let args = request
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or(Value::Null);
+        let call = match ToolCall::parse(&request.name, args.clone()) {
             Ok(call) => call,
             // An unknown tool is the client's protocol error; arguments that do not fit go to the model to fix.
             Err(e) if e.kind == ToolErrorKind::UnknownTool => {
@@ -177,6 +193,18 @@ impl ServerHandler for Server {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         let progress = context.meta.get_progress_token();
+        let can_elicit = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        if let (true, true, ToolCall::Execute(execute)) = (wire_2026, can_elicit, &call) {
+            let execute = execute.clone();
+            return tokio::select! {
+                r = crate::mrtr::execute(&self.sw, &self.session, &self.waiting, execute, args) => {
+                    Ok(r.unwrap_or_else(|e| tool_result(Err(e)).into()))
+                }
+                () = context.ct.cancelled() => Err(cancelled()),
+            };
+        }
         // When a policy asks, the person at the client answers first (elicitation), if the client can show it.
         let approver: std::sync::Arc<dyn shellward::Approver> =
             std::sync::Arc::new(crate::elicit::Elicitor::new(context.peer.clone()));
@@ -217,13 +245,7 @@ impl ServerHandler for Server {
             };
         let started = tokio::select! {
             started = work => started,
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::new(
-                    rmcp::model::ErrorCode(-32800),
-                    "the request was cancelled by the client",
-                    None,
-                ));
-            }
+            () = context.ct.cancelled() => return Err(cancelled()),
         };
         Ok(match started {
             crate::tasks::Started::Done(outcome) => tool_result(outcome).into(),
@@ -259,6 +281,15 @@ impl ServerHandler for Server {
             .update(&request.task_id, request.input_responses)
             .await
     }
+}
+
+/// The error a cancelled request ends with (the stdio guard drops it on the way out, as the specification asks).
+fn cancelled() -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode(-32800),
+        "the request was cancelled by the client",
+        None,
+    )
 }
 
 /// A tool's outcome as MCP answers it: the text written for the model (header lines, then the output as plain
@@ -310,6 +341,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
             session,
             tools: Arc::new(tools()),
             tasks: crate::tasks::Tasks::default(),
+            waiting: crate::mrtr::Waiting::default(),
         };
         let outcome = async {
             let running = server

@@ -1,12 +1,13 @@
 //! Helpers for shellward's own tests: which processes are alive, with which environment, so a test can prove that
 //! nothing it started survives (and that nothing it did not start was touched); [`rerun_in_fresh_process`], for a
-//! test that needs a process of its own; and [`python`], which provisions the Python tools some tests need. Not part
-//! of any shipped crate.
+//! test that needs a process of its own; [`python`] and [`node`], which provision the Python tools and the Node.js
+//! client some tests need. Not part of any shipped crate.
 
 // Unix only: the helpers read `/proc` and send signals.
 #![cfg(unix)]
 #![deny(missing_docs)]
 
+pub mod node;
 pub mod python;
 
 use std::collections::HashSet;

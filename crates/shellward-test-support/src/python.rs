@@ -50,12 +50,13 @@ fn env_path(var: &str) -> Option<PathBuf> {
 }
 
 /// Holds an exclusive `flock` on a file until dropped (closing the file releases it).
-struct Lock {
+pub(crate) struct Lock {
     _file: File,
 }
 
 impl Lock {
-    fn take(path: &Path) -> Result<Lock, String> {
+    /// Takes the lock on `path` (made when missing), waiting for it.
+    pub(crate) fn take(path: &Path) -> Result<Lock, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -174,10 +175,7 @@ pub fn guard_py() -> Result<PathBuf, String> {
     let tool = componentize_py()?;
     let _lock = Lock::take(&target.join("guard-py.lock"))?;
     let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
-    let sources = newest_source(&[
-        root.join("policies/guard-py"),
-        root.join("crates/shellward-policy/wit-v0.2"),
-    ]);
+    let sources = newest_source(&[root.join("policies/guard-py"), root.join("wit")]);
     if built.is_some_and(|b| b >= sources) {
         return Ok(out);
     }

@@ -1160,7 +1160,10 @@ mod tests {
             ("mkfs.ext4 /dev/sdb1", "block-device"),
             ("wipefs -a /dev/sdc", "block-device"),
             ("sgdisk --zap-all /dev/nvme0n1", "block-device"),
-            ("dd if=image.iso of=/dev/usb_drive status=progress", "block-device"),
+            (
+                "dd if=image.iso of=/dev/usb_drive status=progress",
+                "block-device",
+            ),
             ("dd if=image.iso of=/dev/rdisk2 bs=1m", "block-device"),
         ] {
             assert_eq!(verdict(cmd), Some((rule.to_string(), true)), "{cmd}");

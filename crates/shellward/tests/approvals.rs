@@ -473,3 +473,67 @@ async fn only_a_reviewer_that_answers_approve_lets_a_command_run() {
     );
     assert!(common::survivors(&mark).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_own_approver_answers_after_the_callers_surface() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let host = Fixed::new(Some(ApprovalAnswer::Approve { remember: false }));
+    let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
+    let policy = engine
+        .load_file(
+            Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
+            "ask:Run it?",
+        )
+        .unwrap();
+    let mut config = Config::default();
+    config.executor.env.set_var(MARK, &mark);
+    let sw = Shellward::builder()
+        .config(config)
+        .policy_chain(shellward::PolicyChain::new(
+            vec![policy],
+            shellward_policy::FaultMode::Deny,
+        ))
+        .approver(host.clone())
+        .build()
+        .unwrap();
+    // The surface's person cannot be asked: the host's approver answers.
+    let nobody = Fixed::new(Some(ApprovalAnswer::Unavailable));
+    let (cmd, file) = touch(dir.path(), "host");
+    let r = sw
+        .execute_with(None, exec(&cmd), with(&nobody))
+        .await
+        .unwrap();
+    assert!(r.success && file.exists(), "{r:?}");
+    assert_eq!((nobody.asked(), host.asked()), (1, 1));
+    // The surface's person answers first when it can: the host is not asked.
+    let no = Fixed::new(Some(ApprovalAnswer::Deny { reason: None }));
+    let (cmd, file) = touch(dir.path(), "surface");
+    let r = sw.execute_with(None, exec(&cmd), with(&no)).await.unwrap();
+    assert!(r.denied && !file.exists(), "{r:?}");
+    assert_eq!(host.asked(), 1);
+    // `[approvals] client = false`: the surface's person is never asked, the host is.
+    sw.shutdown().await;
+    let mut config = Config::default();
+    config.approvals.client = false;
+    let policy = engine
+        .load_file(
+            Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
+            "ask:Run it?",
+        )
+        .unwrap();
+    let sw = Shellward::builder()
+        .config(config)
+        .policy_chain(shellward::PolicyChain::new(
+            vec![policy],
+            shellward_policy::FaultMode::Deny,
+        ))
+        .approver(host.clone())
+        .build()
+        .unwrap();
+    let (cmd, file) = touch(dir.path(), "no-client");
+    let r = sw.execute_with(None, exec(&cmd), with(&no)).await.unwrap();
+    assert!(r.success && file.exists(), "{r:?}");
+    assert_eq!((no.asked(), host.asked()), (1, 2));
+    sw.shutdown().await;
+}

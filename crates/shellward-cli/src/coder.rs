@@ -22,8 +22,14 @@
 //!   session. `Coder-Ancestor-Chat-Ids` grants nothing here (Coder uses it only for git notifications). The chat
 //!   scope lives inside shellward's session (`X-Shellward-Session` or the token's), which stays the boundary.
 //!
+//! - The tracked-process protocol (version 1: `start-tracked`, `cancel-tracked`, `{id}/output-tracked`, the instance
+//!   id and protocol version in `list`) is in `tracked`; `go_json` reproduces the Go marshalling its digest hashes.
+//!
 //! shellward's additions ride along as fields Go ignores: the command as run (a policy may rewrite it), the policies'
 //! notes, the log path, the signal name.
+
+mod go_json;
+pub(crate) mod tracked;
 
 use crate::state::{AppState, session};
 use axum::body::Bytes;
@@ -59,15 +65,26 @@ const LINE_SUFFIX: &str = " ... [truncated]";
 
 /// A Coder `codersdk.Response` error: `{message, detail?}` (and shellward's `error_kind`, from the status).
 fn error(status: StatusCode, message: impl Into<String>, detail: Option<String>) -> Response {
+    let (status, body) = error_body(status, message, detail);
+    (status, axum::Json(body)).into_response()
+}
+
+/// [`error`]'s status and body.
+fn error_body(
+    status: StatusCode,
+    message: impl Into<String>,
+    detail: Option<String>,
+) -> (StatusCode, Value) {
     let kind = match status {
         StatusCode::BAD_REQUEST => "invalid_arguments",
         StatusCode::NOT_FOUND => "unknown_process",
         StatusCode::CONFLICT => "not_alive",
         StatusCode::TOO_MANY_REQUESTS => "busy",
         StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        StatusCode::GONE => "expired",
         _ => "internal",
     };
-    error_kind(status, kind, message, detail)
+    error_kind_body(status, kind, message, detail)
 }
 
 /// [`error`] with shellward's `error_kind` named.
@@ -77,12 +94,23 @@ fn error_kind(
     message: impl Into<String>,
     detail: Option<String>,
 ) -> Response {
+    let (status, body) = error_kind_body(status, kind, message, detail);
+    (status, axum::Json(body)).into_response()
+}
+
+/// [`error_kind`]'s status and body.
+fn error_kind_body(
+    status: StatusCode,
+    kind: &str,
+    message: impl Into<String>,
+    detail: Option<String>,
+) -> (StatusCode, Value) {
     let mut body = json!({ "message": message.into() });
     if let Some(d) = detail.filter(|d| !d.is_empty()) {
         body["detail"] = json!(d);
     }
     body["error_kind"] = json!(kind);
-    (status, axum::Json(body)).into_response()
+    (status, body)
 }
 
 fn not_found(id: &str) -> Response {
@@ -127,7 +155,7 @@ fn decode<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, B
 
 /// `workspacesdk.StartProcessRequest`, plus shellward's `timeout`.
 #[derive(Deserialize, Default)]
-struct StartRequest {
+pub(crate) struct StartRequest {
     #[serde(default)]
     command: Option<String>,
     #[serde(default)]
@@ -145,6 +173,19 @@ struct StartRequest {
     /// shellward's: the foreground timeout the policies see (Coder's client never sends it).
     #[serde(default)]
     timeout: Option<String>,
+    /// The tracked protocol's identity (see `tracked`): `process_id`, `agent_instance_id`, `input_digest`, and an
+    /// absolute `deadline` (RFC 3339).
+    #[serde(default)]
+    process_id: Option<String>,
+    #[serde(default)]
+    agent_instance_id: Option<String>,
+    #[serde(default)]
+    input_digest: Option<String>,
+    #[serde(default)]
+    deadline: Option<String>,
+    /// The tracked deadline as time left, once admitted: the tree is killed then.
+    #[serde(skip)]
+    deadline_in: Option<Duration>,
 }
 
 /// How long a retried start waits for the concurrent first start under its token before Coder's 409 "pending".
@@ -172,6 +213,27 @@ pub(crate) async fn start(
         Ok(r) => r,
         Err(r) => return *r,
     };
+    if tracked::carries_identity(&req) {
+        return tracked::start(&state, &headers, req, false).await;
+    }
+    start_untracked(&state, &headers, req).await
+}
+
+/// `POST /api/v0/processes/start-tracked`: a start that must carry a tracked identity (see `tracked`).
+pub(crate) async fn start_tracked(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req: StartRequest = match decode(&body) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    tracked::start(&state, &headers, req, true).await
+}
+
+/// A start without a tracked identity: with or without a client token.
+async fn start_untracked(state: &Shared, headers: &HeaderMap, req: StartRequest) -> Response {
     let command = req.command.clone().unwrap_or_default();
     if command.is_empty() {
         return error(StatusCode::BAD_REQUEST, "Command is required.", None);
@@ -189,7 +251,7 @@ pub(crate) async fn start(
             field: "idempotency_key",
             token,
         },
-        (None, None) => return start_new(&state, &headers, req, None).await.0,
+        (None, None) => return start_new(state, headers, req, None).await.0,
     };
     if sent.token.len() > idempotency::MAX_TOKEN_BYTES {
         return error(
@@ -203,8 +265,8 @@ pub(crate) async fn start(
         );
     }
     let scope = TokenScope {
-        session: session(&headers),
-        within: chat_id(&headers),
+        session: session(headers),
+        within: chat_id(headers),
     };
     // Coder's notion of the same start: the command, the working directory and the background flag.
     let workdir = req.workdir.clone().unwrap_or_default();
@@ -257,6 +319,7 @@ pub(crate) async fn start(
             },
             Claim::First(first) => {
                 let state = state.clone();
+                let headers = headers.clone();
                 let task = tokio::spawn(async move {
                     let (response, id) = start_new(&state, &headers, req, Some(&sent)).await;
                     if let Some(id) = id {
@@ -288,6 +351,32 @@ async fn start_new(
     req: StartRequest,
     sent: Option<&SentToken>,
 ) -> (Response, Option<String>) {
+    match launch(state, headers, req).await {
+        Ok(started) => {
+            let id = started.process.id().to_string();
+            (
+                axum::Json(started_json(&started, sent)).into_response(),
+                Some(id),
+            )
+        }
+        Err((status, body)) => ((status, axum::Json(body)).into_response(), None),
+    }
+}
+
+/// A process a start launched: its handle, the policies' notes, whether it was asked for in the background.
+pub(crate) struct Started {
+    process: shellward::Process,
+    notes: Vec<String>,
+    background: bool,
+}
+
+/// Decides and starts `req`'s command (the policies, an approval if one asks, the executor), returning at once; a
+/// refusal is Coder's failed start (status and body).
+async fn launch(
+    state: &AppState,
+    headers: &HeaderMap,
+    req: StartRequest,
+) -> Result<Started, (StatusCode, Value)> {
     let command = req.command.unwrap_or_default();
     let chat = chat_id(headers);
     let background = req.background.unwrap_or(false);
@@ -304,24 +393,27 @@ async fn start_new(
         env.push(("CODER_CHAT_ID".into(), c.clone()));
     }
     let sess = session(headers);
-    let mut decided = match state.sw.decide(sess.as_deref(), &args, &env) {
-        Ok(d) => d,
-        Err(e) => return (start_error(&e), None),
-    };
+    let mut decided = state
+        .sw
+        .decide(sess.as_deref(), &args, &env)
+        .map_err(|e| start_error_body(&e))?;
     let notes = match decided.verdict() {
         // An ask is answered when it starts (the operator's reviewer; Coder has no one to show it to).
         Verdict::Run { notes, .. } | Verdict::Ask { notes, .. } => notes,
         Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like every deny, then answered as Coder answers a failed start.
             state.sw.record_denied(&decided);
-            return (denied(&reason, &by), None);
+            return Err(denied_body(&reason, &by));
         }
     };
     if let Some(plan) = decided.plan.as_mut() {
         // The start returns at once (Coder's client waits and times out on its own); a policy's kill timeout still
-        // holds, as a deadline on the tree.
+        // holds, as a deadline on the tree, and so does a tracked start's deadline, whichever comes first.
         if !plan.background && plan.on_timeout == TimeoutAction::Kill {
             plan.deadline = plan.timeout;
+        }
+        if let Some(d) = req.deadline_in {
+            plan.deadline = Some(plan.deadline.map_or(d, |p| p.min(d)));
         }
         plan.labels
             .push((BACKGROUND_LABEL.into(), background.to_string()));
@@ -329,30 +421,37 @@ async fn start_new(
             plan.labels.push((CHAT_LABEL.into(), c.clone()));
         }
     }
-    match state.sw.start_tracked(decided).await {
-        Ok(process) => {
-            let mut out = json!({ "id": process.id().as_str(), "started": true });
-            if let Some(sent) = sent {
-                out[sent.field] = json!(sent.token);
-                out["attached"] = json!(false);
-            }
-            if let Ok(info) = process.view() {
-                if let Some(p) = &info.log_path {
-                    out["log_path"] = json!(p);
-                }
-                out["command"] = json!(info.command);
-                out["started_at"] = json!(info.started_at_unix);
-            }
-            if !notes.is_empty() {
-                out["notes"] = json!(notes);
-            }
-            (
-                axum::Json(out).into_response(),
-                Some(process.id().to_string()),
-            )
-        }
-        Err(e) => (start_error(&e), None),
+    let process = state
+        .sw
+        .start_tracked(decided)
+        .await
+        .map_err(|e| start_error_body(&e))?;
+    Ok(Started {
+        process,
+        notes,
+        background,
+    })
+}
+
+/// A start's answer: `{id, started: true}`, the token it was sent with, and shellward's additions.
+fn started_json(started: &Started, sent: Option<&SentToken>) -> Value {
+    let process = &started.process;
+    let mut out = json!({ "id": process.id().as_str(), "started": true });
+    if let Some(sent) = sent {
+        out[sent.field] = json!(sent.token);
+        out["attached"] = json!(false);
     }
+    if let Ok(info) = process.view() {
+        if let Some(p) = &info.log_path {
+            out["log_path"] = json!(p);
+        }
+        out["command"] = json!(info.command);
+        out["started_at"] = json!(info.started_at_unix);
+    }
+    if !started.notes.is_empty() {
+        out["notes"] = json!(started.notes);
+    }
+    out
 }
 
 /// `GET /api/v0/processes/tokens/{token}`: what this agent knows of a client token in the caller's session and chat,
@@ -393,29 +492,28 @@ pub(crate) async fn token(
 }
 
 /// A start the policy chain refused, answered as Coder answers a failed start: 500 with the reason in `message`.
-fn denied(reason: &str, by: &str) -> Response {
+fn denied_body(reason: &str, by: &str) -> (StatusCode, Value) {
     (
         StatusCode::INTERNAL_SERVER_ERROR,
-        axum::Json(json!({
+        json!({
             "message": format!("Failed to start process: denied by policy {by}: {reason}"),
             "detail": reason,
             "error_kind": "denied",
             "denied_by": by,
-        })),
+        }),
     )
-        .into_response()
 }
 
 /// A start that failed: 400 for what Coder also refuses before starting (an empty command), else Coder's 500
 /// "Failed to start process." with the reason in `detail` (a missing working directory, a bad environment variable);
 /// 429 and 503 keep their meaning (too many running, shutting down).
-fn start_error(e: &ToolError) -> Response {
+fn start_error_body(e: &ToolError) -> (StatusCode, Value) {
     let status = match e.kind {
         ToolErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
         ToolErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    error(
+    error_body(
         status,
         format!("Failed to start process: {}", e.message),
         Some(e.message.clone()),
@@ -464,8 +562,13 @@ pub(crate) async fn list(State(state): State<Shared>, headers: HeaderMap) -> Res
         .map(|p| {
             // `running` as Coder means it: the command itself (a daemon it left behind stays signallable).
             let running = p.exit == ExitState::Running;
+            // A tracked start is listed under its identity.
+            let id = state
+                .tracked
+                .identity_of(p.id.as_str())
+                .unwrap_or_else(|| p.id.to_string());
             let mut v = json!({
-                "id": p.id.as_str(),
+                "id": id,
                 "command": p.command,
                 "background": label(&p.labels, BACKGROUND_LABEL).map_or(p.background, |b| b == "true"),
                 "running": running,
@@ -487,14 +590,21 @@ pub(crate) async fn list(State(state): State<Shared>, headers: HeaderMap) -> Res
             v
         })
         .collect();
-    axum::Json(json!({ "processes": processes })).into_response()
+    axum::Json(json!({
+        "processes": processes,
+        "protocol_version": tracked::PROTOCOL_VERSION,
+        "agent_instance_id": state.tracked.instance().hyphenated().to_string(),
+    }))
+    .into_response()
 }
 
-/// The query of the output route: `wait=true` (Coder), or a duration (shellward's).
+/// The query of the output route: `wait=true` (Coder; bounded by `wait_ms`), or a duration (shellward's).
 #[derive(Deserialize)]
 pub(crate) struct OutputQuery {
     #[serde(default)]
     wait: Option<String>,
+    #[serde(default)]
+    wait_ms: Option<String>,
 }
 
 /// `GET /api/v0/processes/{id}/output`.
@@ -504,16 +614,21 @@ pub(crate) async fn output(
     Query(q): Query<OutputQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let sess = session(&headers);
-    let chat = chat_id(&headers);
-    let process = state.sw.process(sess.as_deref(), &id);
-    match process.view() {
-        Ok(info) if visible(chat.as_deref(), &info.labels) => {}
-        _ => return not_found(&id),
-    }
     let max_wait = state.sw.limits().max_wait;
     let wait = match q.wait.as_deref() {
         None | Some("") | Some("false") | Some("0") => Duration::ZERO,
+        Some("true") if q.wait_ms.is_some() => {
+            match tracked::wait_of(Some("true"), q.wait_ms.as_deref()) {
+                Ok(w) => w.min(max_wait),
+                Err(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "wait_ms must be a non-negative number of milliseconds.",
+                        None,
+                    );
+                }
+            }
+        }
         Some("true") | Some("1") => max_wait,
         Some(other) => match shellward_policy::duration::parse_millis(other) {
             Ok(ms) => Duration::from_millis(ms).min(max_wait),
@@ -528,19 +643,41 @@ pub(crate) async fn output(
             }
         },
     };
+    // A tracked identity names the process it started.
+    let id = state
+        .tracked
+        .process_of(&id, &session(&headers))
+        .unwrap_or(id);
+    output_of(&state, &headers, &id, wait).await
+}
+
+/// The output of process `id` as Coder's output route answers it, after waiting up to `wait` for its exit.
+pub(crate) async fn output_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+    wait: Duration,
+) -> Response {
+    let sess = session(headers);
+    let chat = chat_id(headers);
+    let process = state.sw.process(sess.as_deref(), id);
+    match process.view() {
+        Ok(info) if visible(chat.as_deref(), &info.labels) => {}
+        _ => return not_found(id),
+    }
     // Wait for the exit (the view is not used), then read the head and the tail as bytes.
     let done = match process
         .read(&ReadOptions::view().wait(wait).max_bytes(0))
         .await
     {
         Ok(r) => r,
-        Err(_) => return not_found(&id),
+        Err(_) => return not_found(id),
     };
     let head = process
         .read(&ReadOptions::after(0).max_bytes(HEAD_BYTES))
         .await;
     let Ok(head) = head else {
-        return not_found(&id);
+        return not_found(id);
     };
     let head_chunk = head.chunk.unwrap_or_else(empty_chunk);
     let mut tail_chunk = None;
@@ -567,10 +704,12 @@ pub(crate) async fn output(
     if let Some(s) = done.exit.signal() {
         out["signal"] = json!(s);
     }
-    if let Ok(info) = process.view()
-        && let Some(p) = info.log_path
-    {
-        out["log_path"] = json!(p);
+    if let Ok(info) = process.view() {
+        // Coder's agent answers the command too (`ProcessOutputResponse.Command`).
+        out["command"] = json!(info.command);
+        if let Some(p) = info.log_path {
+            out["log_path"] = json!(p);
+        }
     }
     axum::Json(out).into_response()
 }
@@ -672,10 +811,13 @@ pub(crate) async fn signal(
 ) -> Response {
     let sess = session(&headers);
     let chat = chat_id(&headers);
+    // A tracked identity names the process it started; answers keep the id the client sent.
+    let shown = id.clone();
+    let id = state.tracked.process_of(&id, &sess).unwrap_or(id);
     if let Ok(info) = state.sw.process(sess.as_deref(), &id).view()
         && !visible(chat.as_deref(), &info.labels)
     {
-        return not_found(&id);
+        return not_found(&shown);
     }
     let req: SignalRequest = match decode(&body) {
         Ok(r) => r,
@@ -701,7 +843,7 @@ pub(crate) async fn signal(
     match state.sw.process_signal(sess.as_deref(), args).await {
         Ok(r) => {
             let mut out = json!({
-                "message": format!("Signal {name:?} sent to process {id:?}."),
+                "message": format!("Signal {name:?} sent to process {shown:?}."),
                 "running": r.running,
             });
             if let Some(c) = r.exit_code {
@@ -713,10 +855,10 @@ pub(crate) async fn signal(
             axum::Json(out).into_response()
         }
         Err(e) => match e.kind {
-            ToolErrorKind::UnknownProcess => not_found(&id),
+            ToolErrorKind::UnknownProcess => not_found(&shown),
             ToolErrorKind::NotAlive => error(
                 StatusCode::CONFLICT,
-                format!("Process {id:?} is not running."),
+                format!("Process {shown:?} is not running."),
                 None,
             ),
             _ => error(

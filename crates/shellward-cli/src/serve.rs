@@ -415,7 +415,8 @@ async fn not_found() -> Response {
         "not_found",
         "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /v1/approvals, POST \
          /v1/approvals/{id}, GET /metrics, and \
-         /api/v0/processes/{start,list,{id}/output,{id}/signal,tokens/{token}}"
+         /api/v0/processes/{start,start-tracked,cancel-tracked,list,{id}/output,{id}/output-tracked,{id}/signal,\
+         tokens/{token}}"
             .into(),
     )
 }
@@ -459,6 +460,7 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         token,
         auth,
         coder_tokens: shellward::idempotency::TokenIndex::new(CODER_TOKENS),
+        tracked: Default::default(),
     });
     Router::new()
         .route("/v1/tools", get(list_tools))
@@ -468,6 +470,18 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/v1/approvals/{id}", post(decide_approval))
         .route("/metrics", get(metrics))
         .route("/api/v0/processes/start", post(coder::start))
+        .route(
+            "/api/v0/processes/start-tracked",
+            post(coder::start_tracked),
+        )
+        .route(
+            "/api/v0/processes/cancel-tracked",
+            post(coder::tracked::cancel),
+        )
+        .route(
+            "/api/v0/processes/{id}/output-tracked",
+            get(coder::tracked::output),
+        )
         .route("/api/v0/processes/list", get(coder::list))
         .route("/api/v0/processes/{id}/output", get(coder::output))
         .route("/api/v0/processes/{id}/signal", post(coder::signal))

@@ -16,6 +16,8 @@ pub(crate) struct AppState {
     pub(crate) auth: Vec<shellward::AuthEntry>,
     /// The process API's client tokens (Coder's idempotent starts): token → process id.
     pub(crate) coder_tokens: shellward::idempotency::TokenIndex<String>,
+    /// Coder's tracked-process identities (protocol 1) and this server's instance id.
+    pub(crate) tracked: crate::coder::tracked::Tracked,
 }
 
 impl AppState {

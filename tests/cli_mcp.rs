@@ -62,14 +62,14 @@ fn a_stock_mcp_client_approves_and_declines_through_elicitation() {
     run_stock_client("mcp_approvals.py", "MCP-APPROVALS-OK");
 }
 
-/// Progress and cancel through the TypeScript SDK's client: `onprogress` hears a running command, an aborted call's
-/// whole tree is gone within the grace period and a second (proven from `/proc` with the server still up: the client
-/// closes only afterwards), and the next call is served at once.
-#[test]
-fn the_typescript_client_gets_progress_and_cancels() {
+/// Runs one of the TypeScript client scripts in `tests/support/` (the SDK's client provisioned with npm by
+/// `shellward_test_support::node`); it must print `ok_marker`, and nothing the session started may survive it.
+fn run_node_client(script: &str, ok_marker: &str) {
     let modules = shellward_test_support::node::node_modules().unwrap_or_else(|e| panic!("{e}"));
-    let mark = new_mark("mcp-ts-control");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_control.mjs");
+    let mark = new_mark("mcp-ts");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/support")
+        .join(script);
     let out = Command::new("node")
         .arg(&script)
         .arg(bin())
@@ -82,38 +82,26 @@ fn the_typescript_client_gets_progress_and_cancels() {
     kill_marked(&mark);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.contains("MCP-TS-CONTROL-OK"),
+        out.status.success() && stdout.contains(ok_marker),
         "TypeScript client failed:\nstdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(left.is_empty(), "survivors after the session: {left:?}");
 }
 
-/// The same through the TypeScript SDK's client (`@modelcontextprotocol/client` 2.x, provisioned with npm by
-/// `shellward_test_support::node`): approve runs, decline runs nothing, no elicitation is a deny with its reason.
+/// Progress and cancel through the TypeScript SDK's client: `onprogress` hears a running command, an aborted call's
+/// tree is gone within the grace period (polled with `process_list` while the server still runs) and its command
+/// never reaches its end, and the next call is served at once.
+#[test]
+fn the_typescript_client_gets_progress_and_cancels() {
+    run_node_client("mcp_control.mjs", "MCP-TS-CONTROL-OK");
+}
+
+/// The same through the TypeScript SDK's client (`@modelcontextprotocol/client` 2.x): approve runs, decline runs
+/// nothing, no elicitation is a deny with its reason.
 #[test]
 fn the_typescript_client_approves_and_declines_through_elicitation() {
-    let modules = shellward_test_support::node::node_modules().unwrap_or_else(|e| panic!("{e}"));
-    let mark = new_mark("mcp-ts");
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/support/mcp_approvals.mjs");
-    let out = Command::new("node")
-        .arg(&script)
-        .arg(bin())
-        .env("NODE_PATH", &modules)
-        .env(MARK, &mark)
-        .env_remove("SHELLWARD_CONFIG")
-        .output()
-        .expect("run node");
-    let left = survivors(&mark);
-    kill_marked(&mark);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("MCP-TS-APPROVALS-OK"),
-        "TypeScript client failed:\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(left.is_empty(), "survivors after the session: {left:?}");
+    run_node_client("mcp_approvals.mjs", "MCP-TS-APPROVALS-OK");
 }
 
 /// Interactive processes through the same stock client: a Python REPL on a pipe and on a terminal, a `read -p`

@@ -61,6 +61,16 @@ impl Approver for Fixed {
 
 /// An instance whose policy asks about every command, with this configuration's approvals and an audit log.
 fn asking(dir: &Path, mark: &str, edit: impl FnOnce(&mut Config)) -> Shellward {
+    asking_with(dir, mark, edit, None)
+}
+
+/// [`asking`], with a host's own approver.
+fn asking_with(
+    dir: &Path,
+    mark: &str,
+    edit: impl FnOnce(&mut Config),
+    host: Option<Arc<Fixed>>,
+) -> Shellward {
     let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
     let policy = engine
         .load_file(
@@ -73,14 +83,17 @@ fn asking(dir: &Path, mark: &str, edit: impl FnOnce(&mut Config)) -> Shellward {
     config.executor.env.set_var(MARK, mark);
     config.executor.default_workdir = Some(dir.to_path_buf());
     edit(&mut config);
-    Shellward::builder()
-        .config(config)
-        .policy_chain(shellward::PolicyChain::new(
-            vec![policy],
-            shellward_policy::FaultMode::Deny,
-        ))
-        .build()
-        .unwrap()
+    let mut builder =
+        Shellward::builder()
+            .config(config)
+            .policy_chain(shellward::PolicyChain::new(
+                vec![policy],
+                shellward_policy::FaultMode::Deny,
+            ));
+    if let Some(host) = host {
+        builder = builder.approver(host);
+    }
+    builder.build().unwrap()
 }
 
 fn touch(dir: &Path, name: &str) -> (String, PathBuf) {
@@ -479,24 +492,7 @@ async fn a_hosts_own_approver_answers_after_the_callers_surface() {
     let dir = tempfile::tempdir().unwrap();
     let mark = new_mark();
     let host = Fixed::new(Some(ApprovalAnswer::Approve { remember: false }));
-    let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
-    let policy = engine
-        .load_file(
-            Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
-            "ask:Run it?",
-        )
-        .unwrap();
-    let mut config = Config::default();
-    config.executor.env.set_var(MARK, &mark);
-    let sw = Shellward::builder()
-        .config(config)
-        .policy_chain(shellward::PolicyChain::new(
-            vec![policy],
-            shellward_policy::FaultMode::Deny,
-        ))
-        .approver(host.clone())
-        .build()
-        .unwrap();
+    let sw = asking_with(dir.path(), &mark, |_| {}, Some(host.clone()));
     // The surface's person cannot be asked: the host's approver answers.
     let nobody = Fixed::new(Some(ApprovalAnswer::Unavailable));
     let (cmd, file) = touch(dir.path(), "host");
@@ -514,23 +510,12 @@ async fn a_hosts_own_approver_answers_after_the_callers_surface() {
     assert_eq!(host.asked(), 1);
     // `[approvals] client = false`: the surface's person is never asked, the host is.
     sw.shutdown().await;
-    let mut config = Config::default();
-    config.approvals.client = false;
-    let policy = engine
-        .load_file(
-            Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
-            "ask:Run it?",
-        )
-        .unwrap();
-    let sw = Shellward::builder()
-        .config(config)
-        .policy_chain(shellward::PolicyChain::new(
-            vec![policy],
-            shellward_policy::FaultMode::Deny,
-        ))
-        .approver(host.clone())
-        .build()
-        .unwrap();
+    let sw = asking_with(
+        dir.path(),
+        &mark,
+        |c| c.approvals.client = false,
+        Some(host.clone()),
+    );
     let (cmd, file) = touch(dir.path(), "no-client");
     let r = sw.execute_with(None, exec(&cmd), with(&no)).await.unwrap();
     assert!(r.success && file.exists(), "{r:?}");

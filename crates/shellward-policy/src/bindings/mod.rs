@@ -128,6 +128,22 @@ macro_rules! shape_v0_3 {
 }
 pub(crate) use shape_v0_3;
 
+/// The host's side of a version's `types` and `host` interfaces (logging), for a bindings module whose generated
+/// code is in scope (0.3 and 0.4).
+macro_rules! host_impls {
+    () => {
+        impl shellward::policy::types::Host for crate::host::HostState {}
+
+        impl shellward::policy::host::Host for crate::host::HostState {
+            fn log(&mut self, level: shellward::policy::host::Level, message: String) {
+                let level = super::log_level!(level, shellward::policy::host::Level);
+                self.log(level, message);
+            }
+        }
+    };
+}
+pub(crate) use host_impls;
+
 /// Adds every contract version's `host` interface, under its own versioned name, to `linker`.
 pub(crate) fn add_to_linker(
     linker: &mut wasmtime::component::Linker<crate::host::HostState>,

@@ -13,14 +13,7 @@ use shellward::policy::types as g;
 super::on_timeout_mapping!(g::OnTimeout);
 super::shape_v0_3!();
 
-impl shellward::policy::types::Host for crate::host::HostState {}
-
-impl shellward::policy::host::Host for crate::host::HostState {
-    fn log(&mut self, level: shellward::policy::host::Level, message: String) {
-        let level = super::log_level!(level, shellward::policy::host::Level);
-        self.log(level, message);
-    }
-}
+super::host_impls!();
 
 /// A 0.3 policy's outcome in the host's types.
 pub(crate) fn outcome(o: g::Outcome) -> Outcome {

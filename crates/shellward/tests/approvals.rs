@@ -199,6 +199,19 @@ async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
         decisions.iter().all(|d| d["outcome"] == "ask"),
         "{decisions:?}"
     );
+    // Prometheus counts the asks by outcome, and the decisions as asks.
+    let metrics = sw.metrics_text();
+    for line in [
+        "shellward_approvals_total{outcome=\"approved\"} 1",
+        "shellward_approvals_total{outcome=\"denied\"} 1",
+        "shellward_approvals_total{outcome=\"unavailable\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
+    assert!(
+        metrics.contains("shellward_decisions_total{outcome=\"ask\""),
+        "{metrics}"
+    );
     assert!(
         decisions[0]["process_id"].is_string(),
         "the approved run is recorded with its process"
@@ -520,5 +533,39 @@ async fn a_hosts_own_approver_answers_after_the_callers_surface() {
     let r = sw.execute_with(None, exec(&cmd), with(&no)).await.unwrap();
     assert!(r.success && file.exists(), "{r:?}");
     assert_eq!((no.asked(), host.asked()), (1, 2));
+    sw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_allow_file_approves_its_exact_commands_in_every_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let (allowed, file) = touch(dir.path(), "allowed");
+    let list = dir.path().join("approved.txt");
+    std::fs::write(&list, format!("# approved by the operator\n{allowed}\n")).unwrap();
+    let sw = asking(dir.path(), &mark, |c| {
+        c.approvals.allow_file = Some(list.clone())
+    });
+    let nobody = Fixed::new(Some(ApprovalAnswer::Unavailable));
+    for session in ["a", "b"] {
+        let r = sw
+            .execute_with(Some(session), exec(&allowed), with(&nobody))
+            .await
+            .unwrap();
+        assert!(r.success && file.exists(), "{r:?}");
+        std::fs::remove_file(&file).unwrap();
+    }
+    assert_eq!(nobody.asked(), 0, "an allowed command is not asked about");
+    // Only the exact text: anything else is still asked about (and here refused: nobody answers).
+    let r = sw
+        .execute_with(Some("a"), exec(&format!("{allowed} ")), with(&nobody))
+        .await
+        .unwrap();
+    assert!(r.denied, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(&list).unwrap().lines().count(),
+        2,
+        "never written"
+    );
     sw.shutdown().await;
 }

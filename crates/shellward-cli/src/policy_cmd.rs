@@ -419,7 +419,7 @@ pub fn decision_json(d: &Decision) -> serde_json::Value {
     let faults: Vec<_> = d
         .faults
         .iter()
-        .map(|(p, e)| json!({"policy": p, "error": e}))
+        .map(|f| json!({"policy": f.policy, "kind": f.kind_name(), "error": f.message}))
         .collect();
     let mut value = match &d.outcome {
         Outcome::Run(p) => plan_json(p),
@@ -534,8 +534,13 @@ pub fn decision_text(d: &Decision) -> String {
             out.push_str(&format!("reason:     {}\n", denial.reason));
         }
     }
-    for (policy, error) in &d.faults {
-        out.push_str(&format!("fault:      {policy}: {error}\n"));
+    for f in &d.faults {
+        out.push_str(&format!(
+            "fault:      {} ({}): {}\n",
+            f.policy,
+            f.kind_name(),
+            f.message
+        ));
     }
     out
 }

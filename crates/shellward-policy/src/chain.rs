@@ -14,6 +14,27 @@ pub struct PolicyChain {
     on_fault: Vec<FaultMode>,
 }
 
+/// A policy that failed while the chain decided: which, how, and the error's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Fault {
+    /// The policy's name.
+    pub policy: String,
+    /// The kind of fault of the running policy; `None` for a failure that is not one (e.g. an instance could not be
+    /// created).
+    pub kind: Option<FaultKind>,
+    /// The error, as the deny reason and the logs show it.
+    pub message: String,
+}
+
+impl Fault {
+    /// The kind as metrics and audit records name it: `deadline`, `memory`, `stack`, `trap`, `invalid_output`,
+    /// `beyond_ceiling`, or `error`.
+    pub fn kind_name(&self) -> &'static str {
+        self.kind.map_or("error", FaultKind::as_str)
+    }
+}
+
 /// The chain's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -25,11 +46,8 @@ pub struct Decision {
     pub denied_by: Option<String>,
     /// The first policy that asked, when the outcome is an ask.
     pub asked_by: Option<String>,
-    /// Policies that faulted and were skipped (fail-open) or caused the deny (fail-closed), with the error text.
-    pub faults: Vec<(String, String)>,
-    /// The kind of each fault, in the order of `faults`: `deadline`, `memory`, `stack`, `trap`, `invalid_output`,
-    /// or `error` for a failure that is not a fault of the running policy (e.g. an instance could not be created).
-    pub fault_kinds: Vec<&'static str>,
+    /// Policies that faulted and were skipped (fail-open) or caused the deny (fail-closed), in chain order.
+    pub faults: Vec<Fault>,
     /// The last policy that changed the working directory, if any did (a directory that turns out not to exist is
     /// that policy's fault, not the caller's).
     pub workdir_by: Option<String>,
@@ -112,8 +130,7 @@ struct Folded {
     rules: Vec<String>,
     /// (policy, question, rule) for each policy that asked, in chain order.
     asks: Vec<(String, String, Option<String>)>,
-    faults: Vec<(String, String)>,
-    fault_kinds: Vec<&'static str>,
+    faults: Vec<Fault>,
     workdir_by: Option<String>,
     confinement_by: Option<String>,
 }
@@ -135,10 +152,13 @@ impl Folded {
     /// A policy failed: the deny that ends the chain (fail closed), or `None` when it is skipped (fail open).
     fn fault(&mut self, by: &str, e: &PolicyError, on_fault: FaultMode) -> Option<Decision> {
         let text = e.to_string();
-        self.faults.push((by.to_string(), text.clone()));
-        self.fault_kinds.push(match e {
-            PolicyError::Fault { kind, .. } => kind.as_str(),
-            _ => "error",
+        self.faults.push(Fault {
+            policy: by.to_string(),
+            kind: match e {
+                PolicyError::Fault { kind, .. } => Some(*kind),
+                _ => None,
+            },
+            message: text.clone(),
         });
         // Fail open skips only a policy that crashed or misbehaved; an answer beyond the operator's ceiling is
         // deliberate, and skipping it would also drop what it narrowed.
@@ -163,7 +183,6 @@ impl Folded {
             denied_by: Some(by.to_string()),
             asked_by: None,
             faults: std::mem::take(&mut self.faults),
-            fault_kinds: std::mem::take(&mut self.fault_kinds),
             workdir_by: self.workdir_by.take(),
             confinement_by: self.confinement_by.take(),
         }
@@ -197,7 +216,6 @@ impl Folded {
             denied_by: None,
             asked_by,
             faults: self.faults,
-            fault_kinds: self.fault_kinds,
             workdir_by: self.workdir_by,
             confinement_by: self.confinement_by,
         }

@@ -30,7 +30,7 @@ mod outside_async;
 mod policy;
 mod types;
 
-pub use chain::{Decision, PolicyChain};
+pub use chain::{Decision, Fault, PolicyChain};
 pub use compat::{ADAPTED_WIT_VERSIONS, PolicyInfo, WIT_PACKAGE, WIT_VERSION, supported_ranges};
 pub use engine::{
     FaultMode, InstanceMode, MAX_COMPONENT_BYTES, PERFMAP_VAR, PolicyEngine, SandboxConfig,

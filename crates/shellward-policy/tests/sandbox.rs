@@ -247,6 +247,16 @@ fn faults_fail_closed_by_default_and_open_when_configured() {
         "{d:?}"
     );
     assert_eq!(d.faults.len(), 1);
+    // One typed record per fault: the policy, its kind, the error.
+    let f = &d.faults[0];
+    assert_eq!(
+        (f.kind, f.kind_name()),
+        (Some(shellward_policy::FaultKind::Trap), "trap")
+    );
+    assert!(
+        f.policy.contains("scripted") && f.message.contains("trapped"),
+        "{f:?}"
+    );
 
     let open = PolicyChain::new(
         vec![scripted(&engine, ""), engine.load_default("").unwrap()],

@@ -34,11 +34,9 @@ impl Shellward {
         let chain_started = std::time::Instant::now();
         let mut decision = self.inner.active.chain().evaluate(&request);
         let chain_seconds = chain_started.elapsed().as_secs_f64();
-        for ((policy, _), kind) in decision.faults.iter().zip(&decision.fault_kinds) {
-            self.inner.metrics.fault(policy, kind);
-        }
-        for (policy, fault) in &decision.faults {
-            tracing::warn!(policy = %policy, error = %fault, "policy fault");
+        for fault in &decision.faults {
+            self.inner.metrics.fault(&fault.policy, fault.kind_name());
+            tracing::warn!(policy = %fault.policy, error = %fault.message, "policy fault");
         }
         self.refuse_a_missing_policy_workdir(&mut decision);
         let confinement = self.enforceable_confinement(&mut decision, &request);

@@ -89,7 +89,7 @@ struct ManualToolsExamples;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/src/executor.md")]
 struct ManualExecutorExamples;
-pub use shellward_policy::{Decision, PolicyChain, PolicyEngine, SandboxConfig};
+pub use shellward_policy::{Decision, Fault, PolicyChain, PolicyEngine, SandboxConfig};
 
 use shellward_policy::duration::format_millis;
 use std::path::PathBuf;

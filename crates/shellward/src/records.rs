@@ -19,7 +19,7 @@ impl Shellward {
             .decision
             .faults
             .iter()
-            .map(|(policy, error)| serde_json::json!({"policy": policy, "error": error}))
+            .map(|f| serde_json::json!({"policy": f.policy, "kind": f.kind_name(), "error": f.message}))
             .collect();
         let mut record = serde_json::json!({
             "type": "decision",

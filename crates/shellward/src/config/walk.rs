@@ -165,58 +165,9 @@ impl Walker {
 
     pub(super) fn config(&mut self, mut root: toml::Table, base: &Path) -> Config {
         let mut config = Config::default();
-        match root.remove("policy") {
-            None => {}
-            Some(toml::Value::Array(entries)) => {
-                config.policies = entries
-                    .into_iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| self.policy(i, v, base))
-                    .collect();
-            }
-            Some(other) => self.problem(
-                "policy",
-                format!(
-                    "expected an array of tables ([[policy]]), found {}",
-                    type_name(&other)
-                ),
-            ),
-        }
-        if let Some(mut t) = self.table(&mut root, "policies", "") {
-            if let Some(dir) = self.string(&mut t, "dir", "policies") {
-                config.policy_dir = Some(self.directory(
-                    dir,
-                    base,
-                    "policies.dir",
-                    "; create it or give the directory of your drop-in policies (relative to the config file)",
-                ));
-            }
-            self.unknown_keys(t, "policies", &["dir"]);
-        }
-        if let Some(mut t) = self.table(&mut root, "audit", "") {
-            let mut audit = crate::AuditConfig::default();
-            match self.string(&mut t, "path", "audit") {
-                Some(p) if p == "-" => audit.path = PathBuf::from("-"),
-                Some(p) if !p.is_empty() => {
-                    let p = PathBuf::from(p);
-                    audit.path = if p.is_relative() { base.join(p) } else { p };
-                }
-                _ => self.problem(
-                    "audit.path",
-                    "is required: give the log file (JSON lines; relative to this file) or \"-\" for standard output",
-                ),
-            }
-            if let Some(n) = self.integer(&mut t, "max_bytes", "audit", 0, 1 << 50) {
-                audit.max_bytes = n;
-            }
-            if let Some(n) = self.integer(&mut t, "keep", "audit", 0, 1000) {
-                audit.keep = n as u32;
-            }
-            if let Some(b) = self.boolean(&mut t, "include_output", "audit") {
-                audit.include_output = b;
-            }
-            self.unknown_keys(t, "audit", &["path", "max_bytes", "keep", "include_output"]);
-            config.audit = Some(audit);
+        self.policies(&mut root, base, &mut config);
+        if let Some(t) = self.table(&mut root, "audit", "") {
+            config.audit = Some(self.audit(t, base));
         }
         if let Some(t) = self.table(&mut root, "sandbox", "") {
             self.sandbox(t, &mut config.sandbox, base);
@@ -246,38 +197,8 @@ impl Walker {
                 ],
             );
         }
-        if let Some(mut t) = self.table(&mut root, "oci", "") {
-            let oci = &mut config.oci;
-            if let Some(n) = self.integer(&mut t, "max_manifest_bytes", "oci", 1024, 64 << 20) {
-                oci.max_manifest_bytes = n;
-            }
-            if let Some(n) = self.integer(&mut t, "max_component_bytes", "oci", 1024, 1 << 30) {
-                oci.max_component_bytes = n;
-            }
-            if let Some(d) = self.duration(&mut t, "connect_timeout", "oci", false, 5 * MINUTE) {
-                oci.connect_timeout = d;
-            }
-            if let Some(d) = self.duration(&mut t, "read_timeout", "oci", false, HOUR) {
-                oci.read_timeout = d;
-            }
-            if let Some(d) = self.duration(&mut t, "deadline", "oci", false, HOUR) {
-                oci.deadline = d;
-            }
-            if let Some(n) = self.integer(&mut t, "min_rate", "oci", 0, 1 << 30) {
-                oci.min_rate = n;
-            }
-            self.unknown_keys(
-                t,
-                "oci",
-                &[
-                    "max_manifest_bytes",
-                    "max_component_bytes",
-                    "connect_timeout",
-                    "read_timeout",
-                    "deadline",
-                    "min_rate",
-                ],
-            );
+        if let Some(t) = self.table(&mut root, "oci", "") {
+            self.oci(t, &mut config.oci);
         }
         if let Some(mut t) = self.table(&mut root, "approvals", "") {
             self.approvals(&mut t, base, &mut config.approvals);
@@ -287,6 +208,124 @@ impl Walker {
                 &["expiry", "client", "allow_file", "reviewer"],
             );
         }
+        self.auth_entries(&mut root, &mut config);
+        self.unknown_keys(
+            root,
+            "",
+            &[
+                "policy",
+                "policies",
+                "sandbox",
+                "executor",
+                "env",
+                "tools",
+                "auth",
+                "audit",
+                "oci",
+                "confinement",
+                "approvals",
+            ],
+        );
+        // A policy may not rewrite a command past what the agent may send.
+        config.sandbox.outcome_limits.max_command_bytes = config.tools.max_command_bytes;
+        config
+    }
+
+    /// `[[policy]]` entries and `[policies] dir`.
+    fn policies(&mut self, root: &mut toml::Table, base: &Path, config: &mut Config) {
+        match root.remove("policy") {
+            None => {}
+            Some(toml::Value::Array(entries)) => {
+                config.policies = entries
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| self.policy(i, v, base))
+                    .collect();
+            }
+            Some(other) => self.problem(
+                "policy",
+                format!(
+                    "expected an array of tables ([[policy]]), found {}",
+                    type_name(&other)
+                ),
+            ),
+        }
+        if let Some(mut t) = self.table(root, "policies", "") {
+            if let Some(dir) = self.string(&mut t, "dir", "policies") {
+                config.policy_dir = Some(self.directory(
+                    dir,
+                    base,
+                    "policies.dir",
+                    "; create it or give the directory of your drop-in policies (relative to the config file)",
+                ));
+            }
+            self.unknown_keys(t, "policies", &["dir"]);
+        }
+    }
+
+    /// `[audit]`.
+    fn audit(&mut self, mut t: toml::Table, base: &Path) -> crate::AuditConfig {
+        let mut audit = crate::AuditConfig::default();
+        match self.string(&mut t, "path", "audit") {
+            Some(p) if p == "-" => audit.path = PathBuf::from("-"),
+            Some(p) if !p.is_empty() => {
+                let p = PathBuf::from(p);
+                audit.path = if p.is_relative() { base.join(p) } else { p };
+            }
+            _ => self.problem(
+                "audit.path",
+                "is required: give the log file (JSON lines; relative to this file) or \"-\" for standard output",
+            ),
+        }
+        if let Some(n) = self.integer(&mut t, "max_bytes", "audit", 0, 1 << 50) {
+            audit.max_bytes = n;
+        }
+        if let Some(n) = self.integer(&mut t, "keep", "audit", 0, 1000) {
+            audit.keep = n as u32;
+        }
+        if let Some(b) = self.boolean(&mut t, "include_output", "audit") {
+            audit.include_output = b;
+        }
+        self.unknown_keys(t, "audit", &["path", "max_bytes", "keep", "include_output"]);
+        audit
+    }
+
+    /// `[oci]`: what a pull accepts from a registry.
+    fn oci(&mut self, mut t: toml::Table, oci: &mut crate::oci::PullLimits) {
+        if let Some(n) = self.integer(&mut t, "max_manifest_bytes", "oci", 1024, 64 << 20) {
+            oci.max_manifest_bytes = n;
+        }
+        if let Some(n) = self.integer(&mut t, "max_component_bytes", "oci", 1024, 1 << 30) {
+            oci.max_component_bytes = n;
+        }
+        if let Some(d) = self.duration(&mut t, "connect_timeout", "oci", false, 5 * MINUTE) {
+            oci.connect_timeout = d;
+        }
+        if let Some(d) = self.duration(&mut t, "read_timeout", "oci", false, HOUR) {
+            oci.read_timeout = d;
+        }
+        if let Some(d) = self.duration(&mut t, "deadline", "oci", false, HOUR) {
+            oci.deadline = d;
+        }
+        if let Some(n) = self.integer(&mut t, "min_rate", "oci", 0, 1 << 30) {
+            oci.min_rate = n;
+        }
+        self.unknown_keys(
+            t,
+            "oci",
+            &[
+                "max_manifest_bytes",
+                "max_component_bytes",
+                "connect_timeout",
+                "read_timeout",
+                "deadline",
+                "min_rate",
+            ],
+        );
+    }
+
+    /// `[[auth]]` entries: tokens and the sessions they may use, each token given once.
+    fn auth_entries(&mut self, root: &mut toml::Table, config: &mut Config) {
         match root.remove("auth") {
             None => {}
             Some(toml::Value::Array(entries)) => {
@@ -312,26 +351,6 @@ impl Walker {
                 ),
             ),
         }
-        self.unknown_keys(
-            root,
-            "",
-            &[
-                "policy",
-                "policies",
-                "sandbox",
-                "executor",
-                "env",
-                "tools",
-                "auth",
-                "audit",
-                "oci",
-                "confinement",
-                "approvals",
-            ],
-        );
-        // A policy may not rewrite a command past what the agent may send.
-        config.sandbox.outcome_limits.max_command_bytes = config.tools.max_command_bytes;
-        config
     }
 
     /// One entry of an array of tables (`[[policy]]`, `[[auth]]`): the table, or a problem at `path`.
@@ -579,138 +598,11 @@ impl Walker {
 
     fn executor(&mut self, mut t: toml::Table, e: &mut ExecutorConfig, base: &Path) {
         let p = "executor";
-        match t.remove("shell") {
-            None => {}
-            Some(toml::Value::Array(items)) => {
-                let words: Vec<String> = items
-                    .into_iter()
-                    .filter_map(|v| match v {
-                        toml::Value::String(s) if !s.is_empty() && !s.contains('\0') => Some(s),
-                        _ => None,
-                    })
-                    .collect();
-                if words.is_empty() {
-                    self.problem(
-                        "executor.shell",
-                        "must be a non-empty array of non-empty strings, e.g. [\"bash\", \"-c\"]",
-                    );
-                } else {
-                    e.shell = words;
-                }
-            }
-            Some(other) => self.problem(
-                "executor.shell",
-                format!(
-                    "expected an array of strings such as [\"bash\", \"-c\"], found {}",
-                    type_name(&other)
-                ),
-            ),
-        }
-        if let Some(dir) = self.string(&mut t, "workdir", p) {
-            e.default_workdir = Some(self.directory(dir, base, "executor.workdir", ""));
-        }
-        if let Some(d) = self.duration(&mut t, "grace", p, true, 10 * MINUTE) {
-            e.grace = d;
-        }
-        if let Some(d) = self.duration(&mut t, "drain", p, true, 10 * MINUTE) {
-            e.drain = d;
-        }
-        if let Some(d) = self.duration(&mut t, "session_idle", p, false, 24 * HOUR) {
-            e.session_idle = d;
-        }
-        if let Some(n) = self.integer(&mut t, "max_running", p, 1, 100_000) {
-            e.max_running = n as usize;
-        }
-        if let Some(n) = self.integer(&mut t, "max_running_per_session", p, 1, 100_000) {
-            e.max_running_per_session = n as usize;
-        }
-        if let Some(n) = self.integer(&mut t, "max_retained_per_session", p, 1, 1_000_000) {
-            e.max_retained_per_session = n as usize;
-        }
-        if let Some(n) = self.integer(&mut t, "max_log_bytes", p, 0, 1 << 50) {
-            e.max_log_bytes = n;
-        }
-        if let Some(d) = self.duration(&mut t, "retention", p, true, 30 * 24 * HOUR) {
-            e.retention = d;
-        }
-        let limits: &mut OutputLimits = &mut e.output;
-        if let Some(n) = self.integer(&mut t, "output_head_bytes", p, 0, 64 << 20) {
-            limits.head = n as usize;
-        }
-        if let Some(n) = self.integer(&mut t, "output_tail_bytes", p, 0, 64 << 20) {
-            limits.tail = n as usize;
-        }
-        if let Some(n) = self.integer(&mut t, "max_line_bytes", p, 16, 64 << 20) {
-            limits.max_line = n as usize;
-        }
-        if let Some(n) = self.integer(&mut t, "log_cap_bytes", p, 0, 1 << 40) {
-            limits.log_cap = n;
-        }
-        if let Some(b) = self.boolean(&mut t, "separate_stderr", p) {
-            e.separate_stderr = b;
-        }
-        if let Some(c) = self.string(&mut t, "containment", p) {
-            match c.as_str() {
-                "auto" => e.containment = ContainmentPreference::Auto,
-                "process-group" => e.containment = ContainmentPreference::ProcessGroup,
-                _ => self.problem(
-                    "executor.containment",
-                    format!("unknown containment {c:?}; use \"auto\" or \"process-group\""),
-                ),
-            }
-        }
-        if let Some(dir) = self.string(&mut t, "log_dir", p) {
-            e.log_parent = Some(PathBuf::from(dir));
-        }
-        if let Some(b) = self.boolean(&mut t, "pid_namespace", p) {
-            e.pid_namespace = b;
-        }
-        if let Some(names) = self.strings(&mut t, "keep_capabilities", p) {
-            for (i, name) in &names {
-                if shellward_exec::capability_number(name).is_none() {
-                    self.problem(
-                        format!("executor.keep_capabilities[{i}]"),
-                        format!(
-                            "{name:?} is not a Linux capability; write it as \"CAP_SYS_ADMIN\" or \"sys_admin\" \
-                             (see capabilities(7))"
-                        ),
-                    );
-                }
-            }
-            e.keep_capabilities = names.into_iter().map(|(_, n)| n).collect();
-        }
-        let absolute = |paths: Vec<(usize, String)>| -> Vec<PathBuf> {
-            paths
-                .into_iter()
-                .map(|(_, s)| {
-                    let path = PathBuf::from(s);
-                    if path.is_relative() {
-                        base.join(path)
-                    } else {
-                        path
-                    }
-                })
-                .collect()
-        };
-        if let Some(paths) = self.strings(&mut t, "read_only_paths", p) {
-            e.read_only_paths = absolute(paths);
-        }
-        if let Some(paths) = self.strings(&mut t, "hidden_paths", p) {
-            e.hidden_paths = absolute(paths);
-        }
-        let some = |n: u64| (n > 0).then_some(n);
-        if let Some(n) = self.integer(&mut t, "max_processes", p, 0, 4_194_304) {
-            e.limits.max_processes = some(n);
-        }
-        if let Some(n) = self.integer(&mut t, "max_address_space_bytes", p, 0, 1 << 50) {
-            e.limits.address_space_bytes = some(n);
-        }
-        if let Some(n) = self.integer(&mut t, "max_file_size_bytes", p, 0, 1 << 50) {
-            e.limits.file_size_bytes = some(n);
-        }
-        if let Some(n) = self.integer(&mut t, "max_cpu_seconds", p, 0, 1 << 32) {
-            e.limits.cpu_seconds = some(n);
-        }
+        self.executor_shell(&mut t, e);
+        self.executor_runs(&mut t, e, base);
+        self.executor_output(&mut t, &mut e.output);
+        self.executor_containment(&mut t, e, base);
+        self.executor_rlimits(&mut t, &mut e.limits);
         self.unknown_keys(
             t,
             p,
@@ -742,6 +634,166 @@ impl Walker {
                 "session_idle",
             ],
         );
+    }
+
+    /// `[executor] shell`: the program and arguments that run a command line.
+    fn executor_shell(&mut self, t: &mut toml::Table, e: &mut ExecutorConfig) {
+        match t.remove("shell") {
+            None => {}
+            Some(toml::Value::Array(items)) => {
+                let words: Vec<String> = items
+                    .into_iter()
+                    .filter_map(|v| match v {
+                        toml::Value::String(s) if !s.is_empty() && !s.contains('\0') => Some(s),
+                        _ => None,
+                    })
+                    .collect();
+                if words.is_empty() {
+                    self.problem(
+                        "executor.shell",
+                        "must be a non-empty array of non-empty strings, e.g. [\"bash\", \"-c\"]",
+                    );
+                } else {
+                    e.shell = words;
+                }
+            }
+            Some(other) => self.problem(
+                "executor.shell",
+                format!(
+                    "expected an array of strings such as [\"bash\", \"-c\"], found {}",
+                    type_name(&other)
+                ),
+            ),
+        }
+    }
+
+    /// `[executor]`: the working directory, times and counts of runs and logs.
+    fn executor_runs(&mut self, t: &mut toml::Table, e: &mut ExecutorConfig, base: &Path) {
+        let p = "executor";
+        if let Some(dir) = self.string(t, "workdir", p) {
+            e.default_workdir = Some(self.directory(dir, base, "executor.workdir", ""));
+        }
+        if let Some(d) = self.duration(t, "grace", p, true, 10 * MINUTE) {
+            e.grace = d;
+        }
+        if let Some(d) = self.duration(t, "drain", p, true, 10 * MINUTE) {
+            e.drain = d;
+        }
+        if let Some(d) = self.duration(t, "session_idle", p, false, 24 * HOUR) {
+            e.session_idle = d;
+        }
+        if let Some(n) = self.integer(t, "max_running", p, 1, 100_000) {
+            e.max_running = n as usize;
+        }
+        if let Some(n) = self.integer(t, "max_running_per_session", p, 1, 100_000) {
+            e.max_running_per_session = n as usize;
+        }
+        if let Some(n) = self.integer(t, "max_retained_per_session", p, 1, 1_000_000) {
+            e.max_retained_per_session = n as usize;
+        }
+        if let Some(n) = self.integer(t, "max_log_bytes", p, 0, 1 << 50) {
+            e.max_log_bytes = n;
+        }
+        if let Some(d) = self.duration(t, "retention", p, true, 30 * 24 * HOUR) {
+            e.retention = d;
+        }
+    }
+
+    /// `[executor]`: how output is kept (head, tail, lines, the log's cap).
+    fn executor_output(&mut self, t: &mut toml::Table, limits: &mut OutputLimits) {
+        let p = "executor";
+        if let Some(n) = self.integer(t, "output_head_bytes", p, 0, 64 << 20) {
+            limits.head = n as usize;
+        }
+        if let Some(n) = self.integer(t, "output_tail_bytes", p, 0, 64 << 20) {
+            limits.tail = n as usize;
+        }
+        if let Some(n) = self.integer(t, "max_line_bytes", p, 16, 64 << 20) {
+            limits.max_line = n as usize;
+        }
+        if let Some(n) = self.integer(t, "log_cap_bytes", p, 0, 1 << 40) {
+            limits.log_cap = n;
+        }
+    }
+
+    /// `[executor]`: stderr, containment, the log directory, namespaces, capabilities, and the paths commands see
+    /// read-only or not at all.
+    fn executor_containment(&mut self, t: &mut toml::Table, e: &mut ExecutorConfig, base: &Path) {
+        let p = "executor";
+        if let Some(b) = self.boolean(t, "separate_stderr", p) {
+            e.separate_stderr = b;
+        }
+        if let Some(c) = self.string(t, "containment", p) {
+            match c.as_str() {
+                "auto" => e.containment = ContainmentPreference::Auto,
+                "process-group" => e.containment = ContainmentPreference::ProcessGroup,
+                _ => self.problem(
+                    "executor.containment",
+                    format!("unknown containment {c:?}; use \"auto\" or \"process-group\""),
+                ),
+            }
+        }
+        if let Some(dir) = self.string(t, "log_dir", p) {
+            e.log_parent = Some(PathBuf::from(dir));
+        }
+        if let Some(b) = self.boolean(t, "pid_namespace", p) {
+            e.pid_namespace = b;
+        }
+        if let Some(names) = self.strings(t, "keep_capabilities", p) {
+            for (i, name) in &names {
+                if shellward_exec::capability_number(name).is_none() {
+                    self.problem(
+                        format!("executor.keep_capabilities[{i}]"),
+                        format!(
+                            "{name:?} is not a Linux capability; write it as \"CAP_SYS_ADMIN\" or \"sys_admin\" \
+                             (see capabilities(7))"
+                        ),
+                    );
+                }
+            }
+            e.keep_capabilities = names.into_iter().map(|(_, n)| n).collect();
+        }
+        let absolute = |paths: Vec<(usize, String)>| -> Vec<PathBuf> {
+            paths
+                .into_iter()
+                .map(|(_, s)| {
+                    let path = PathBuf::from(s);
+                    if path.is_relative() {
+                        base.join(path)
+                    } else {
+                        path
+                    }
+                })
+                .collect()
+        };
+        if let Some(paths) = self.strings(t, "read_only_paths", p) {
+            e.read_only_paths = absolute(paths);
+        }
+        if let Some(paths) = self.strings(t, "hidden_paths", p) {
+            e.hidden_paths = absolute(paths);
+        }
+    }
+
+    /// `[executor]`: the resource limits of each command (0: unlimited).
+    fn executor_rlimits(
+        &mut self,
+        t: &mut toml::Table,
+        limits: &mut shellward_exec::ResourceLimits,
+    ) {
+        let p = "executor";
+        let some = |n: u64| (n > 0).then_some(n);
+        if let Some(n) = self.integer(t, "max_processes", p, 0, 4_194_304) {
+            limits.max_processes = some(n);
+        }
+        if let Some(n) = self.integer(t, "max_address_space_bytes", p, 0, 1 << 50) {
+            limits.address_space_bytes = some(n);
+        }
+        if let Some(n) = self.integer(t, "max_file_size_bytes", p, 0, 1 << 50) {
+            limits.file_size_bytes = some(n);
+        }
+        if let Some(n) = self.integer(t, "max_cpu_seconds", p, 0, 1 << 32) {
+            limits.cpu_seconds = some(n);
+        }
     }
 
     /// A list of non-empty strings without NUL at `path.key`, each with its index; each bad item is a problem of its

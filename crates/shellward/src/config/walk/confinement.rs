@@ -1,13 +1,23 @@
 //! The walk over `[confinement]`: defaults, the ceiling, allow-lists and fixed proxy addresses, each problem named
 //! with its key.
 
-use super::*;
+use super::Walker;
+
+const P: &str = "confinement";
 
 impl Walker {
     /// `[confinement]`: `network`, `writable` (a list, or `"any"`), `deny_read`, `deny_syscalls`, and the ceiling
     /// `max_network`, `max_writable`.
     pub(super) fn confinement(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
-        const P: &str = "confinement";
+        self.networks(t, c);
+        self.writables(t, c);
+        self.proxy_hosts(t, c);
+        self.ceiling_holds_the_defaults(c);
+        self.denials(t, c);
+    }
+
+    /// `network` and `max_network`: a name, or `{ allow = [...] }`.
+    fn networks(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         for key in ["network", "max_network"] {
             if let Some(toml::Value::Table(table)) = t.get(key).cloned() {
                 t.remove(key);
@@ -62,27 +72,32 @@ impl Walker {
                 }
             }
         }
-        // Absolute, `~/…`, or (writable only) `$WORKDIR` / `$TMPDIR`.
-        let check =
-            |this: &mut Self, key: &str, i: usize, entry: &str, placeholders: bool| -> bool {
-                let ok = entry.starts_with('/')
-                    || entry.starts_with("~/")
-                    || (placeholders && matches!(entry, "$WORKDIR" | "$TMPDIR"));
-                if !ok {
-                    this.problem(
-                        format!("confinement.{key}[{i}]"),
-                        format!(
-                            "{entry:?} is not an absolute path; give \"/path\", \"~/path\"{}",
-                            if placeholders {
-                                ", \"$WORKDIR\" (the command's working directory) or \"$TMPDIR\""
-                            } else {
-                                ""
-                            }
-                        ),
-                    );
-                }
-                ok
-            };
+    }
+
+    /// A path of `key` at index `i`: absolute, `~/…`, or (with `placeholders`) `$WORKDIR` / `$TMPDIR`; a problem
+    /// otherwise.
+    fn confinement_path(&mut self, key: &str, i: usize, entry: &str, placeholders: bool) -> bool {
+        let ok = entry.starts_with('/')
+            || entry.starts_with("~/")
+            || (placeholders && matches!(entry, "$WORKDIR" | "$TMPDIR"));
+        if !ok {
+            self.problem(
+                format!("confinement.{key}[{i}]"),
+                format!(
+                    "{entry:?} is not an absolute path; give \"/path\", \"~/path\"{}",
+                    if placeholders {
+                        ", \"$WORKDIR\" (the command's working directory) or \"$TMPDIR\""
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        ok
+    }
+
+    /// `writable` and `max_writable`: a list of paths, or `"any"`.
+    fn writables(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         for key in ["writable", "max_writable"] {
             let parsed: Option<Option<Vec<String>>> = match t.get(key) {
                 Some(toml::Value::String(s)) if s == "any" => {
@@ -104,7 +119,7 @@ impl Walker {
                 _ => self.strings(t, key, P).map(|list| {
                     let mut out = Vec::new();
                     for (i, entry) in list {
-                        if check(self, key, i, &entry, true) {
+                        if self.confinement_path(key, i, &entry, true) {
                             out.push(entry);
                         }
                     }
@@ -119,6 +134,10 @@ impl Walker {
                 }
             }
         }
+    }
+
+    /// `proxy_hosts`: fixed addresses for allow-listed names.
+    fn proxy_hosts(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         if let Some(toml::Value::Table(hosts)) = t.get("proxy_hosts").cloned() {
             t.remove("proxy_hosts");
             for (name, value) in hosts {
@@ -147,7 +166,10 @@ impl Walker {
                 "give a table of names and addresses, e.g. { \"registry.internal\" = \"10.0.0.5\" }".to_string(),
             );
         }
-        // The ceiling holds the defaults, or every command a policy passes through unchanged would be beyond it.
+    }
+
+    /// The ceiling holds the defaults, or every command a policy passes through unchanged would be beyond it.
+    fn ceiling_holds_the_defaults(&mut self, c: &crate::ConfinementConfig) {
         let rank = |n: shellward_exec::Network| match n {
             shellward_exec::Network::None => 0,
             shellward_exec::Network::Loopback => 1,
@@ -192,6 +214,10 @@ impl Walker {
                     .to_string(),
             );
         }
+    }
+
+    /// `deny_syscalls` and `deny_read`.
+    fn denials(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         if let Some(list) = self.strings(t, "deny_syscalls", P) {
             let known = shellward_exec::DEFAULT_DENIED_SYSCALLS;
             let mut out = Vec::new();
@@ -213,7 +239,7 @@ impl Walker {
         if let Some(list) = self.strings(t, "deny_read", P) {
             let mut out = Vec::new();
             for (i, entry) in list {
-                if check(self, "deny_read", i, &entry, false)
+                if self.confinement_path("deny_read", i, &entry, false)
                     && let Some(p) = crate::confinement::expand_home(&entry)
                 {
                     out.push(p);

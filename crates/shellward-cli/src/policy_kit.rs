@@ -248,6 +248,53 @@ fn case_json(r: &CaseResult) -> serde_json::Value {
 }
 
 pub fn test(args: TestArgs) -> Result<ExitCode> {
+    let (policies, case_files) = test_inputs(&args)?;
+    let engine = PolicyEngine::new(args.sandbox.config()?)?;
+    let mut results = Vec::new();
+    // The first case file's settings, for listing the policies' rules (rules may depend on settings).
+    let mut rule_settings: Option<Vec<String>> = None;
+    for path in &case_files {
+        let file = CaseFile::load(path)?;
+        if rule_settings.is_none() {
+            rule_settings = Some(
+                (0..policies.len())
+                    .map(|i| {
+                        file.settings
+                            .as_ref()
+                            .and_then(|s| s.for_policy(i).ok())
+                            .unwrap_or_default()
+                    })
+                    .collect(),
+            );
+        }
+        results.extend(run_file(
+            &engine,
+            &policies,
+            path,
+            &file,
+            args.filter.as_deref(),
+        )?);
+    }
+    let coverage = if args.coverage || args.min_coverage.is_some() {
+        Some(crate::coverage::Coverage::compute(
+            &engine,
+            &policies,
+            rule_settings.as_deref().unwrap_or_default(),
+            &results,
+        )?)
+    } else {
+        None
+    };
+    let format = match (args.json, args.format) {
+        (true, _) => Format::Json,
+        (false, f) => f.unwrap_or(Format::Text),
+    };
+    print_results(format, &results, coverage.as_ref())?;
+    Ok(test_status(&results, args.min_coverage, coverage.as_ref()))
+}
+
+/// The policies under test (read) and the case files: given, or discovered for the first policy.
+fn test_inputs(args: &TestArgs) -> Result<(Vec<PolicyUnderTest>, Vec<PathBuf>)> {
     let mut paths = args.paths.clone();
     let policy_paths: Vec<PathBuf> = if args.policies.is_empty() {
         if paths.is_empty() {
@@ -277,96 +324,88 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
     } else {
         paths
     };
-    let engine = PolicyEngine::new(args.sandbox.config()?)?;
-    let mut results = Vec::new();
-    // The first case file's settings, for listing the policies' rules (rules may depend on settings).
-    let mut rule_settings: Option<Vec<String>> = None;
-    for path in &case_files {
-        let file = CaseFile::load(path)?;
-        if rule_settings.is_none() {
-            rule_settings = Some(
-                (0..policies.len())
-                    .map(|i| {
-                        file.settings
-                            .as_ref()
-                            .and_then(|s| s.for_policy(i).ok())
-                            .unwrap_or_default()
-                    })
-                    .collect(),
-            );
-        }
-        results.extend(run_file(
-            &engine,
-            &policies,
-            path,
-            &file,
-            args.filter.as_deref(),
-        )?);
-    }
+    Ok((policies, case_files))
+}
+
+/// The results in `format` on stdout (with JUnit and TAP, the coverage goes to stderr).
+fn print_results(
+    format: Format,
+    results: &[CaseResult],
+    coverage: Option<&crate::coverage::Coverage>,
+) -> Result<()> {
     let passed = results.iter().filter(|r| r.passed()).count();
     let failed = results.len() - passed;
-    let format = match (args.json, args.format) {
-        (true, _) => Format::Json,
-        (false, f) => f.unwrap_or(Format::Text),
-    };
-    let coverage = if args.coverage || args.min_coverage.is_some() {
-        Some(crate::coverage::Coverage::compute(
-            &engine,
-            &policies,
-            rule_settings.as_deref().unwrap_or_default(),
-            &results,
-        )?)
-    } else {
-        None
-    };
-    if format == Format::Junit {
-        print!("{}", junit(&results));
-        if let Some(c) = &coverage {
-            eprint!("{}", c.text());
-        }
-    } else if format == Format::Tap {
-        print!("{}", tap(&results));
-        if let Some(c) = &coverage {
-            eprint!("{}", c.text());
-        }
-    } else if format == Format::Json {
-        let mut value = json!({
-            "passed": passed,
-            "failed": failed,
-            "cases": results.iter().map(case_json).collect::<Vec<_>>(),
-        });
-        if let Some(c) = &coverage {
-            value["coverage"] = c.json();
-        }
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        let mut current: Option<&Path> = None;
-        for r in &results {
-            if current != Some(r.file.as_path()) {
-                println!("{}", r.file.display());
-                current = Some(r.file.as_path());
-            }
-            if r.passed() {
-                println!("  ok    {}", r.name);
-            } else {
-                println!("  FAIL  {}", r.name);
-                for m in &r.mismatches {
-                    println!("        {}:", m.field);
-                    println!("            expected: {}", m.expected);
-                    println!("            actual:   {}", m.actual);
+    match format {
+        Format::Junit | Format::Tap => {
+            print!(
+                "{}",
+                if format == Format::Junit {
+                    junit(results)
+                } else {
+                    tap(results)
                 }
+            );
+            if let Some(c) = coverage {
+                eprint!("{}", c.text());
             }
         }
-        println!("{passed} passed, {failed} failed");
-        if let Some(c) = &coverage {
-            print!("{}", c.text());
+        Format::Json => {
+            let mut value = json!({
+                "passed": passed,
+                "failed": failed,
+                "cases": results.iter().map(case_json).collect::<Vec<_>>(),
+            });
+            if let Some(c) = coverage {
+                value["coverage"] = c.json();
+            }
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+        Format::Text => {
+            print!("{}", results_text(results));
+            println!("{passed} passed, {failed} failed");
+            if let Some(c) = coverage {
+                print!("{}", c.text());
+            }
         }
     }
+    Ok(())
+}
+
+/// The text report: each file, then each case (`ok` or `FAIL` with its expected and actual fields).
+fn results_text(results: &[CaseResult]) -> String {
+    let mut out = String::new();
+    let mut current: Option<&Path> = None;
+    for r in results {
+        if current != Some(r.file.as_path()) {
+            out.push_str(&format!("{}\n", r.file.display()));
+            current = Some(r.file.as_path());
+        }
+        if r.passed() {
+            out.push_str(&format!("  ok    {}\n", r.name));
+            continue;
+        }
+        out.push_str(&format!("  FAIL  {}\n", r.name));
+        for m in &r.mismatches {
+            out.push_str(&format!(
+                "        {}:\n            expected: {}\n            actual:   {}\n",
+                m.field, m.expected, m.actual
+            ));
+        }
+    }
+    out
+}
+
+/// The exit status: 1 when nothing matched, coverage is below `min_coverage`, or any case failed.
+fn test_status(
+    results: &[CaseResult],
+    min_coverage: Option<u8>,
+    coverage: Option<&crate::coverage::Coverage>,
+) -> ExitCode {
     if results.is_empty() {
         eprintln!("shellward: no case matched; check --filter");
-        return Ok(ExitCode::from(1));
+        return ExitCode::from(1);
     }
-    if let (Some(min), Some(c)) = (args.min_coverage, &coverage)
+    if let (Some(min), Some(c)) = (min_coverage, coverage)
         && c.percent() < f64::from(min)
     {
         eprintln!(
@@ -374,13 +413,13 @@ pub fn test(args: TestArgs) -> Result<ExitCode> {
             c.percent(),
             c.missed().join(", ")
         );
-        return Ok(ExitCode::from(1));
+        return ExitCode::from(1);
     }
-    Ok(if failed == 0 {
+    if results.iter().all(|r| r.passed()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 #[derive(Args, Debug)]

@@ -13,7 +13,7 @@ use crate::results::{
 pub(crate) use crate::shared::Inner;
 use crate::sys::{BaseEnv, ContainmentKind, Platform, SpawnEnv, SpawnSpec};
 use crate::tasks::{
-    cleanup, read_pipe, read_terminal, reap_pass, reaper, try_cleanup, wait_leader,
+    cleanup, input_sink, read_pipe, read_terminal, reap_pass, reaper, try_cleanup, wait_leader,
 };
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -466,16 +466,7 @@ impl Executor {
             confinement,
             interactive: spawned.stdin.is_some(),
             terminal: spawned.terminal,
-            input: Mutex::new(match spawned.stdin {
-                Some(stream) => match crate::sys::InputSink::new(stream) {
-                    Ok(sink) => Some(Arc::new(sink)),
-                    Err(e) => {
-                        tracing::warn!(%id, "cannot watch the input side: {e}");
-                        None
-                    }
-                },
-                None => None,
-            }),
+            input: Mutex::new(input_sink(&id, spawned.stdin)),
             input_turn: tokio::sync::Mutex::new(()),
         });
         if proc.terminal {
@@ -496,23 +487,34 @@ impl Executor {
         }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();
-        if proc.terminal {
-            tokio::spawn(read_terminal(proc.clone(), spawned.stdout));
-        } else {
-            tokio::spawn(read_pipe(proc.clone(), spawned.stdout, false));
+        self.follow(&proc, spawned.stdout, spawned.stderr, spawned.leader);
+        if let Some(limit) = plan.deadline.filter(|_| plan.background) {
+            self.terminate_at(&proc, limit);
         }
-        if let Some(err) = spawned.stderr {
+        Ok(proc)
+    }
+
+    /// Follows a registered process: its output readers (a terminal's or pipes) and the wait for its leader.
+    fn follow(
+        &self,
+        proc: &Arc<Proc>,
+        stdout: crate::sys::Stream,
+        stderr: Option<crate::sys::Stream>,
+        leader: crate::sys::Leader,
+    ) {
+        if proc.terminal {
+            tokio::spawn(read_terminal(proc.clone(), stdout));
+        } else {
+            tokio::spawn(read_pipe(proc.clone(), stdout, false));
+        }
+        if let Some(err) = stderr {
             tokio::spawn(read_pipe(proc.clone(), err, true));
         }
         tokio::spawn(wait_leader(
             Arc::downgrade(&self.inner),
             proc.clone(),
-            spawned.leader,
+            leader,
         ));
-        if let Some(limit) = plan.deadline.filter(|_| plan.background) {
-            self.terminate_at(&proc, limit);
-        }
-        Ok(proc)
     }
 
     /// What the command's environment adds to the executor's base (a terminal's `TERM`, the plan's own variables,

@@ -215,3 +215,18 @@ pub(crate) async fn reaper(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
 
 /// How often the reaper looks for idle sessions' sandboxes while there are any.
 const SESSION_CHECK: Duration = Duration::from_secs(10);
+
+/// The watched input side of a process started with an open stdin; `None` without one, or when the host cannot
+/// watch it (logged).
+pub(crate) fn input_sink(
+    id: &impl std::fmt::Display,
+    stdin: Option<crate::sys::Stream>,
+) -> Option<Arc<crate::sys::InputSink>> {
+    match crate::sys::InputSink::new(stdin?) {
+        Ok(sink) => Some(Arc::new(sink)),
+        Err(e) => {
+            tracing::warn!(%id, "cannot watch the input side: {e}");
+            None
+        }
+    }
+}

@@ -402,63 +402,9 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
     // all pointers handed to the child stay valid for that time; signals are blocked around the clone.
     unsafe {
         let stack = stack.base();
-        let mut child = ChildArgs {
-            path: req.path.as_ptr(),
-            argv: req.argv.as_ptr(),
-            envp: req.envp.as_ptr(),
-            workdir: req.workdir.as_ptr(),
-            fds: req.fds,
-            join_procs_fd: req.join_procs_fd.unwrap_or(-1),
-            rlimits: {
-                let mut r = [(0u32, 0u64); MAX_RLIMITS];
-                for (slot, l) in r.iter_mut().zip(req.rlimits) {
-                    *slot = *l;
-                }
-                r
-            },
-            rlimit_count: req.rlimits.len().min(MAX_RLIMITS),
-            new_session: req.new_session as c_int,
-            reset_signals: signals_to_reset(),
-            hardening: req.hardening,
-            new_mount_namespace: req.new_pid_namespace as c_int,
-            enter_mnt_ns: req
-                .enter
-                .filter(|e| e.user_ns.is_none())
-                .map_or(-1, |e| e.mnt_ns),
-            errno: 0,
-            failed_step: 0,
-            net_mode: req.net_mode,
-            net_fd: req.net_fd,
-            proxy_fd: req.proxy_fd,
-            landlock_fd: req.landlock_fd,
-            seccomp_filter: req.seccomp.0,
-            seccomp_len: req.seccomp.1,
-            hop_user_ns: -1,
-            hop_mnt_ns: -1,
-            hop_pid_ns: -1,
-            hop_inner: std::ptr::null(),
-            hop_pidfd: std::ptr::null(),
-            hop_report: -1,
-        };
+        let mut child = child_args(req);
         let mut pidfd: c_int = -1;
-        let mut args = CloneArgs {
-            flags: CLONE_VM | CLONE_VFORK | CLONE_PIDFD,
-            pidfd: &mut pidfd as *mut c_int as u64,
-            exit_signal: libc::SIGCHLD as u64,
-            stack: stack as u64,
-            stack_size: CHILD_STACK as u64,
-            ..Default::default()
-        };
-        if let Some(fd) = req.cgroup_dir_fd {
-            args.flags |= CLONE_INTO_CGROUP;
-            args.cgroup = fd as u64;
-        }
-        if req.new_pid_namespace {
-            args.flags |= CLONE_NEWPID | CLONE_NEWNS;
-            if req.new_user_namespace {
-                args.flags |= CLONE_NEWUSER;
-            }
-        }
+        let args = clone_args(req, stack, &mut pidfd);
         if let Some(e) = req.enter
             && let Some(user_ns) = e.user_ns
         {
@@ -517,6 +463,75 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
         }
         Ok((pid, pidfd))
     }
+}
+
+/// What the cloned child reads: `req`'s program, environment, descriptors and confinement, as raw values that stay
+/// valid while `req` lives.
+#[cfg(target_arch = "x86_64")]
+fn child_args(req: &FastSpawn<'_>) -> ChildArgs {
+    ChildArgs {
+        path: req.path.as_ptr(),
+        argv: req.argv.as_ptr(),
+        envp: req.envp.as_ptr(),
+        workdir: req.workdir.as_ptr(),
+        fds: req.fds,
+        join_procs_fd: req.join_procs_fd.unwrap_or(-1),
+        rlimits: {
+            let mut r = [(0u32, 0u64); MAX_RLIMITS];
+            for (slot, l) in r.iter_mut().zip(req.rlimits) {
+                *slot = *l;
+            }
+            r
+        },
+        rlimit_count: req.rlimits.len().min(MAX_RLIMITS),
+        new_session: req.new_session as c_int,
+        reset_signals: signals_to_reset(),
+        hardening: req.hardening,
+        new_mount_namespace: req.new_pid_namespace as c_int,
+        enter_mnt_ns: req
+            .enter
+            .filter(|e| e.user_ns.is_none())
+            .map_or(-1, |e| e.mnt_ns),
+        errno: 0,
+        failed_step: 0,
+        net_mode: req.net_mode,
+        net_fd: req.net_fd,
+        proxy_fd: req.proxy_fd,
+        landlock_fd: req.landlock_fd,
+        seccomp_filter: req.seccomp.0,
+        seccomp_len: req.seccomp.1,
+        hop_user_ns: -1,
+        hop_mnt_ns: -1,
+        hop_pid_ns: -1,
+        hop_inner: std::ptr::null(),
+        hop_pidfd: std::ptr::null(),
+        hop_report: -1,
+    }
+}
+
+/// The `clone3` arguments of a start of `req` on `stack`, the pidfd written to `pidfd`: into its cgroup when it has
+/// one, in new PID and mount (and user) namespaces when it asks for them.
+#[cfg(target_arch = "x86_64")]
+fn clone_args(req: &FastSpawn<'_>, stack: *mut libc::c_void, pidfd: &mut c_int) -> CloneArgs {
+    let mut args = CloneArgs {
+        flags: CLONE_VM | CLONE_VFORK | CLONE_PIDFD,
+        pidfd: pidfd as *mut c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack as u64,
+        stack_size: CHILD_STACK as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = req.cgroup_dir_fd {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+    }
+    if req.new_pid_namespace {
+        args.flags |= CLONE_NEWPID | CLONE_NEWNS;
+        if req.new_user_namespace {
+            args.flags |= CLONE_NEWUSER;
+        }
+    }
+    args
 }
 
 /// A start in an unprivileged sandbox, through [`hop_main`]: `command` is the clone the helper makes (its stack is the

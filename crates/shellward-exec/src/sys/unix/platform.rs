@@ -206,70 +206,21 @@ impl Platform {
             )));
         }
         let hardening = Arc::new(child_setup::Hardening::new(config, Some(log_dir))?);
-        let root = if allow_cgroup {
-            match cgroup::discover() {
-                Some(base) => match CgroupRoot::create(&base) {
-                    Ok(root) => Some(root),
-                    Err(e) => {
-                        tracing::info!(base = %base.display(), "cgroup containment unavailable ({e}); using process groups");
-                        None
-                    }
-                },
-                None => {
-                    tracing::info!("no cgroup v2 hierarchy found; using process groups");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let root = cgroup_root(allow_cgroup);
         if root.is_none() {
             // SAFETY: prctl with constant arguments.
             unsafe {
                 libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
             }
         }
-        // Every fork happens on this thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it must
-        // live as long as the executor.
-        let (tx, rx) = mpsc::channel::<SpawnJob>();
-        let (tid_tx, tid_rx) = mpsc::sync_channel(1);
-        std::thread::Builder::new()
-            .name("shellward-spawner".into())
-            .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                let _ = tid_tx.send(unsafe { libc::gettid() });
-                for job in rx {
-                    job();
-                }
-            })?;
-        let spawner_tid = tid_rx.recv().map_err(|_| stopped())?;
+        let (tx, spawner_tid) = spawner_thread()?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
         let token = format!("{}-{nanos}", std::process::id());
-        let init = if config.pid_namespace {
-            let candidates = init_candidates(config);
-            if candidates.is_empty() {
-                tracing::info!(
-                    "commands run without a PID namespace: no init program (this build embeds none; call \
-                     shellward_exec::init_main_if_requested() first in main, or set init_program)"
-                );
-            }
-            candidates
-        } else {
-            Vec::new()
-        };
-        let pids_root = match config.limits.max_processes {
-            Some(_) => match PidsRoot::create(&token) {
-                Ok(root) => Some(Arc::new(root)),
-                Err(e) => {
-                    tracing::info!("the number of processes per command is not limited: {e}");
-                    None
-                }
-            },
-            None => None,
-        };
+        let init = init_programs(config);
+        let pids_root = pids_root(config, &token);
         let platform = Platform {
             root,
             token,
@@ -293,10 +244,18 @@ impl Platform {
             #[cfg(test)]
             force_portable: AtomicBool::new(false),
         };
-        // The watchdog runs from the embedded static binary when there is one (the init candidates hold it when
-        // namespaces are on), else from a shell.
+        platform.start_watchdog()?;
+        // The first command's `pids` group, made while the host finishes starting (its policies load meanwhile).
+        let spares = platform.spares();
+        platform.submit(Box::new(spares))?;
+        Ok(platform)
+    }
+
+    /// Starts the watchdog that stops every tree if the host dies: from the embedded static binary when there is one
+    /// (the init candidates hold it when namespaces are on), else from a shell.
+    fn start_watchdog(&self) -> io::Result<()> {
         let embedded = {
-            let candidates = platform.init.lock().unwrap_or_else(|p| p.into_inner());
+            let candidates = self.init.lock().unwrap_or_else(|p| p.into_inner());
             candidates.iter().find_map(|c| match c {
                 InitProgram::Embedded(e) => Some(e.clone()),
                 InitProgram::File(_) => None,
@@ -304,20 +263,16 @@ impl Platform {
         }
         .or_else(|| super::embedded_init::load().ok().flatten());
         let dog = Watchdog::start(
-            platform.root.as_ref().map(|r| r.dir().to_path_buf()),
-            platform.pids_root.as_ref().map(|r| r.dir().to_path_buf()),
+            self.root.as_ref().map(|r| r.dir().to_path_buf()),
+            self.pids_root.as_ref().map(|r| r.dir().to_path_buf()),
             embedded,
-            &platform,
+            self,
         )?;
-        platform
-            .children
+        self.children
             .watchdog
             .store(dog.child.id() as i32, Ordering::Relaxed);
-        *platform.watchdog.lock().unwrap() = Some(dog);
-        // The first command's `pids` group, made while the host finishes starting (its policies load meanwhile).
-        let spares = platform.spares();
-        platform.submit(Box::new(spares))?;
-        Ok(platform)
+        *self.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(dog);
+        Ok(())
     }
 
     /// The watchdog's pid while it runs (0 before it starts), for tests that hold it up.
@@ -916,5 +871,76 @@ impl super::watchdog::Spawner for Platform {
         f: impl FnOnce() -> R + Send + 'static,
     ) -> io::Result<R> {
         Platform::on_spawner_sync(self, f)
+    }
+}
+
+/// The executor's parent cgroup, when `allow` and a writable cgroup2 hierarchy with `cgroup.kill` is found (why not
+/// is logged: commands are then contained by process groups).
+fn cgroup_root(allow: bool) -> Option<CgroupRoot> {
+    if allow {
+        match cgroup::discover() {
+            Some(base) => match CgroupRoot::create(&base) {
+                Ok(root) => Some(root),
+                Err(e) => {
+                    tracing::info!(base = %base.display(), "cgroup containment unavailable ({e}); using process groups");
+                    None
+                }
+            },
+            None => {
+                tracing::info!("no cgroup v2 hierarchy found; using process groups");
+                None
+            }
+        }
+    } else {
+        None
+    }
+}
+
+/// The thread every fork happens on (`PR_SET_PDEATHSIG` fires when the thread that forked exits, so it lives as long as
+/// the executor): its job queue and thread id.
+fn spawner_thread() -> io::Result<(mpsc::Sender<SpawnJob>, i32)> {
+    let (tx, rx) = mpsc::channel::<SpawnJob>();
+    let (tid_tx, tid_rx) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("shellward-spawner".into())
+        .spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
+            for job in rx {
+                job();
+            }
+        })?;
+    let spawner_tid = tid_rx.recv().map_err(|_| stopped())?;
+    Ok((tx, spawner_tid))
+}
+
+/// The init programs a command's PID namespace may start with (none when namespaces are off, or none is available:
+/// logged).
+fn init_programs(config: &crate::ExecutorConfig) -> Vec<InitProgram> {
+    if config.pid_namespace {
+        let candidates = init_candidates(config);
+        if candidates.is_empty() {
+            tracing::info!(
+                "commands run without a PID namespace: no init program (this build embeds none; call \
+                 shellward_exec::init_main_if_requested() first in main, or set init_program)"
+            );
+        }
+        candidates
+    } else {
+        Vec::new()
+    }
+}
+
+/// The parent `pids` group that caps each command's processes, when `max_processes` is set and the host allows it.
+fn pids_root(config: &crate::ExecutorConfig, token: &str) -> Option<Arc<PidsRoot>> {
+    match config.limits.max_processes {
+        Some(_) => match PidsRoot::create(token) {
+            Ok(root) => Some(Arc::new(root)),
+            Err(e) => {
+                tracing::info!("the number of processes per command is not limited: {e}");
+                None
+            }
+        },
+        None => None,
     }
 }

@@ -37,6 +37,7 @@ mod pty;
 pub(crate) mod seccomp;
 mod session;
 pub(crate) mod spawn_env;
+mod spawn_job;
 mod stale;
 mod tree;
 mod watchdog;

@@ -5,7 +5,7 @@ use super::cgroup::{self, CgroupRoot};
 use super::child_setup;
 use super::fast_spawn;
 use super::limits::{self, PidsRoot};
-use super::nsinit::{InitProgram, init_candidates, init_refused};
+use super::nsinit::{InitProgram, init_candidates};
 use super::pipes::pipe;
 use super::procfs;
 use super::session;
@@ -16,10 +16,9 @@ use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 #[cfg(test)]
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -135,20 +134,21 @@ pub(crate) struct SpawnSpec {
 }
 
 /// The descriptors of a command's standard streams: the child's ends, and the host's.
-struct Streams {
+pub(super) struct Streams {
     /// The child's stdin (`None`: /dev/null), stdout and stderr.
-    child_in: Option<OwnedFd>,
-    child_out: Option<OwnedFd>,
-    child_err: Option<OwnedFd>,
+    pub(super) child_in: Option<OwnedFd>,
+    pub(super) child_out: Option<OwnedFd>,
+    pub(super) child_err: Option<OwnedFd>,
     /// The host's ends: output (and separate stderr), input.
-    out: OwnedFd,
-    err: Option<OwnedFd>,
-    input: Option<OwnedFd>,
-    terminal: bool,
+    pub(super) out: OwnedFd,
+    pub(super) err: Option<OwnedFd>,
+    pub(super) input: Option<OwnedFd>,
+    pub(super) terminal: bool,
 }
 
 impl Streams {
-    fn open(stdin: crate::StdinMode, separate_stderr: bool) -> io::Result<Streams> {
+    /// The streams a start asks for: a terminal for all three, or pipes (stdin a pipe only when it stays open).
+    pub(super) fn open(stdin: crate::StdinMode, separate_stderr: bool) -> io::Result<Streams> {
         if let crate::StdinMode::Terminal { rows, cols } = stdin {
             let (master, slave) = super::pty::open(rows, cols)?;
             return Ok(Streams {
@@ -379,304 +379,33 @@ impl Platform {
             },
             _ => (None, None),
         };
-        let init_slot = self.init.clone();
-        let rlimits = self.rlimits.clone();
-        let hardening = self.hardening.clone();
-        let sessions = self.sessions.clone();
-        let session_serial = self.session_serial.clone();
-        let rulesets = self.rulesets.clone();
-        let filters = self.filters.clone();
-        let token = self.token.clone();
-        let (tx, result) = tokio::sync::oneshot::channel();
         #[cfg(test)]
         let portable = self.force_portable.load(Ordering::Relaxed);
         #[cfg(not(test))]
         let portable = false;
-        let job = move || -> io::Result<Started> {
-            // The write confinement, prepared once per set of paths; none where the kernel has no Landlock.
-            let landlock = match &spec.confinement.writable {
-                Some(paths) => rulesets.get(paths)?,
-                None => None,
-            };
-            let landlock_fd = landlock.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-            let writes_confined = landlock.is_some();
-            let net_mode = child_setup::net_mode(spec.confinement.network);
-            // A proxied command hands its proxy listener over this pair (ours, the child's).
-            let proxy_pair = if net_mode == child_setup::NET_PROXIED {
-                // Close-on-exec: the child uses its end before exec, and nothing it runs inherits it.
-                Some(std::os::unix::net::UnixDatagram::pair()?)
-            } else {
-                None
-            };
-            let proxy_fd = proxy_pair
-                .as_ref()
-                .map_or(-1, |(_, theirs)| theirs.as_raw_fd());
-            // The listener the child sent, once it has started (it sends before exec).
-            let take_listener = |pair: &Option<(
-                std::os::unix::net::UnixDatagram,
-                std::os::unix::net::UnixDatagram,
-            )>|
-             -> io::Result<Option<OwnedFd>> {
-                pair.as_ref()
-                    .map(|(ours, _)| super::proxy_fd::receive_listener(ours.as_raw_fd()))
-                    .transpose()
-            };
-            // The system-call filter, compiled once per deny list; held until the child has installed it.
-            let seccomp = filters.get(
-                &spec.confinement.deny_syscalls,
-                spec.confinement.network != crate::Network::Host,
-            )?;
-            let seccomp_raw = seccomp.as_ref().map_or((std::ptr::null(), 0), |p| {
-                (p.as_ptr().cast::<libc::c_void>(), p.len())
-            });
-            let mut streams = Streams::open(spec.stdin, spec.separate_stderr)?;
-            let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
-            let (in_r, out_w, err_w) = (
-                streams.child_in.as_ref().map(|f| f.as_raw_fd()),
-                raw(&streams.child_out),
-                raw(&streams.child_err),
-            );
-            // The job owns the descriptor (closed when it is done): valid even if the caller stopped waiting.
-            let join_procs_fd = join_procs.as_ref().map(|f| f.as_raw_fd());
-            // The best init not yet known to fail; the clone keeps an embedded init's memfd open for this spawn.
-            let mut init = init_slot
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .first()
-                .cloned();
-            // The command itself: in a session's sandbox (`enter`), or without namespaces.
-            let spawn_plain = |enter: Option<fast_spawn::Enter>,
-                               net_fd: std::os::fd::RawFd|
-             -> io::Result<(i32, OwnedFd)> {
-                if portable {
-                    return Err(io::Error::from(io::ErrorKind::Unsupported));
-                }
-                let confine = fast_spawn::Around {
-                    join_procs_fd,
-                    rlimits: &rlimits,
-                    hardening: &hardening,
-                    enter,
-                    net_mode,
-                    net_fd,
-                    proxy_fd,
-                    landlock_fd,
-                    seccomp: seccomp_raw,
-                };
-                fast_spawn::spawn_spec(
-                    &spec,
-                    in_r,
-                    out_w,
-                    err_w,
-                    cgroup_dir.as_deref(),
-                    &cache,
-                    &confine,
-                )
-            };
-            // The session's sandbox, made at its first command with the best init not yet known to fail. A
-            // candidate the host refuses to run is dropped for the next; with none left commands run without one.
-            let spawned = loop {
-                let Some(candidate) = init.as_ref() else {
-                    break spawn_plain(None, -1)
-                        .map(|spawned| (spawned, None, take_listener(&proxy_pair), false));
-                };
-                let create = || -> io::Result<session::Sandbox> {
-                    if portable {
-                        return Err(io::Error::from(io::ErrorKind::Unsupported));
-                    }
-                    let marker = format!(
-                        "{TREE_VAR}={token}/session-{n}",
-                        n = session_serial.fetch_add(1, Ordering::Relaxed)
-                    );
-                    // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
-                    // SAFETY: geteuid has no preconditions.
-                    let user_ns = unsafe { libc::geteuid() } != 0;
-                    let (pid, pidfd) = fast_spawn::spawn_session_init(
-                        candidate.path(),
-                        candidate.argv0(),
-                        &marker,
-                        &cache,
-                        &hardening.for_session_logs(&spec.log_dir),
-                        user_ns,
-                    )?;
-                    session::Sandbox::new(pid, pidfd, user_ns)
-                };
-                let own = match cache.own_pid_ns() {
-                    Ok(fd) => fd,
-                    Err(e) => break Err(e),
-                };
-                let started = sessions.with(spec.session.as_deref(), create, |sandbox| {
-                    let (user_ns, pid_ns, mnt_ns) = sandbox.namespaces();
-                    // The session's network namespace of that kind, made once (as root; -1: one per command).
-                    let allow = &spec.confinement.allow;
-                    let net_fd = sandbox.net(net_mode, allow)?;
-                    spawn_plain(
-                        Some(fast_spawn::Enter {
-                            user_ns,
-                            pid_ns,
-                            mnt_ns,
-                            own_pid_ns: own,
-                        }),
-                        net_fd,
-                    )
-                    .map(|spawned| {
-                        // A network the command made for itself becomes the session's (entered by the next command
-                        // asking for the same); a proxied one's listener is then served for the session's life.
-                        let mut shared = false;
-                        let listener = if net_fd < 0 && net_mode != child_setup::NET_HOST {
-                            let listener = take_listener(&proxy_pair);
-                            let copy = match &listener {
-                                Ok(Some(l)) => l.try_clone().ok(),
-                                _ => None,
-                            };
-                            if listener.is_ok() && (copy.is_some() || proxy_pair.is_none()) {
-                                shared = sandbox.adopt_network(net_mode, allow, spawned.0, copy);
-                            }
-                            listener
-                        } else {
-                            Ok(None)
-                        };
-                        (spawned, sandbox.pid(), listener, shared)
-                    })
-                });
-                match started {
-                    // A sandbox exists but this start cannot enter it: refused, never run outside it.
-                    Ok(Err(e)) if e.kind() == io::ErrorKind::Unsupported => {
-                        break Err(io::Error::other(
-                            "cannot start the command inside its session's sandbox (this platform's spawn path \
-                             cannot enter it); it was not run",
-                        ));
-                    }
-                    Ok(result) => {
-                        break result.map(|(spawned, init, listener, shared)| {
-                            (spawned, Some(init), listener, shared)
-                        });
-                    }
-                    // The fast path is what enters a sandbox; where it does not exist (another architecture, an old
-                    // kernel) no command could run inside one: say so once and run without, never pretend.
-                    Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                        init_slot.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                        init = None;
-                        tracing::info!(
-                            "commands run without a session sandbox: this platform cannot start a process inside one \
-                             (no clone3 fast path)"
-                        );
-                    }
-                    Err(e) if init_refused(&e) => {
-                        let failed = init.take().expect("checked above");
-                        let mut slot = init_slot.lock().unwrap_or_else(|p| p.into_inner());
-                        // Another spawn may have dropped it already.
-                        if slot.first().is_some_and(|first| first.same(&failed)) {
-                            slot.remove(0);
-                        }
-                        init = slot.first().cloned();
-                        drop(slot);
-                        match &init {
-                            Some(next) => tracing::info!(
-                                failed = %failed,
-                                next = %next,
-                                "the namespace init cannot run here ({e}); trying the next one"
-                            ),
-                            None => tracing::info!(
-                                init = %failed,
-                                "commands run without a PID namespace: the host refused to create one, or the \
-                                 init program cannot run ({e})"
-                            ),
-                        }
-                    }
-                    Err(e) => break Err(e),
-                }
-            };
-            match spawned {
-                Ok(((pid, pidfd), sandbox_init, listener, shared)) => {
-                    // The child has its copies: closing ours makes EOF (or, on a terminal, EIO) arrive when the tree
-                    // is done.
-                    (streams.child_in, streams.child_out, streams.child_err) = (None, None, None);
-                    let leader = Unclaimed(Some(Leader::Raw { pid, pidfd }));
-                    // Without its listener a proxied command has no network at all: refused (the leader is killed
-                    // as `leader` drops), not run with less than asked.
-                    let listener = listener?.map(|l| (l, shared));
-                    return Ok((leader, streams, sandbox_init, writes_confined, listener));
-                }
-                Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
-                Err(e) => return Err(e),
-            }
-            let terminal = streams.terminal;
-            let mut cmd = Command::new(&spec.program);
-            cmd.args(&spec.args)
-                .current_dir(&spec.workdir)
-                .env_clear()
-                .envs(spec.env.pairs())
-                .stdin(match streams.child_in.take() {
-                    Some(fd) => Stdio::from(fd),
-                    None => Stdio::null(),
-                })
-                .stdout(
-                    streams
-                        .child_out
-                        .take()
-                        .map_or_else(Stdio::null, Stdio::from),
-                )
-                .stderr(
-                    streams
-                        .child_err
-                        .take()
-                        .map_or_else(Stdio::null, Stdio::from),
-                );
-            if !terminal {
-                // On a terminal the leader starts a session instead (below), which also makes it a group leader.
-                cmd.process_group(0);
-            }
-            let rlimits = rlimits.clone();
-            let reset = fast_spawn::signals_to_reset();
-            // As an address: the hook must be `Send`; the program outlives the spawn (`seccomp` is held below).
-            let (seccomp_addr, seccomp_len) = (seccomp_raw.0 as usize, seccomp_raw.1);
-            // SAFETY: the closure only makes async-signal-safe syscalls (prctl, getppid, kill, open/write/close,
-            // setrlimit, sigaction, capget/capset) on memory allocated before the fork.
-            unsafe {
-                cmd.pre_exec(move || {
-                    // The steps every spawn path takes first (signals, death signal, pids group, limits).
-                    super::child_setup::early(&super::child_setup::Early {
-                        reset_signals: reset,
-                        join_procs_fd: join_procs_fd.unwrap_or(-1),
-                        rlimits: &rlimits,
-                    })
-                    .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
-                    // The executor may have died between fork and the death signal.
-                    if libc::getppid() != parent {
-                        libc::_exit(127);
-                    }
-                    if terminal {
-                        super::pty::become_controlled()?;
-                    }
-                    if let Some(procs) = &procs {
-                        cgroup::join_from_child(procs)?;
-                    }
-                    // Its own network while it may still make one; no mount namespace on this path.
-                    child_setup::network(net_mode, -1, proxy_fd)
-                        .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
-                    hardening
-                        .privileges()
-                        .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
-                    child_setup::restrict_writes(landlock_fd)
-                        .map_err(|f| io::Error::from_raw_os_error(f.errno))?;
-                    child_setup::restrict_syscalls(seccomp_addr as *const libc::c_void, seccomp_len)
-                        .map_err(|f| io::Error::from_raw_os_error(f.errno))
-                });
-            }
-            let child = cmd.spawn()?;
-            // Dropping the command closes the parent's copies of the write ends, so EOF arrives when the tree is done.
-            drop(cmd);
-            drop(landlock);
-            drop(seccomp);
-            let leader = Unclaimed(Some(Leader::Std(child)));
-            let listener = take_listener(&proxy_pair)?.map(|l| (l, false));
-            Ok((leader, streams, None, writes_confined, listener))
+        let job = super::spawn_job::Job {
+            spec,
+            procs,
+            cgroup_dir,
+            parent,
+            cache,
+            join_procs,
+            init_slot: self.init.clone(),
+            rlimits: self.rlimits.clone(),
+            hardening: self.hardening.clone(),
+            sessions: self.sessions.clone(),
+            session_serial: self.session_serial.clone(),
+            rulesets: self.rulesets.clone(),
+            filters: self.filters.clone(),
+            token: self.token.clone(),
+            portable,
         };
+        let (tx, result) = tokio::sync::oneshot::channel();
         let spares = self.spares();
         self.submit(Box::new(move || {
             // If the caller stopped waiting (its future was dropped, e.g. on Ctrl-C), the value is dropped here or
             // in the channel, and `Unclaimed` kills the leader instead of letting it run on unseen.
-            let _ = tx.send(job());
+            let _ = tx.send(job.run());
             // After the answer: the caller goes on while the next command's `pids` group is made.
             spares();
         }))?;
@@ -818,7 +547,7 @@ impl Platform {
 /// What the spawner thread hands back for a start: the leader (killed if nobody claims it), its streams, the pid of
 /// its session sandbox's init, whether its writes are confined, and a proxied command's listener (and whether its
 /// namespace is now the session's).
-type Started = (
+pub(super) type Started = (
     Unclaimed,
     Streams,
     Option<i32>,
@@ -826,7 +555,7 @@ type Started = (
     Option<(OwnedFd, bool)>,
 );
 
-struct Unclaimed(Option<Leader>);
+pub(super) struct Unclaimed(pub(super) Option<Leader>);
 
 impl Drop for Unclaimed {
     fn drop(&mut self) {

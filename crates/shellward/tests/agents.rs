@@ -224,17 +224,20 @@ async fn a_session_keeps_its_working_directory() {
     sw.shutdown().await;
 }
 
+/// An instance for the client-token tests: short grace, and a background start answers after 200 ms (so a start is
+/// still running when answered).
+fn token_instance(mark: &str) -> Shellward {
+    let mut config = Config::default();
+    config.executor.grace = Duration::from_millis(300);
+    config.executor.env.set_var(MARK, mark);
+    config.tools.startup_wait = Duration::from_millis(200);
+    Shellward::builder().config(config).build().expect("build")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
     let mark = new_mark();
-    let sw = {
-        let mut config = Config::default();
-        config.executor.grace = Duration::from_millis(300);
-        config.executor.env.set_var(MARK, &mark);
-        // A background start answers after 200 ms, so the start below is still running when answered.
-        config.tools.startup_wait = Duration::from_millis(200);
-        Shellward::builder().config(config).build().expect("build")
-    };
+    let sw = token_instance(&mark);
     let dir = tempfile::tempdir().unwrap();
     let tally = dir.path().join("tally");
     let with_token = |command: String, token: &str| ExecuteArgs::new(command).client_token(token);
@@ -302,6 +305,16 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
     assert_eq!(waited.output, "slow\n");
     assert_eq!(runs(), 3);
 
+    assert!(survivors(&mark).is_empty());
+}
+
+/// A background start, a deny and bad tokens under client tokens: one process whose state a retry brings up to date,
+/// a deny returned to its retry, bad tokens refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_tokens_cover_background_starts_denies_and_bad_tokens() {
+    let mark = new_mark();
+    let sw = token_instance(&mark);
+    let with_token = |command: String, token: &str| ExecuteArgs::new(command).client_token(token);
     // A background start and its retry: one process, whose state the retry brings up to date.
     let bg = with_token("sleep 0.6; exit 4".into(), "t-3").background(true);
     let started = sw.execute(Some("s1"), bg.clone()).await.unwrap();
@@ -326,12 +339,12 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
 
     // A deny is a result too: the retry gets it without asking the policies again.
     let denied = sw
-        .execute(Some("s1"), with_token("sudo true".into(), "t-4"))
+        .execute(Some("s1"), with_token("kill -9 -1".into(), "t-4"))
         .await
         .unwrap();
     assert!(denied.denied);
     let again = sw
-        .execute(Some("s1"), with_token("sudo true".into(), "t-4"))
+        .execute(Some("s1"), with_token("kill -9 -1".into(), "t-4"))
         .await
         .unwrap();
     assert!(again.denied && again.attached, "{again:?}");

@@ -155,13 +155,12 @@ async fn foreground_timeout_keeps_the_process_and_returns_its_id() {
     assert!(survivors(&mark).is_empty());
 }
 
-/// Bad arguments to every tool: each gets a clear error, and the instance keeps answering afterwards.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_arguments_get_clear_errors_and_the_service_keeps_answering() {
-    let mark = new_mark();
-    let sw = instance(&mark);
-    let huge = "x".repeat(1 << 20);
-    let cases: Vec<(&str, Value, ToolErrorKind, &str)> = vec![
+/// A bad call: the tool, its arguments, the error kind, and a text its message must contain.
+type BadCall = (&'static str, Value, ToolErrorKind, &'static str);
+
+/// Bad `execute` arguments (`huge`: a command past the size limit).
+fn bad_execute_calls(huge: String) -> Vec<BadCall> {
+    vec![
         (
             "execute",
             json!({"command": "ls", "timeout": "soon"}),
@@ -240,6 +239,12 @@ async fn bad_arguments_get_clear_errors_and_the_service_keeps_answering() {
             ToolErrorKind::InvalidArguments,
             "colour",
         ),
+    ]
+}
+
+/// Bad arguments to the process tools, and an unknown tool.
+fn bad_process_calls() -> Vec<BadCall> {
+    vec![
         (
             "process_output",
             json!({"process_id": "p999"}),
@@ -283,7 +288,16 @@ async fn bad_arguments_get_clear_errors_and_the_service_keeps_answering() {
             "all",
         ),
         ("rm_rf", json!({}), ToolErrorKind::UnknownTool, "execute"),
-    ];
+    ]
+}
+
+/// Bad arguments to every tool: each gets a clear error, and the instance keeps answering afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_get_clear_errors_and_the_service_keeps_answering() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let mut cases = bad_execute_calls("x".repeat(1 << 20));
+    cases.extend(bad_process_calls());
     for (tool, args, kind, needle) in cases {
         let shown = format!(
             "{tool} {}",

@@ -796,316 +796,28 @@ impl Reader<'_> {
                 words = r;
                 continue;
             }
-            let next: &[Word] = match name {
-                "nohup" | "builtin" => skip_options(rest, &[]),
-                "command" => {
-                    // `command -v NAME` looks a program up; it does not run it.
-                    if rest
-                        .iter()
-                        .take_while(|w| is_option(w.text))
-                        .any(|w| cluster_has(w.text, 'v') || cluster_has(w.text, 'V'))
-                    {
-                        return self.emit(words, &ctx, found);
-                    }
-                    skip_options(rest, &[])
+            let step = match name {
+                "nohup" | "builtin" | "command" | "exec" | "time" | "nice" | "setsid"
+                | "stdbuf" | "timeout" | "busybox" | "chroot" => {
+                    self.unwrap_simple(name, words, rest, &mut ctx, found)
                 }
-                "exec" => skip_options(rest, &["-a"]),
-                "time" => skip_options(rest, &["-f", "-o", "--format", "--output"]),
-                "nice" => skip_options(rest, &["-n", "--adjustment"]),
-                "setsid" => skip_options(rest, &[]),
-                "stdbuf" => {
-                    skip_options(rest, &["-i", "-o", "-e", "--input", "--output", "--error"])
+                "env" => self.unwrap_env(name, words, rest, &mut ctx, found),
+                "su" | "runuser" => self.unwrap_su(name, words, rest, &mut ctx, found),
+                "xargs" => self.unwrap_xargs(name, words, rest, &mut ctx, found),
+                "ionice" | "chrt" | "taskset" | "flock" => {
+                    self.unwrap_scheduler(name, words, rest, &mut ctx, found)
                 }
-                "timeout" => {
-                    let r = skip_options(rest, &["-s", "-k", "--signal", "--kill-after"]);
-                    r.get(1..).unwrap_or(&[])
-                }
-                "env" => {
-                    let mut r = rest;
-                    let mut split: Option<&str> = None;
-                    while let Some((w, tail)) = r.split_first() {
-                        let t = w.text;
-                        if t == "--" {
-                            r = tail;
-                            break;
-                        }
-                        if !is_option(t) {
-                            break;
-                        }
-                        if t == "-S" || t == "--split-string" {
-                            split = tail.first().map(|s| s.text);
-                            r = tail.get(1..).unwrap_or(&[]);
-                            break;
-                        } else if let Some(s) = t.strip_prefix("--split-string=") {
-                            split = Some(s);
-                            r = tail;
-                            break;
-                        } else if let Some(s) = t.strip_prefix("-S") {
-                            split = Some(s);
-                            r = tail;
-                            break;
-                        }
-                        r = if ["-u", "-C", "--unset", "--chdir"].contains(&t) && !tail.is_empty() {
-                            &tail[1..]
-                        } else {
-                            tail
-                        };
-                    }
-                    while r.first().is_some_and(|w| {
-                        w.text.contains('=') && !w.text.starts_with('=') && !w.dynamic
-                    }) {
-                        r = &r[1..];
-                    }
-                    if let Some(s) = split {
-                        let mut line = s.to_string();
-                        for w in r {
-                            line.push(' ');
-                            line.push_str(w.text);
-                        }
-                        return self.line(&line, &ctx.with("env"), "env -S");
-                    }
-                    r
-                }
-                "su" | "runuser" => {
-                    // `su [options] [user] -c LINE`; `runuser -u USER -- CMD…`.
-                    if let Some(at) = rest.iter().position(|w| {
-                        w.text == "-c" || w.text == "--command" || w.text.starts_with("--command=")
-                    }) {
-                        let line = match rest[at].text.strip_prefix("--command=") {
-                            Some(l) => Some(l.to_string()),
-                            None => rest.get(at + 1).map(|w| w.text.to_string()),
-                        };
-                        if let Some(line) = line {
-                            self.line(&line, &ctx.with(name), &format!("{name} -c"));
-                        }
-                        return self.emit(words, &ctx, found);
-                    }
-                    if name == "runuser"
-                        && let Some(at) = rest.iter().position(|w| w.text == "--")
-                        && at + 1 < rest.len()
-                    {
-                        &rest[at + 1..]
-                    } else {
-                        return self.emit(words, &ctx, found);
-                    }
-                }
-                "xargs" => {
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-a",
-                            "-d",
-                            "-E",
-                            "-I",
-                            "-L",
-                            "-n",
-                            "-P",
-                            "-s",
-                            "--arg-file",
-                            "--delimiter",
-                            "--eof",
-                            "--replace",
-                            "--max-lines",
-                            "--max-args",
-                            "--max-procs",
-                            "--max-chars",
-                            "--process-slot-var",
-                        ],
-                    );
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    // Arguments read from a known standard input (`echo / | xargs rm -rf`) are known too.
-                    let options = &rest[..rest.len() - r.len()];
-                    if let Some((input, _)) = found.stdin
-                        && let Some(mode) = xargs_input(options)
-                    {
-                        return self.xargs(r, input, mode, &ctx, found);
-                    }
-                    ctx.more_args = true;
-                    r
-                }
-                "busybox" => {
-                    if rest.is_empty() || is_option(rest[0].text) {
-                        return self.emit(words, &ctx, found);
-                    }
-                    rest
-                }
-                "ionice" => {
-                    if rest
-                        .iter()
-                        .take_while(|w| is_option(w.text))
-                        .any(|w| ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text))
-                    {
-                        return self.emit(words, &ctx, found);
-                    }
-                    skip_options(rest, &["-c", "-n", "--class", "--classdata"])
-                }
-                "chrt" => {
-                    if rest
-                        .iter()
-                        .take_while(|w| is_option(w.text))
-                        .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
-                    {
-                        return self.emit(words, &ctx, found);
-                    }
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-T",
-                            "-P",
-                            "-D",
-                            "--sched-runtime",
-                            "--sched-period",
-                            "--sched-deadline",
-                        ],
-                    );
-                    r.get(1..).unwrap_or(&[])
-                }
-                "taskset" => {
-                    if rest
-                        .iter()
-                        .take_while(|w| is_option(w.text))
-                        .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
-                    {
-                        return self.emit(words, &ctx, found);
-                    }
-                    let r = skip_options(rest, &[]);
-                    r.get(1..).unwrap_or(&[])
-                }
-                "flock" => {
-                    let r = skip_options(
-                        rest,
-                        &["-w", "-E", "--timeout", "--wait", "--conflict-exit-code"],
-                    );
-                    let r = r.get(1..).unwrap_or(&[]);
-                    if let Some((c, tail)) = r.split_first()
-                        && (c.text == "-c" || c.text == "--command")
-                    {
-                        if let Some(line) = tail.first() {
-                            self.line(line.text, &ctx.with("flock"), "flock -c");
-                        }
-                        return;
-                    }
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
-                "watch" => {
-                    let exec = rest
-                        .iter()
-                        .take_while(|w| is_option(w.text))
-                        .any(|w| w.text == "--exec" || cluster_has(w.text, 'x'));
-                    let r = skip_options(rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    if !exec {
-                        return self.line(&join(r), &ctx, "watch");
-                    }
-                    r
-                }
-                "parallel" => {
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-j",
-                            "-S",
-                            "-I",
-                            "-n",
-                            "-N",
-                            "-L",
-                            "-d",
-                            "-E",
-                            "-a",
-                            "--jobs",
-                            "--sshlogin",
-                            "--colsep",
-                            "--delimiter",
-                            "--arg-file",
-                            "--joblog",
-                            "--results",
-                            "--timeout",
-                            "--retries",
-                            "--tmpdir",
-                            "--workdir",
-                            "--max-args",
-                            "--max-lines",
-                        ],
-                    );
-                    let end = r
-                        .iter()
-                        .position(|w| w.text.starts_with(":::"))
-                        .unwrap_or(r.len());
-                    if end == 0 {
-                        return self.emit(words, &ctx, found);
-                    }
-                    let mut inner = ctx.clone();
-                    inner.more_args = true;
-                    return self.line(&join(&r[..end]), &inner, "parallel");
-                }
-                "chroot" => {
-                    // `chroot [--userspec U:G] [--groups G] NEWROOT [COMMAND…]`; without a command it runs a shell.
-                    let r = skip_options(rest, &["--userspec", "--groups"]);
-                    match r.get(1..) {
-                        Some(cmd) if !cmd.is_empty() => cmd,
-                        _ => return self.emit(words, &ctx, found),
-                    }
-                }
-                "strace" | "ltrace" => {
-                    // Attached to a running process (`-p PID`), it runs nothing.
-                    if rest
-                        .iter()
-                        .take_while(|w| is_option(w.text))
-                        .any(|w| w.text == "--attach" || w.text.starts_with("-p"))
-                    {
-                        return self.emit(words, &ctx, found);
-                    }
-                    let r = skip_options(
-                        rest,
-                        &[
-                            "-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P",
-                            "-n", "-l",
-                        ],
-                    );
-                    if r.is_empty() {
-                        return self.emit(words, &ctx, found);
-                    }
-                    r
-                }
-                "script" => {
-                    // `script -c LINE [FILE]` runs LINE in a shell (an agent's way to get a terminal).
-                    if let Some(at) = rest.iter().position(|w| {
-                        w.text == "--command"
-                            || w.text.starts_with("--command=")
-                            || cluster_has(w.text, 'c')
-                    }) {
-                        let w = rest[at].text;
-                        let line = if let Some(l) = w.strip_prefix("--command=") {
-                            Some(l)
-                        } else if w.starts_with("--") {
-                            rest.get(at + 1).map(|w| w.text)
-                        } else {
-                            // `-qc LINE`, or `-cLINE`: the value follows the `c`.
-                            let tail = &w[w.find('c').map_or(w.len(), |i| i + 1)..];
-                            if tail.is_empty() {
-                                rest.get(at + 1).map(|w| w.text)
-                            } else {
-                                Some(tail)
-                            }
-                        };
-                        if let Some(line) = line {
-                            self.line(line, &ctx.with("script"), "script -c");
-                        }
-                        return;
-                    }
-                    return self.emit(words, &ctx, found);
+                "watch" | "parallel" => self.unwrap_repeater(name, words, rest, &mut ctx, found),
+                "strace" | "ltrace" | "script" => {
+                    self.unwrap_tracer(name, words, rest, &mut ctx, found)
                 }
                 "eval" => return self.line(&join(rest), &ctx, "eval"),
                 "find" => return self.find(words, &ctx, found),
                 _ if is_shell(name) => return self.shell(words, &ctx, found),
                 _ => return self.emit(words, &ctx, found),
+            };
+            let Step::Next(next) = step else {
+                return;
             };
             if next.is_empty() {
                 // A wrapper with no command (`exec 3>/dev/sda`, `nohup`) is itself the command.
@@ -1114,6 +826,440 @@ impl Reader<'_> {
             ctx.via.push(name.to_string());
             words = next;
         }
+    }
+
+    /// [`Walker::emit`], ending a wrapper's step.
+    fn done_emit<'w, 's>(
+        &mut self,
+        words: &[Word<'_>],
+        ctx: &Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        self.emit(words, ctx, found);
+        Step::Done
+    }
+
+    /// Wrappers that are their options, then the command (`nohup`, `command`, `exec`, `time`, `nice`, `setsid`,
+    /// `stdbuf`, `timeout`, `busybox`, `chroot`).
+    fn unwrap_simple<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "nohup" | "builtin" => skip_options(rest, &[]),
+            "command" => {
+                // `command -v NAME` looks a program up; it does not run it.
+                if rest
+                    .iter()
+                    .take_while(|w| is_option(w.text))
+                    .any(|w| cluster_has(w.text, 'v') || cluster_has(w.text, 'V'))
+                {
+                    return self.done_emit(words, ctx, found);
+                }
+                skip_options(rest, &[])
+            }
+            "exec" => skip_options(rest, &["-a"]),
+            "time" => skip_options(rest, &["-f", "-o", "--format", "--output"]),
+            "nice" => skip_options(rest, &["-n", "--adjustment"]),
+            "setsid" => skip_options(rest, &[]),
+            "stdbuf" => skip_options(rest, &["-i", "-o", "-e", "--input", "--output", "--error"]),
+            "timeout" => {
+                let r = skip_options(rest, &["-s", "-k", "--signal", "--kill-after"]);
+                r.get(1..).unwrap_or(&[])
+            }
+            "busybox" => {
+                if rest.is_empty() || is_option(rest[0].text) {
+                    return self.done_emit(words, ctx, found);
+                }
+                rest
+            }
+            "chroot" => {
+                // `chroot [--userspec U:G] [--groups G] NEWROOT [COMMAND…]`; without a command it runs a shell.
+                let r = skip_options(rest, &["--userspec", "--groups"]);
+                match r.get(1..) {
+                    Some(cmd) if !cmd.is_empty() => cmd,
+                    _ => return self.done_emit(words, ctx, found),
+                }
+            }
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
+    }
+
+    /// `env [options] [NAME=value]… COMMAND`, and `env -S LINE`.
+    fn unwrap_env<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "env" => {
+                let mut r = rest;
+                let mut split: Option<&str> = None;
+                while let Some((w, tail)) = r.split_first() {
+                    let t = w.text;
+                    if t == "--" {
+                        r = tail;
+                        break;
+                    }
+                    if !is_option(t) {
+                        break;
+                    }
+                    if t == "-S" || t == "--split-string" {
+                        split = tail.first().map(|s| s.text);
+                        r = tail.get(1..).unwrap_or(&[]);
+                        break;
+                    } else if let Some(s) = t.strip_prefix("--split-string=") {
+                        split = Some(s);
+                        r = tail;
+                        break;
+                    } else if let Some(s) = t.strip_prefix("-S") {
+                        split = Some(s);
+                        r = tail;
+                        break;
+                    }
+                    r = if ["-u", "-C", "--unset", "--chdir"].contains(&t) && !tail.is_empty() {
+                        &tail[1..]
+                    } else {
+                        tail
+                    };
+                }
+                while r
+                    .first()
+                    .is_some_and(|w| w.text.contains('=') && !w.text.starts_with('=') && !w.dynamic)
+                {
+                    r = &r[1..];
+                }
+                if let Some(s) = split {
+                    let mut line = s.to_string();
+                    for w in r {
+                        line.push(' ');
+                        line.push_str(w.text);
+                    }
+                    {
+                        self.line(&line, &ctx.with("env"), "env -S");
+                        return Step::Done;
+                    }
+                }
+                r
+            }
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
+    }
+
+    /// `su [options] [user] -c LINE`; `runuser -u USER -- COMMAND…`.
+    fn unwrap_su<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "su" | "runuser" => {
+                // `su [options] [user] -c LINE`; `runuser -u USER -- CMD…`.
+                if let Some(at) = rest.iter().position(|w| {
+                    w.text == "-c" || w.text == "--command" || w.text.starts_with("--command=")
+                }) {
+                    let line = match rest[at].text.strip_prefix("--command=") {
+                        Some(l) => Some(l.to_string()),
+                        None => rest.get(at + 1).map(|w| w.text.to_string()),
+                    };
+                    if let Some(line) = line {
+                        self.line(&line, &ctx.with(name), &format!("{name} -c"));
+                    }
+                    return self.done_emit(words, ctx, found);
+                }
+                if name == "runuser"
+                    && let Some(at) = rest.iter().position(|w| w.text == "--")
+                    && at + 1 < rest.len()
+                {
+                    &rest[at + 1..]
+                } else {
+                    return self.done_emit(words, ctx, found);
+                }
+            }
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
+    }
+
+    /// `xargs [options] COMMAND`: with a known standard input, the command with the arguments it would get.
+    fn unwrap_xargs<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "xargs" => {
+                let r = skip_options(
+                    rest,
+                    &[
+                        "-a",
+                        "-d",
+                        "-E",
+                        "-I",
+                        "-L",
+                        "-n",
+                        "-P",
+                        "-s",
+                        "--arg-file",
+                        "--delimiter",
+                        "--eof",
+                        "--replace",
+                        "--max-lines",
+                        "--max-args",
+                        "--max-procs",
+                        "--max-chars",
+                        "--process-slot-var",
+                    ],
+                );
+                if r.is_empty() {
+                    return self.done_emit(words, ctx, found);
+                }
+                // Arguments read from a known standard input (`echo / | xargs rm -rf`) are known too.
+                let options = &rest[..rest.len() - r.len()];
+                if let Some((input, _)) = found.stdin
+                    && let Some(mode) = xargs_input(options)
+                {
+                    {
+                        self.xargs(r, input, mode, ctx, found);
+                        return Step::Done;
+                    }
+                }
+                ctx.more_args = true;
+                r
+            }
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
+    }
+
+    /// Schedulers and locks that run a command: `ionice`, `chrt`, `taskset`, `flock` (and `flock -c LINE`).
+    fn unwrap_scheduler<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "ionice" => {
+                if rest
+                    .iter()
+                    .take_while(|w| is_option(w.text))
+                    .any(|w| ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text))
+                {
+                    return self.done_emit(words, ctx, found);
+                }
+                skip_options(rest, &["-c", "-n", "--class", "--classdata"])
+            }
+            "chrt" => {
+                if rest
+                    .iter()
+                    .take_while(|w| is_option(w.text))
+                    .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
+                {
+                    return self.done_emit(words, ctx, found);
+                }
+                let r = skip_options(
+                    rest,
+                    &[
+                        "-T",
+                        "-P",
+                        "-D",
+                        "--sched-runtime",
+                        "--sched-period",
+                        "--sched-deadline",
+                    ],
+                );
+                r.get(1..).unwrap_or(&[])
+            }
+            "taskset" => {
+                if rest
+                    .iter()
+                    .take_while(|w| is_option(w.text))
+                    .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
+                {
+                    return self.done_emit(words, ctx, found);
+                }
+                let r = skip_options(rest, &[]);
+                r.get(1..).unwrap_or(&[])
+            }
+            "flock" => {
+                let r = skip_options(
+                    rest,
+                    &["-w", "-E", "--timeout", "--wait", "--conflict-exit-code"],
+                );
+                let r = r.get(1..).unwrap_or(&[]);
+                if let Some((c, tail)) = r.split_first()
+                    && (c.text == "-c" || c.text == "--command")
+                {
+                    if let Some(line) = tail.first() {
+                        self.line(line.text, &ctx.with("flock"), "flock -c");
+                    }
+                    return Step::Done;
+                }
+                if r.is_empty() {
+                    return self.done_emit(words, ctx, found);
+                }
+                r
+            }
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
+    }
+
+    /// Commands that run a line again or in parallel: `watch`, `parallel`.
+    fn unwrap_repeater<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "watch" => {
+                let exec = rest
+                    .iter()
+                    .take_while(|w| is_option(w.text))
+                    .any(|w| w.text == "--exec" || cluster_has(w.text, 'x'));
+                let r = skip_options(rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
+                if r.is_empty() {
+                    return self.done_emit(words, ctx, found);
+                }
+                if !exec {
+                    {
+                        self.line(&join(r), ctx, "watch");
+                        return Step::Done;
+                    }
+                }
+                r
+            }
+            "parallel" => {
+                let r = skip_options(
+                    rest,
+                    &[
+                        "-j",
+                        "-S",
+                        "-I",
+                        "-n",
+                        "-N",
+                        "-L",
+                        "-d",
+                        "-E",
+                        "-a",
+                        "--jobs",
+                        "--sshlogin",
+                        "--colsep",
+                        "--delimiter",
+                        "--arg-file",
+                        "--joblog",
+                        "--results",
+                        "--timeout",
+                        "--retries",
+                        "--tmpdir",
+                        "--workdir",
+                        "--max-args",
+                        "--max-lines",
+                    ],
+                );
+                let end = r
+                    .iter()
+                    .position(|w| w.text.starts_with(":::"))
+                    .unwrap_or(r.len());
+                if end == 0 {
+                    return self.done_emit(words, ctx, found);
+                }
+                let mut inner = ctx.clone();
+                inner.more_args = true;
+                {
+                    self.line(&join(&r[..end]), &inner, "parallel");
+                    return Step::Done;
+                }
+            }
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
+    }
+
+    /// Tracers and recorders: `strace`/`ltrace` (not when attached to a running process), `script -c LINE`.
+    fn unwrap_tracer<'w, 's>(
+        &mut self,
+        name: &str,
+        words: &'w [Word<'s>],
+        rest: &'w [Word<'s>],
+        ctx: &mut Context,
+        found: &Found<'_>,
+    ) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match name {
+            "strace" | "ltrace" => {
+                // Attached to a running process (`-p PID`), it runs nothing.
+                if rest
+                    .iter()
+                    .take_while(|w| is_option(w.text))
+                    .any(|w| w.text == "--attach" || w.text.starts_with("-p"))
+                {
+                    return self.done_emit(words, ctx, found);
+                }
+                let r = skip_options(
+                    rest,
+                    &[
+                        "-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P",
+                        "-n", "-l",
+                    ],
+                );
+                if r.is_empty() {
+                    return self.done_emit(words, ctx, found);
+                }
+                r
+            }
+            "script" => {
+                // `script -c LINE [FILE]` runs LINE in a shell (an agent's way to get a terminal).
+                if let Some(at) = rest.iter().position(|w| {
+                    w.text == "--command"
+                        || w.text.starts_with("--command=")
+                        || cluster_has(w.text, 'c')
+                }) {
+                    let w = rest[at].text;
+                    let line = if let Some(l) = w.strip_prefix("--command=") {
+                        Some(l)
+                    } else if w.starts_with("--") {
+                        rest.get(at + 1).map(|w| w.text)
+                    } else {
+                        // `-qc LINE`, or `-cLINE`: the value follows the `c`.
+                        let tail = &w[w.find('c').map_or(w.len(), |i| i + 1)..];
+                        if tail.is_empty() {
+                            rest.get(at + 1).map(|w| w.text)
+                        } else {
+                            Some(tail)
+                        }
+                    };
+                    if let Some(line) = line {
+                        self.line(line, &ctx.with("script"), "script -c");
+                    }
+                    return Step::Done;
+                }
+                return self.done_emit(words, ctx, found);
+            }
+
+            _ => return self.done_emit(words, ctx, found),
+        };
+        Step::Next(next)
     }
 
     /// `xargs COMMAND` fed a known `input`: the command with the arguments it would get (each line in place of the
@@ -1270,6 +1416,12 @@ impl Reader<'_> {
             self.out.stopped = true;
         }
     }
+}
+
+/// What one wrapper's step left: the words it runs next, or nothing more to read (the command was recorded).
+enum Step<'w, 's> {
+    Next(&'w [Word<'s>]),
+    Done,
 }
 
 /// Where a simple command was found: its words as written, its output redirections and its known standard input.

@@ -305,18 +305,7 @@ impl<'a> Lexer<'a> {
         let mut expect_heredoc_word: Option<bool> = None;
         let open = self.i;
         loop {
-            // Blanks and line continuations (on a local index, as in `skip_plain`).
-            let (b, mut i) = (self.b, self.i);
-            while let Some(&c) = b.get(i) {
-                if c == b' ' || c == b'\t' {
-                    i += 1;
-                } else if c == b'\\' && b.get(i + 1) == Some(&b'\n') {
-                    i += 2;
-                } else {
-                    break;
-                }
-            }
-            self.i = i;
+            self.skip_blanks();
             let Some(c) = self.peek(0) else {
                 if nested {
                     return self.err(
@@ -400,33 +389,60 @@ impl<'a> Lexer<'a> {
                     Some(b'|') => op(self, 2, Op::Redirect(Redirect::Clobber)),
                     _ => op(self, 1, Op::Redirect(Redirect::Out)),
                 },
-                _ => {
-                    let (text, quoted) = self.word()?;
-                    // The redirection test first: it settles almost every word with one byte.
-                    let io_number = matches!(self.peek(0), Some(b'<' | b'>'))
-                        && !quoted
-                        && !text.is_empty()
-                        && text.bytes().all(|c| c.is_ascii_digit());
-                    let kind = if io_number {
-                        TokenKind::IoNumber
-                    } else {
-                        TokenKind::Word
-                    };
-                    if let (Some(strip), TokenKind::Word) = (expect_heredoc_word, kind) {
-                        pending.push((text.to_string(), strip));
-                    }
-                    // Unquoted words without escapes are their own source text: no allocation.
-                    let text = match text {
-                        Cow::Owned(t) if !quoted && t.len() == self.i - start => {
-                            Cow::Borrowed(&self.src[start..self.i])
-                        }
-                        text => text,
-                    };
-                    self.push(kind, start, text, quoted);
-                }
+                _ => self.word_token(start, expect_heredoc_word, &mut pending)?,
             }
             expect_heredoc_word = None;
         }
+    }
+
+    /// Skips blanks and line continuations (on a local index, as in `skip_plain`).
+    #[inline]
+    fn skip_blanks(&mut self) {
+        let (b, mut i) = (self.b, self.i);
+        while let Some(&c) = b.get(i) {
+            if c == b' ' || c == b'\t' {
+                i += 1;
+            } else if c == b'\\' && b.get(i + 1) == Some(&b'\n') {
+                i += 2;
+            } else {
+                break;
+            }
+        }
+        self.i = i;
+    }
+
+    /// A word starting at `start` (or an io number before a redirection); after `<<` it is a here-document's
+    /// delimiter, whose body is read at the next newline (`pending`).
+    #[inline]
+    fn word_token(
+        &mut self,
+        start: usize,
+        expect_heredoc_word: Option<bool>,
+        pending: &mut Vec<(String, bool)>,
+    ) -> Result<(), ParseError> {
+        let (text, quoted) = self.word()?;
+        // The redirection test first: it settles almost every word with one byte.
+        let io_number = matches!(self.peek(0), Some(b'<' | b'>'))
+            && !quoted
+            && !text.is_empty()
+            && text.bytes().all(|c| c.is_ascii_digit());
+        let kind = if io_number {
+            TokenKind::IoNumber
+        } else {
+            TokenKind::Word
+        };
+        if let (Some(strip), TokenKind::Word) = (expect_heredoc_word, kind) {
+            pending.push((text.to_string(), strip));
+        }
+        // Unquoted words without escapes are their own source text: no allocation.
+        let text = match text {
+            Cow::Owned(t) if !quoted && t.len() == self.i - start => {
+                Cow::Borrowed(&self.src[start..self.i])
+            }
+            text => text,
+        };
+        self.push(kind, start, text, quoted);
+        Ok(())
     }
 
     fn push(&mut self, kind: TokenKind, start: usize, text: Cow<'a, str>, quoted: bool) {

@@ -38,9 +38,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use shellward::idempotency::{self, Claim, Fingerprint, RetryError, TokenScope, TokenState};
+use shellward::idempotency::{self, Fingerprint, Once, TokenScope, TokenState};
 use shellward::tools::{ExecuteArgs, ProcessSignalArgs, SignalName};
-use shellward::{ExitState, TimeoutAction};
+use shellward::{ExitState, StartOptions};
 use shellward::{ReadOptions, ToolError, ToolErrorKind, Verdict};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -275,73 +275,61 @@ async fn start_untracked(state: &Shared, headers: &HeaderMap, req: StartRequest)
         workdir.as_bytes(),
         &[u8::from(req.background.unwrap_or(false))],
     ]);
-    for _ in 0..3 {
-        let claim =
-            state
-                .coder_tokens
-                .claim(scope.clone(), &sent.token, fingerprint, |scope, id, _| {
-                    state
-                        .sw
-                        .process(scope.session.as_deref(), id)
-                        .view()
-                        .is_err()
-                });
-        match claim {
-            Claim::Mismatch => {
-                return error_kind(
-                    StatusCode::CONFLICT,
-                    "token_mismatch",
-                    "Client token was already used to start a process with different parameters.",
-                    Some(
-                        "client token was already used to start a process with different parameters".into(),
-                    ),
-                );
-            }
-            Claim::Retry(retry) => match retry.outcome(Some(TOKEN_WAIT)).await {
-                Ok(id) => {
-                    let mut out = json!({ "id": id, "started": false, sent.field: sent.token, "attached": true });
-                    if let Ok(info) = state.sw.process(scope.session.as_deref(), &id).view() {
-                        out["command"] = json!(info.command);
-                        out["started_at"] = json!(info.started_at_unix);
-                    }
-                    return axum::Json(out).into_response();
-                }
-                Err(RetryError::Pending) => {
-                    return error_kind(
-                        StatusCode::CONFLICT,
-                        "token_pending",
-                        "Timed out waiting for the concurrent start that holds this client token.",
-                        None,
-                    );
-                }
-                // The first start failed and released the token: this one starts it.
-                Err(RetryError::Released) => continue,
+    let (sent_field, sent_token) = (sent.field, sent.token.clone());
+    let (first_state, first_headers) = (state.clone(), headers.clone());
+    let once = state
+        .coder_tokens
+        .start_once(
+            scope.clone(),
+            &sent_token,
+            fingerprint,
+            |scope, id, _| {
+                state
+                    .sw
+                    .process(scope.session.as_deref(), id)
+                    .view()
+                    .is_err()
             },
-            Claim::First(first) => {
-                let state = state.clone();
-                let headers = headers.clone();
-                let task = tokio::spawn(async move {
-                    let (response, id) = start_new(&state, &headers, req, Some(&sent)).await;
-                    if let Some(id) = id {
-                        first.publish(id);
-                    }
-                    response
-                });
-                return task.await.unwrap_or_else(|e| {
-                    error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "Failed to start process.",
-                        Some(format!("the start task failed: {e}")),
-                    )
-                });
+            Some(TOKEN_WAIT),
+            move || async move { start_new(&first_state, &first_headers, req, Some(&sent)).await },
+        )
+        .await;
+    match once {
+        Once::Ran(response) => response,
+        Once::Attached(id) => {
+            let mut out =
+                json!({ "id": id, "started": false, sent_field: sent_token, "attached": true });
+            if let Ok(info) = state.sw.process(scope.session.as_deref(), &id).view() {
+                out["command"] = json!(info.command);
+                out["started_at"] = json!(info.started_at_unix);
             }
+            axum::Json(out).into_response()
         }
+        Once::Mismatch => error_kind(
+            StatusCode::CONFLICT,
+            "token_mismatch",
+            "Client token was already used to start a process with different parameters.",
+            Some(
+                "client token was already used to start a process with different parameters".into(),
+            ),
+        ),
+        Once::Pending => error_kind(
+            StatusCode::CONFLICT,
+            "token_pending",
+            "Timed out waiting for the concurrent start that holds this client token.",
+            None,
+        ),
+        Once::TaskFailed(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Failed to start process.",
+            Some(format!("the start task failed: {e}")),
+        ),
+        Once::Busy => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Failed to start process.",
+            Some("the start first sent with this client token keeps failing; send it again".into()),
+        ),
     }
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Failed to start process.",
-        Some("the start first sent with this client token keeps failing; send it again".into()),
-    )
 }
 
 /// Starts a process for `req` (no token, or the first start under one): the answer, and the new process's id.
@@ -393,7 +381,7 @@ async fn launch(
         env.push(("CODER_CHAT_ID".into(), c.clone()));
     }
     let sess = session(headers);
-    let mut decided = state
+    let decided = state
         .sw
         .decide(sess.as_deref(), &args, &env)
         .map_err(|e| start_error_body(&e))?;
@@ -406,24 +394,20 @@ async fn launch(
             return Err(denied_body(&reason, &by));
         }
     };
-    if let Some(plan) = decided.plan.as_mut() {
-        // The start returns at once (Coder's client waits and times out on its own); a policy's kill timeout still
-        // holds, as a deadline on the tree, and so does a tracked start's deadline, whichever comes first.
-        if !plan.background && plan.on_timeout == TimeoutAction::Kill {
-            plan.deadline = plan.timeout;
-        }
-        if let Some(d) = req.deadline_in {
-            plan.deadline = Some(plan.deadline.map_or(d, |p| p.min(d)));
-        }
-        plan.labels
-            .push((BACKGROUND_LABEL.into(), background.to_string()));
-        if let Some(c) = &chat {
-            plan.labels.push((CHAT_LABEL.into(), c.clone()));
-        }
+    // The start returns at once (Coder's client waits and times out on its own); a policy's kill timeout still holds,
+    // as a deadline on the tree, and so does a tracked start's deadline, whichever comes first.
+    let mut options = StartOptions::new()
+        .timeout_as_deadline()
+        .label(BACKGROUND_LABEL, background.to_string());
+    if let Some(d) = req.deadline_in {
+        options = options.deadline(d);
+    }
+    if let Some(c) = &chat {
+        options = options.label(CHAT_LABEL, c.clone());
     }
     let process = state
         .sw
-        .start_tracked(decided)
+        .start_tracked_with(decided, options)
         .await
         .map_err(|e| start_error_body(&e))?;
     Ok(Started {

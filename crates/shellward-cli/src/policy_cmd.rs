@@ -4,7 +4,7 @@ use crate::policy_args::PolicyArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
-use shellward::Shellward;
+use shellward::Decider;
 use shellward::tools::ExecuteArgs;
 use shellward_policy::duration::format_millis;
 use shellward_policy::{Decision, NetworkAccess, OnTimeout, Outcome};
@@ -354,26 +354,14 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .map(|c| pair(c, "--context"))
         .collect::<Result<_>>()?;
     let deny_read = config.confinement.deny_read.clone();
-    // Nothing runs: the executor behind the decision needs no cgroups, watchdog or namespaces (they cost a one-shot
-    // check milliseconds), and none of them changes what is decided.
-    let mut config = config;
-    config.executor.containment = shellward::ContainmentPreference::ProcessGroup;
-    config.executor.pid_namespace = false;
-    config.executor.limits.max_processes = None;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let decided = runtime.block_on(async {
-        let mut builder = Shellward::builder().config(config).surface("policy-check");
-        if let Some(chain) = chain {
-            builder = builder.policy_chain(chain);
-        }
-        let sw = builder.build().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let decided = sw.decide_with_context(None, &call, &env, &context);
-        sw.shutdown().await;
-        decided.map_err(|e| anyhow::anyhow!("{}", e.message))
-    })?;
+    // Nothing runs: a decider alone (no executor, no runtime) decides exactly as a server would.
+    let decider = match chain {
+        Some(chain) => Decider::with_chain(&config, chain),
+        None => Decider::from_config(&config).map_err(|e| anyhow::anyhow!("{e}"))?,
+    };
+    let decided = decider
+        .decide_with_context(None, &call, &env, &context)
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let decision = &decided.decision;
     let deny_syscalls = decided
         .plan

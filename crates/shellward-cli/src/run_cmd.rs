@@ -6,7 +6,9 @@ use crate::sys::{EchoOff, Interrupts};
 use anyhow::Result;
 use clap::Args;
 use shellward::tools::{ExecuteArgs, OnTimeoutChoice, ProcessOutputArgs};
-use shellward::{ExecuteOptions, Process, ReadOptions, Shellward, ToolError, ToolErrorKind};
+use shellward::{
+    ExecuteOptions, Process, ReadOptions, Shellward, StartOptions, ToolError, ToolErrorKind,
+};
 use shellward::{ExitState, SignalKind, TimeoutAction};
 use shellward_policy::duration::format_millis;
 use std::io::Write;
@@ -187,7 +189,10 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));
     }
-    let process = match sw.start_tracked_with(decided, Some(approver(args))).await {
+    let process = match sw
+        .start_tracked_with(decided, StartOptions::new().approver(approver(args)))
+        .await
+    {
         Ok(p) => p,
         Err(e) if e.kind == ToolErrorKind::NotApproved => return Ok(not_approved(&e)),
         Err(e) => return Ok(fail(e)),

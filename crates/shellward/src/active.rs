@@ -213,6 +213,30 @@ impl Active {
         }
     }
 
+    /// A chain the host loaded itself ([`crate::ShellwardBuilder::policy_chain`]), kept as it is: never reloaded.
+    pub(crate) fn given(chain: PolicyChain) -> Active {
+        let summaries = chain
+            .policies()
+            .iter()
+            .map(|p| PolicySummary {
+                name: p.name().to_string(),
+                source: "host".into(),
+                digest: String::new(),
+                wit_version: p.info().wit_version.clone(),
+                settings_digest: String::new(),
+                fail_open: false,
+                loaded_at: 0,
+            })
+            .collect();
+        Active::new(
+            Loaded {
+                chain: Arc::new(chain),
+                summaries: Arc::new(Summaries::given(summaries)),
+            },
+            None,
+        )
+    }
+
     pub(crate) fn chain(&self) -> Arc<PolicyChain> {
         self.current
             .read()

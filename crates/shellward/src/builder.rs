@@ -2,12 +2,12 @@
 //! executor's settings with the host's own files protected, and the concurrent load of policies and executor.
 
 use crate::config::{Config, ToolLimits};
+use crate::runner::Runner;
 use crate::{
-    BuildError, Executor, ExecutorConfig, Inner, PolicyChain, PolicySummary, Shellward, active,
-    audit, idempotency, metrics, oci, run::MAX_CLIENT_TOKENS,
+    BuildError, Decider, Executor, ExecutorConfig, Inner, PolicyChain, Shellward, active, audit,
+    idempotency, metrics, oci, run::MAX_CLIENT_TOKENS,
 };
 use shellward_policy::PolicyEngine;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Builds a [`Shellward`]: start from a [`Config`] (or the defaults) and override parts.
@@ -102,7 +102,7 @@ impl ShellwardBuilder {
     pub fn build(mut self) -> Result<Shellward, BuildError> {
         let executor_config = self.executor_config_for_build();
         let (active, executor) = match self.chain.take() {
-            Some(chain) => (given_chain(chain), Executor::new(executor_config)),
+            Some(chain) => (active::Active::given(chain), Executor::new(executor_config)),
             None => {
                 let (loaded, executor) = self.load_beside_executor(executor_config);
                 (loaded?, executor)
@@ -114,63 +114,27 @@ impl ShellwardBuilder {
             None => None,
         };
         let approvals = self.approvals()?;
-        let base_workdir = base_workdir(&self.config);
         // In the log directories' parent (outside the log root commands cannot see), made and swept as a log directory
         // is: the next executor started there removes it if this instance is killed before its shutdown.
         let cwd_dir = shellward_exec::PrivateDir::create_in(executor.private_dir_parent()).ok();
-        let mut plan_confinement = self.config.confinement.for_command(&base_workdir);
-        if let (Some(paths), Some(dir)) = (plan_confinement.writable.as_mut(), &cwd_dir) {
-            // Where a command reports its last directory (see `cwd_trap`).
-            paths.push(dir.path().to_path_buf());
-        }
-        // The shell that runs commands, as policies are told it (`sh`, `bash`, …).
-        let shell_name = self
-            .config
-            .executor
-            .shell
-            .first()
-            .and_then(|p| Path::new(p).file_name())
-            .and_then(|n| n.to_str())
-            .unwrap_or("sh")
-            .to_string();
-        let policy_confinement = self.config.confinement.policy_view(
-            &plan_confinement,
-            &base_workdir,
+        let metrics = Arc::new(metrics::Metrics::new());
+        let decider = Decider::assemble(
+            &self.config,
+            active,
+            metrics.clone(),
             cwd_dir.as_ref().map(|d| d.path()),
         );
-        let hidden_for_policies = self
-            .config
-            .confinement
-            .deny_read
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
+        let runner = Runner::new(executor, &self.config, decider.shell_name(), cwd_dir);
         Ok(Shellward {
             inner: Arc::new(Inner {
-                drain: self.config.executor.drain,
-                active,
-                metrics: metrics::Metrics::new(),
+                decider,
+                runner,
+                approvals,
+                metrics,
                 audit,
                 surface: self.surface.unwrap_or_else(|| "library".into()),
-                executor,
                 limits: self.config.tools.clone(),
-                default_workdir: self.config.executor.default_workdir.clone(),
-                session_dirs: std::sync::Mutex::new(std::collections::HashMap::new()),
-                pending_notes: std::sync::Mutex::new(std::collections::HashMap::new()),
-                keep_cancelled: self.config.tools.on_cancel == crate::config::OnCancel::Background,
-                approvals,
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
-                retention: self.config.executor.retention,
-                confinement: self.config.confinement.clone(),
-                plan_confinement,
-                policy_confinement,
-                hidden_for_policies,
-                cwd_dir,
-                posix_shell: matches!(
-                    shell_name.as_str(),
-                    "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"
-                ),
-                shell_name,
             }),
         })
     }
@@ -233,55 +197,4 @@ impl ShellwardBuilder {
             .map(|(loaded, engine)| active::Active::new(loaded, Some((config.clone(), engine))));
         (active, executor)
     }
-}
-
-/// The chain a host gave ([`ShellwardBuilder::policy_chain`]), as the instance keeps it: never reloaded.
-fn given_chain(chain: PolicyChain) -> active::Active {
-    let summaries = chain
-        .policies()
-        .iter()
-        .map(|p| PolicySummary {
-            name: p.name().to_string(),
-            source: "host".into(),
-            digest: String::new(),
-            wit_version: p.info().wit_version.clone(),
-            settings_digest: String::new(),
-            fail_open: false,
-            loaded_at: 0,
-        })
-        .collect();
-    active::Active::new(
-        active::Loaded {
-            chain: Arc::new(chain),
-            summaries: Arc::new(active::Summaries::given(summaries)),
-        },
-        None,
-    )
-}
-
-/// The working directory `$WORKDIR` means: `[executor] workdir`, else where this process started, absolute; `/`
-/// with a warning when that makes every path writable.
-fn base_workdir(config: &Config) -> PathBuf {
-    let base = config
-        .executor
-        .default_workdir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .map(|w| std::path::absolute(&w).unwrap_or(w))
-        .unwrap_or_else(|| PathBuf::from("/"));
-    if base == Path::new("/")
-        && config
-            .confinement
-            .writable
-            .iter()
-            .flatten()
-            .any(|w| w == "$WORKDIR")
-    {
-        tracing::warn!(
-            target: "shellward::notice",
-            "the working directory is /: commands may not write there ($WORKDIR would make every path writable); \
-             set [executor] workdir to the project's directory"
-        );
-    }
-    base
 }

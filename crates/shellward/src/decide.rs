@@ -1,15 +1,133 @@
-//! The one mapping of an `execute` call to a plan: its arguments checked, the policy chain's request built, the
-//! chain run, and its outcome turned into what the executor runs ([`Decided`]).
+//! The deciding room: an `execute` call's arguments checked, the policy chain's request built, the chain run, and
+//! its outcome turned into what the executor would run ([`Decided`]). A [`Decider`] owns no executor and starts
+//! nothing: `shellward policy check` decides with one alone, and a [`crate::Shellward`] composes one with its runner.
 
+use crate::active::{self, Active};
+use crate::config::{Config, ToolLimits};
+use crate::metrics::Metrics;
 use crate::tools::{self, ExecuteArgs};
-use crate::{Decided, Shellward, ToolError, confinement};
+use crate::{BuildError, Decided, ToolError, confinement};
 use shellward_exec::{ExecPlan, Session, StdinMode, TimeoutAction};
 use shellward_policy::duration::{ACCEPTED_FORMS, parse_millis};
-use shellward_policy::{Decision, OnTimeout, Outcome, Request};
+use shellward_policy::{Decision, OnTimeout, Outcome, PolicyChain, PolicyEngine, Request};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-impl Shellward {
+/// Decides `execute` calls: arguments → the policies' request → the chain → a plan, an ask or a denial. Built from a
+/// configuration ([`Decider::from_config`]) or around a chain a host loaded itself ([`Decider::with_chain`]); no
+/// executor, no runtime, nothing started.
+///
+/// ```no_run
+/// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use shellward::{Config, Decider, Verdict, tools::ExecuteArgs};
+/// let decider = Decider::from_config(&Config::default())?; // the built-in policies
+/// let decided = decider.decide(None, &ExecuteArgs::new("npm run dev &"), &[])?;
+/// assert!(matches!(decided.verdict(), Verdict::Run { plan, .. } if plan.background));
+/// # Ok(()) }
+/// ```
+pub struct Decider {
+    /// The policy chain in force (reloaded in place by a [`crate::Shellward`] built from a file).
+    active: Active,
+    metrics: Arc<Metrics>,
+    limits: ToolLimits,
+    /// `[executor] workdir`: a relative working directory is taken from there.
+    default_workdir: Option<PathBuf>,
+    /// Every plan's confinement: `[confinement]` with `$WORKDIR` the configured working directory (else where this
+    /// process started — never a call's `workdir` or a session's `cd`: the model would widen its own sandbox), and
+    /// the directory of the `cd` trap's files writable. The same for every command, so computed once.
+    plan_confinement: shellward_exec::Confinement,
+    /// `plan_confinement` as policies see it (without the `cd` trap's directory), and the ceiling they may widen it
+    /// to; also computed once.
+    policy_confinement: (shellward_policy::Confinement, shellward_policy::Confinement),
+    /// The paths no command can read (`[confinement] deny_read`), as policies are told.
+    hidden_for_policies: Vec<String>,
+    /// The shell's program name (`sh`, `bash`), for the policies' requests.
+    shell_name: String,
+    /// Where a runner's commands report their last working directory: writable to commands, never shown to policies.
+    cwd_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Decider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decider")
+            .field("policies", &self.active.chain().policies().len())
+            .field("shell", &self.shell_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Decider {
+    /// Loads the policy chain `config` names (every policy compiled, checked and configured) and decides with it
+    /// under `config`'s confinement, limits and shell. Errors name the policy file that failed and why.
+    pub fn from_config(config: &Config) -> Result<Decider, BuildError> {
+        let engine = PolicyEngine::new(config.sandbox.clone())?;
+        let loaded = active::load(config, &engine)?;
+        Ok(Decider::assemble(
+            config,
+            Active::new(loaded, None),
+            Arc::new(Metrics::new()),
+            None,
+        ))
+    }
+
+    /// Decides with `chain` (a chain the host loaded itself; never reloaded) under `config`'s confinement, limits
+    /// and shell; `config`'s own policy entries are not loaded.
+    pub fn with_chain(config: &Config, chain: PolicyChain) -> Decider {
+        Decider::assemble(config, Active::given(chain), Arc::new(Metrics::new()), None)
+    }
+
+    /// A decider over `active`, counting into `metrics`; `cwd_dir` is where a runner's commands report their last
+    /// working directory (made writable in every plan, never shown to policies).
+    pub(crate) fn assemble(
+        config: &Config,
+        active: Active,
+        metrics: Arc<Metrics>,
+        cwd_dir: Option<&Path>,
+    ) -> Decider {
+        let base_workdir = base_workdir(config);
+        let mut plan_confinement = config.confinement.for_command(&base_workdir);
+        if let (Some(paths), Some(dir)) = (plan_confinement.writable.as_mut(), cwd_dir) {
+            // Where a command reports its last directory (see `shape::cwd_trap`).
+            paths.push(dir.to_path_buf());
+        }
+        let policy_confinement =
+            config
+                .confinement
+                .policy_view(&plan_confinement, &base_workdir, cwd_dir);
+        Decider {
+            active,
+            metrics,
+            limits: config.tools.clone(),
+            default_workdir: config.executor.default_workdir.clone(),
+            plan_confinement,
+            policy_confinement,
+            hidden_for_policies: config
+                .confinement
+                .deny_read
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            shell_name: shell_name(config),
+            cwd_dir: cwd_dir.map(Path::to_path_buf),
+        }
+    }
+
+    /// The policy chain in force now (a reload replaces it; a holder of this `Arc` keeps the one it has).
+    pub fn chain(&self) -> Arc<PolicyChain> {
+        self.active.chain()
+    }
+
+    /// The loaded chain and its reload state.
+    pub(crate) fn active(&self) -> &Active {
+        &self.active
+    }
+
+    /// The shell's program name (`sh`, `bash`, …) as policies are told it.
+    pub(crate) fn shell_name(&self) -> &str {
+        &self.shell_name
+    }
+
     /// Validates `execute` arguments and runs the policy chain on them, without running anything. `env` is extra
     /// environment for the command (the policy sees it and may change it).
     pub fn decide(
@@ -21,7 +139,7 @@ impl Shellward {
         self.decide_with_context(session, args, env, &[])
     }
 
-    /// [`Shellward::decide`] with more request context for the policies: `context`'s pairs follow the facade's own
+    /// [`Decider::decide`] with more request context for the policies: `context`'s pairs follow the facade's own
     /// (`tool`, `session-id`), as `shellward policy check --context KEY=VALUE` gives them.
     pub fn decide_with_context(
         &self,
@@ -32,10 +150,10 @@ impl Shellward {
     ) -> Result<Decided, ToolError> {
         let (request, stdin) = self.request(session, args, env, extra_context)?;
         let chain_started = std::time::Instant::now();
-        let mut decision = self.inner.active.chain().evaluate(&request);
+        let mut decision = self.active.chain().evaluate(&request);
         let chain_seconds = chain_started.elapsed().as_secs_f64();
         for fault in &decision.faults {
-            self.inner.metrics.fault(&fault.policy, fault.kind_name());
+            self.metrics.fault(&fault.policy, fault.kind_name());
             tracing::warn!(policy = %fault.policy, error = %fault.message, "policy fault");
         }
         self.refuse_a_missing_policy_workdir(&mut decision);
@@ -45,7 +163,7 @@ impl Shellward {
             .outcome
             .planned()
             .map(|p| self.exec_plan(p, confinement, session, stdin));
-        self.inner.metrics.decision(
+        self.metrics.decision(
             decision.outcome.kind(),
             decision
                 .denied_by
@@ -70,7 +188,7 @@ impl Shellward {
         env: &[(String, String)],
         extra_context: &[(String, String)],
     ) -> Result<(Request, StdinMode), ToolError> {
-        let limits = &self.inner.limits;
+        let limits = &self.limits;
         if args.command.trim().is_empty() {
             return Err(ToolError::invalid(
                 "command is empty; give the shell command to run, e.g. {\"command\": \"ls -la\"}",
@@ -116,9 +234,9 @@ impl Shellward {
         request.context = context;
         request.interactive = stdin.interactive();
         request.tty = matches!(stdin, StdinMode::Terminal { .. });
-        (request.confinement, request.ceiling) = self.inner.policy_confinement.clone();
-        request.hidden = self.inner.hidden_for_policies.clone();
-        request.shell.clone_from(&self.inner.shell_name);
+        (request.confinement, request.ceiling) = self.policy_confinement.clone();
+        request.hidden = self.hidden_for_policies.clone();
+        request.shell.clone_from(&self.shell_name);
         Ok((request, stdin))
     }
 
@@ -131,7 +249,7 @@ impl Shellward {
         let Some(w) = &p.workdir else {
             return;
         };
-        let path = match &self.inner.default_workdir {
+        let path = match &self.default_workdir {
             Some(base) if Path::new(w).is_relative() => base.join(w),
             _ => PathBuf::from(w),
         };
@@ -161,12 +279,12 @@ impl Shellward {
         decision: &mut Decision,
         request: &Request,
     ) -> shellward_exec::Confinement {
-        let mut confinement = self.inner.plan_confinement.clone();
+        let mut confinement = self.plan_confinement.clone();
         if let Some(p) = decision.outcome.planned()
             && p.confinement != request.confinement
         {
-            let hidden = self.inner.cwd_dir.as_ref().map(|d| d.path());
-            match confinement::to_exec(&p.confinement, &self.inner.plan_confinement, hidden) {
+            let hidden = self.cwd_dir.as_deref();
+            match confinement::to_exec(&p.confinement, &self.plan_confinement, hidden) {
                 Ok(c) => confinement = c,
                 Err(why) => {
                     let by = decision
@@ -196,7 +314,7 @@ impl Shellward {
     ) -> ExecPlan {
         let workdir = p.workdir.as_ref().map(|w| {
             let path = PathBuf::from(w);
-            match &self.inner.default_workdir {
+            match &self.default_workdir {
                 Some(base) if path.is_relative() => base.join(path),
                 _ => path,
             }
@@ -220,7 +338,7 @@ impl Shellward {
             startup_wait: p.background.then(|| {
                 p.startup_wait_ms
                     .map(Duration::from_millis)
-                    .unwrap_or(self.inner.limits.startup_wait)
+                    .unwrap_or(self.limits.startup_wait)
             }),
             deadline: None,
             labels: Vec::new(),
@@ -317,4 +435,43 @@ pub(crate) fn parse_duration(
         Ok(ms) => Ok(Duration::from_millis(ms)),
         Err(e) => Err(ToolError::invalid(format!("{what}: {e}"))),
     }
+}
+
+/// The working directory `$WORKDIR` means: `[executor] workdir`, else where this process started, absolute; `/`
+/// with a warning when that makes every path writable.
+fn base_workdir(config: &Config) -> PathBuf {
+    let base = config
+        .executor
+        .default_workdir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .map(|w| std::path::absolute(&w).unwrap_or(w))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    if base == Path::new("/")
+        && config
+            .confinement
+            .writable
+            .iter()
+            .flatten()
+            .any(|w| w == "$WORKDIR")
+    {
+        tracing::warn!(
+            target: "shellward::notice",
+            "the working directory is /: commands may not write there ($WORKDIR would make every path writable); \
+             set [executor] workdir to the project's directory"
+        );
+    }
+    base
+}
+
+/// The shell that runs commands, as policies are told it (`sh`, `bash`, …).
+fn shell_name(config: &Config) -> String {
+    config
+        .executor
+        .shell
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("sh")
+        .to_string()
 }

@@ -41,7 +41,12 @@ impl Process {
 
     /// Its details now: command, state, exit, output size, log file, labels.
     pub fn view(&self) -> Result<ProcessInfo, ToolError> {
-        Ok(self.sw.inner.executor.info(self.session(), &self.id)?)
+        Ok(self
+            .sw
+            .inner
+            .runner
+            .executor
+            .info(self.session(), &self.id)?)
     }
 
     /// Reads its output as `options` says.
@@ -49,6 +54,7 @@ impl Process {
         Ok(self
             .sw
             .inner
+            .runner
             .executor
             .read_output(self.session(), &self.id, options)
             .await?)
@@ -60,6 +66,7 @@ impl Process {
         Ok(self
             .sw
             .inner
+            .runner
             .executor
             .write_input(self.session(), &self.id, data, limit)
             .await?)
@@ -70,6 +77,7 @@ impl Process {
         Ok(self
             .sw
             .inner
+            .runner
             .executor
             .close_input(self.session(), &self.id, data, limit)
             .await?)
@@ -80,6 +88,7 @@ impl Process {
         Ok(self
             .sw
             .inner
+            .runner
             .executor
             .wait_exit(self.session(), &self.id)
             .await?)
@@ -92,6 +101,7 @@ impl Process {
         let outcome = self
             .sw
             .inner
+            .runner
             .executor
             .signal(self.session(), &self.id, kind)
             .await?;
@@ -118,17 +128,18 @@ impl Shellward {
     /// first (for process APIs that list every start; the `process_list` tool lists background ones).
     pub fn all_processes(&self, session: Option<&str>) -> ProcessList {
         self.inner
+            .runner
             .executor
             .list_all(session.map(Session::from).as_ref(), usize::MAX)
     }
 
     /// How process trees are contained here (cgroup, PID namespace, process group).
     pub fn containment(&self) -> ContainmentKind {
-        self.inner.executor.containment()
+        self.inner.runner.executor.containment()
     }
 
     /// The per-session process limit in force, when the host has a writable `pids` cgroup.
     pub fn process_limit(&self) -> Option<u64> {
-        self.inner.executor.process_limit()
+        self.inner.runner.executor.process_limit()
     }
 }

@@ -321,6 +321,79 @@ impl<T: Clone> Retry<T> {
     }
 }
 
+/// What [`TokenIndex::start_once`] did.
+#[derive(Debug)]
+pub enum Once<T, R> {
+    /// The token already named the same start: its outcome; nothing new was started.
+    Attached(T),
+    /// The token was new (or released by a start that failed): the start ran, with this answer.
+    Ran(R),
+    /// The token already named a start with a different request: nothing was started.
+    Mismatch,
+    /// The first start under the token is still in flight after the wait.
+    Pending,
+    /// The first start under the token keeps failing before it has an outcome: send the start again.
+    Busy,
+    /// The start's own task failed (it panicked or was cancelled); the error says how.
+    TaskFailed(String),
+}
+
+/// How many times [`TokenIndex::start_once`] claims a token that starts keep releasing.
+const CLAIM_ROUNDS: usize = 3;
+
+impl<T: Clone + Send + Sync + 'static> TokenIndex<T> {
+    /// Starts at most once per token — the one place a surface's idempotent start is carried out. Claims `token`;
+    /// when it is new, runs `start` on its own task (a caller that goes away does not take with it the outcome its
+    /// retry will ask for) and publishes the outcome `start` returns beside its answer (`None`: the start failed
+    /// before it had one, which releases the token). A retry of the same request gets the first start's outcome,
+    /// waiting at most `wait` (`None`: as long as it takes); a token released meanwhile is claimed again, a few
+    /// rounds at most.
+    pub async fn start_once<R, F>(
+        &self,
+        scope: TokenScope,
+        token: &str,
+        fingerprint: Fingerprint,
+        expired: impl Fn(&TokenScope, &T, Duration) -> bool,
+        wait: Option<Duration>,
+        start: impl FnOnce() -> F,
+    ) -> Once<T, R>
+    where
+        F: std::future::Future<Output = (R, Option<T>)> + Send + 'static,
+        R: Send + 'static,
+    {
+        let mut start = Some(start);
+        for _ in 0..CLAIM_ROUNDS {
+            match self.claim(scope.clone(), token, fingerprint, &expired) {
+                Claim::Mismatch => return Once::Mismatch,
+                Claim::Retry(retry) => match retry.outcome(wait).await {
+                    Ok(first) => return Once::Attached(first),
+                    Err(RetryError::Pending) => return Once::Pending,
+                    // The first start failed and released the token: this one starts it.
+                    Err(RetryError::Released) => continue,
+                },
+                Claim::First(first) => {
+                    let Some(start) = start.take() else {
+                        return Once::Busy;
+                    };
+                    let running = start();
+                    let task = tokio::spawn(async move {
+                        let (answer, outcome) = running.await;
+                        if let Some(outcome) = outcome {
+                            first.publish(outcome);
+                        }
+                        answer
+                    });
+                    return match task.await {
+                        Ok(answer) => Once::Ran(answer),
+                        Err(e) => Once::TaskFailed(e.to_string()),
+                    };
+                }
+            }
+        }
+        Once::Busy
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +441,100 @@ mod tests {
             index.claim(scope("b"), "t1", fp("rm"), never),
             Claim::First(_)
         ));
+    }
+
+    /// Concurrent starts under one token run the start once and all get its outcome; a start that fails (no
+    /// outcome) releases the token to the next; a different request is refused; a waiting retry can give up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn start_once_runs_a_token_once() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let index = TokenIndex::<u32>::new(16);
+        let runs = Arc::new(AtomicU32::new(0));
+        let (gate, opened) = tokio::sync::oneshot::channel::<()>();
+        let start = |runs: Arc<AtomicU32>, gate: Option<tokio::sync::oneshot::Receiver<()>>| {
+            move || async move {
+                if let Some(gate) = gate {
+                    let _ = gate.await;
+                }
+                let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                (format!("ran {n}"), Some(n))
+            }
+        };
+        let first = tokio::spawn({
+            let (index, runs) = (index.clone(), runs.clone());
+            async move {
+                index
+                    .start_once(
+                        scope("a"),
+                        "t",
+                        fp("ls"),
+                        never,
+                        None,
+                        start(runs, Some(opened)),
+                    )
+                    .await
+            }
+        });
+        // The first start is held at its gate: a retry that may wait 10 ms is told it is pending, a different
+        // request is refused, and neither runs anything.
+        while index.lookup(scope("a"), "t").0 != TokenState::Pending {
+            tokio::task::yield_now().await;
+        }
+        let impatient = index
+            .start_once(
+                scope("a"),
+                "t",
+                fp("ls"),
+                never,
+                Some(Duration::from_millis(10)),
+                start(runs.clone(), None),
+            )
+            .await;
+        assert!(matches!(impatient, Once::Pending), "{impatient:?}");
+        let other = index
+            .start_once(
+                scope("a"),
+                "t",
+                fp("rm"),
+                never,
+                None,
+                start(runs.clone(), None),
+            )
+            .await;
+        assert!(matches!(other, Once::Mismatch), "{other:?}");
+        let patient = tokio::spawn({
+            let (index, runs) = (index.clone(), runs.clone());
+            async move {
+                index
+                    .start_once(scope("a"), "t", fp("ls"), never, None, start(runs, None))
+                    .await
+            }
+        });
+        gate.send(()).unwrap();
+        assert!(matches!(first.await.unwrap(), Once::Ran(ref r) if r == "ran 1"));
+        assert!(matches!(patient.await.unwrap(), Once::Attached(1)));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        // A start that fails releases its token: the next one under it runs.
+        let failed: Once<u32, &str> = index
+            .start_once(scope("a"), "u", fp("x"), never, None, || async {
+                ("failed", None)
+            })
+            .await;
+        assert!(matches!(failed, Once::Ran("failed")));
+        let again = index
+            .start_once(
+                scope("a"),
+                "u",
+                fp("x"),
+                never,
+                None,
+                start(runs.clone(), None),
+            )
+            .await;
+        assert!(
+            matches!(again, Once::Ran(ref r) if r == "ran 2"),
+            "{again:?}"
+        );
     }
 
     #[tokio::test]

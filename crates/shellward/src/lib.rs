@@ -41,6 +41,7 @@ mod probe;
 mod process;
 mod records;
 mod run;
+mod runner;
 mod shape;
 mod sys;
 pub mod tools;
@@ -51,11 +52,12 @@ pub use approval::{ApprovalAnswer, ApprovalId, ApprovalRequest, Approver, Review
 pub use audit::{AuditConfig, RECORD_VERSION, request_from_record, request_json};
 pub use builder::ShellwardBuilder;
 pub use confinement::{ConfinementConfig, DEFAULT_DENY_READ, DEFAULT_WRITABLE};
+pub use decide::Decider;
 pub use decided::{Decided, Verdict};
 pub use error::{BuildError, ToolError, ToolErrorKind};
 pub use handle::Process;
 pub use probe::SandboxProbe;
-pub use run::{ExecuteOptions, OnStart};
+pub use run::{ExecuteOptions, OnStart, StartOptions};
 pub use watch::PolicyWatcher;
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and
@@ -91,59 +93,35 @@ struct ManualToolsExamples;
 struct ManualExecutorExamples;
 pub use shellward_policy::{Decision, Fault, PolicyChain, PolicyEngine, SandboxConfig};
 
-use shellward_policy::duration::format_millis;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tools::ExecuteResult;
 
+/// One instance's state, in its two rooms and what they share.
 struct Inner {
-    drain: Duration,
-    active: active::Active,
-    metrics: metrics::Metrics,
-    audit: Option<audit::AuditLog>,
-    surface: String,
-    executor: Executor,
-    limits: ToolLimits,
-    default_workdir: Option<PathBuf>,
-    /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
-    session_dirs: std::sync::Mutex<std::collections::HashMap<Option<String>, PathBuf>>,
-    /// A cancelled call's foreground command is kept in the background (`[tools] on_cancel = "background"`).
-    keep_cancelled: bool,
-    /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
-    pending_notes: std::sync::Mutex<std::collections::HashMap<Option<String>, Vec<String>>>,
-    /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
-    posix_shell: bool,
-    /// The shell's program name (`sh`, `bash`), for the policies' requests.
-    shell_name: String,
+    /// The deciding room: arguments → request → chain → plan.
+    decider: Decider,
+    /// The running room's state: the executor, sessions' directories and pending notes.
+    runner: runner::Runner,
     /// Commands the policies ask about: who answers, how long they may take, those waiting and remembered.
     approvals: approval::Approvals,
+    /// Counters both rooms add to (shared with the decider).
+    metrics: Arc<metrics::Metrics>,
+    audit: Option<audit::AuditLog>,
+    /// The surface this instance serves (`serve`, `mcp`, `run`, `library`), for the audit log.
+    surface: String,
+    limits: ToolLimits,
     /// `execute` results by client token (idempotent starts).
     execute_tokens: idempotency::TokenIndex<ExecuteResult>,
-    /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.
-    retention: Duration,
-    /// What each command may touch (`[confinement]`).
-    confinement: ConfinementConfig,
-    /// Every plan's confinement: `[confinement]` with `$WORKDIR` the configured working directory (else where this
-    /// process started — never a call's `workdir` or a session's `cd`: the model would widen its own sandbox), and
-    /// the directory of the `cd` trap's files writable. The same for every command, so computed once.
-    plan_confinement: shellward_exec::Confinement,
-    /// `plan_confinement` as policies see it (without the `cd` trap's directory), and the ceiling they may widen it
-    /// to; also computed once.
-    policy_confinement: (shellward_policy::Confinement, shellward_policy::Confinement),
-    /// The paths no command can read (`[confinement] deny_read`), as policies are told.
-    hidden_for_policies: Vec<String>,
-    /// A private directory for the files through which commands report their last working directory (writable to
-    /// every confined command); removed with this instance.
-    cwd_dir: Option<shellward_exec::PrivateDir>,
 }
 
 impl Inner {
     /// Reloads the policy chain, counting the result.
     fn reload(&self) -> Result<usize, ConfigError> {
-        let r = self.active.reload();
+        let r = self.decider.active().reload();
         self.metrics.reload(r.is_ok());
-        self.metrics.failed_policies(&self.active.status().failed);
+        self.metrics
+            .failed_policies(&self.decider.active().status().failed);
         r
     }
 
@@ -177,20 +155,49 @@ impl Shellward {
         ShellwardBuilder::default()
     }
 
+    /// The deciding half of this instance (what `policy check` uses alone): decide a call without running it.
+    pub fn decider(&self) -> &Decider {
+        &self.inner.decider
+    }
+
+    /// Validates `execute` arguments and runs the policy chain on them, without running anything (see
+    /// [`Decider::decide`]). `env` is extra environment for the command (the policy sees it and may change it).
+    pub fn decide(
+        &self,
+        session: Option<&str>,
+        args: &tools::ExecuteArgs,
+        env: &[(String, String)],
+    ) -> Result<Decided, ToolError> {
+        self.inner.decider.decide(session, args, env)
+    }
+
+    /// [`Shellward::decide`] with more request context for the policies (see [`Decider::decide_with_context`]).
+    pub fn decide_with_context(
+        &self,
+        session: Option<&str>,
+        args: &tools::ExecuteArgs,
+        env: &[(String, String)],
+        extra_context: &[(String, String)],
+    ) -> Result<Decided, ToolError> {
+        self.inner
+            .decider
+            .decide_with_context(session, args, env, extra_context)
+    }
+
     /// The policy chain in force now (a reload replaces it; a holder of this `Arc` keeps the one it has).
     pub fn chain(&self) -> Arc<PolicyChain> {
-        self.inner.active.chain()
+        self.inner.decider.chain()
     }
 
     /// What the active chain is made of: name, source, digests, WIT version, load time per policy.
     pub fn policies(&self) -> Arc<Vec<PolicySummary>> {
-        self.inner.active.summaries()
+        self.inner.decider.active().summaries()
     }
 
     /// The chain's load status: the policies in force, and what the last load attempt (a reload after a change in
     /// the drop-in directory or the configuration file, or SIGHUP) could not load while they kept serving.
     pub fn policy_status(&self) -> PolicyStatus {
-        self.inner.active.status()
+        self.inner.decider.active().status()
     }
 
     /// Loads the chain again — the configuration file's `[[policy]]` entries (when built from a file) and the
@@ -205,7 +212,7 @@ impl Shellward {
     pub fn metrics_text(&self) -> String {
         self.inner
             .metrics
-            .encode(self.inner.executor.running_count())
+            .encode(self.inner.runner.executor.running_count())
     }
 
     /// [`Self::reload_policies`], logging the outcome as one line (`info` on success, `error` naming the file on
@@ -217,8 +224,11 @@ impl Shellward {
     /// Watches the drop-in directory and the configuration file, reloading (debounced) on every change until the
     /// returned watcher is dropped. `None` when there is nothing to watch.
     pub fn watch_policies(&self) -> Result<Option<PolicyWatcher>, ConfigError> {
-        watch::watch(Arc::downgrade(&self.inner), self.inner.active.watched())
-            .map_err(|e| ConfigError::plain(format!("cannot watch the policy files: {e}")))
+        watch::watch(
+            Arc::downgrade(&self.inner),
+            self.inner.decider.active().watched(),
+        )
+        .map_err(|e| ConfigError::plain(format!("cannot watch the policy files: {e}")))
     }
 
     /// The tool limits in force.
@@ -228,7 +238,7 @@ impl Shellward {
 
     /// How long output is drained after a command's leader exits (`[executor] drain`).
     pub fn drain(&self) -> Duration {
-        self.inner.drain
+        self.inner.runner.drain
     }
 
     /// Terminates every process tree this instance started and waits for them; removes its logs, its cgroups and
@@ -237,11 +247,9 @@ impl Shellward {
     /// nothing behind beside the log directory; an instance killed before this leaves both directories to the next
     /// executor started there.
     pub async fn shutdown(&self) {
-        self.inner.executor.shutdown().await;
-        if let Some(dir) = &self.inner.cwd_dir {
-            // Nothing runs any more that could write there.
-            dir.remove();
-        }
+        self.inner.runner.executor.shutdown().await;
+        // Nothing runs any more that could write there.
+        self.inner.runner.remove_cwd_dir();
         // Ends of processes stopped by the shutdown are recorded by their waiters; give them a moment, then flush.
         if let Some(audit) = &self.inner.audit {
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -19,7 +19,9 @@ impl Shellward {
         args: ProcessOutputArgs,
     ) -> Result<ProcessOutputResult, ToolError> {
         let mut r = self.process_output_now(session, args).await?;
-        self.lead_with_pending_notes(session, &mut r.notes);
+        self.inner
+            .runner
+            .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
@@ -31,7 +33,9 @@ impl Shellward {
         args: ProcessInputArgs,
     ) -> Result<ProcessOutputResult, ToolError> {
         let mut r = self.process_input_now(session, args).await?;
-        self.lead_with_pending_notes(session, &mut r.notes);
+        self.inner
+            .runner
+            .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
@@ -43,7 +47,9 @@ impl Shellward {
         args: ProcessSignalArgs,
     ) -> Result<ProcessSignalResult, ToolError> {
         let mut r = self.process_signal_now(session, args).await?;
-        self.lead_with_pending_notes(session, &mut r.notes);
+        self.inner
+            .runner
+            .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
@@ -209,7 +215,7 @@ impl Shellward {
         session: Option<&str>,
         _args: ProcessListArgs,
     ) -> Result<ProcessListResult, ToolError> {
-        let list = self.inner.executor.list(
+        let list = self.inner.runner.executor.list(
             session.map(Session::from).as_ref(),
             self.inner.limits.list_limit,
         );

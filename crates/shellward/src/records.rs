@@ -100,6 +100,7 @@ impl Shellward {
             let exec_session = session.as_deref().map(Session::from);
             let Ok(info) = this
                 .inner
+                .runner
                 .executor
                 .wait_exit(exec_session.as_ref(), &id)
                 .await
@@ -121,6 +122,7 @@ impl Shellward {
             if include_output
                 && let Ok(read) = this
                     .inner
+                    .runner
                     .executor
                     .read_output(
                         exec_session.as_ref(),

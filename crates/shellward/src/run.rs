@@ -4,7 +4,7 @@
 
 use crate::approval::{Approval, Approver};
 use crate::decide::check_text;
-use crate::shape::{cwd_file, cwd_trap, exit_fields, exit_sentence, read_cwd_file, shape_execute};
+use crate::shape::{cwd_trap, exit_fields, exit_sentence, read_cwd_file, shape_execute};
 use crate::tools::{ExecuteArgs, ExecuteResult};
 use crate::{
     Decided, Process, Shellward, ToolError, ToolErrorKind, Verdict, confinement, idempotency,
@@ -12,7 +12,6 @@ use crate::{
 use serde_json::Value;
 use shellward_exec::{ExecError, ExecPlan, ExecResult, ProcessId, ReadOptions, Session};
 use shellward_policy::duration::format_millis;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,7 +67,9 @@ impl Shellward {
         options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
         let mut r = self.execute_tokened(session, args, options).await?;
-        self.lead_with_pending_notes(session, &mut r.notes);
+        self.inner
+            .runner
+            .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
@@ -89,55 +90,47 @@ impl Shellward {
             within: None,
         };
         let fingerprint = execute_fingerprint(&args, &options.env);
-        // A released token (the first call failed before it had a result) is claimed again; a few rounds at most.
-        let mut options = Some(options);
-        for _ in 0..3 {
-            let claim = self.inner.execute_tokens.claim(
-                scope.clone(),
+        let this = self.clone();
+        let owned = session.map(str::to_string);
+        let once = self
+            .inner
+            .execute_tokens
+            .start_once(
+                scope,
                 &token,
                 fingerprint,
                 |scope, first, age| self.token_expired(scope, first, age),
-            );
-            match claim {
-                idempotency::Claim::Mismatch => {
-                    return Err(ToolError {
-                        kind: ToolErrorKind::Conflict,
-                        message: format!(
-                            "client_token {token:?} was already used in this session for a different call; nothing \
-                             was started. Use a new client_token for a new command (send the same token only to \
-                             retry the very same call)"
-                        ),
-                    });
-                }
-                idempotency::Claim::Retry(retry) => {
-                    if let Ok(first) = retry.outcome(None).await {
-                        return Ok(self.attached(first, session, &token));
-                    }
-                }
-                idempotency::Claim::First(first) => {
-                    let this = self.clone();
-                    let owned = session.map(str::to_string);
-                    let options = options.take().unwrap_or_default();
-                    let task = tokio::spawn(async move {
-                        let r = this.execute_now(owned.as_deref(), args, options).await;
-                        if let Ok(result) = &r {
-                            first.publish(result.clone());
-                        }
-                        r
-                    });
-                    return task.await.map_err(|e| ToolError {
-                        kind: ToolErrorKind::Internal,
-                        message: format!("the execute call failed on its task: {e}"),
-                    })?;
-                }
-            }
+                None,
+                move || async move {
+                    let r = this.execute_now(owned.as_deref(), args, options).await;
+                    let outcome = r.as_ref().ok().cloned();
+                    (r, outcome)
+                },
+            )
+            .await;
+        match once {
+            idempotency::Once::Ran(r) => r,
+            idempotency::Once::Attached(first) => Ok(self.attached(first, session, &token)),
+            idempotency::Once::Mismatch => Err(ToolError {
+                kind: ToolErrorKind::Conflict,
+                message: format!(
+                    "client_token {token:?} was already used in this session for a different call; nothing was \
+                     started. Use a new client_token for a new command (send the same token only to retry the very \
+                     same call)"
+                ),
+            }),
+            idempotency::Once::TaskFailed(e) => Err(ToolError {
+                kind: ToolErrorKind::Internal,
+                message: format!("the execute call failed on its task: {e}"),
+            }),
+            // Waiting without a limit, a retry is never left pending.
+            idempotency::Once::Pending | idempotency::Once::Busy => Err(ToolError {
+                kind: ToolErrorKind::Busy,
+                message: format!(
+                    "the call first sent with client_token {token:?} keeps failing before it starts; send it again"
+                ),
+            }),
         }
-        Err(ToolError {
-            kind: ToolErrorKind::Busy,
-            message: format!(
-                "the call first sent with client_token {token:?} keeps failing before it starts; send it again"
-            ),
-        })
     }
 
     /// Whether the result a client token names is gone: its process left the executor's registry, or (a deny,
@@ -151,13 +144,14 @@ impl Shellward {
         match &first.process_id {
             Some(id) => self
                 .inner
+                .runner
                 .executor
                 .info(
                     scope.session.as_deref().map(Session::from).as_ref(),
                     &ProcessId::from(id.as_str()),
                 )
                 .is_err(),
-            None => age >= self.inner.retention,
+            None => age >= self.inner.runner.retention,
         }
     }
 
@@ -176,7 +170,7 @@ impl Shellward {
         )];
         if let Some(id) = r.process_id.clone()
             && r.running
-            && let Ok(info) = self.inner.executor.info(
+            && let Ok(info) = self.inner.runner.executor.info(
                 session.map(Session::from).as_ref(),
                 &ProcessId::from(id.as_str()),
             )
@@ -207,29 +201,11 @@ impl Shellward {
         // this call and leaves the session's alone). The policies see it in the request.
         let mut args = args;
         let follow = args.workdir.is_none();
-        if follow && let Some(dir) = self.session_dir(session) {
+        if follow && let Some(dir) = self.inner.runner.session_dir(session) {
             args.workdir = Some(dir.display().to_string());
         }
         let decided = self.decide(session, &args, &options.env)?;
         self.run_decided_with(decided, follow, options).await
-    }
-
-    /// The working directory `session`'s commands continue in, when one was left and still exists.
-    fn session_dir(&self, session: Option<&str>) -> Option<PathBuf> {
-        let mut dirs = self
-            .inner
-            .session_dirs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let key = session.map(str::to_string);
-        match dirs.get(&key) {
-            Some(dir) if dir.is_dir() => Some(dir.clone()),
-            Some(_) => {
-                dirs.remove(&key);
-                None
-            }
-            None => None,
-        }
     }
 
     /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
@@ -254,8 +230,10 @@ impl Shellward {
         &self,
         decided: Decided,
         follow: bool,
-        options: ExecuteOptions,
+        mut options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
+        let mut decided = decided;
+        options.edit(&mut decided);
         let started = options.on_start.unwrap_or_else(|| Box::new(|_| {}));
         let (plan, notes) = match decided.verdict() {
             Verdict::Run { plan, notes } => (plan, notes),
@@ -329,10 +307,7 @@ impl Shellward {
         // What the executor does with leftovers at the deadline: stop them when the timeout kills.
         let kills_leftovers = matches!(plan.on_timeout, shellward_exec::TimeoutAction::Kill);
         let command = plan.command.clone();
-        let cwd_file =
-            (follow && self.inner.posix_shell && !plan.background && !plan.stdin.interactive())
-                .then(|| cwd_file(self.inner.cwd_dir.as_ref().map(|d| d.path())))
-                .flatten();
+        let cwd_file = self.inner.runner.cwd_report_file(follow, &plan);
         if let Some(file) = &cwd_file {
             plan.command = cwd_trap(file, &plan.command);
         }
@@ -347,7 +322,7 @@ impl Shellward {
         if let Some(file) = cwd_file {
             if r.running {
                 // Kept running after its timeout: its directory is not the session's; remove the file once it ends.
-                let executor = self.inner.executor.clone();
+                let executor = self.inner.runner.executor.clone();
                 let (id, session) = (id.clone(), session.clone());
                 tokio::spawn(async move {
                     let _ = executor
@@ -356,11 +331,7 @@ impl Shellward {
                     let _ = std::fs::remove_file(&file);
                 });
             } else if let Some(dir) = read_cwd_file(&file) {
-                self.inner
-                    .session_dirs
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(session.clone(), dir);
+                self.inner.runner.set_session_dir(session.clone(), dir);
             }
         }
         let held = r.confinement.clone();
@@ -368,8 +339,8 @@ impl Shellward {
         result.confinement = confinement::line(
             &asked,
             &held,
-            &self.inner.confinement.deny_read,
-            self.inner.executor.pid_namespaces(),
+            &self.inner.runner.deny_read,
+            self.inner.runner.executor.pid_namespaces(),
         );
         if !result.success
             && !result.running
@@ -409,6 +380,7 @@ impl Shellward {
         let limits = &self.inner.limits;
         let read = self
             .inner
+            .runner
             .executor
             .read_output(
                 session,
@@ -454,16 +426,20 @@ impl Shellward {
     /// decision and the end recorded (audit log, metrics) as for `execute`. A deny is recorded (see
     /// [`Shellward::record_denied`]) and is an error naming the policy and the reason.
     pub async fn start_tracked(&self, decided: Decided) -> Result<Process, ToolError> {
-        self.start_tracked_with(decided, None).await
+        self.start_tracked_with(decided, StartOptions::new()).await
     }
 
-    /// [`Shellward::start_tracked`]; when a policy asks, `approver` (the surface's person: a terminal) is asked
-    /// before the instance's own approvers, and a command nobody approved is an error saying why (nothing ran).
+    /// [`Shellward::start_tracked`] with [`StartOptions`]: when a policy asks, the options' approver (the surface's
+    /// person: a terminal) is asked before the instance's own approvers, and a command nobody approved is an error
+    /// saying why (nothing ran); labels and a deadline go on the process.
     pub async fn start_tracked_with(
         &self,
         decided: Decided,
-        approver: Option<Arc<dyn Approver>>,
+        options: StartOptions,
     ) -> Result<Process, ToolError> {
+        let (mut decided, mut options) = (decided, options);
+        options.edit(&mut decided);
+        let approver = options.approver.take();
         let session = decided.session.clone();
         let mut plan = match decided.verdict() {
             Verdict::Run { plan, .. } => plan,
@@ -544,6 +520,7 @@ impl Shellward {
         };
         let r = self
             .inner
+            .runner
             .executor
             .execute_observed(plan, |id| {
                 *started_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
@@ -596,7 +573,7 @@ impl Drop for Abandoned {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .map(|id| id.as_str().to_string());
-        let kept = !self.foreground || self.sw.inner.keep_cancelled;
+        let kept = !self.foreground || self.sw.inner.runner.keep_cancelled;
         if self.foreground
             && kept
             && let Some(id) = &id
@@ -606,7 +583,10 @@ impl Drop for Abandoned {
                  output with process_output; process_signal stops it.",
                 self.command
             );
-            self.sw.add_pending_note(self.session.as_deref(), note);
+            self.sw
+                .inner
+                .runner
+                .add_pending_note(self.session.as_deref(), note);
         }
         let (Some(mut record), Some(audit)) = (self.record.take(), &self.sw.inner.audit) else {
             return;
@@ -628,52 +608,29 @@ impl Drop for Abandoned {
     }
 }
 
-/// Most notes kept for a session's next answer.
-const MAX_PENDING_NOTES: usize = 8;
-
-impl Shellward {
-    /// Adds a note for `session`'s next answer (at most [`MAX_PENDING_NOTES`]; the oldest go first).
-    fn add_pending_note(&self, session: Option<&str>, note: String) {
-        let mut notes = self
-            .inner
-            .pending_notes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let list = notes.entry(session.map(str::to_string)).or_default();
-        if list.len() >= MAX_PENDING_NOTES {
-            list.remove(0);
-        }
-        list.push(note);
-    }
-
-    /// Puts the notes waiting for `session`'s next answer first in `notes` (and forgets them).
-    pub(crate) fn lead_with_pending_notes(&self, session: Option<&str>, notes: &mut Vec<String>) {
-        let pending = self
-            .inner
-            .pending_notes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&session.map(str::to_string))
-            .unwrap_or_default();
-        notes.splice(0..0, pending);
-    }
-}
-
 /// What [`Shellward::execute_observed`] calls with the started process's handle.
 pub type OnStart = Box<dyn FnOnce(Process) + Send>;
 
-/// How an `execute` call is carried out beyond its arguments: extra environment for the command, who hears when it
-/// starts, and who approves it when a policy asks. Start from [`ExecuteOptions::new`].
+/// How a call is carried out beyond its arguments — one set of options for every way a command starts (`execute`,
+/// a decided run, a tracked start for `shellward run` and Coder's routes): extra environment for the command, who hears
+/// when it starts, who approves it when a policy asks, labels, and a deadline on its tree. Start from
+/// [`ExecuteOptions::new`].
 #[derive(Default)]
 #[non_exhaustive]
 pub struct ExecuteOptions {
     env: Vec<(String, String)>,
     on_start: Option<OnStart>,
     approver: Option<Arc<dyn Approver>>,
+    labels: Vec<(String, String)>,
+    deadline: Option<Duration>,
+    timeout_as_deadline: bool,
 }
 
+/// The options of a tracked start ([`Shellward::start_tracked_with`]): the same type as `execute`'s.
+pub type StartOptions = ExecuteOptions;
+
 impl ExecuteOptions {
-    /// No extra environment, no start callback, only the instance's own approvers.
+    /// No extra environment, no start callback, only the instance's own approvers, no labels, no deadline.
     pub fn new() -> ExecuteOptions {
         ExecuteOptions::default()
     }
@@ -695,6 +652,43 @@ impl ExecuteOptions {
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> ExecuteOptions {
         self.approver = Some(approver);
         self
+    }
+
+    /// A label on the process (`process_list` filters by labels; Coder's routes keep their chat and mode there).
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> ExecuteOptions {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+
+    /// The whole tree is killed `deadline` after the start, whatever the plan says (the earlier of the two when the
+    /// plan has a deadline of its own).
+    pub fn deadline(mut self, deadline: Duration) -> ExecuteOptions {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// For a tracked start, which returns at once: a foreground plan's kill timeout still holds, as a deadline on the
+    /// tree (without it the host enforces the timeout itself, as `shellward run` does).
+    pub fn timeout_as_deadline(mut self) -> ExecuteOptions {
+        self.timeout_as_deadline = true;
+        self
+    }
+
+    /// Puts the labels and the deadline into `decided`'s plan (an asked plan too: it runs as approved, with them).
+    fn edit(&mut self, decided: &mut Decided) {
+        let Some(plan) = decided.plan.as_mut() else {
+            return;
+        };
+        if self.timeout_as_deadline
+            && !plan.background
+            && plan.on_timeout == shellward_exec::TimeoutAction::Kill
+        {
+            plan.deadline = plan.timeout;
+        }
+        if let Some(d) = self.deadline {
+            plan.deadline = Some(plan.deadline.map_or(d, |p| p.min(d)));
+        }
+        plan.labels.append(&mut self.labels);
     }
 }
 

@@ -1,9 +1,9 @@
 //! Shaping results for the model: an executor result into the `execute` result with the notes that say what to do
 //! next, and the `EXIT` trap through which a foreground command reports its last working directory.
 
-use crate::format_millis;
 use crate::tools::ExecuteResult;
 use shellward_exec::{ExecResult, ExitState};
+use shellward_policy::duration::format_millis;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

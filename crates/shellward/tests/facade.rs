@@ -1102,3 +1102,55 @@ async fn an_operator_may_keep_a_cancelled_command_in_the_background() {
         "{cancel}"
     );
 }
+
+/// A decider alone (what `policy check` uses) decides every kind of call exactly as an instance built from the same
+/// configuration does, and a host's own chain is the one it decides with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decider_alone_decides_as_the_instance_does() {
+    let config = Config::default();
+    let decider = shellward::Decider::from_config(&config).unwrap();
+    let sw = Shellward::builder().config(config).build().unwrap();
+    let calls = [
+        exec("echo hi"),
+        exec("npm run dev &"),
+        exec("sleep 1").interactive(true),
+        exec("sudo apt-get install -y jq"),
+        exec("rm -rf /"),
+        exec("git reset --hard"),
+    ];
+    let mut kinds = Vec::new();
+    for call in &calls {
+        let alone = decider.decide(Some("s1"), call, &[]).unwrap();
+        let within = sw.decide(Some("s1"), call, &[]).unwrap();
+        assert_eq!(alone.decision.outcome, within.decision.outcome, "{call:?}");
+        let (a, w) = (alone.plan.as_ref(), within.plan.as_ref());
+        assert_eq!(a.map(|p| &p.command), w.map(|p| &p.command));
+        assert_eq!(a.map(|p| p.background), w.map(|p| p.background));
+        assert_eq!(a.map(|p| p.timeout), w.map(|p| p.timeout));
+        assert_eq!(a.map(|p| &p.stdin), w.map(|p| &p.stdin));
+        kinds.push(alone.decision.outcome.kind());
+    }
+    assert_eq!(kinds, ["run", "run", "run", "ask", "deny", "ask"]);
+    // Bad arguments are refused before any policy runs, with the same message.
+    let empty = decider.decide(None, &exec("  "), &[]).unwrap_err();
+    assert_eq!(
+        empty.message,
+        sw.decide(None, &exec("  "), &[]).unwrap_err().message
+    );
+    sw.shutdown().await;
+
+    let given = shellward::Decider::with_chain(&Config::default(), scripted_chain());
+    let decided = given.decide(None, &exec("echo given"), &[]).unwrap();
+    assert!(
+        decided
+            .decision
+            .outcome
+            .planned()
+            .unwrap()
+            .notes
+            .iter()
+            .any(|n| n.starts_with("calls=")),
+        "the scripted chain decided: {:?}",
+        decided.decision
+    );
+}

@@ -1,0 +1,120 @@
+//! The running room's state: the executor, the working directory each session continues in (as its last foreground
+//! command left it), the notes waiting for a session's next answer, and the private directory commands report their
+//! last working directory into. What runs a decided plan with it is `run.rs`; this file owns the state and its rules.
+
+use crate::shape::cwd_file;
+use shellward_exec::{ExecPlan, Executor, PrivateDir};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Most notes kept for a session's next answer.
+const MAX_PENDING_NOTES: usize = 8;
+
+/// What a [`crate::Shellward`] runs plans with (see the module docs).
+pub(crate) struct Runner {
+    pub(crate) executor: Executor,
+    /// How long output is drained after a command's leader exits (`[executor] drain`).
+    pub(crate) drain: Duration,
+    /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.
+    pub(crate) retention: Duration,
+    /// A cancelled call's foreground command is kept in the background (`[tools] on_cancel = "background"`).
+    pub(crate) keep_cancelled: bool,
+    /// The paths no command can read (`[confinement] deny_read`), for the confinement line of a result.
+    pub(crate) deny_read: Vec<PathBuf>,
+    /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
+    posix_shell: bool,
+    /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
+    session_dirs: Mutex<HashMap<Option<String>, PathBuf>>,
+    /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
+    pending_notes: Mutex<HashMap<Option<String>, Vec<String>>>,
+    /// A private directory for the files through which commands report their last working directory (writable to
+    /// every confined command); removed with this instance.
+    cwd_dir: Option<PrivateDir>,
+}
+
+impl Runner {
+    /// A runner over `executor`; `shell_name` is the shell's program name (`sh`, `bash`, …).
+    pub(crate) fn new(
+        executor: Executor,
+        config: &crate::Config,
+        shell_name: &str,
+        cwd_dir: Option<PrivateDir>,
+    ) -> Runner {
+        Runner {
+            executor,
+            drain: config.executor.drain,
+            retention: config.executor.retention,
+            keep_cancelled: config.tools.on_cancel == crate::config::OnCancel::Background,
+            deny_read: config.confinement.deny_read.clone(),
+            posix_shell: matches!(shell_name, "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"),
+            session_dirs: Mutex::new(HashMap::new()),
+            pending_notes: Mutex::new(HashMap::new()),
+            cwd_dir,
+        }
+    }
+
+    /// Where commands report their last working directory, while this runner has that directory.
+    pub(crate) fn cwd_dir(&self) -> Option<&Path> {
+        self.cwd_dir.as_ref().map(|d| d.path())
+    }
+
+    /// Removes the directory commands report their last working directory into (nothing runs any more).
+    pub(crate) fn remove_cwd_dir(&self) {
+        if let Some(dir) = &self.cwd_dir {
+            dir.remove();
+        }
+    }
+
+    /// The file a foreground `plan` that follows its session's directory reports its last directory into: only for
+    /// a POSIX shell, and not for background or interactive runs (their directory is not the session's).
+    pub(crate) fn cwd_report_file(&self, follow: bool, plan: &ExecPlan) -> Option<PathBuf> {
+        (follow && self.posix_shell && !plan.background && !plan.stdin.interactive())
+            .then(|| cwd_file(self.cwd_dir()))
+            .flatten()
+    }
+
+    /// The working directory `session`'s commands continue in, when one was left and still exists.
+    pub(crate) fn session_dir(&self, session: Option<&str>) -> Option<PathBuf> {
+        let mut dirs = self.session_dirs.lock().unwrap_or_else(|p| p.into_inner());
+        let key = session.map(str::to_string);
+        match dirs.get(&key) {
+            Some(dir) if dir.is_dir() => Some(dir.clone()),
+            Some(_) => {
+                dirs.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// `session`'s commands continue in `dir` from now on.
+    pub(crate) fn set_session_dir(&self, session: Option<String>, dir: PathBuf) {
+        self.session_dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session, dir);
+    }
+
+    /// Adds a note for `session`'s next answer (at most [`MAX_PENDING_NOTES`]; the oldest go first).
+    pub(crate) fn add_pending_note(&self, session: Option<&str>, note: String) {
+        let mut notes = self.pending_notes.lock().unwrap_or_else(|p| p.into_inner());
+        let list = notes.entry(session.map(str::to_string)).or_default();
+        if list.len() >= MAX_PENDING_NOTES {
+            list.remove(0);
+        }
+        list.push(note);
+    }
+
+    /// Puts the notes waiting for `session`'s next answer first in `notes` (and forgets them).
+    pub(crate) fn lead_with_pending_notes(&self, session: Option<&str>, notes: &mut Vec<String>) {
+        let pending = self
+            .pending_notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session.map(str::to_string))
+            .unwrap_or_default();
+        notes.splice(0..0, pending);
+    }
+}

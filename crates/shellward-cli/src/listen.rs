@@ -6,7 +6,7 @@
 //! a keep-alive connection between requests) — instead of waiting behind it. Only when every open connection has a
 //! request in progress does a new client wait for one to finish. So idle or slow sockets, which hold a slot until
 //! the header timeout, cannot delay a client that sends its request at once: 50 idle sockets against a cap of 8
-//! delayed a request by 12 s before this, and by nothing measurable now (`tests/cli_serve.rs`).
+//! delayed a request by 12 s before this, and by nothing measurable now (`crates/shellward-cli/tests/cli_serve.rs`).
 //!
 //! axum's own `serve` offers neither a header timeout nor a connection cap, so connections are handed to hyper
 //! directly (hyper-util's tokio glue and graceful-shutdown watcher); the axum `Router` is the service.

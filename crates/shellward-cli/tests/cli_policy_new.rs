@@ -11,20 +11,10 @@
 #[path = "support/cli.rs"]
 mod cli;
 
+use cli::{root, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn new_policy(parent: &Path, name: &str, lang: &str) -> PathBuf {
     let o = Command::new(cli::bin())

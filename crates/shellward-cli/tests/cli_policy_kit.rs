@@ -12,28 +12,18 @@
 #[path = "support/cli.rs"]
 mod cli;
 
+use cli::{root, text};
+
 use shellward_policy::embedded::guests;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
+/// `shellward ARGS` to its end, in the workspace's root.
 fn shellward(args: &[&str]) -> Output {
-    Command::new(cli::bin())
-        .args(args)
+    cli::shellward(args)
         .current_dir(root())
         .output()
         .expect("run shellward")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The (passed, failed) counts of the summary line.

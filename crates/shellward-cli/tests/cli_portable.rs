@@ -6,15 +6,14 @@
 //! Commands are named for both default shells (`sh -c`, `cmd /d /s /c`); the child a command starts is a second
 //! process (`sleep` on Linux, `ping` under `cmd` on Windows).
 
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::shellward;
 use serde_json::{Value, json};
 use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-/// The binary under test.
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_shellward")
-}
 
 /// The command for this platform's default shell.
 fn cmd(unix: &str, windows: &str) -> String {
@@ -27,17 +26,6 @@ fn long_with_child(secs: u32) -> String {
         &format!("sleep {secs} | cat"),
         &format!("ping -n {secs} 127.0.0.1 >NUL"),
     )
-}
-
-/// `shellward ARGS` with the test environment's shellward settings removed.
-fn shellward(args: &[&str]) -> Command {
-    let mut c = Command::new(bin());
-    c.args(args)
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("SHELLWARD_TOKEN")
-        .env_remove("SHELLWARD_LOG")
-        .stdin(Stdio::null());
-    c
 }
 
 /// A running `shellward serve` on a loopback port; killed when dropped.

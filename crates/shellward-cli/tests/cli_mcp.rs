@@ -30,7 +30,7 @@ fn run_stock_client(script: &str, ok_marker: &str) {
     );
     let mark = new_mark("mcp");
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/support")
+        .join("tests/support")
         .join(script);
     let out = Command::new(&python)
         .arg(&script)
@@ -68,7 +68,7 @@ fn run_node_client(script: &str, ok_marker: &str) {
     let modules = shellward_test_support::node::node_modules().unwrap_or_else(|e| panic!("{e}"));
     let mark = new_mark("mcp-ts");
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/support")
+        .join("tests/support")
         .join(script);
     let out = Command::new("node")
         .arg(&script)

@@ -7,24 +7,18 @@
 #[path = "support/cli.rs"]
 mod cli;
 
+use cli::{stderr, stdout};
+
 use shellward_policy::embedded::guests;
 use std::process::{Command, Output};
 
+/// `shellward ARGS` to its end with the tests' policy cache.
 fn shellward(args: &[&str]) -> Output {
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-policy-cache");
-    Command::new(env!("CARGO_BIN_EXE_shellward"))
-        .args(args)
+    cli::shellward(args)
         .env("SHELLWARD_CACHE_DIR", cache)
         .output()
         .expect("run shellward")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn json(o: &Output) -> serde_json::Value {

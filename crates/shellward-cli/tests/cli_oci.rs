@@ -10,7 +10,7 @@
 #[path = "support/cli.rs"]
 mod cli;
 
-use cli::bin;
+use cli::text;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -121,22 +121,12 @@ impl Drop for Registry {
     }
 }
 
+/// `shellward ARGS` to its end with its own policy cache.
 fn shellward(args: &[&str], cache: &Path) -> Output {
-    Command::new(bin())
-        .args(args)
+    cli::shellward(args)
         .env("SHELLWARD_CACHE_DIR", cache)
-        .env_remove("SHELLWARD_CONFIG")
-        .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -699,12 +699,7 @@ pub(crate) async fn output_of(
 }
 
 fn empty_chunk() -> shellward::OutputChunk {
-    shellward::OutputChunk {
-        text: String::new(),
-        next_cursor: 0,
-        skipped_bytes: 0,
-        total_bytes: 0,
-    }
+    shellward::OutputChunk::default()
 }
 
 /// Coder's head/tail shape from a read of the first bytes and (when there is more) a read of the last: the text and
@@ -859,12 +854,11 @@ mod tests {
     use super::*;
 
     fn chunk(text: &str, start: u64, total: u64) -> shellward::OutputChunk {
-        shellward::OutputChunk {
-            text: text.into(),
-            next_cursor: start + text.len() as u64,
-            skipped_bytes: 0,
-            total_bytes: total,
-        }
+        let mut chunk = shellward::OutputChunk::default();
+        chunk.text = text.into();
+        chunk.next_cursor = start + text.len() as u64;
+        chunk.total_bytes = total;
+        chunk
     }
 
     #[test]

@@ -68,3 +68,10 @@ pub use results::{
 };
 pub use sys::ContainmentKind;
 pub use sys::init_main_if_requested;
+
+/// This process's directory in the cgroup v1 `pids` hierarchy — where an executor makes its `pids` root — on a
+/// machine that has one (hybrid cgroups), found from `/proc/self/mountinfo` and `/proc/self/cgroup`; `None` elsewhere
+/// and on Windows. For tests and operators checking what an executor made or left behind.
+pub fn own_pids_dir() -> Option<std::path::PathBuf> {
+    sys::own_pids_dir()
+}

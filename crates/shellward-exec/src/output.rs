@@ -58,7 +58,8 @@ pub(crate) struct Capture {
 }
 
 /// A head/tail view of a stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OutputView {
     /// The head, an omission marker when bytes were dropped, and the tail; long lines shortened.
     pub text: String,
@@ -68,8 +69,9 @@ pub struct OutputView {
     pub total_bytes: u64,
 }
 
-/// The result of a cursor read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The result of a cursor read (the default: nothing read, at cursor 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OutputChunk {
     /// The text read (invalid UTF-8 replaced by U+FFFD).
     pub text: String,

@@ -163,8 +163,9 @@ impl Confinement {
     }
 }
 
-/// A decided plan.
+/// A decided plan. Start from [`ExecPlan::new`] and set what differs (the fields grow as the executor does).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ExecPlan {
     /// The command text, run as `<shell> -c COMMAND`.
     pub command: String,

@@ -62,6 +62,21 @@ impl ExitState {
     }
 }
 
+/// How a process ended, as a sentence says it: `exit code 3`, `signal SIGKILL` (`signal 34` for a signal this platform
+/// has no name for), or `still running`. Every surface words an exit this way.
+impl std::fmt::Display for ExitState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitState::Running => f.write_str("still running"),
+            ExitState::Code(c) => write!(f, "exit code {c}"),
+            ExitState::Signal(n) => match self.signal() {
+                Some(name) => write!(f, "signal {name}"),
+                None => write!(f, "signal {n}"),
+            },
+        }
+    }
+}
+
 /// The result of [`Executor::execute`](crate::Executor::execute).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -208,6 +223,17 @@ pub struct SignalOutcome {
 #[cfg(all(test, unix))]
 mod exit_state_tests {
     use super::ExitState;
+
+    /// One wording of an exit for every surface: a code, a named signal, a signal without a name, still running.
+    #[test]
+    fn an_exit_reads_as_a_sentence() {
+        assert_eq!(ExitState::Code(3).to_string(), "exit code 3");
+        assert_eq!(ExitState::Running.to_string(), "still running");
+        // 64 is a real-time signal on Linux: no name, so its number.
+        assert_eq!(ExitState::Signal(64).to_string(), "signal 64");
+        #[cfg(unix)]
+        assert_eq!(ExitState::Signal(9).to_string(), "signal SIGKILL");
+    }
 
     #[test]
     fn a_signal_is_kept_as_its_number_and_named_on_demand() {

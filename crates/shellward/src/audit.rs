@@ -202,6 +202,21 @@ pub(crate) struct AuditLog {
     tx: Mutex<Option<SyncSender<Value>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     pub(crate) include_output: bool,
+    /// How many processes' end records are still to be written (their waiters run), sent on every change: a
+    /// shutdown waits for the ends of what it stopped on this, not on a guessed sleep.
+    ends_pending: tokio::sync::watch::Sender<usize>,
+}
+
+/// An end record still to be written: counted from [`AuditLog::end_pending`] until dropped (written, or its waiter
+/// gone).
+pub(crate) struct PendingEnd {
+    ends: tokio::sync::watch::Sender<usize>,
+}
+
+impl Drop for PendingEnd {
+    fn drop(&mut self) {
+        self.ends.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 enum Sink {
@@ -340,6 +355,7 @@ impl AuditLog {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             include_output: config.include_output,
+            ends_pending: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -355,6 +371,21 @@ impl AuditLog {
     }
 
     /// Writes everything queued and stops the writer (at shutdown).
+    /// Counts an end record a waiter will write once its process ends.
+    pub(crate) fn end_pending(&self) -> PendingEnd {
+        self.ends_pending.send_modify(|n| *n += 1);
+        PendingEnd {
+            ends: self.ends_pending.clone(),
+        }
+    }
+
+    /// Waits until every pending end record is written, or `limit` passed; returns how many are still pending.
+    pub(crate) async fn ends_written(&self, limit: std::time::Duration) -> usize {
+        let mut pending = self.ends_pending.subscribe();
+        let _ = tokio::time::timeout(limit, pending.wait_for(|n| *n == 0)).await;
+        *pending.borrow()
+    }
+
     pub(crate) fn close(&self) {
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {

@@ -319,38 +319,34 @@ impl Decider {
                 _ => path,
             }
         });
-        let mut plan = ExecPlan {
-            command: p.command.clone(),
-            workdir,
-            confinement,
-            env: p.env.clone(),
-            background: p.background,
-            timeout: if p.background {
-                None
-            } else {
-                p.timeout_ms.map(Duration::from_millis)
-            },
-            on_timeout: match p.on_timeout {
-                OnTimeout::Kill => TimeoutAction::Kill,
-                OnTimeout::Background => TimeoutAction::Background,
-            },
-            session: session.map(Session::from),
-            startup_wait: p.background.then(|| {
-                p.startup_wait_ms
-                    .map(Duration::from_millis)
-                    .unwrap_or(self.limits.startup_wait)
-            }),
-            deadline: None,
-            labels: Vec::new(),
-            // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy cannot make a
-            // command wait for input nobody asked to give).
-            stdin: match stdin {
-                StdinMode::Terminal { .. } if p.tty => stdin,
-                StdinMode::Terminal { .. } | StdinMode::Pipe if p.interactive || p.tty => {
-                    StdinMode::Pipe
-                }
-                _ => StdinMode::Null,
-            },
+        let mut plan = ExecPlan::new(p.command.clone());
+        plan.workdir = workdir;
+        plan.confinement = confinement;
+        plan.env = p.env.clone();
+        plan.background = p.background;
+        plan.timeout = if p.background {
+            None
+        } else {
+            p.timeout_ms.map(Duration::from_millis)
+        };
+        plan.on_timeout = match p.on_timeout {
+            OnTimeout::Kill => TimeoutAction::Kill,
+            OnTimeout::Background => TimeoutAction::Background,
+        };
+        plan.session = session.map(Session::from);
+        plan.startup_wait = p.background.then(|| {
+            p.startup_wait_ms
+                .map(Duration::from_millis)
+                .unwrap_or(self.limits.startup_wait)
+        });
+        // The policies' decision: they may turn a terminal or an open stdin off (never on: a policy cannot make a
+        // command wait for input nobody asked to give).
+        plan.stdin = match stdin {
+            StdinMode::Terminal { .. } if p.tty => stdin,
+            StdinMode::Terminal { .. } | StdinMode::Pipe if p.interactive || p.tty => {
+                StdinMode::Pipe
+            }
+            _ => StdinMode::Null,
         };
         if plan.stdin.interactive() {
             // An interactive program waits for its input: it runs in the background, and the call returns once it has

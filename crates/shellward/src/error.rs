@@ -50,8 +50,10 @@ impl ToolErrorKind {
     }
 }
 
-/// A tool call that could not be carried out. The message names what was wrong and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A tool call that could not be carried out. The message names what was wrong and what to do; an error that came
+/// from the executor keeps it as its [`source`](std::error::Error::source) (for a host's logs; the model sees the
+/// message). Two errors are equal when their kind and message are.
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 #[non_exhaustive]
 pub struct ToolError {
@@ -59,7 +61,18 @@ pub struct ToolError {
     pub kind: ToolErrorKind,
     /// What went wrong and what to do instead.
     pub message: String,
+    /// The executor's error this one was made from.
+    #[source]
+    source: Option<std::sync::Arc<ExecError>>,
 }
+
+impl PartialEq for ToolError {
+    fn eq(&self, other: &ToolError) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for ToolError {}
 
 impl ToolError {
     /// An error of `kind` saying `message` (what went wrong and what to do instead), for a surface that refuses a
@@ -68,14 +81,12 @@ impl ToolError {
         ToolError {
             kind,
             message: message.into(),
+            source: None,
         }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> ToolError {
-        ToolError {
-            kind: ToolErrorKind::InvalidArguments,
-            message: message.into(),
-        }
+        ToolError::new(ToolErrorKind::InvalidArguments, message)
     }
 
     /// The error as a JSON tool result: `{"success": false, "error": ..., "error_kind": ...}`.
@@ -121,7 +132,11 @@ impl From<ExecError> for ToolError {
             ),
             _ => e.to_string(),
         };
-        ToolError { kind, message }
+        ToolError {
+            kind,
+            message,
+            source: Some(std::sync::Arc::new(e)),
+        }
     }
 }
 
@@ -181,6 +196,10 @@ mod tests {
             assert!(!plain.contains("interactive: true"), "{plain}");
             let t = ToolError::from(e);
             assert!(t.message.contains(tool), "{}", t.message);
+            // The executor's error stays reachable for a host's logs.
+            let source = std::error::Error::source(&t).expect("the executor's error is the source");
+            assert_eq!(source.to_string(), plain);
         }
+        assert!(std::error::Error::source(&ToolError::invalid("bad")).is_none());
     }
 }

@@ -146,6 +146,9 @@ pub struct Shellward {
     inner: Arc<Inner>,
 }
 
+/// How long a shutdown waits for the end records of the processes it stopped.
+const END_RECORDS_LIMIT: Duration = Duration::from_secs(2);
+
 /// How long a `process_input` write may wait for the process to read.
 const INPUT_LIMIT: Duration = Duration::from_secs(5);
 
@@ -250,9 +253,15 @@ impl Shellward {
         self.inner.runner.executor.shutdown().await;
         // Nothing runs any more that could write there.
         self.inner.runner.remove_cwd_dir();
-        // Ends of processes stopped by the shutdown are recorded by their waiters; give them a moment, then flush.
+        // Ends of processes stopped by the shutdown are recorded by their waiters: wait for them (bounded), then flush.
         if let Some(audit) = &self.inner.audit {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let left = audit.ends_written(END_RECORDS_LIMIT).await;
+            if left > 0 {
+                tracing::warn!(
+                    left,
+                    "shutdown: end records still unwritten; the audit log closes without them"
+                );
+            }
             audit.close();
         }
     }

@@ -96,7 +96,9 @@ impl Shellward {
         let this = self.clone();
         let id = r.id.clone();
         let (started, before) = (std::time::Instant::now(), r.wall_ms);
+        let pending = audit.end_pending();
         tokio::spawn(async move {
+            let _pending = pending;
             let exec_session = session.as_deref().map(Session::from);
             let Ok(info) = this
                 .inner

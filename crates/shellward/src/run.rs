@@ -4,7 +4,7 @@
 
 use crate::approval::{Approval, Approver};
 use crate::decide::check_text;
-use crate::shape::{cwd_trap, exit_fields, exit_sentence, read_cwd_file, shape_execute};
+use crate::shape::{cwd_trap, exit_fields, read_cwd_file, shape_execute};
 use crate::tools::{ExecuteArgs, ExecuteResult};
 use crate::{
     Decided, Process, Shellward, ToolError, ToolErrorKind, Verdict, confinement, idempotency,
@@ -111,25 +111,25 @@ impl Shellward {
         match once {
             idempotency::Once::Ran(r) => r,
             idempotency::Once::Attached(first) => Ok(self.attached(first, session, &token)),
-            idempotency::Once::Mismatch => Err(ToolError {
-                kind: ToolErrorKind::Conflict,
-                message: format!(
+            idempotency::Once::Mismatch => Err(ToolError::new(
+                ToolErrorKind::Conflict,
+                format!(
                     "client_token {token:?} was already used in this session for a different call; nothing was \
                      started. Use a new client_token for a new command (send the same token only to retry the very \
                      same call)"
                 ),
-            }),
-            idempotency::Once::TaskFailed(e) => Err(ToolError {
-                kind: ToolErrorKind::Internal,
-                message: format!("the execute call failed on its task: {e}"),
-            }),
+            )),
+            idempotency::Once::TaskFailed(e) => Err(ToolError::new(
+                ToolErrorKind::Internal,
+                format!("the execute call failed on its task: {e}"),
+            )),
             // Waiting without a limit, a retry is never left pending.
-            idempotency::Once::Pending | idempotency::Once::Busy => Err(ToolError {
-                kind: ToolErrorKind::Busy,
-                message: format!(
+            idempotency::Once::Pending | idempotency::Once::Busy => Err(ToolError::new(
+                ToolErrorKind::Busy,
+                format!(
                     "the call first sent with client_token {token:?} keeps failing before it starts; send it again"
                 ),
-            }),
+            )),
         }
     }
 
@@ -182,7 +182,7 @@ impl Shellward {
             r.signal = signal;
             notes.push(format!(
                 "{id} has ended since ({}); read its output with process_output.",
-                exit_sentence(r.exit_code, r.signal.as_deref())
+                info.exit
             ));
         }
         notes.append(&mut r.notes);
@@ -335,6 +335,7 @@ impl Shellward {
             }
         }
         let held = r.confinement.clone();
+        let exit = r.exit.clone();
         let mut result = shape_execute(r, command, notes, timeout, kills_leftovers);
         result.confinement = confinement::line(
             &asked,
@@ -359,9 +360,8 @@ impl Shellward {
         if let Some(window) = startup
             && !result.running
         {
-            let how = exit_sentence(result.exit_code, result.signal.as_deref());
             result.notes.push(format!(
-                "It exited during start-up (within {}) with {how}, so it is not running in the background; its \
+                "It exited during start-up (within {}) with {exit}, so it is not running in the background; its \
                  output is above.",
                 format_millis(window.as_millis() as u64)
             ));
@@ -415,7 +415,7 @@ impl Shellward {
             result.background_process_id = None;
             result.notes.push(format!(
                 "It ended before any input was written ({}); its output is above.",
-                exit_sentence(exit_code, result.signal.as_deref())
+                read.exit
             ));
         }
         Ok(())

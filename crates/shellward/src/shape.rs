@@ -215,15 +215,6 @@ pub(crate) fn shape_execute(
     }
 }
 
-/// How a process ended, as a note says it: `exit code 3`, `signal SIGKILL`, or `an unknown status`.
-pub(crate) fn exit_sentence(exit_code: Option<i32>, signal: Option<&str>) -> String {
-    match (exit_code, signal) {
-        (Some(c), _) => format!("exit code {c}"),
-        (None, Some(s)) => format!("signal {s}"),
-        _ => "an unknown status".into(),
-    }
-}
-
 /// A process's exit as the tools report it: the exit code, or the signal's name (by number when it has none).
 pub(crate) fn exit_fields(exit: &ExitState) -> (Option<i32>, Option<String>) {
     (

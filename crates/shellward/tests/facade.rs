@@ -1154,3 +1154,51 @@ async fn a_decider_alone_decides_as_the_instance_does() {
         decided.decision
     );
 }
+
+/// Shutdown stops the background processes still running and waits for their end records before it closes the
+/// audit log: every started process has its end in the log, with how it was stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_writes_the_end_of_every_process_it_stops() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut config = shellward::Config::default();
+    config.executor.grace = std::time::Duration::from_millis(200);
+    config.executor.env.set_var(MARK, &mark);
+    config.tools.startup_wait = std::time::Duration::from_millis(50);
+    let mut audit = shellward::AuditConfig::to(&log);
+    // The waiters then read each process's output too: more for them to do after the process is gone.
+    audit.include_output = true;
+    config.audit = Some(audit);
+    let sw = Shellward::builder().config(config).build().expect("build");
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let r = sw
+            .execute(
+                Some("s"),
+                exec(&format!("seq 1 20000; sleep {}", 300 + n)).background(true),
+            )
+            .await
+            .unwrap();
+        assert!(r.running, "{r:?}");
+        ids.push(r.process_id.unwrap());
+    }
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for id in &ids {
+        let end = records
+            .iter()
+            .find(|r| r["type"] == "end" && r["process_id"] == id.as_str())
+            .unwrap_or_else(|| panic!("no end record for {id}: {records:?}"));
+        assert!(end["signal"].is_string(), "stopped by a signal: {end}");
+        assert!(
+            end["output"].as_str().unwrap().starts_with("1\n2\n"),
+            "{end}"
+        );
+    }
+}

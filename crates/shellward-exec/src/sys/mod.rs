@@ -5,7 +5,7 @@
 //! - streams: `Stream` (the host's end of a command's standard stream), `pipe_reader`, `InputSink`, `read_terminal`,
 //!   `wait_leader`;
 //! - `files`: the executor's private directories and files;
-//! - `signal_name`/`signal_number`, `landlock_abi`, `init_main_if_requested`, `log_skeleton` (what a sandbox shows of
+//! - `signal_name`/`signal_number`, `landlock_abi`, `own_pids_dir`, `init_main_if_requested`, `log_skeleton` (what a sandbox shows of
 //!   the log root).
 //!
 //! Unix (Linux) is `unix/`; Windows (job objects) is `windows/`.
@@ -15,8 +15,8 @@ pub(crate) mod unix;
 #[cfg(unix)]
 pub(crate) use unix::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
-    landlock_abi, log_skeleton, pipe_reader, read_terminal, signal_name, signal_number,
-    wait_leader,
+    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
+    signal_number, wait_leader,
 };
 
 #[cfg(unix)]
@@ -29,8 +29,8 @@ pub use windows::init_main_if_requested;
 #[cfg(windows)]
 pub(crate) use windows::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
-    landlock_abi, log_skeleton, pipe_reader, read_terminal, signal_name, signal_number,
-    wait_leader,
+    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
+    signal_number, wait_leader,
 };
 
 /// How command trees are contained.

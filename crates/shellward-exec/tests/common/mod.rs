@@ -169,34 +169,9 @@ pub async fn confined(config: ExecutorConfig) -> Executor {
     ex
 }
 
-/// This process's directory in the cgroup v1 `pids` hierarchy (where executors make their `pids` roots), when there
-/// is one.
+/// This process's directory in the cgroup v1 `pids` hierarchy (see [`shellward_exec::own_pids_dir`]).
 pub fn own_pids_dir() -> Option<std::path::PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let (root, point) = mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let mut r = right.split(' ');
-        let (fstype, _, options) = (r.next()?, r.next()?, r.next()?);
-        if fstype != "cgroup" || !options.split(',').any(|o| o == "pids") {
-            return None;
-        }
-        let f: Vec<&str> = left.split(' ').collect();
-        Some((f.get(3)?.to_string(), f.get(4)?.to_string()))
-    })?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == "pids")
-            .then(|| path.to_string())
-    })?;
-    let rel = path
-        .strip_prefix(&root)
-        .unwrap_or(&path)
-        .trim_start_matches('/');
-    Some(std::path::Path::new(&point).join(rel))
+    shellward_exec::own_pids_dir()
 }
 
 /// The `pids` roots an executor in process `pid` made under [`own_pids_dir`].

@@ -31,13 +31,13 @@ impl ToolCall {
     /// [`ToolErrorKind::InvalidArguments`], naming the expected shape.
     pub fn parse(tool: &str, arguments: Value) -> Result<ToolCall, ToolError> {
         let Some(name) = ToolName::parse(tool) else {
-            return Err(ToolError {
-                kind: ToolErrorKind::UnknownTool,
-                message: format!(
+            return Err(ToolError::new(
+                ToolErrorKind::UnknownTool,
+                format!(
                     "unknown tool {tool:?}; the tools are execute, process_output, process_input, process_list and \
                      process_signal"
                 ),
-            });
+            ));
         };
         // A missing arguments object is an empty one (process_list takes none).
         let arguments = if arguments.is_null() {
@@ -122,10 +122,10 @@ impl ToolOutput {
         };
         // Plain structs of strings, numbers and lists: encoding cannot fail; if it ever did, say so in the result.
         encoded.unwrap_or_else(|e| {
-            ToolError {
-                kind: ToolErrorKind::Internal,
-                message: format!("could not encode the result: {e}"),
-            }
+            ToolError::new(
+                ToolErrorKind::Internal,
+                format!("could not encode the result: {e}"),
+            )
             .to_json()
         })
     }

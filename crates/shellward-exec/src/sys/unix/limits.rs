@@ -34,7 +34,7 @@ pub(crate) fn rlimits(limits: &ResourceLimits) -> Vec<(u32, u64)> {
 
 /// The v1 `pids` hierarchy's directory for this process's own cgroup, from `/proc/self/mountinfo` and
 /// `/proc/self/cgroup`.
-fn discover_v1() -> Option<PathBuf> {
+pub(crate) fn own_pids_dir() -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let (mount_root, mount_point) = mountinfo.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
@@ -117,7 +117,7 @@ impl PidsRoot {
 
     /// Creates `shellward-<token>` in the v1 `pids` hierarchy, if there is one and it is writable.
     pub(crate) fn create(token: &str) -> io::Result<PidsRoot> {
-        let base = discover_v1().ok_or_else(|| {
+        let base = own_pids_dir().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 "no cgroup v1 `pids` hierarchy is mounted",

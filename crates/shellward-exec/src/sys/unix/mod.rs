@@ -45,6 +45,7 @@ mod watchdog;
 pub(crate) use super::ContainmentKind;
 pub(crate) use host_mounts::skeleton_of as log_skeleton;
 pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
+pub(crate) use limits::own_pids_dir;
 pub use nsinit::init_main_if_requested;
 pub(crate) use platform::{Leader, Platform, SpawnSpec};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};

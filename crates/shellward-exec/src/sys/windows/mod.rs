@@ -22,6 +22,11 @@ mod tree;
 
 pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
 pub(crate) use platform::{Leader, Platform, SpawnSpec};
+
+/// Windows has no cgroup `pids` hierarchy.
+pub(crate) fn own_pids_dir() -> Option<std::path::PathBuf> {
+    None
+}
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
 

@@ -784,26 +784,8 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
     let c = Coder::chat(&server, CHAT_A, &[]);
     let dir = tempfile::tempdir().unwrap();
     let workdir = dir.path().to_str().unwrap();
-    let start = |c: &Coder, command: &str, workdir: &str, background: bool, token: &str| {
-        c.start(&start_request_with_token(
-            command,
-            workdir,
-            &[],
-            background,
-            token,
-        ))
-    };
-    let lookup = |c: &Coder, token: &str| {
-        ok(
-            c.request("GET", &format!("/api/v0/processes/tokens/{token}"), None),
-            &token_lookup_response(),
-        )
-    };
-    let count =
-        |c: &Coder, command: &str| c.list().iter().filter(|p| p["command"] == command).count();
-
     // Before any start: not found, and how long the index has been kept (a 404 would mean an older agent).
-    let v = lookup(&c, "tok-1");
+    let v = token_lookup(&c, "tok-1");
     assert_eq!(
         (v["found"].clone(), v["pending"].clone()),
         (false.into(), false.into()),
@@ -814,7 +796,7 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
 
     // The first start: started, not attached, the token echoed.
     let first = ok(
-        start(&c, "sleep 30", workdir, true, "tok-1"),
+        token_start(&c, "sleep 30", workdir, true, "tok-1"),
         &start_process_response(),
     );
     assert_eq!(
@@ -830,7 +812,7 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
     // The retry: the same process, nothing started.
     for _ in 0..2 {
         let again = ok(
-            start(&c, "sleep 30", workdir, true, "tok-1"),
+            token_start(&c, "sleep 30", workdir, true, "tok-1"),
             &start_process_response(),
         );
         assert_eq!(
@@ -844,8 +826,8 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
         );
         assert_eq!(again["client_token"], "tok-1");
     }
-    assert_eq!(count(&c, "sleep 30"), 1);
-    let v = lookup(&c, "tok-1");
+    assert_eq!(count_of(&c, "sleep 30"), 1);
+    let v = token_lookup(&c, "tok-1");
     assert_eq!(
         (
             v["found"].clone(),
@@ -862,38 +844,76 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
         ("sleep 30", "", true),
         ("sleep 30", workdir, false),
     ] {
-        let (m, d) = coder_error(&start(&c, command, wd, background, "tok-1"), 409);
+        let (m, d) = coder_error(&token_start(&c, command, wd, background, "tok-1"), 409);
         assert_eq!(
             m,
             "Client token was already used to start a process with different parameters."
         );
         assert!(d.contains("client token"), "{d}");
     }
-    assert_eq!(count(&c, "sleep 31"), 0);
+    assert_eq!(count_of(&c, "sleep 31"), 0);
     assert_eq!(c.list().len(), 1);
 
     // Tokens are scoped to the chat, and to the session.
     let b = Coder::chat(&server, CHAT_B, &[]);
     let other = ok(
-        start(&b, "sleep 30", workdir, true, "tok-1"),
+        token_start(&b, "sleep 30", workdir, true, "tok-1"),
         &start_process_response(),
     );
     assert_eq!(other["started"], true, "{other}");
     assert_ne!(other["id"], id.as_str());
-    assert_eq!(lookup(&b, "tok-1")["process_id"], other["id"]);
+    assert_eq!(token_lookup(&b, "tok-1")["process_id"], other["id"]);
     let mut s2 = Coder::chat(&server, CHAT_A, &[]);
     s2.headers
         .push(("X-Shellward-Session".into(), "second".into()));
-    let v = lookup(&s2, "tok-1");
+    let v = token_lookup(&s2, "tok-1");
     assert_eq!(v["found"], false, "{v}");
 
+    concurrent_and_dropped_retries_start_one_process(&server, &c);
+    failed_and_empty_token_starts_start_afresh(&c);
+
+    for p in c.list().iter().chain(b.list().iter()) {
+        if p["running"] == true {
+            let _ = c.signal(p["id"].as_str().unwrap(), "kill");
+        }
+    }
+    server.stop();
+}
+
+/// A start with a client token, as Coder's client sends it.
+fn token_start(c: &Coder, command: &str, workdir: &str, background: bool, token: &str) -> Response {
+    c.start(&start_request_with_token(
+        command,
+        workdir,
+        &[],
+        background,
+        token,
+    ))
+}
+
+/// What the agent knows of a client token.
+fn token_lookup(c: &Coder, token: &str) -> Value {
+    ok(
+        c.request("GET", &format!("/api/v0/processes/tokens/{token}"), None),
+        &token_lookup_response(),
+    )
+}
+
+/// How many of the chat's processes run `command`.
+fn count_of(c: &Coder, command: &str) -> usize {
+    c.list().iter().filter(|p| p["command"] == command).count()
+}
+
+/// Concurrent retries (a client that timed out and retried while the first was in flight), and a retry after a
+/// connection dropped right after its request: one process each.
+fn concurrent_and_dropped_retries_start_one_process(server: &Server, c: &Coder) {
     // Concurrent retries (a client that timed out and retried while the first was in flight): one process.
     let answers: Vec<Value> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..6)
             .map(|_| {
                 scope.spawn(|| {
                     ok(
-                        start(&c, "sleep 29", "", true, "tok-race"),
+                        token_start(c, "sleep 29", "", true, "tok-race"),
                         &start_process_response(),
                     )
                 })
@@ -910,7 +930,7 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
         answers.iter().all(|a| a["id"] == answers[0]["id"]),
         "{answers:?}"
     );
-    assert_eq!(count(&c, "sleep 29"), 1);
+    assert_eq!(count_of(c, "sleep 29"), 1);
 
     // A connection dropped right after the request was sent: the retry still finds one process, never two.
     {
@@ -927,39 +947,35 @@ fn client_tokens_make_starts_idempotent_as_coders_agent_does() {
     }
     std::thread::sleep(Duration::from_millis(300));
     let retry = ok(
-        start(&c, "sleep 28", "", true, "tok-drop"),
+        token_start(c, "sleep 28", "", true, "tok-drop"),
         &start_process_response(),
     );
-    assert_eq!(count(&c, "sleep 28"), 1, "{retry}");
+    assert_eq!(count_of(c, "sleep 28"), 1, "{retry}");
+}
 
+/// A start that fails (a policy deny) leaves the token free; an empty token is no token.
+fn failed_and_empty_token_starts_start_afresh(c: &Coder) {
     // A start that fails (a policy deny) leaves the token free: its retry is decided afresh, and a different
     // command may use it.
-    let (m, _) = coder_error(&start(&c, "rm -rf /", "", false, "tok-deny"), 500);
+    let (m, _) = coder_error(&token_start(c, "rm -rf /", "", false, "tok-deny"), 500);
     assert!(m.contains("denied"), "{m}");
-    coder_error(&start(&c, "rm -rf /", "", false, "tok-deny"), 500);
+    coder_error(&token_start(c, "rm -rf /", "", false, "tok-deny"), 500);
     let v = ok(
-        start(&c, "echo fine", "", false, "tok-deny"),
+        token_start(c, "echo fine", "", false, "tok-deny"),
         &start_process_response(),
     );
     assert_eq!(v["started"], true, "{v}");
 
     // An empty token is no token (Go omits it): two starts, two processes.
     let x = ok(
-        start(&c, "echo twice", "", false, ""),
+        token_start(c, "echo twice", "", false, ""),
         &start_process_response(),
     );
     let y = ok(
-        start(&c, "echo twice", "", false, ""),
+        token_start(c, "echo twice", "", false, ""),
         &start_process_response(),
     );
     assert_ne!(x["id"], y["id"]);
-
-    for p in c.list().iter().chain(b.list().iter()) {
-        if p["running"] == true {
-            let _ = c.signal(p["id"].as_str().unwrap(), "kill");
-        }
-    }
-    server.stop();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1109,8 +1125,6 @@ fn tracked_processes_follow_coders_protocol() {
     assert_eq!(listed["protocol_version"], 1, "{listed}");
     let instance = listed["agent_instance_id"].as_str().unwrap().to_string();
     assert!(uuid::Uuid::parse_str(&instance).is_ok(), "{listed}");
-
-    // A start by identity; a retry of it attaches, and only one process runs.
     let env = [("A", "x<y>&z"), ("B", "1")];
     let t = Tracked {
         command: "echo \"$A\"; sleep 0.3",
@@ -1118,9 +1132,24 @@ fn tracked_processes_follow_coders_protocol() {
         background: false,
         deadline: NO_DEADLINE,
     };
+    let other = Tracked {
+        command: "echo other",
+        ..t
+    };
+    let pid = tracked_start_attaches_by_identity(&coder, &instance, &t);
+    tracked_identities_are_checked(&coder, &instance, &t, &other, &pid);
+    tracked_deadlines_end_the_tree(&coder, &instance);
+    tracked_cancels_fence_or_kill(&coder, &instance);
+    tracked_identities_stay_in_their_chat(&server, &instance);
+    tracked_output_after_reaping_is_gone(&coder, &instance, &t, &other, &pid);
+    server.stop();
+}
+
+/// A start by identity; a retry of it attaches, and only one process runs; its output by identity. Returns its id.
+fn tracked_start_attaches_by_identity(coder: &Coder, instance: &str, t: &Tracked<'_>) -> String {
     let pid = new_id();
     let v = ok(
-        coder.start_tracked(&t, &pid, &instance),
+        coder.start_tracked(t, &pid, instance),
         &start_process_response(),
     );
     assert_eq!(
@@ -1129,7 +1158,7 @@ fn tracked_processes_follow_coders_protocol() {
         "{v}"
     );
     let v = ok(
-        coder.start_tracked(&t, &pid, &instance),
+        coder.start_tracked(t, &pid, instance),
         &start_process_response(),
     );
     assert_eq!(v["id"], pid.as_str(), "{v}");
@@ -1142,7 +1171,7 @@ fn tracked_processes_follow_coders_protocol() {
     assert_eq!(ids.len(), 1, "{ids:?}");
     // Its output, by identity.
     let out = ok(
-        coder.output_tracked(&pid, &instance, &t.digest(), Some(10_000)),
+        coder.output_tracked(&pid, instance, &t.digest(), Some(10_000)),
         &process_output_response(),
     );
     assert_eq!(
@@ -1153,15 +1182,21 @@ fn tracked_processes_follow_coders_protocol() {
     // The plain routes take the identity too.
     ok(coder.output(&pid, false), &process_output_response());
 
-    // Another request under the same identity, another instance, a bad digest or identity: refused.
-    let other = Tracked {
-        command: "echo other",
-        ..t
-    };
-    let (_, detail) = coder_error(&coder.start_tracked(&other, &pid, &instance), 409);
+    pid
+}
+
+/// Another request under the same identity, another instance, a bad digest or identity: refused.
+fn tracked_identities_are_checked(
+    coder: &Coder,
+    instance: &str,
+    t: &Tracked<'_>,
+    other: &Tracked<'_>,
+    pid: &str,
+) {
+    let (_, detail) = coder_error(&coder.start_tracked(other, pid, instance), 409);
     assert_eq!(detail, "tracked process identity conflicts");
-    coder_error(&coder.start_tracked(&t, &new_id(), &new_id()), 409);
-    let mut bad = t.body(&new_id(), &instance);
+    coder_error(&coder.start_tracked(t, &new_id(), &new_id()), 409);
+    let mut bad = t.body(&new_id(), instance);
     bad = bad.replace(&t.digest(), &"0".repeat(64));
     let (_, detail) = coder_error(
         &coder.request("POST", "/api/v0/processes/start-tracked", Some(&bad)),
@@ -1173,13 +1208,15 @@ fn tracked_processes_follow_coders_protocol() {
         &coder.request("POST", "/api/v0/processes/start-tracked", Some(&untracked)),
         400,
     );
-    coder_error(&coder.output_tracked(&pid, &new_id(), "", None), 409);
+    coder_error(&coder.output_tracked(pid, &new_id(), "", None), 409);
     coder_error(
-        &coder.output_tracked(&pid, &instance, &other.digest(), None),
+        &coder.output_tracked(pid, instance, &other.digest(), None),
         409,
     );
+}
 
-    // A deadline ends the whole tree; one already past is refused.
+/// A deadline ends the whole tree; one already past is refused.
+fn tracked_deadlines_end_the_tree(coder: &Coder, instance: &str) {
     let deadline = deadline_in(2);
     let slow = Tracked {
         command: "sleep 60 & sleep 60",
@@ -1189,12 +1226,12 @@ fn tracked_processes_follow_coders_protocol() {
     };
     let slow_pid = new_id();
     ok(
-        coder.start_tracked(&slow, &slow_pid, &instance),
+        coder.start_tracked(&slow, &slow_pid, instance),
         &start_process_response(),
     );
     let started = Instant::now();
     let out = ok(
-        coder.output_tracked(&slow_pid, &instance, &slow.digest(), Some(20_000)),
+        coder.output_tracked(&slow_pid, instance, &slow.digest(), Some(20_000)),
         &process_output_response(),
     );
     assert_eq!(out["running"], false, "{out}");
@@ -1209,9 +1246,12 @@ fn tracked_processes_follow_coders_protocol() {
         background: false,
         deadline: &past,
     };
-    let (_, detail) = coder_error(&coder.start_tracked(&late, &new_id(), &instance), 410);
+    let (_, detail) = coder_error(&coder.start_tracked(&late, &new_id(), instance), 410);
     assert_eq!(detail, "tracked process history expired");
+}
 
+/// Cancel before the start fences the identity (a delayed start of it never runs); cancel of a running one kills it.
+fn tracked_cancels_fence_or_kill(coder: &Coder, instance: &str) {
     // Cancel before the start fences the identity: a delayed start of it never runs.
     let fenced_pid = new_id();
     let never = Tracked {
@@ -1221,7 +1261,7 @@ fn tracked_processes_follow_coders_protocol() {
         deadline: NO_DEADLINE,
     };
     let v = ok(
-        coder.cancel_tracked(&never, &fenced_pid, &instance, 0),
+        coder.cancel_tracked(&never, &fenced_pid, instance, 0),
         &cancel_process_response(),
     );
     assert_eq!(
@@ -1229,7 +1269,7 @@ fn tracked_processes_follow_coders_protocol() {
         (Some(true), None),
         "{v}"
     );
-    coder_error(&coder.start_tracked(&never, &fenced_pid, &instance), 409);
+    coder_error(&coder.start_tracked(&never, &fenced_pid, instance), 409);
     // Cancel of a running one kills it and reports its end.
     let running = Tracked {
         command: "sleep 60",
@@ -1239,11 +1279,11 @@ fn tracked_processes_follow_coders_protocol() {
     };
     let running_pid = new_id();
     ok(
-        coder.start_tracked(&running, &running_pid, &instance),
+        coder.start_tracked(&running, &running_pid, instance),
         &start_process_response(),
     );
     let v = ok(
-        coder.cancel_tracked(&running, &running_pid, &instance, 10_000),
+        coder.cancel_tracked(&running, &running_pid, instance, 10_000),
         &cancel_process_response(),
     );
     assert_eq!(v["fenced"], false, "{v}");
@@ -1255,10 +1295,12 @@ fn tracked_processes_follow_coders_protocol() {
         (Some(running_pid.as_str()), Some(false)),
         "{v}"
     );
+}
 
-    // Another chat does not see a chat's identity.
-    let chat_a = Coder::chat(&server, CHAT_A, &[]);
-    let chat_b = Coder::chat(&server, CHAT_B, &[]);
+/// Another chat does not see a chat's identity.
+fn tracked_identities_stay_in_their_chat(server: &Server, instance: &str) {
+    let chat_a = Coder::chat(server, CHAT_A, &[]);
+    let chat_b = Coder::chat(server, CHAT_B, &[]);
     let mine = Tracked {
         command: "echo mine",
         env: &[],
@@ -1267,17 +1309,25 @@ fn tracked_processes_follow_coders_protocol() {
     };
     let mine_pid = new_id();
     ok(
-        chat_a.start_tracked(&mine, &mine_pid, &instance),
+        chat_a.start_tracked(&mine, &mine_pid, instance),
         &start_process_response(),
     );
-    coder_error(&chat_b.output_tracked(&mine_pid, &instance, "", None), 404);
-    coder_error(&chat_b.start_tracked(&mine, &mine_pid, &instance), 409);
+    coder_error(&chat_b.output_tracked(&mine_pid, instance, "", None), 404);
+    coder_error(&chat_b.start_tracked(&mine, &mine_pid, instance), 409);
+}
 
-    // Once the process is no longer kept: 410 with its final state, and a retried start is 410 too.
-    let t_pid = pid;
+/// Once the process is no longer kept: 410 with its final state, and a retried start is 410 too.
+fn tracked_output_after_reaping_is_gone(
+    coder: &Coder,
+    instance: &str,
+    t: &Tracked<'_>,
+    other: &Tracked<'_>,
+    pid: &str,
+) {
+    let t_pid = pid.to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     let gone = loop {
-        let r = coder.output_tracked(&t_pid, &instance, &t.digest(), None);
+        let r = coder.output_tracked(&t_pid, instance, &t.digest(), None);
         if r.status == 410 || Instant::now() > deadline {
             break r;
         }
@@ -1297,12 +1347,11 @@ fn tracked_processes_follow_coders_protocol() {
         gone.body["process"]["command"], "",
         "the command is not kept"
     );
-    coder_error(&coder.start_tracked(&t, &t_pid, &instance), 410);
+    coder_error(&coder.start_tracked(t, &t_pid, instance), 410);
     coder_error(
-        &coder.output_tracked(&t_pid, &instance, &other.digest(), None),
+        &coder.output_tracked(&t_pid, instance, &other.digest(), None),
         409,
     );
-    server.stop();
 }
 
 /// Identities are never recycled within an instance: past 16,384 receipts a new identity is 429, and the ones kept

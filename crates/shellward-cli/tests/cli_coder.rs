@@ -572,6 +572,12 @@ fn start_output_and_signal_as_coders_client_and_chat_tool_use_them() {
         .expect("listed");
     assert_eq!(fg["background"], false, "{fg}");
 
+    failed_starts_answer_as_coders_agent_does(&c);
+    server.stop();
+}
+
+/// Start failures, a deny, fields a newer client adds, and part of a tracked identity on the plain route: answered as Coder's agent answers them.
+fn failed_starts_answer_as_coders_agent_does(c: &Coder) {
     // Start failures, as Coder's agent answers them.
     let (m, d) = coder_error(
         &c.start(&start_request("true", "/no/such/dir", &[], false)),
@@ -606,8 +612,6 @@ fn start_output_and_signal_as_coders_client_and_chat_tool_use_them() {
     let partial = "{\"command\":\"echo new\",\"process_id\":\"3f2504e0-4f89-11d3-9a0c-0305e82c3301\",\"deadline\":\"2026-12-01T00:00:00Z\"}\n";
     let (_, d) = coder_error(&c.start(partial), 400);
     assert_eq!(d, "invalid tracked process identity");
-
-    server.stop();
 }
 
 #[test]

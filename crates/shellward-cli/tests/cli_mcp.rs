@@ -330,14 +330,10 @@ fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
 }
 
 /// Polls `tasks/get` (through `call`) until the task is no longer `working` (15 s at most); returns that answer.
-fn poll_to_end(
-    call: &mut impl FnMut(&mut Raw, &str, serde_json::Value) -> serde_json::Value,
-    raw: &mut Raw,
-    task: &str,
-) -> serde_json::Value {
+fn poll_to_end(client: &mut RawClient, task: &str) -> serde_json::Value {
     let started = std::time::Instant::now();
     loop {
-        let got = call(raw, "tasks/get", serde_json::json!({"taskId": task}));
+        let got = client.call("tasks/get", serde_json::json!({"taskId": task}));
         if got["result"]["status"] != "working" {
             return got;
         }
@@ -349,36 +345,74 @@ fn poll_to_end(
     }
 }
 
+/// A raw 2026-07-28 client: each request carries the `_meta` of the era with the client's capabilities.
+struct RawClient {
+    raw: Raw,
+    next_id: u64,
+    /// The capabilities [`RawClient::call`] declares.
+    capabilities: serde_json::Value,
+}
+
+impl RawClient {
+    fn start(tag: &str, capabilities: serde_json::Value) -> RawClient {
+        RawClient {
+            raw: Raw::start(tag),
+            next_id: 0,
+            capabilities,
+        }
+    }
+
+    /// Sends `method` with `params`, declaring the client's capabilities, and returns its reply.
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let capabilities = self.capabilities.clone();
+        self.call_declaring(&capabilities, method, params)
+    }
+
+    /// [`RawClient::call`] declaring `capabilities` instead.
+    fn call_declaring(
+        &mut self,
+        capabilities: &serde_json::Value,
+        method: &str,
+        mut params: serde_json::Value,
+    ) -> serde_json::Value {
+        self.next_id += 1;
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let message = serde_json::json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        self.raw.send(message.to_string());
+        loop {
+            let reply = self.raw.reply();
+            if reply["id"] == self.next_id {
+                return reply;
+            }
+        }
+    }
+
+    /// `execute` with `arguments`, as a task when the server makes it one: the task's id.
+    fn task(&mut self, arguments: serde_json::Value) -> String {
+        let created = self.call(
+            "tools/call",
+            serde_json::json!({"name": "execute", "arguments": arguments}),
+        );
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"].as_str().unwrap().to_string()
+    }
+}
+
 /// MCP tasks on the 2026-07-28 wire, for a client that declares the extension in each request's `_meta`: the server
 /// lists it in `server/discover`; an `execute` still running after a second is answered with a task; `tasks/get`
 /// says how it goes and, once done, carries the very result `execute` returns; `tasks/cancel` stops a task's whole
 /// tree (proven from /proc); `tasks/update` writes to an interactive command's input; an unknown task is an error.
 #[test]
 fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
-    use std::time::{Duration, Instant};
-    let mut raw = Raw::start("mcp-tasks");
-    let meta = serde_json::json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
-    let mut next_id = 0;
-    let mut call = |raw: &mut Raw,
-                    method: &str,
-                    mut params: serde_json::Value|
-     -> serde_json::Value {
-        next_id += 1;
-        params["_meta"] = meta.clone();
-        let message = serde_json::json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
-        raw.send(message.to_string());
-        loop {
-            let reply = raw.reply();
-            if reply["id"] == next_id {
-                return reply;
-            }
-        }
-    };
-    let discover = call(&mut raw, "server/discover", serde_json::json!({}));
+    let mut client = RawClient::start(
+        "mcp-tasks",
+        serde_json::json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    );
+    let discover = client.call("server/discover", serde_json::json!({}));
     assert!(
         discover["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
             .is_object(),
@@ -386,14 +420,13 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
     );
     // A quick call is answered as always (on a machine so loaded that it took over a second, as a task whose result
     // is the same).
-    let mut quick = call(
-        &mut raw,
+    let mut quick = client.call(
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": "echo quick"}}),
     );
     if quick["result"]["resultType"] == "task" {
         let task = quick["result"]["taskId"].as_str().unwrap().to_string();
-        let done = poll_to_end(&mut call, &mut raw, &task);
+        let done = poll_to_end(&mut client, &task);
         quick = serde_json::json!({"result": done["result"]["result"].clone()});
     }
     assert_eq!(
@@ -401,14 +434,8 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
         "{quick}"
     );
     // A long one becomes a task, polled to its result.
-    let created = call(
-        &mut raw,
-        "tools/call",
-        serde_json::json!({"name": "execute", "arguments": {"command": "echo one; sleep 2; echo two"}}),
-    );
-    assert_eq!(created["result"]["resultType"], "task", "{created}");
-    let task = created["result"]["taskId"].as_str().unwrap().to_string();
-    let working = call(&mut raw, "tasks/get", serde_json::json!({"taskId": task}));
+    let task = client.task(serde_json::json!({"command": "echo one; sleep 2; echo two"}));
+    let working = client.call("tasks/get", serde_json::json!({"taskId": task}));
     assert_eq!(working["result"]["status"], "working", "{working}");
     assert!(
         working["result"]["statusMessage"]
@@ -417,66 +444,69 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
             .contains("running for"),
         "{working}"
     );
-    let done = poll_to_end(&mut call, &mut raw, &task);
+    let done = poll_to_end(&mut client, &task);
     assert_eq!(done["result"]["status"], "completed", "{done}");
     assert_eq!(
         done["result"]["result"]["structuredContent"]["output"], "one\ntwo\n",
         "{done}"
     );
-    // Cancel stops the tree.
-    let created = call(
-        &mut raw,
-        "tools/call",
-        serde_json::json!({"name": "execute", "arguments": {"command": "sleep 300 | sleep 301", "timeout": "10m"}}),
+    a_cancelled_task_stops_its_tree(&mut client);
+    an_interactive_task_takes_its_input(&mut client);
+    let unknown = client.call("tasks/get", serde_json::json!({"taskId": "task-nope"}));
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no task"),
+        "{unknown}"
     );
-    let task = created["result"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_string();
-    assert!(raw.commands().len() >= 2, "{:?}", raw.commands());
+    let status = client.raw.close();
+    assert!(status.success(), "{status}");
+    kill_marked(&client.raw.mark);
+}
+
+/// `tasks/cancel` stops the task's whole tree.
+fn a_cancelled_task_stops_its_tree(client: &mut RawClient) {
+    use std::time::{Duration, Instant};
+    let task =
+        client.task(serde_json::json!({"command": "sleep 300 | sleep 301", "timeout": "10m"}));
+    assert!(
+        client.raw.commands().len() >= 2,
+        "{:?}",
+        client.raw.commands()
+    );
     let cancelled_at = Instant::now();
-    let ack = call(
-        &mut raw,
-        "tasks/cancel",
-        serde_json::json!({"taskId": task}),
-    );
+    let ack = client.call("tasks/cancel", serde_json::json!({"taskId": task}));
     assert!(ack["result"].is_object(), "{ack}");
-    while !raw.commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+    while !client.raw.commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        raw.commands().is_empty(),
+        client.raw.commands().is_empty(),
         "alive after tasks/cancel: {:?}",
-        raw.commands()
+        client.raw.commands()
     );
-    let got = call(&mut raw, "tasks/get", serde_json::json!({"taskId": task}));
+    let got = client.call("tasks/get", serde_json::json!({"taskId": task}));
     assert_eq!(got["result"]["status"], "cancelled", "{got}");
-    // Input to an interactive command that is waiting for it.
-    let created = call(
-        &mut raw,
-        "tools/call",
-        serde_json::json!({"name": "execute", "arguments": {
-            "command": "for i in 1 2 3; do echo tick $i; sleep 0.6; done; read line; echo got:$line",
-            "interactive": true,
-        }}),
-    );
-    let task = created["result"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_string();
-    let done = poll_to_end(&mut call, &mut raw, &task);
+}
+
+/// `tasks/update` writes to an interactive task's input.
+fn an_interactive_task_takes_its_input(client: &mut RawClient) {
+    let task = client.task(serde_json::json!({
+        "command": "for i in 1 2 3; do echo tick $i; sleep 0.6; done; read line; echo got:$line",
+        "interactive": true,
+    }));
+    let done = poll_to_end(client, &task);
     let id = done["result"]["result"]["structuredContent"]["process_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{done}"))
         .to_string();
-    let ack = call(
-        &mut raw,
+    let ack = client.call(
         "tasks/update",
         serde_json::json!({"taskId": task, "inputResponses": {"stdin": "hello\n"}}),
     );
     assert!(ack["result"].is_object(), "{ack}");
-    let out = call(
-        &mut raw,
+    let out = client.call(
         "tools/call",
         serde_json::json!({"name": "process_output", "arguments": {"process_id": id, "wait": "5s"}}),
     );
@@ -487,21 +517,6 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
             .contains("got:hello"),
         "{out}"
     );
-    let unknown = call(
-        &mut raw,
-        "tasks/get",
-        serde_json::json!({"taskId": "task-nope"}),
-    );
-    assert!(
-        unknown["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("no task"),
-        "{unknown}"
-    );
-    let status = raw.close();
-    assert!(status.success(), "{status}");
-    kill_marked(&raw.mark);
 }
 
 /// Approvals on the 2026-07-28 wire (no server-to-client requests): a call the guard asks about answers
@@ -511,94 +526,34 @@ fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
 #[test]
 fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let victim = |name: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, "data\n").unwrap();
-        (path.clone(), format!("shred -u {}", path.display()))
-    };
-    let mut raw = Raw::start("mcp-mrtr");
-    let meta = |capabilities: serde_json::Value| {
-        serde_json::json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        })
-    };
-    let elicits = meta(serde_json::json!({"elicitation": {"form": {}}}));
-    let mut next_id = 0;
-    let mut call = |raw: &mut Raw, meta: &serde_json::Value, mut params: serde_json::Value| {
-        next_id += 1;
-        params["_meta"] = meta.clone();
-        let message = serde_json::json!({"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params});
-        raw.send(message.to_string());
-        loop {
-            let reply = raw.reply();
-            if reply["id"] == next_id {
-                return reply;
-            }
-        }
-    };
-    let ask = |raw: &mut Raw,
-               call: &mut dyn FnMut(
-        &mut Raw,
-        &serde_json::Value,
-        serde_json::Value,
-    ) -> serde_json::Value,
-               command: &str| {
-        let r = call(
-            raw,
-            &elicits,
-            serde_json::json!({"name": "execute", "arguments": {"command": command}}),
-        );
-        assert_eq!(r["result"]["resultType"], "input_required", "{r}");
-        let form = &r["result"]["inputRequests"]["approval"];
-        assert_eq!(form["method"], "elicitation/create", "{r}");
-        assert!(
-            form["params"]["message"]
-                .as_str()
-                .unwrap()
-                .contains(command),
-            "{r}"
-        );
-        r["result"]["requestState"].as_str().unwrap().to_string()
-    };
-    let retry = |command: &str, state: &str, answer: serde_json::Value| {
-        serde_json::json!({
-            "name": "execute",
-            "arguments": {"command": command},
-            "requestState": state,
-            "inputResponses": {"approval": answer},
-        })
-    };
+    let mut client = RawClient::start("mcp-mrtr", serde_json::json!({"elicitation": {"form": {}}}));
     let approve = serde_json::json!({"action": "accept", "content": {"decision": "approve"}});
 
     // Approved on the retry: it runs, and the retry gets its result.
-    let (path, command) = victim("approved");
-    let state = ask(&mut raw, &mut call, &command);
+    let (path, command) = cli::victim(dir.path(), "approved");
+    let state = ask_over_mrtr(&mut client, &command);
     assert!(path.exists(), "nothing runs before the answer");
     // A retry with other arguments does not use (nor spend) the approval.
-    let r = call(
-        &mut raw,
-        &elicits,
-        retry("echo other", &state, approve.clone()),
+    let r = client.call(
+        "tools/call",
+        mrtr_retry("echo other", &state, approve.clone()),
     );
     assert!(r["error"].is_object(), "{r}");
-    let r = call(&mut raw, &elicits, retry(&command, &state, approve.clone()));
+    let r = client.call("tools/call", mrtr_retry(&command, &state, approve.clone()));
     assert_eq!(r["result"]["structuredContent"]["success"], true, "{r}");
     assert!(!path.exists(), "approved: it ran");
     // The state is spent.
     std::fs::write(&path, "again\n").unwrap();
-    let r = call(&mut raw, &elicits, retry(&command, &state, approve.clone()));
+    let r = client.call("tools/call", mrtr_retry(&command, &state, approve.clone()));
     assert!(r["error"].is_object(), "{r}");
     assert!(path.exists());
 
     // Declined: nothing runs, and the model is told.
-    let (path, command) = victim("declined");
-    let state = ask(&mut raw, &mut call, &command);
-    let r = call(
-        &mut raw,
-        &elicits,
-        retry(&command, &state, serde_json::json!({"action": "decline"})),
+    let (path, command) = cli::victim(dir.path(), "declined");
+    let state = ask_over_mrtr(&mut client, &command);
+    let r = client.call(
+        "tools/call",
+        mrtr_retry(&command, &state, serde_json::json!({"action": "decline"})),
     );
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(
@@ -611,17 +566,16 @@ fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
     assert!(path.exists());
 
     // A made-up state.
-    let r = call(
-        &mut raw,
-        &elicits,
-        retry(&command, "ap-00000000000000000000000000000000", approve),
+    let r = client.call(
+        "tools/call",
+        mrtr_retry(&command, "ap-00000000000000000000000000000000", approve),
     );
     assert!(r["error"].is_object(), "{r}");
 
     // No elicitation declared: the deny, with what to do.
-    let r = call(
-        &mut raw,
-        &meta(serde_json::json!({})),
+    let r = client.call_declaring(
+        &serde_json::json!({}),
+        "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": command}}),
     );
     assert_eq!(r["result"]["isError"], true, "{r}");
@@ -633,6 +587,36 @@ fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
         "{r}"
     );
     assert!(path.exists());
-    let status = raw.close();
+    let status = client.raw.close();
     assert!(status.success(), "{status:?}");
+}
+
+/// Calls `execute` with `command` (one the guard asks about) through the client's elicitation: the request state the
+/// answer must carry.
+fn ask_over_mrtr(client: &mut RawClient, command: &str) -> String {
+    let r = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": command}}),
+    );
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let form = &r["result"]["inputRequests"]["approval"];
+    assert_eq!(form["method"], "elicitation/create", "{r}");
+    assert!(
+        form["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(command),
+        "{r}"
+    );
+    r["result"]["requestState"].as_str().unwrap().to_string()
+}
+
+/// The retry of `execute` with `command` that answers the approval asked under `state`.
+fn mrtr_retry(command: &str, state: &str, answer: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "name": "execute",
+        "arguments": {"command": command},
+        "requestState": state,
+        "inputResponses": {"approval": answer},
+    })
 }

@@ -199,14 +199,7 @@ fn push_pull_load_and_refuse_tampering() {
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
 
     // A tampered component in the registry's storage is refused, and nothing is cached.
-    let layer = {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(std::fs::read(&guard).unwrap());
-        digest
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
+    let layer = sha256_hex(&std::fs::read(&guard).unwrap());
     let blob = registry
         .root
         .join("docker/registry/v2/blobs/sha256")
@@ -224,18 +217,6 @@ fn push_pull_load_and_refuse_tampering() {
         "{}",
         text(&tampered)
     );
-    fn files_below(dir: &Path) -> Vec<PathBuf> {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .flat_map(|e| {
-                        let p = e.path();
-                        if p.is_dir() { files_below(&p) } else { vec![p] }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
     assert_eq!(
         files_below(&tampered_cache),
         Vec::<PathBuf>::new(),
@@ -260,4 +241,27 @@ fn push_pull_load_and_refuse_tampering() {
         "{}",
         text(&offline)
     );
+}
+
+/// Every file below `dir` (none when it does not exist).
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .flat_map(|e| {
+                    let p = e.path();
+                    if p.is_dir() { files_below(&p) } else { vec![p] }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The SHA-256 of `bytes` in hex, as a registry names a blob.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -160,19 +160,21 @@ fn tool_routes_and_process_api() {
     );
     assert_eq!(status, 404);
 
+    process_api_waits_and_lists_foreground_starts(&b);
+    server.stop();
+}
+
+/// `wait=true` returns once the process has exited, with its exit code; a foreground start returns at once too, listed as foreground.
+fn process_api_waits_and_lists_foreground_starts(b: &str) {
     // wait=true returns once the process has exited, with its exit code.
     let (_, r) = post(
-        &b,
+        b,
         "/api/v0/processes/start",
         None,
         json!({"command": "sleep 0.5; echo done; exit 3", "background": true}),
     );
     let id = r["id"].as_str().unwrap().to_string();
-    let (status, r) = get(
-        &b,
-        &format!("/api/v0/processes/{id}/output?wait=true"),
-        None,
-    );
+    let (status, r) = get(b, &format!("/api/v0/processes/{id}/output?wait=true"), None);
     assert_eq!(status, 200);
     assert_eq!(r["running"], false, "{r}");
     assert_eq!(r["exit_code"], 3, "{r}");
@@ -181,24 +183,20 @@ fn tool_routes_and_process_api() {
 
     // A foreground start returns at once too (the client waits), and is listed as foreground.
     let (status, r) = post(
-        &b,
+        b,
         "/api/v0/processes/start",
         None,
         json!({"command": "echo fg"}),
     );
     assert_eq!(status, 200, "{r}");
     let id = r["id"].as_str().unwrap().to_string();
-    let (_, r) = get(
-        &b,
-        &format!("/api/v0/processes/{id}/output?wait=true"),
-        None,
-    );
+    let (_, r) = get(b, &format!("/api/v0/processes/{id}/output?wait=true"), None);
     assert_eq!(
         (r["exit_code"].clone(), r["output"].clone()),
         (json!(0), json!("fg\n")),
         "{r}"
     );
-    let (_, r) = get(&b, "/api/v0/processes/list", None);
+    let (_, r) = get(b, "/api/v0/processes/list", None);
     assert!(
         r["processes"]
             .as_array()
@@ -207,8 +205,6 @@ fn tool_routes_and_process_api() {
             .any(|p| p["background"] == false),
         "{r}"
     );
-
-    server.stop();
 }
 
 /// Bad input to every route and tool gets a clear error with the right status, and the server keeps answering.
@@ -217,7 +213,35 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_answering() {
     let server = Server::start(&["--listen", "127.0.0.1:0"]);
     let b = server.base.clone();
     let huge = "y".repeat(1 << 20);
-    let cases: Vec<(&str, String, u16, &str)> = vec![
+    let cases = bad_http_calls(&huge);
+    for (path, body, want, needle) in cases {
+        let shown: String = format!("{path} {}", body.chars().take(60).collect::<String>());
+        let (status, r) = send("POST", &format!("{b}{path}"), None, None, Some(&body));
+        assert_eq!(status, want, "{shown}: {r}");
+        assert!(
+            r.to_string().contains(needle),
+            "{shown}: {r} lacks {needle:?}"
+        );
+        let (status, r) = post(
+            &b,
+            "/v1/tools/execute",
+            None,
+            json!({"command": "echo alive"}),
+        );
+        assert_eq!(
+            (status, r["output"].clone()),
+            (200, json!("alive\n")),
+            "after {shown}"
+        );
+    }
+    let (status, _) = get(&b, "/api/v0/processes/p404/output", None);
+    assert_eq!(status, 404);
+    server.stop();
+}
+
+/// Bad calls to the HTTP routes: the path, the body, the status it gets, and what its error must say.
+fn bad_http_calls(huge: &str) -> Vec<(&'static str, String, u16, &'static str)> {
+    vec![
         (
             "/v1/tools/execute",
             r#"{"command": "ls", "timeout": "soon"}"#.into(),
@@ -310,30 +334,7 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_answering() {
             400,
             "terminate",
         ),
-    ];
-    for (path, body, want, needle) in cases {
-        let shown: String = format!("{path} {}", body.chars().take(60).collect::<String>());
-        let (status, r) = send("POST", &format!("{b}{path}"), None, None, Some(&body));
-        assert_eq!(status, want, "{shown}: {r}");
-        assert!(
-            r.to_string().contains(needle),
-            "{shown}: {r} lacks {needle:?}"
-        );
-        let (status, r) = post(
-            &b,
-            "/v1/tools/execute",
-            None,
-            json!({"command": "echo alive"}),
-        );
-        assert_eq!(
-            (status, r["output"].clone()),
-            (200, json!("alive\n")),
-            "after {shown}"
-        );
-    }
-    let (status, _) = get(&b, "/api/v0/processes/p404/output", None);
-    assert_eq!(status, 404);
-    server.stop();
+    ]
 }
 
 #[test]
@@ -873,9 +874,28 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
         r.to_string().contains("deny-pattern"),
         "the old chain must stay: {r}"
     );
+    a_broken_policy_is_reported_as_failed_beside_the_stale_one(&b);
+    // Fixed: removing the broken file brings the plain chain back.
+    std::fs::remove_file(drop_in.join("50-no-echo.wasm")).unwrap();
+    let back = within(Duration::from_secs(3), || echo().1["output"] == "hi\n");
+    assert!(back, "{:?}", std::fs::read_to_string(&log));
+    let (_, p) = get(&b, "/v1/policies", None);
+    assert_eq!(
+        (
+            p["last_attempt_ok"].clone(),
+            p["failed"].as_array().map(Vec::len)
+        ),
+        (json!(true), Some(0)),
+        "{p}"
+    );
+    server.stop();
+}
+
+/// The status says so: the previous version keeps serving (`stale`), the broken file `failed`, with its error, in `/v1/policies`, `policy list --server` and `/metrics`.
+fn a_broken_policy_is_reported_as_failed_beside_the_stale_one(b: &str) {
     // The status says so: the previous version keeps serving (`stale`), the broken file `failed`, with its error, in
     // `/v1/policies`, `policy list --server` and `/metrics`.
-    let (_, p) = get(&b, "/v1/policies", None);
+    let (_, p) = get(b, "/v1/policies", None);
     let policies = p["policies"].as_array().unwrap();
     assert_eq!(policies.len(), 3, "{p}");
     assert_eq!(policies[2]["state"], "stale", "{p}");
@@ -893,13 +913,13 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
     );
     assert!(!failed[0]["error"].as_str().unwrap().is_empty(), "{p}");
     let listed = Command::new(bin())
-        .args(["policy", "list", "--server", &b])
+        .args(["policy", "list", "--server", b])
         .env_remove("SHELLWARD_TOKEN")
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&listed.stdout);
     assert!(out.contains("[stale]") && out.contains("FAILED "), "{out}");
-    let (_, metrics) = get(&b, "/metrics", None);
+    let (_, metrics) = get(b, "/metrics", None);
     let metrics = metrics.as_str().unwrap_or_default().to_string();
     assert!(
         metrics
@@ -909,21 +929,6 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
                 && l.ends_with(" 1")),
         "{metrics}"
     );
-
-    // Fixed: removing the broken file brings the plain chain back.
-    std::fs::remove_file(drop_in.join("50-no-echo.wasm")).unwrap();
-    let back = within(Duration::from_secs(3), || echo().1["output"] == "hi\n");
-    assert!(back, "{:?}", std::fs::read_to_string(&log));
-    let (_, p) = get(&b, "/v1/policies", None);
-    assert_eq!(
-        (
-            p["last_attempt_ok"].clone(),
-            p["failed"].as_array().map(Vec::len)
-        ),
-        (json!(true), Some(0)),
-        "{p}"
-    );
-    server.stop();
 }
 
 #[test]
@@ -1318,6 +1323,17 @@ fn an_agent_knows_at_once_over_http() {
     kill("a", &reader);
     kill("a", &sleeper);
 
+    the_session_keeps_its_directory_and_its_client_tokens(&b);
+    server.stop();
+}
+
+/// `cd` persists within a session, not across sessions; a retried execute with a client token starts nothing new.
+fn the_session_keeps_its_directory_and_its_client_tokens(b: &str) {
+    let exec = |session: &str, args: Value| {
+        let (status, r) = post(b, "/v1/tools/execute", Some(session), args);
+        assert_eq!(status, 200, "{r}");
+        r
+    };
     // `cd` persists within a session, not across sessions.
     let dir = tempfile::tempdir().unwrap();
     let there = dir.path().canonicalize().unwrap();
@@ -1336,14 +1352,13 @@ fn an_agent_knows_at_once_over_http() {
     assert_eq!(again["process_id"], first["process_id"]);
     assert_eq!(std::fs::read_to_string(&tally).unwrap(), "run\n");
     let (status, r) = post(
-        &b,
+        b,
         "/v1/tools/execute",
         Some("a"),
         json!({"command": "echo other", "client_token": "c-1"}),
     );
     assert_eq!(status, 409, "{r}");
     assert_eq!(r["error_kind"], "conflict", "{r}");
-    server.stop();
 }
 
 /// A newcomer's first commands: `--listen localhost:PORT` works (a name resolving to loopback), and the server's log
@@ -1439,35 +1454,10 @@ fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
         config.to_str().unwrap(),
     ]);
     let b = server.base.clone();
-    let victim = |name: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, "data\n").unwrap();
-        (path.clone(), format!("shred -u {}", path.display()))
-    };
-    let ask = |session: &str, command: &str| {
-        let (status, r) = post(
-            &b,
-            "/v1/tools/execute",
-            Some(session),
-            json!({"command": command}),
-        );
-        assert_eq!(status, 200, "{r}");
-        let pending = r["pending_approval"].clone();
-        assert!(pending["id"].as_str().unwrap().starts_with("ap-"), "{r}");
-        assert!(
-            pending["question"]
-                .as_str()
-                .unwrap()
-                .contains("guard[shred]"),
-            "{r}"
-        );
-        assert_eq!(r["success"], false, "{r}");
-        pending["id"].as_str().unwrap().to_string()
-    };
 
     // Pending, listed for its own session only, then approved: it runs once.
-    let (path, command) = victim("approved");
-    let id = ask("s1", &command);
+    let (path, command) = cli::victim(dir.path(), "approved");
+    let id = ask_over_http(&b, "s1", &command);
     assert!(path.exists(), "nothing runs before the answer");
     let (_, listed) = get(&b, "/v1/approvals", Some("s1"));
     assert_eq!(listed["pending"][0]["id"], id.as_str(), "{listed}");
@@ -1517,8 +1507,8 @@ fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
     assert_eq!(listed["remembered"], json!([command]), "{listed}");
 
     // Denied: nothing runs, and the reason says the user declined.
-    let (path, command) = victim("denied");
-    let id = ask("s1", &command);
+    let (path, command) = cli::victim(dir.path(), "denied");
+    let id = ask_over_http(&b, "s1", &command);
     let (status, r) = post(
         &b,
         &format!("/v1/approvals/{id}"),
@@ -1534,8 +1524,8 @@ fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
     assert!(path.exists());
 
     // Expired: refused afterwards, and the command never ran.
-    let (path, command) = victim("expired");
-    let id = ask("s1", &command);
+    let (path, command) = cli::victim(dir.path(), "expired");
+    let id = ask_over_http(&b, "s1", &command);
     std::thread::sleep(Duration::from_millis(2500));
     let (status, r) = post(
         &b,
@@ -1552,4 +1542,26 @@ fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
         json!({"decision": "approve"}),
     );
     assert_eq!(status, 404);
+}
+
+/// Sends `command` (one the guard asks about) in `session`: the pending approval's id.
+fn ask_over_http(b: &str, session: &str, command: &str) -> String {
+    let (status, r) = post(
+        b,
+        "/v1/tools/execute",
+        Some(session),
+        json!({"command": command}),
+    );
+    assert_eq!(status, 200, "{r}");
+    let pending = r["pending_approval"].clone();
+    assert!(pending["id"].as_str().unwrap().starts_with("ap-"), "{r}");
+    assert!(
+        pending["question"]
+            .as_str()
+            .unwrap()
+            .contains("guard[shred]"),
+        "{r}"
+    );
+    assert_eq!(r["success"], false, "{r}");
+    pending["id"].as_str().unwrap().to_string()
 }

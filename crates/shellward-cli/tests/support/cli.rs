@@ -54,6 +54,14 @@ pub fn text(o: &Output) -> String {
     format!("{}{}", stdout(o), stderr(o))
 }
 
+/// A file for a test to approve or refuse destroying, and the command that destroys it (`shred -u`, which the
+/// built-in guard asks about).
+pub fn victim(dir: &Path, name: &str) -> (PathBuf, String) {
+    let path = dir.join(name);
+    std::fs::write(&path, "data\n").unwrap();
+    (path.clone(), format!("shred -u {}", path.display()))
+}
+
 // Not every test file uses the Unix part.
 #[cfg(unix)]
 #[allow(unused_imports)]

@@ -511,18 +511,12 @@ fn sigint_terminates_the_whole_tree() {
 #[test]
 fn config_check_reports_every_problem_with_its_key() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.toml");
-    std::fs::write(
-        &bad,
+    let (code, err) = config_check(
+        dir.path(),
+        "bad.toml",
         "[executor]\ngrace = \"soon\"\nmax_running = 0\n[sandbox]\nmemory = 3\n[[policy]]\npath = \"nope.wasm\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args(["config", "check", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    );
+    assert_eq!(code, Some(1), "{err}");
     for key in [
         "executor.grace",
         "executor.max_running",
@@ -532,18 +526,12 @@ fn config_check_reports_every_problem_with_its_key() {
         assert!(err.contains(key), "{key} missing from:\n{err}");
     }
     // One pass: a policy's refused settings are reported with the file's own problems, not after they are fixed.
-    let both = dir.path().join("both.toml");
-    std::fs::write(
-        &both,
+    let (code, err) = config_check(
+        dir.path(),
+        "both.toml",
         "[executor]\ngrace = \"soon\"\n[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"banana\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args(["config", "check", both.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    );
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("executor.grace")
             && err.contains("default_timeout")
@@ -588,18 +576,12 @@ fn config_check_reports_every_problem_with_its_key() {
     }
 
     // Invalid policy settings are found by loading the policy.
-    let settings = dir.path().join("settings.toml");
-    std::fs::write(
-        &settings,
+    let (code, err) = config_check(
+        dir.path(),
+        "settings.toml",
         "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"forever\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
-        .args(["config", "check", settings.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    );
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("policy[0]") && err.contains("default_timeout"),
         "{err}"
@@ -1272,4 +1254,16 @@ fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
             "answer {answer:?}: {shown}"
         );
     }
+}
+
+/// Writes `contents` to `dir/name` and runs `shellward config check` on it: its exit code and what it printed on
+/// stderr.
+fn config_check(dir: &std::path::Path, name: &str, contents: &str) -> (Option<i32>, String) {
+    let file = dir.join(name);
+    std::fs::write(&file, contents).unwrap();
+    let out = Command::new(bin())
+        .args(["config", "check", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stderr))
 }

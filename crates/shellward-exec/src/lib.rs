@@ -21,7 +21,8 @@
 //!
 //! Modules: [`config`] (settings), [`env`](mod@env) (the environment policy), [`output`] (capture and views), `executor`
 //! (the [`Executor`]), `registry` (processes by id, limits), `tasks` (per-process tasks, the reaper), `logdir`,
-//! `results`, `error`, `plan`, [`proxy`] (the filtering proxy of allow-list commands), and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
+//! `results`, `error`, `plan`, [`proxy`] (the filtering proxy of allow-list commands), [`seatbelt`] (the macOS
+//! profile of a confinement), and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
 //! fast_spawn,procfs,io,files}.rs`, and `sys/windows`).
 //!
 //! On Windows (`sys/windows`) each command runs in a job object of its own (killed whole with `TerminateJobObject`,
@@ -47,6 +48,7 @@ mod plan;
 pub mod proxy;
 mod registry;
 mod results;
+pub mod seatbelt;
 mod shared;
 mod sys;
 mod tasks;

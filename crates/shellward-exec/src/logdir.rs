@@ -248,8 +248,8 @@ impl Drop for PrivateDir {
 /// The shared log roots of this user under the default parents (the temporary directory, `XDG_RUNTIME_DIR`): where
 /// other shellward instances of this user keep their logs unless configured otherwise. A sandbox covers those that
 /// exist besides its own root, so a command reads no other instance's output even when the instances were started
-/// with different parents. (Only sandboxes cover them: Unix.)
-#[cfg(unix)]
+/// with different parents. (Only sandboxes cover them: Linux.)
+#[cfg(target_os = "linux")]
 pub(crate) fn default_roots() -> Vec<PathBuf> {
     let name = format!("{ROOT_PREFIX}{}", files::user_tag());
     let mut roots = vec![std::env::temp_dir().join(&name)];

@@ -26,7 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 /// Where a proxied command finds its proxy, inside its own network namespace.
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 /// The port of [`PROXY_ADDR`].
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub(crate) const PROXY_PORT: u16 = 3128;
 
 /// Longest request head the proxy reads (request line and headers).

@@ -8,19 +8,35 @@
 //! - `signal_name`/`signal_number`, `landlock_abi`, `own_pids_dir`, `init_main_if_requested`, `log_skeleton` (what a sandbox shows of
 //!   the log root).
 //!
-//! Unix (Linux) is `unix/`; Windows (job objects) is `windows/`.
+//! Linux is `unix/`; the other Unix systems (macOS, FreeBSD: process groups, kqueue, Seatbelt on macOS) are `posix/`,
+//! which shares `unix/`'s POSIX files (streams, terminals, private files); Windows (job objects) is `windows/`.
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub(crate) mod unix;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub(crate) use unix::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
     landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
     signal_number, wait_leader,
 };
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub use unix::init_main_if_requested;
+
+#[cfg(all(unix, not(target_os = "linux")))]
+pub(crate) mod posix;
+// On Linux the POSIX platform is built for its tests alone: the suite runs the code macOS and FreeBSD run (all but
+// the kqueue wait and Seatbelt).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) mod posix;
+#[cfg(all(unix, not(target_os = "linux")))]
+pub use posix::init_main_if_requested;
+#[cfg(all(unix, not(target_os = "linux")))]
+pub(crate) use posix::{
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
+    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
+    signal_number, wait_leader,
+};
 
 #[cfg(windows)]
 pub(crate) mod windows;
@@ -40,7 +56,8 @@ pub enum ContainmentKind {
     /// One cgroup v2 per tree, killed with `cgroup.kill`: holds processes that leave the process group (Linux).
     Cgroup,
     /// One process group per tree, plus the descendants found in `/proc`; the executor is a child subreaper so
-    /// orphaned descendants stay visible (Linux).
+    /// orphaned descendants stay visible (Linux). On macOS and FreeBSD: the process group alone (signals to the whole
+    /// group; a process that leaves it is not followed).
     ProcessGroup,
     /// One job object per tree, killed with `TerminateJobObject` and closed with the executor (kill on close): holds
     /// every process the command starts, including those that leave its console (Windows).
@@ -51,7 +68,12 @@ impl std::fmt::Display for ContainmentKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ContainmentKind::Cgroup => "cgroup v2 (cgroup.kill)",
-            ContainmentKind::ProcessGroup => "process group + subreaper",
+            ContainmentKind::ProcessGroup if cfg!(target_os = "linux") => {
+                "process group + subreaper"
+            }
+            ContainmentKind::ProcessGroup => {
+                "process group (killpg; a process that leaves it is not followed)"
+            }
             ContainmentKind::JobObject => "job object (kill on close)",
         })
     }

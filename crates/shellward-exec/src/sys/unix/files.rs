@@ -1,4 +1,4 @@
-//! How the executor's private files are made on Unix: owner-only modes, never following a symlink, descriptors
+//! How the executor's private files are made on Unix (Linux, and macOS and FreeBSD through `sys/posix`): owner-only modes, never following a symlink, descriptors
 //! closed on exec, ownership by this user, reads at an offset.
 
 use std::fs::{self, File};
@@ -42,8 +42,18 @@ pub(crate) fn owned_by_me(meta: &fs::Metadata) -> bool {
 }
 
 /// Whether process `pid` no longer exists (for directories named after the process that made them).
+#[cfg(target_os = "linux")]
 pub(crate) fn process_gone(pid: i32) -> bool {
     pid > 0 && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Whether process `pid` no longer exists: without `/proc`, a null signal asks (`ESRCH`: no such process).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn process_gone(pid: i32) -> bool {
+    // SAFETY: signal 0 checks that the process exists and sends nothing.
+    pid > 0
+        && unsafe { libc::kill(pid, 0) } != 0
+        && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// Reads `buf.len()` bytes (or fewer at the end) at `offset`; returns how many were read.

@@ -16,7 +16,8 @@
 //! - [`session`]: one sandbox (PID and mount namespace) per session, which its commands start in;
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
 //! - [`stale`]: removing what executors that died left in the cgroup hierarchies;
-//! - [`io`]: the command's streams as the portable core reads and writes them; [`files`]: private files.
+//! - [`streams`]: the command's streams as the portable core reads and writes them (shared with `sys/posix`);
+//!   [`io`]: the leader's exit; [`files`]: private files (shared with `sys/posix`).
 
 pub(crate) mod cgroup;
 pub(crate) mod child_setup;
@@ -33,22 +34,24 @@ pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
 pub(crate) mod proxy_fd;
-mod pty;
+pub(crate) mod pty;
 pub(crate) mod seccomp;
 mod session;
 pub(crate) mod spawn_env;
 mod spawn_job;
 mod stale;
+pub(crate) mod streams;
 mod tree;
 mod watchdog;
 
 pub(crate) use super::ContainmentKind;
 pub(crate) use host_mounts::skeleton_of as log_skeleton;
-pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
+pub(crate) use io::wait_leader;
 pub(crate) use limits::own_pids_dir;
 pub use nsinit::init_main_if_requested;
 pub(crate) use platform::{Leader, Platform, SpawnSpec};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
+pub(crate) use streams::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal};
 pub(crate) use tree::Tree;
 
 /// The variable marking every process of a tree (`SHELLWARD_TREE=<token>/<id>`), inherited through `setsid` and
@@ -57,6 +60,11 @@ pub(crate) const TREE_VAR: &str = "SHELLWARD_TREE";
 /// The variable marking watchdogs (`SHELLWARD_WATCHDOG=1`), which belong to no tree: a process hosting several
 /// executors has several.
 pub(crate) const WATCHDOG_VAR: &str = "SHELLWARD_WATCHDOG";
+
+/// The `(device, inode)` the processes reading `fd` see as their stdin (see `procfs::input_identity`).
+pub(crate) fn input_identity(fd: std::os::fd::RawFd, terminal: bool) -> Option<(u64, u64)> {
+    procfs::input_identity(fd, terminal)
+}
 
 /// The Landlock ABI version of the running kernel (0: none).
 pub(crate) fn landlock_abi() -> i32 {

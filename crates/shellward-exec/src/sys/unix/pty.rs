@@ -1,6 +1,8 @@
 //! Pseudo-terminals for interactive commands: a master/slave pair sized for the caller, and the child-side step that
 //! makes the slave the command's controlling terminal.
 //!
+//! Shared by Linux and, through `sys/posix`, macOS and FreeBSD (which open the pair with `openpty`).
+//!
 //! Written on `libc` directly (`/dev/ptmx`, `unlockpt`, `TIOCGPTPEER`) rather than a pty crate: the pair must be
 //! close-on-exec (so no other command inherits it), the slave is opened through the master without a path lookup,
 //! and the child step must be async-signal-safe — three details the crates leave to the caller anyway.
@@ -9,6 +11,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Opens a pseudo-terminal of `rows` × `cols`: (master, slave), both close-on-exec.
+#[cfg(target_os = "linux")]
 pub(crate) fn open(rows: u16, cols: u16) -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: plain syscalls on descriptors this function owns; each result is checked before use.
     unsafe {
@@ -57,6 +60,47 @@ pub(crate) fn open(rows: u16, cols: u16) -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
+/// Opens a pseudo-terminal of `rows` × `cols` with `openpty`: (master, slave), both made close-on-exec before
+/// anything can be spawned (spawns happen on the executor's spawner, after this returns).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn open(rows: u16, cols: u16) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let (mut m, mut s) = (-1, -1);
+    // SAFETY: openpty writes the two descriptors it opens; no name buffer, default termios, a valid window size.
+    let r = unsafe {
+        libc::openpty(
+            &mut m,
+            &mut s,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &raw mut size as _,
+        )
+    };
+    if r != 0 {
+        return Err(with_context(
+            io::Error::last_os_error(),
+            "cannot open a terminal (openpty)",
+        ));
+    }
+    // SAFETY: both descriptors were just opened by openpty and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    for fd in [&master, &slave] {
+        // SAFETY: fcntl on a descriptor owned here.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            return Err(with_context(
+                io::Error::last_os_error(),
+                "cannot make the terminal close-on-exec",
+            ));
+        }
+    }
+    Ok((master, slave))
+}
+
 fn with_context(e: io::Error, what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
@@ -69,7 +113,8 @@ pub(crate) fn become_controlled() -> io::Result<()> {
         if libc::setsid() < 0 {
             return Err(io::Error::last_os_error());
         }
-        if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+        // The request's type differs between systems (`c_ulong` on macOS, `c_int`-sized elsewhere).
+        if libc::ioctl(0, libc::TIOCSCTTY as _, 0) != 0 {
             return Err(io::Error::last_os_error());
         }
     }

@@ -1,0 +1,90 @@
+//! Process control on the Unix systems other than Linux (macOS, FreeBSD), with what POSIX gives, one room per
+//! concern:
+//!
+//! - [`platform`]: the per-executor state and spawning a command's leader as the leader of a process group of its
+//!   own (its terminal's session leader for a `tty` start);
+//! - [`tree`]: one command's tree as the portable core asks about it — its process group: signals go to the group,
+//!   liveness is the group's;
+//! - [`streams`] (shared with Linux): its streams, pipes or a pseudo-terminal's master side ([`pty`], shared too);
+//!   [`io`]: the wait for its leader (kqueue);
+//! - [`spawn_env`]: its environment; [`files`]: private files.
+//!
+//! What these systems do not have here is said, never pretended: no PID namespaces, no cgroups, no per-command
+//! system-call filter; on macOS writes and the network are confined by a Seatbelt profile ([`crate::seatbelt`],
+//! applied with `sandbox-exec`), elsewhere a plan that confines them is refused, naming the platform, and a process that leaves its group (`setsid`)
+//! is not followed. This code is built for macOS and FreeBSD here and has not run on either; on Linux it is built for
+//! its tests ([`tests`]), which run everything but the kqueue wait and Seatbelt.
+
+// On Linux only the tests use it.
+#![cfg_attr(target_os = "linux", allow(dead_code, unused_imports))]
+
+// The files Linux shares, compiled here from `unix/` (on Linux, where this is built for its tests, `unix`'s own).
+#[cfg(not(target_os = "linux"))]
+#[path = "../unix/files.rs"]
+pub(crate) mod files;
+#[cfg(target_os = "linux")]
+pub(crate) use super::unix::files;
+mod io;
+mod platform;
+#[cfg(not(target_os = "linux"))]
+#[path = "../unix/pty.rs"]
+mod pty;
+#[cfg(target_os = "linux")]
+use super::unix::pty;
+mod spawn_env;
+mod tree;
+
+#[cfg(not(target_os = "linux"))]
+#[path = "../unix/streams.rs"]
+mod streams;
+#[cfg(target_os = "linux")]
+use super::unix::streams;
+
+pub(crate) use io::wait_leader;
+pub(crate) use streams::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal};
+
+/// Which stdin a tree's processes read is not looked up here (no `/proc`): unknown.
+pub(crate) fn input_identity(_fd: std::os::fd::RawFd, _terminal: bool) -> Option<(u64, u64)> {
+    None
+}
+pub(crate) use platform::{Leader, Platform, SpawnSpec};
+pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
+pub(crate) use tree::Tree;
+
+/// There is no cgroup `pids` hierarchy here.
+pub(crate) fn own_pids_dir() -> Option<std::path::PathBuf> {
+    None
+}
+
+/// No sandbox covers the log root here: no skeleton of it is kept.
+pub(crate) fn log_skeleton(
+    _own: &std::path::Path,
+) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    None
+}
+
+/// No Landlock here: 0.
+pub(crate) fn landlock_abi() -> i32 {
+    0
+}
+
+/// The name of signal `n` (`SIGKILL`), when this platform names it.
+pub(crate) fn signal_name(n: i32) -> Option<&'static str> {
+    nix::sys::signal::Signal::try_from(n)
+        .ok()
+        .map(|s| s.as_str())
+}
+
+/// The number of the signal named `name` (`SIGTERM`), when this platform knows it.
+pub(crate) fn signal_number(name: &str) -> Option<i32> {
+    name.parse::<nix::sys::signal::Signal>()
+        .ok()
+        .map(|s| s as i32)
+}
+
+/// Returns at once: there is no PID-namespace init to run here (the call exists so a host's `main` reads the same on
+/// every platform).
+pub fn init_main_if_requested() {}
+
+#[cfg(test)]
+mod tests;

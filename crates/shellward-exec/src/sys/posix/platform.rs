@@ -1,0 +1,293 @@
+//! The per-executor platform state on macOS and FreeBSD, and spawning one command's leader: `std::process::Command`
+//! with the leader in a process group of its own (or, on a terminal, a session of its own with the terminal as its
+//! controlling one), its streams on close-on-exec pipes or a pseudo-terminal, and on macOS its confinement as a
+//! Seatbelt profile applied by `sandbox-exec`.
+
+use super::pty;
+use super::spawn_env::SpawnEnv;
+use super::tree::Tree;
+use crate::plan::{Confinement, Network};
+use crate::sys::ContainmentKind;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Platform state shared by all trees of one executor.
+pub(crate) struct Platform {
+    /// What Seatbelt profiles protect beyond each plan: the executor's own files (macOS).
+    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+    protected: crate::seatbelt::Protected,
+}
+
+/// A spawned leader and its streams.
+pub(crate) struct Spawned {
+    pub(crate) leader: Leader,
+    /// The output: a pipe, or the terminal's master side (see `terminal`).
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: Option<OwnedFd>,
+    /// Where input is written: a pipe's write end, or the terminal's master side (`None`: stdin is /dev/null).
+    pub(crate) stdin: Option<OwnedFd>,
+    /// The command runs on a pseudo-terminal (`stdout` and `stdin` are its master side).
+    pub(crate) terminal: bool,
+    pub(crate) tree: Tree,
+    /// The command's writes are confined (macOS: a Seatbelt profile with writable paths was applied).
+    pub(crate) writes_confined: bool,
+    /// System calls are never filtered here.
+    pub(crate) syscalls_filtered: bool,
+    /// No filtering proxy here: an allow-list network is refused.
+    pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
+}
+
+/// A spawned leader process.
+pub(crate) struct Leader {
+    pub(crate) child: Child,
+}
+
+impl Leader {
+    /// The process id.
+    pub(crate) fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+/// What to spawn.
+pub(crate) struct SpawnSpec {
+    /// The program (looked up on the environment's `PATH`).
+    pub(crate) program: OsString,
+    /// Its arguments; the last is the command.
+    pub(crate) args: Vec<OsString>,
+    /// Working directory.
+    pub(crate) workdir: PathBuf,
+    /// The *complete* environment (nothing of the executor's own is added).
+    pub(crate) env: SpawnEnv,
+    /// Capture stderr on a pipe of its own.
+    pub(crate) separate_stderr: bool,
+    /// The tree's name (its process id, `p7`).
+    pub(crate) name: String,
+    /// Standard input: the null device, a pipe, or a terminal.
+    pub(crate) stdin: crate::StdinMode,
+    /// The session (no sandbox of its own here).
+    pub(crate) session: Option<String>,
+    /// The directory of the session's logs (no sandbox hides the others here: logged only).
+    pub(crate) log_dir: PathBuf,
+    /// Where it may write and what network it reaches.
+    pub(crate) confinement: Confinement,
+}
+
+/// The command's ends of its streams, and the host's.
+struct Streams {
+    child_in: Stdio,
+    child_out: Stdio,
+    child_err: Stdio,
+    stdout: OwnedFd,
+    stderr: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
+    terminal: bool,
+}
+
+impl Platform {
+    /// The process-group platform; the executor's protected files from `config`.
+    pub(crate) fn new(
+        _allow_cgroup: bool,
+        config: &crate::ExecutorConfig,
+        _log_dir: &Path,
+    ) -> io::Result<Platform> {
+        // Seatbelt matches real paths (on macOS `/tmp` is `/private/tmp`): resolve what exists.
+        let real = |paths: &[PathBuf]| -> Vec<PathBuf> {
+            paths
+                .iter()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                .collect()
+        };
+        Ok(Platform {
+            protected: crate::seatbelt::Protected::new()
+                .read_only(real(&config.read_only_paths))
+                .hidden(real(&config.hidden_paths)),
+        })
+    }
+
+    /// Process groups.
+    pub(crate) fn kind(&self) -> ContainmentKind {
+        ContainmentKind::ProcessGroup
+    }
+
+    /// No PID namespaces here.
+    pub(crate) fn pid_namespaces(&self) -> bool {
+        false
+    }
+
+    /// No per-tree process limit here.
+    pub(crate) fn process_limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// No cgroups here.
+    pub(crate) fn cgroup_dir(&self) -> Option<&Path> {
+        None
+    }
+
+    /// Starts the command as the leader of a process group of its own (a session of its own on a terminal).
+    pub(crate) async fn spawn(&self, spec: SpawnSpec) -> io::Result<Spawned> {
+        spec.env.check()?;
+        let (program, args, writes_confined) = self.confined(&spec)?;
+        tracing::debug!(name = %spec.name, session = ?spec.session, log_dir = %spec.log_dir.display(), "starting in a process group of its own");
+        let streams = streams(spec.stdin, spec.separate_stderr)?;
+        let mut cmd = Command::new(&program);
+        cmd.args(&args)
+            .env_clear()
+            .envs(spec.env.pairs())
+            .current_dir(&spec.workdir)
+            .stdin(streams.child_in)
+            .stdout(streams.child_out)
+            .stderr(streams.child_err);
+        if streams.terminal {
+            // SAFETY: the hook only makes async-signal-safe system calls on the child's own descriptors.
+            unsafe {
+                cmd.pre_exec(pty::become_controlled);
+            }
+        } else {
+            cmd.process_group(0);
+        }
+        let child = cmd.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot start {}: {e}", Path::new(&program).display()),
+            )
+        })?;
+        // The command's ends of the streams are closed here, in `cmd`: only the child holds them now.
+        drop(cmd);
+        let tree = Tree::new(child.id() as i32);
+        Ok(Spawned {
+            leader: Leader { child },
+            stdout: streams.stdout,
+            stderr: streams.stderr,
+            stdin: streams.stdin,
+            terminal: streams.terminal,
+            tree,
+            writes_confined,
+            syscalls_filtered: false,
+            proxy_listener: None,
+        })
+    }
+
+    /// The program and arguments that run `spec` as confined as it asks, and whether its writes are confined; a
+    /// confinement this platform cannot give is an error naming it (never run wider than decided).
+    #[cfg(target_os = "macos")]
+    fn confined(&self, spec: &SpawnSpec) -> io::Result<(OsString, Vec<OsString>, bool)> {
+        let c = &spec.confinement;
+        let protects = !self.protected.read_only.is_empty() || !self.protected.hidden.is_empty();
+        if c.writable.is_none() && c.network == Network::Host && !protects {
+            return Ok((spec.program.clone(), spec.args.clone(), false));
+        }
+        let profile = crate::seatbelt::profile(c, &self.protected)
+            .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+        if let Some(gap) = profile
+            .gaps
+            .iter()
+            .find(|g| **g != crate::seatbelt::Gap::SystemCallFilter)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "macOS cannot give {}; run it with network `host` or `none`, or on Linux",
+                    gap.describe()
+                ),
+            ));
+        }
+        let mut args: Vec<OsString> = vec!["-p".into(), profile.text.into(), spec.program.clone()];
+        args.extend(spec.args.iter().cloned());
+        Ok(("/usr/bin/sandbox-exec".into(), args, c.writable.is_some()))
+    }
+
+    /// The program and arguments that run `spec`: nothing is confined here yet, so a plan that confines writes or
+    /// the network is refused, naming the platform (fail closed).
+    #[cfg(not(target_os = "macos"))]
+    fn confined(&self, spec: &SpawnSpec) -> io::Result<(OsString, Vec<OsString>, bool)> {
+        if spec.confinement.writable.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "writes cannot be confined on {} yet (Linux has Landlock, macOS Seatbelt); the command was not \
+                     run. Remove [confinement] writable to run commands with the user's own permissions, or run on \
+                     Linux or macOS",
+                    std::env::consts::OS
+                ),
+            ));
+        }
+        if spec.confinement.network != Network::Host {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "network `{}` cannot be enforced on {} (it needs Linux network namespaces or macOS Seatbelt); \
+                     run it with network `host`, or on Linux",
+                    spec.confinement.network.as_str(),
+                    std::env::consts::OS
+                ),
+            ));
+        }
+        Ok((spec.program.clone(), spec.args.clone(), false))
+    }
+
+    /// No watchdog here yet: a killed executor leaves its commands' groups running.
+    pub(crate) fn watchdog_send(&self, _line: &str) {}
+
+    /// Nothing to track.
+    pub(crate) fn leader_exited(&self, _pid: i32) {}
+
+    /// Nothing to release.
+    pub(crate) fn shutdown(&self) {}
+
+    /// No session sandboxes here.
+    pub(crate) fn has_sessions(&self) -> bool {
+        false
+    }
+
+    /// No session sandboxes here.
+    pub(crate) fn end_idle_sessions(&self, _idle: std::time::Duration) {}
+
+    /// Nothing to reap: without a subreaper, orphans go to init.
+    pub(crate) fn reap_orphans(&self, _known: &HashMap<i32, u64>) {}
+}
+
+/// The streams for `stdin`: pipes (stderr on its own or with stdout), or a pseudo-terminal.
+fn streams(stdin: crate::StdinMode, separate_stderr: bool) -> io::Result<Streams> {
+    if let crate::StdinMode::Terminal { rows, cols } = stdin {
+        let (master, slave) = pty::open(rows, cols)?;
+        return Ok(Streams {
+            child_in: Stdio::from(slave.try_clone()?),
+            child_out: Stdio::from(slave.try_clone()?),
+            child_err: Stdio::from(slave),
+            stdin: Some(master.try_clone()?),
+            stdout: master,
+            stderr: None,
+            terminal: true,
+        });
+    }
+    let (out_r, out_w) = std::io::pipe()?;
+    let (err_r, err_w) = if separate_stderr {
+        let (r, w) = std::io::pipe()?;
+        (Some(OwnedFd::from(r)), w)
+    } else {
+        (None, out_w.try_clone()?)
+    };
+    let (child_in, input) = match stdin {
+        crate::StdinMode::Pipe => {
+            let (r, w) = std::io::pipe()?;
+            (Stdio::from(r), Some(OwnedFd::from(w)))
+        }
+        _ => (Stdio::null(), None),
+    };
+    Ok(Streams {
+        child_in,
+        child_out: Stdio::from(out_w),
+        child_err: Stdio::from(err_w),
+        stdout: out_r.into(),
+        stderr: err_r,
+        stdin: input,
+        terminal: false,
+    })
+}

@@ -1,0 +1,223 @@
+//! The POSIX platform (what macOS and FreeBSD run) exercised on Linux: a leader in a process group of its own, its
+//! output on pipes or a terminal, its input, the group signalled whole, the exit waited for, and the confinement it
+//! cannot give refused. Every test marks its processes and proves from `/proc` that none survive.
+
+use super::platform::SpawnSpec;
+use super::{BaseEnv, Platform, SpawnEnv, wait_leader};
+use crate::plan::{Confinement, Network};
+use crate::results::ExitState;
+use std::ffi::OsString;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MARK: &str = "SW_POSIX_TEST_MARK";
+/// Set in the fresh process the tests run in.
+const FRESH: &str = "SW_POSIX_TEST_FRESH";
+
+/// The POSIX platform's cases, in a fresh process of their own: this crate's other tests make the test process a
+/// child subreaper whose reaper would reap a leader before its own wait does (macOS and FreeBSD have no such
+/// reaper), and a leader's group must not meet theirs.
+#[test]
+fn the_posix_platform_runs_commands_as_macos_and_freebsd_do() {
+    if !shellward_test_support::in_fresh_process(FRESH) {
+        shellward_test_support::rerun_in_fresh_process(
+            "sys::posix::tests::the_posix_platform_runs_commands_as_macos_and_freebsd_do",
+            FRESH,
+        );
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        a_command_runs_in_its_own_group_and_its_exit_is_reported().await;
+        kill_reaches_the_whole_group_and_nothing_outside_it().await;
+        input_goes_through_a_pipe_and_a_terminal_is_the_commands_own().await;
+        confinement_it_cannot_give_is_refused_naming_the_platform().await;
+    });
+}
+
+/// A spec running `command` with `sh -c`, its processes marked with `mark`.
+fn spec(command: &str, mark: &str, stdin: crate::StdinMode) -> SpawnSpec {
+    let base = BaseEnv::new(vec![(
+        "PATH".into(),
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+    )])
+    .unwrap();
+    SpawnSpec {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), command.into()],
+        workdir: std::env::temp_dir(),
+        env: SpawnEnv::new(Arc::new(base), vec![(MARK.into(), OsString::from(mark))]),
+        separate_stderr: false,
+        name: "p1".into(),
+        stdin,
+        session: None,
+        log_dir: std::env::temp_dir(),
+        confinement: Confinement::none(),
+    }
+}
+
+fn platform() -> Platform {
+    Platform::new(
+        false,
+        &crate::ExecutorConfig::default(),
+        &std::env::temp_dir(),
+    )
+    .unwrap()
+}
+
+fn survivors(mark: &str) -> std::collections::HashSet<i32> {
+    shellward_test_support::survivors_after(&format!("{MARK}={mark}"), Duration::from_secs(5))
+}
+
+/// Everything readable from `fd` until every writer is gone.
+fn read_all(fd: std::os::fd::OwnedFd) -> String {
+    let mut text = String::new();
+    let _ = std::fs::File::from(fd).read_to_string(&mut text);
+    text
+}
+
+async fn a_command_runs_in_its_own_group_and_its_exit_is_reported() {
+    let mark = shellward_test_support::unique_mark("posix-exit");
+    let spawned = platform()
+        .spawn(spec(
+            "echo out; echo err >&2; exit 7",
+            &mark,
+            crate::StdinMode::Null,
+        ))
+        .await
+        .unwrap();
+    let pid = spawned.leader.pid();
+    assert_eq!(spawned.tree.pgid(), pid);
+    let output = tokio::task::spawn_blocking(move || read_all(spawned.stdout));
+    let mut exited = false;
+    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || exited = true)
+        .await
+        .unwrap();
+    assert!(exited);
+    assert_eq!(state, ExitState::Code(7));
+    assert_eq!(output.await.unwrap(), "out\nerr\n");
+    assert!(!spawned.tree.alive());
+    assert!(survivors(&mark).is_empty());
+}
+
+async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
+    let mark = shellward_test_support::unique_mark("posix-kill");
+    let spawned = platform()
+        .spawn(spec(
+            "sleep 300 & sleep 301 & wait",
+            &mark,
+            crate::StdinMode::Null,
+        ))
+        .await
+        .unwrap();
+    let entry = format!("{MARK}={mark}");
+    let started = std::time::Instant::now();
+    while shellward_test_support::with_env(&entry).len() < 3 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let members = shellward_test_support::with_env(&entry);
+    for pid in &members {
+        let group = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid))).unwrap();
+        assert_eq!(
+            group.as_raw(),
+            spawned.tree.pgid(),
+            "{pid} is outside the group"
+        );
+    }
+    assert!(spawned.tree.alive());
+    assert_eq!(spawned.tree.member_pids(), [spawned.tree.pgid()]);
+    spawned.tree.kill();
+    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+        .await
+        .unwrap();
+    assert_eq!(state, ExitState::Signal(libc::SIGKILL));
+    assert!(survivors(&mark).is_empty(), "the group outlived its kill");
+    // (The killed sleeps are orphans: whether their group is gone depends on their new parent reaping them, which
+    // init does on macOS and FreeBSD; what counts here is that nothing of them runs.)
+    // This test's own process is untouched (it is in another group).
+    assert_ne!(nix::unistd::getpgrp().as_raw(), spawned.tree.pgid());
+}
+
+async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {
+    let mark = shellward_test_support::unique_mark("posix-io");
+    let spawned = platform()
+        .spawn(spec(
+            "read line; echo got:$line",
+            &mark,
+            crate::StdinMode::Pipe,
+        ))
+        .await
+        .unwrap();
+    let input = std::fs::File::from(spawned.stdin.unwrap());
+    std::io::Write::write_all(&mut &input, b"hello\n").unwrap();
+    drop(input);
+    let output = tokio::task::spawn_blocking(move || read_all(spawned.stdout));
+    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+        .await
+        .unwrap();
+    assert_eq!(state, ExitState::Code(0));
+    assert_eq!(output.await.unwrap(), "got:hello\n");
+
+    let spawned = platform()
+        .spawn(spec(
+            "test -t 0 && test -t 1 && stty size",
+            &mark,
+            crate::StdinMode::Terminal {
+                rows: 33,
+                cols: 101,
+            },
+        ))
+        .await
+        .unwrap();
+    assert!(spawned.terminal);
+    let mut text = String::new();
+    let mut buf = Vec::new();
+    let reading = crate::sys::read_terminal(spawned.stdout, |b| buf.extend_from_slice(b));
+    let (read, state) = tokio::join!(
+        reading,
+        wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+    );
+    read.unwrap();
+    text.push_str(&String::from_utf8_lossy(&buf));
+    assert_eq!(state.unwrap(), ExitState::Code(0), "{text:?}");
+    assert!(text.contains("33 101"), "{text:?}");
+    assert!(survivors(&mark).is_empty());
+}
+
+async fn confinement_it_cannot_give_is_refused_naming_the_platform() {
+    let mark = shellward_test_support::unique_mark("posix-refuse");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let command = format!("touch {}", marker.display());
+    for confinement in [
+        Confinement::new(Some(vec![dir.path().to_path_buf()]), Network::Host),
+        Confinement::new(None, Network::None),
+        Confinement::new(None, Network::Loopback),
+        Confinement::new(None, Network::Host).allow_only(["crates.io"]),
+    ] {
+        let mut s = spec(&command, &mark, crate::StdinMode::Null);
+        s.confinement = confinement.clone();
+        let e = match platform().spawn(s).await {
+            Err(e) => e,
+            Ok(_) => panic!("{confinement:?} ran unconfined"),
+        };
+        assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains(std::env::consts::OS), "{e}");
+        assert!(!marker.exists(), "{confinement:?}: the command ran");
+    }
+    // A system-call deny list alone is reported (the result says it was not filtered), not refused.
+    let mut s = spec("true", &mark, crate::StdinMode::Null);
+    s.confinement = Confinement::none().deny_syscalls(["ptrace"]);
+    let spawned = platform().spawn(s).await.unwrap();
+    assert!(!spawned.syscalls_filtered && !spawned.writes_confined);
+    wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+        .await
+        .unwrap();
+    assert!(survivors(&mark).is_empty());
+}

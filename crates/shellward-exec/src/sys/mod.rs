@@ -11,11 +11,12 @@
 //! Linux is `unix/`; the other Unix systems (macOS, FreeBSD: process groups, kqueue, Seatbelt on macOS) are `posix/`,
 //! which shares `unix/`'s POSIX files (streams, terminals, private files); Windows (job objects) is `windows/`.
 
+pub(crate) mod leader_reap;
 #[cfg(target_os = "linux")]
 pub(crate) mod unix;
 #[cfg(target_os = "linux")]
 pub(crate) use unix::{
-    BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
     landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
     signal_number, wait_leader,
 };
@@ -33,7 +34,7 @@ pub(crate) mod posix;
 pub use posix::init_main_if_requested;
 #[cfg(all(unix, not(target_os = "linux")))]
 pub(crate) use posix::{
-    BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
     landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
     signal_number, wait_leader,
 };
@@ -44,10 +45,34 @@ pub(crate) mod windows;
 pub use windows::init_main_if_requested;
 #[cfg(windows)]
 pub(crate) use windows::{
-    BaseEnv, InputSink, Leader, Platform, SpawnEnv, SpawnSpec, Stream, Tree, files, is_input_gone,
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
     landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
     signal_number, wait_leader,
 };
+
+/// What to spawn: the same on every platform (each says what it cannot give when it spawns).
+pub(crate) struct SpawnSpec {
+    /// The program (looked up on the environment's `PATH`).
+    pub(crate) program: std::ffi::OsString,
+    /// Its arguments; the last is the command.
+    pub(crate) args: Vec<std::ffi::OsString>,
+    /// Working directory.
+    pub(crate) workdir: std::path::PathBuf,
+    /// The *complete* environment (nothing of the executor's own is added).
+    pub(crate) env: SpawnEnv,
+    /// Capture stderr on a pipe of its own.
+    pub(crate) separate_stderr: bool,
+    /// The tree's name (its process id, `p7`), for its cgroup and marker where there are any.
+    pub(crate) name: String,
+    /// Standard input: the null device, a pipe, or a pseudo-terminal (which then also takes stdout and stderr).
+    pub(crate) stdin: crate::StdinMode,
+    /// The session: on Linux its commands share one sandbox.
+    pub(crate) session: Option<String>,
+    /// The directory of the session's logs: on Linux the one log directory its sandbox shows.
+    pub(crate) log_dir: std::path::PathBuf,
+    /// Where it may write and what network it reaches.
+    pub(crate) confinement: crate::plan::Confinement,
+}
 
 /// How command trees are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

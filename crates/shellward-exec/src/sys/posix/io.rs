@@ -2,13 +2,13 @@
 //! watched by the runtime (no thread held, no polling), else a blocking wait on a thread of its own.
 
 use super::Leader;
+use super::streams::exit_state;
 use super::tree::Tree;
 use crate::results::ExitState;
 #[cfg(not(target_os = "linux"))]
 use nix::sys::event::{EvFlags, EventFilter, FilterFlag, KEvent, Kqueue};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::ExitStatusExt;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -77,9 +77,5 @@ pub(crate) async fn wait_leader(
             status
         }
     };
-    status.map(|s| match (s.code(), s.signal()) {
-        (Some(c), _) => ExitState::Code(c),
-        (None, Some(sig)) => ExitState::Signal(sig),
-        _ => ExitState::Code(-1),
-    })
+    status.map(exit_state)
 }

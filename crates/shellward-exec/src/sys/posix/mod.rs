@@ -7,7 +7,7 @@
 //!   liveness is the group's;
 //! - [`streams`] (shared with Linux): its streams, pipes or a pseudo-terminal's master side ([`pty`], shared too);
 //!   [`io`]: the wait for its leader (kqueue);
-//! - [`spawn_env`]: its environment; [`files`]: private files.
+//! - [`spawn_env`] and [`files`] (shared with Linux): its environment, private files.
 //!
 //! What these systems do not have here is said, never pretended: no PID namespaces, no cgroups, no per-command
 //! system-call filter; on macOS writes and the network are confined by a Seatbelt profile ([`crate::seatbelt`],
@@ -31,7 +31,11 @@ mod platform;
 mod pty;
 #[cfg(target_os = "linux")]
 use super::unix::pty;
+#[cfg(not(target_os = "linux"))]
+#[path = "../unix/spawn_env.rs"]
 mod spawn_env;
+#[cfg(target_os = "linux")]
+use super::unix::spawn_env;
 mod tree;
 
 #[cfg(not(target_os = "linux"))]
@@ -47,7 +51,7 @@ pub(crate) use streams::{InputSink, Stream, is_input_gone, pipe_reader, read_ter
 pub(crate) fn input_identity(_fd: std::os::fd::RawFd, _terminal: bool) -> Option<(u64, u64)> {
     None
 }
-pub(crate) use platform::{Leader, Platform, SpawnSpec};
+pub(crate) use platform::{Leader, Platform};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
 

@@ -4,10 +4,9 @@
 //! Seatbelt profile applied by `sandbox-exec`.
 
 use super::pty;
-use super::spawn_env::SpawnEnv;
 use super::tree::Tree;
-use crate::plan::{Confinement, Network};
-use crate::sys::ContainmentKind;
+use crate::plan::Network;
+use crate::sys::{ContainmentKind, SpawnSpec};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
@@ -52,30 +51,6 @@ impl Leader {
     pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
-}
-
-/// What to spawn.
-pub(crate) struct SpawnSpec {
-    /// The program (looked up on the environment's `PATH`).
-    pub(crate) program: OsString,
-    /// Its arguments; the last is the command.
-    pub(crate) args: Vec<OsString>,
-    /// Working directory.
-    pub(crate) workdir: PathBuf,
-    /// The *complete* environment (nothing of the executor's own is added).
-    pub(crate) env: SpawnEnv,
-    /// Capture stderr on a pipe of its own.
-    pub(crate) separate_stderr: bool,
-    /// The tree's name (its process id, `p7`).
-    pub(crate) name: String,
-    /// Standard input: the null device, a pipe, or a terminal.
-    pub(crate) stdin: crate::StdinMode,
-    /// The session (no sandbox of its own here).
-    pub(crate) session: Option<String>,
-    /// The directory of the session's logs (no sandbox hides the others here: logged only).
-    pub(crate) log_dir: PathBuf,
-    /// Where it may write and what network it reaches.
-    pub(crate) confinement: Confinement,
 }
 
 /// The command's ends of its streams, and the host's.
@@ -132,7 +107,8 @@ impl Platform {
 
     /// Starts the command as the leader of a process group of its own (a session of its own on a terminal).
     pub(crate) async fn spawn(&self, spec: SpawnSpec) -> io::Result<Spawned> {
-        spec.env.check()?;
+        // A variable with a NUL byte is an error naming it (the same check Linux makes).
+        spec.env.envp()?;
         let (program, args, writes_confined) = self.confined(&spec)?;
         tracing::debug!(name = %spec.name, session = ?spec.session, log_dir = %spec.log_dir.display(), "starting in a process group of its own");
         let streams = streams(spec.stdin, spec.separate_stderr)?;

@@ -2,10 +2,10 @@
 //! output on pipes or a terminal, its input, the group signalled whole, the exit waited for, and the confinement it
 //! cannot give refused. Every test marks its processes and proves from `/proc` that none survive.
 
-use super::platform::SpawnSpec;
 use super::{BaseEnv, Platform, SpawnEnv, wait_leader};
 use crate::plan::{Confinement, Network};
 use crate::results::ExitState;
+use crate::sys::SpawnSpec;
 use std::ffi::OsString;
 use std::io::Read;
 use std::sync::Arc;

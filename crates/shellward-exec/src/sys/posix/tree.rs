@@ -3,32 +3,11 @@
 //! (`killpg`). A process that moves itself to another group or session is not followed (Linux follows it through
 //! cgroups or its tree marker); the platform documentation says so.
 
+use crate::sys::leader_reap::LeaderReap;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Whether the leader has been waited for (its exit status taken): until then its pid, which is the group's id,
-/// cannot be reused, so a signal to the group cannot reach a stranger.
-#[derive(Debug, Default)]
-pub(crate) struct LeaderReap {
-    reaped: AtomicBool,
-}
-
-impl LeaderReap {
-    /// Takes the leader's status with `reap` (which must wait for it), and records it.
-    pub(crate) fn reap<R>(&self, reap: impl FnOnce() -> R) -> R {
-        let r = reap();
-        self.reaped.store(true, Ordering::SeqCst);
-        r
-    }
-
-    /// Whether the leader's status has been taken.
-    pub(crate) fn is_reaped(&self) -> bool {
-        self.reaped.load(Ordering::SeqCst)
-    }
-}
 
 /// What the portable core holds while a foreground command is waited for (nothing to hold here).
 pub(crate) struct EndCheck;
@@ -124,10 +103,20 @@ impl Tree {
         self.signal(Signal::SIGKILL);
     }
 
-    /// Sends `signal` to the group, unless nothing of it is left.
+    /// Sends `signal` to the group. While the leader is unreaped its pid pins the group's id, so the signal reaches
+    /// the tree alone; once it is reaped, what is left of the group (a command's leftovers) is signalled only if a
+    /// null signal finds it alive just before — without a pidfd that is the narrowest these systems allow, and a
+    /// group emptied and its id reused in between would be reached (the platform documentation says so).
     fn signal(&self, signal: Signal) {
-        if self.pgid > 1 {
-            let _ = killpg(Pid::from_raw(self.pgid), signal);
+        if self.pgid <= 1 {
+            return;
+        }
+        let group = Pid::from_raw(self.pgid);
+        let sent = self.leader.while_unreaped(|| {
+            let _ = killpg(group, signal);
+        });
+        if !sent && killpg(group, None).is_ok() {
+            let _ = killpg(group, signal);
         }
     }
 

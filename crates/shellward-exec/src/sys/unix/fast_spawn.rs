@@ -789,7 +789,7 @@ pub(crate) struct Around<'a> {
 
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
 pub(crate) fn spawn_spec(
-    spec: &super::SpawnSpec,
+    spec: &crate::sys::SpawnSpec,
     stdin: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,

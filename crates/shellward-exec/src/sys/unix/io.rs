@@ -3,10 +3,10 @@
 use super::Leader;
 use super::pidfd::pidfd_open;
 use super::pipes::waitpid_blocking;
+use super::streams::exit_state;
 use super::tree::Tree;
 use crate::results::ExitState;
 use std::io;
-use std::os::unix::process::ExitStatusExt;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -49,9 +49,5 @@ pub(crate) async fn wait_leader(
             status
         }
     };
-    status.map(|s| match (s.code(), s.signal()) {
-        (Some(c), _) => ExitState::Code(c),
-        (None, Some(sig)) => ExitState::Signal(sig),
-        _ => ExitState::Code(-1),
-    })
+    status.map(exit_state)
 }

@@ -49,7 +49,7 @@ pub(crate) use host_mounts::skeleton_of as log_skeleton;
 pub(crate) use io::wait_leader;
 pub(crate) use limits::own_pids_dir;
 pub use nsinit::init_main_if_requested;
-pub(crate) use platform::{Leader, Platform, SpawnSpec};
+pub(crate) use platform::{Leader, Platform};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use streams::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal};
 pub(crate) use tree::Tree;

@@ -12,12 +12,11 @@ use super::session;
 use super::tree::{Children, Tree};
 use super::watchdog::Watchdog;
 use super::{ContainmentKind, TREE_VAR};
+pub(crate) use crate::sys::SpawnSpec;
 use nix::unistd::Pid;
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::process::Child;
 #[cfg(test)]
 use std::sync::atomic::AtomicBool;
@@ -107,30 +106,6 @@ impl Leader {
             Leader::Raw { pid, .. } => *pid,
         }
     }
-}
-
-/// What to spawn.
-pub(crate) struct SpawnSpec {
-    /// The program (looked up on the environment's `PATH`).
-    pub(crate) program: OsString,
-    /// Its arguments.
-    pub(crate) args: Vec<OsString>,
-    /// Working directory.
-    pub(crate) workdir: PathBuf,
-    /// The *complete* environment (nothing of the executor's own is added).
-    pub(crate) env: super::SpawnEnv,
-    /// Capture stderr on a pipe of its own.
-    pub(crate) separate_stderr: bool,
-    /// The tree's name (its process id, `p7`), for its cgroup and marker.
-    pub(crate) name: String,
-    /// Standard input: /dev/null, a pipe, or a pseudo-terminal (which then also takes stdout and stderr).
-    pub(crate) stdin: crate::StdinMode,
-    /// The session: its commands share one sandbox.
-    pub(crate) session: Option<String>,
-    /// The directory of the session's logs: the one log directory its sandbox shows.
-    pub(crate) log_dir: PathBuf,
-    /// Where it may write and what network it reaches.
-    pub(crate) confinement: crate::plan::Confinement,
 }
 
 /// The descriptors of a command's standard streams: the child's ends, and the host's.

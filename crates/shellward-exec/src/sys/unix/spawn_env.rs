@@ -1,4 +1,4 @@
-//! A command's environment as the spawn path needs it: the executor's base environment, turned into `NAME=value`
+//! A command's environment as the spawn path needs it (Linux's, and through `sys/posix` macOS's and FreeBSD's): the executor's base environment, turned into `NAME=value`
 //! C strings once when the executor is made, and the few variables each command adds (its tree marker, the
 //! plan's own variables).
 //!
@@ -68,6 +68,8 @@ pub(crate) struct Envp {
 
 impl Envp {
     /// The NULL-terminated pointer array.
+    // Only Linux's fast spawn path uses it.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn ptrs(&self) -> &[*const c_char] {
         &self.ptrs
     }
@@ -80,11 +82,15 @@ impl SpawnEnv {
     }
 
     /// Adds (or replaces) one variable.
+    // Only Linux's fast spawn path uses it.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn push(&mut self, name: OsString, value: OsString) {
         self.extra.push((name, value));
     }
 
     /// The value of `name`.
+    // Only Linux's fast spawn path uses it.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn get(&self, name: &str) -> Option<&OsStr> {
         let name = OsStr::new(name);
         self.extra

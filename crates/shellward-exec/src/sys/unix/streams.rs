@@ -2,8 +2,10 @@
 //! through `sys/posix`): its output as an async reader, its input as a sink that writes without blocking, a
 //! terminal's master side read until hang-up.
 
+use crate::results::ExitState;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -106,5 +108,14 @@ pub(crate) async fn read_terminal(stream: Stream, mut record: impl FnMut(&[u8]))
             Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Ok(()),
             Ok(Err(e)) => return Err(e),
         }
+    }
+}
+
+/// A leader's wait status as an [`ExitState`]: its exit code, or the signal that ended it.
+pub(crate) fn exit_state(status: std::process::ExitStatus) -> ExitState {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ExitState::Code(c),
+        (None, Some(sig)) => ExitState::Signal(sig),
+        _ => ExitState::Code(-1),
     }
 }

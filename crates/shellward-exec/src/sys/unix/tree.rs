@@ -18,41 +18,12 @@ use super::cgroup::Cgroup;
 use super::limits::PidsGroup;
 use super::pidfd::{Identity, signal_verified};
 use super::{WATCHDOG_VAR, procfs};
+use crate::sys::leader_reap::LeaderReap;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-
-/// Orders the reaping of a tree's leader against signals sent to its process group by number.
-#[derive(Debug, Default)]
-pub(crate) struct LeaderReap {
-    reaped: RwLock<bool>,
-}
-
-impl LeaderReap {
-    /// Reaps the leader with `reap` (which must wait for it) while no group signal is in flight, and records it.
-    pub(crate) fn reap<R>(&self, reap: impl FnOnce() -> R) -> R {
-        let mut reaped = self.reaped.write().unwrap_or_else(|p| p.into_inner());
-        let r = reap();
-        *reaped = true;
-        r
-    }
-
-    /// Runs `f` if the leader is not reaped yet, holding off its reaping meanwhile; returns whether it ran.
-    fn while_unreaped(&self, f: impl FnOnce()) -> bool {
-        let reaped = self.reaped.read().unwrap_or_else(|p| p.into_inner());
-        if *reaped {
-            return false;
-        }
-        f();
-        true
-    }
-
-    pub(crate) fn is_reaped(&self) -> bool {
-        *self.reaped.read().unwrap_or_else(|p| p.into_inner())
-    }
-}
+use std::sync::{Arc, Mutex};
 
 /// A contained process tree.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ mod spawn_env;
 mod tree;
 
 pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
-pub(crate) use platform::{Leader, Platform, SpawnSpec};
+pub(crate) use platform::{Leader, Platform};
 
 /// Windows has no cgroup `pids` hierarchy.
 pub(crate) fn own_pids_dir() -> Option<std::path::PathBuf> {

@@ -2,15 +2,14 @@
 //! process group of its own, put in a new job object, then resumed, so that everything it ever starts is in the job.
 
 use super::job::Job;
-use super::spawn_env::SpawnEnv;
 use super::tree::Tree;
-use crate::sys::ContainmentKind;
+use crate::sys::{ContainmentKind, SpawnSpec};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
 use std::os::windows::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use windows_sys::Win32::Foundation::{CloseHandle, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
@@ -55,30 +54,6 @@ impl Leader {
     pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
-}
-
-/// What to spawn.
-pub(crate) struct SpawnSpec {
-    /// The program (looked up on the environment's `PATH`).
-    pub(crate) program: OsString,
-    /// Its arguments; the last is the command.
-    pub(crate) args: Vec<OsString>,
-    /// Working directory.
-    pub(crate) workdir: PathBuf,
-    /// The *complete* environment (nothing of the executor's own is added).
-    pub(crate) env: SpawnEnv,
-    /// Capture stderr on a pipe of its own.
-    pub(crate) separate_stderr: bool,
-    /// The tree's name (its process id, `p7`).
-    pub(crate) name: String,
-    /// Standard input: the null device or a pipe (a terminal is refused).
-    pub(crate) stdin: crate::StdinMode,
-    /// The session (no sandbox of its own on Windows).
-    pub(crate) session: Option<String>,
-    /// The directory of the session's logs (no sandbox hides the others on Windows: logged only).
-    pub(crate) log_dir: PathBuf,
-    /// Where it may write and what network it reaches.
-    pub(crate) confinement: crate::plan::Confinement,
 }
 
 /// Whether `program` is `cmd.exe`, whose command line is not parsed by the usual quoting rules.

@@ -2,30 +2,10 @@
 //! starts is in it, and none can leave: breaking away is not allowed), so nothing outside the tree is ever signalled.
 
 use super::job::Job;
+use crate::sys::leader_reap::LeaderReap;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use windows_sys::Win32::System::Console::{CTRL_BREAK_EVENT, GenerateConsoleCtrlEvent};
-
-/// Whether the leader has been waited for (its exit status taken).
-#[derive(Debug, Default)]
-pub(crate) struct LeaderReap {
-    reaped: AtomicBool,
-}
-
-impl LeaderReap {
-    /// Takes the leader's status with `reap` (which must wait for it), and records it.
-    pub(crate) fn reap<R>(&self, reap: impl FnOnce() -> R) -> R {
-        let r = reap();
-        self.reaped.store(true, Ordering::SeqCst);
-        r
-    }
-
-    /// Whether the leader's status has been taken.
-    pub(crate) fn is_reaped(&self) -> bool {
-        self.reaped.load(Ordering::SeqCst)
-    }
-}
 
 /// What the portable core holds while a foreground command is waited for (nothing to hold on Windows).
 pub(crate) struct EndCheck;

@@ -26,7 +26,7 @@ fn program(dir: &std::path::Path, code: i32) {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-fn run(spec: &super::super::SpawnSpec, cache: &SpawnCache) -> io::Result<i32> {
+fn run(spec: &crate::sys::SpawnSpec, cache: &SpawnCache) -> io::Result<i32> {
     let null = std::fs::File::options().write(true).open("/dev/null")?;
     use std::os::fd::AsRawFd;
     // A test in another thread may fork while a script is being written here; its child holds the write
@@ -68,7 +68,7 @@ fn signals_the_host_ignores_are_not_ignored_by_the_command() {
         .map(|&sig| unsafe { libc::signal(sig, libc::SIG_IGN) })
         .collect();
     let (mut read, write) = std::io::pipe().unwrap();
-    let spec = super::super::SpawnSpec {
+    let spec = crate::sys::SpawnSpec {
         program: "/bin/sh".into(),
         args: vec!["-c".into(), "grep '^SigIgn' /proc/self/status".into()],
         workdir: std::env::temp_dir(),
@@ -119,7 +119,7 @@ fn the_resolved_program_is_reused_and_looked_up_again_when_it_moves_or_path_chan
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     let path = std::env::join_paths([a.path(), b.path()]).unwrap();
-    let spec = |path: &std::ffi::OsStr| super::super::SpawnSpec {
+    let spec = |path: &std::ffi::OsStr| crate::sys::SpawnSpec {
         program: "shellward-test-prog".into(),
         args: vec![],
         workdir: std::env::temp_dir(),

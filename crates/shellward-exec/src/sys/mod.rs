@@ -17,8 +17,7 @@ pub(crate) mod unix;
 #[cfg(target_os = "linux")]
 pub(crate) use unix::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
-    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
-    signal_number, wait_leader,
+    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, wait_leader,
 };
 
 #[cfg(target_os = "linux")]
@@ -35,8 +34,7 @@ pub use posix::init_main_if_requested;
 #[cfg(all(unix, not(target_os = "linux")))]
 pub(crate) use posix::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
-    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
-    signal_number, wait_leader,
+    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, wait_leader,
 };
 
 #[cfg(windows)]
@@ -49,6 +47,22 @@ pub(crate) use windows::{
     landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
     signal_number, wait_leader,
 };
+
+/// The name of signal `n` (`SIGKILL`), when this platform names it.
+#[cfg(unix)]
+pub(crate) fn signal_name(n: i32) -> Option<&'static str> {
+    nix::sys::signal::Signal::try_from(n)
+        .ok()
+        .map(|s| s.as_str())
+}
+
+/// The number of the signal named `name` (`SIGTERM`), when this platform knows it.
+#[cfg(unix)]
+pub(crate) fn signal_number(name: &str) -> Option<i32> {
+    name.parse::<nix::sys::signal::Signal>()
+        .ok()
+        .map(|s| s as i32)
+}
 
 /// What to spawn: the same on every platform (each says what it cannot give when it spawns).
 pub(crate) struct SpawnSpec {

@@ -72,20 +72,6 @@ pub(crate) fn landlock_abi() -> i32 {
     0
 }
 
-/// The name of signal `n` (`SIGKILL`), when this platform names it.
-pub(crate) fn signal_name(n: i32) -> Option<&'static str> {
-    nix::sys::signal::Signal::try_from(n)
-        .ok()
-        .map(|s| s.as_str())
-}
-
-/// The number of the signal named `name` (`SIGTERM`), when this platform knows it.
-pub(crate) fn signal_number(name: &str) -> Option<i32> {
-    name.parse::<nix::sys::signal::Signal>()
-        .ok()
-        .map(|s| s as i32)
-}
-
 /// Returns at once: there is no PID-namespace init to run here (the call exists so a host's `main` reads the same on
 /// every platform).
 pub fn init_main_if_requested() {}

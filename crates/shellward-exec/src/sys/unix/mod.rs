@@ -70,17 +70,3 @@ pub(crate) fn input_identity(fd: std::os::fd::RawFd, terminal: bool) -> Option<(
 pub(crate) fn landlock_abi() -> i32 {
     landlock::kernel_abi()
 }
-
-/// The name of signal `n` (`SIGKILL`), when this platform names it.
-pub(crate) fn signal_name(n: i32) -> Option<&'static str> {
-    nix::sys::signal::Signal::try_from(n)
-        .ok()
-        .map(|s| s.as_str())
-}
-
-/// The number of the signal named `name` (`SIGTERM`), when this platform knows it.
-pub(crate) fn signal_number(name: &str) -> Option<i32> {
-    name.parse::<nix::sys::signal::Signal>()
-        .ok()
-        .map(|s| s as i32)
-}

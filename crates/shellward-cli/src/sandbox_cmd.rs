@@ -57,13 +57,19 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     };
     #[cfg(windows)]
     return windows::check(&config);
-    #[cfg(not(windows))]
+    #[cfg(all(unix, not(target_os = "linux")))]
+    return posix::check(&config);
+    #[cfg(target_os = "linux")]
     unix::check(&config)
 }
 
-#[cfg(not(windows))]
+#[cfg(target_os = "linux")]
 #[path = "sandbox_unix.rs"]
 mod unix;
+
+#[cfg(all(unix, not(target_os = "linux")))]
+#[path = "sandbox_posix.rs"]
+mod posix;
 
 #[cfg(windows)]
 #[path = "sandbox_windows.rs"]

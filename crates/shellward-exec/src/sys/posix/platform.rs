@@ -159,7 +159,16 @@ impl Platform {
         if c.writable.is_none() && c.network == Network::Host && !protects {
             return Ok((spec.program.clone(), spec.args.clone(), false));
         }
-        let profile = crate::seatbelt::profile(c, &self.protected)
+        // Seatbelt matches real paths (`/tmp` is `/private/tmp`): the writable paths too.
+        let mut real = c.clone();
+        if let Some(paths) = real.writable.as_mut() {
+            for p in paths.iter_mut() {
+                if let Ok(canonical) = std::fs::canonicalize(&*p) {
+                    *p = canonical;
+                }
+            }
+        }
+        let profile = crate::seatbelt::profile(&real, &self.protected)
             .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
         if let Some(gap) = profile
             .gaps

@@ -1,0 +1,91 @@
+//! `sandbox check` on macOS and FreeBSD: what a process group gives every command, whether a confined command's
+//! write outside its writable directory is refused (macOS: Seatbelt), and what these systems do not have here — each
+//! said, never pretended. Built and linted here, never run on either system. It exits 1: commands are contained, not
+//! isolated in a session sandbox.
+
+use super::line;
+use anyhow::{Context, Result};
+use shellward::SandboxProbe;
+use std::process::ExitCode;
+
+pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let probe = runtime
+        .block_on(SandboxProbe::run(config))
+        .context("the probe could not run")?;
+    let os = std::env::consts::OS;
+    println!(
+        "shellward sandbox check ({os}; uid {}; shell {}; built here, not tested on {os})",
+        crate::sys::effective_uid(),
+        config.shell.join(" ")
+    );
+    line(
+        true,
+        "tree containment",
+        &format!(
+            "{}: terminate and kill reach the whole group at once",
+            probe.containment
+        ),
+    );
+    line(
+        false,
+        "process limit per command",
+        &format!("{os} has no cgroup pids controller here"),
+    );
+    line(
+        false,
+        "session sandbox",
+        &format!(
+            "{os} has no PID or mount namespaces: commands see the processes and files their user can"
+        ),
+    );
+    writes(&probe.confined, os);
+    line(
+        false,
+        "system-call filter",
+        &format!("none on {os}: results say the calls were not filtered"),
+    );
+    line(
+        false,
+        "a watchdog",
+        "none yet: if shellward itself is killed, the process groups it started keep running",
+    );
+    Ok(ExitCode::from(1))
+}
+
+/// What the confined probe (writes beneath one directory, network none) showed.
+fn writes(confined: &std::result::Result<(bool, String), String>, os: &str) {
+    match confined {
+        Ok((true, out)) if out.contains("refused") => {
+            line(
+                true,
+                "writes confined per command",
+                "a Seatbelt profile (sandbox-exec): writes only beneath [confinement] writable",
+            );
+            line(
+                true,
+                "network none per command",
+                "Seatbelt; loopback and allow-lists are refused (Seatbelt cannot give a session its own loopback)",
+            );
+        }
+        Ok((_, out)) => line(
+            false,
+            "writes confined per command",
+            &format!(
+                "a confined command wrote outside its writable directory ({}): report this as a bug",
+                out.trim()
+            ),
+        ),
+        Err(e) => {
+            line(false, "writes confined per command", e);
+            line(
+                false,
+                "network per command",
+                &format!("only the host's network on {os}: a plan asking for another is refused"),
+            );
+        }
+    }
+}

@@ -32,15 +32,18 @@ fn run_stock_client(script: &str, ok_marker: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/support")
         .join(script);
+    let tmp = tempfile::tempdir().unwrap();
     let out = Command::new(&python)
         .arg(&script)
         .arg(bin())
         .env(MARK, &mark)
+        .env("TMPDIR", tmp.path())
         .env_remove("SHELLWARD_CONFIG")
         .output()
         .expect("run the MCP client");
     let left = survivors(&mark);
     kill_marked(&mark);
+    assert_scripts_cleaned_up(tmp.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -48,6 +51,15 @@ fn run_stock_client(script: &str, ok_marker: &str) {
         "MCP client failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
+}
+
+/// A client script's own scratch directories (`shellward-approvals-…`, `shellward-ts-…`) are gone once it exits:
+/// the tests leave nothing in the temporary directory.
+fn assert_scripts_cleaned_up(tmp: &Path) {
+    for prefix in ["shellward-approvals-", "shellward-ts-"] {
+        let left = shellward_test_support::entries_with_prefix(tmp, prefix);
+        assert!(left.is_empty(), "a client script left {left:?} in {}", tmp.display());
+    }
 }
 
 #[test]
@@ -70,16 +82,19 @@ fn run_node_client(script: &str, ok_marker: &str) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/support")
         .join(script);
+    let tmp = tempfile::tempdir().unwrap();
     let out = Command::new("node")
         .arg(&script)
         .arg(bin())
         .env("NODE_PATH", &modules)
         .env(MARK, &mark)
+        .env("TMPDIR", tmp.path())
         .env_remove("SHELLWARD_CONFIG")
         .output()
         .expect("run node");
     let left = survivors(&mark);
     kill_marked(&mark);
+    assert_scripts_cleaned_up(tmp.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains(ok_marker),

@@ -21,6 +21,8 @@ function check(cond, what, value) {
 
 const binary = process.argv[2];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "shellward-ts-approvals-"));
+// Removed when the script exits, whatever the outcome: a test leaves nothing in the temporary directory.
+process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
 function victim(name) {
   const file = path.join(dir, name);
   fs.writeFileSync(file, "data\n");

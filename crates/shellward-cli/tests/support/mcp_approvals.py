@@ -9,6 +9,8 @@ Usage: python mcp_approvals.py PATH/TO/shellward
 Prints MCP-APPROVALS-OK on success; any failed check raises (non-zero exit) with the offending result.
 """
 
+import atexit
+import shutil
 import asyncio
 import os
 import sys
@@ -35,6 +37,8 @@ class Person:
 async def main(binary):
     params = StdioServerParameters(command=binary, args=["mcp"], env=dict(os.environ))
     workdir = tempfile.mkdtemp(prefix="shellward-approvals-")
+    # Removed when the script exits, whatever the outcome: a test leaves nothing in the temporary directory.
+    atexit.register(shutil.rmtree, workdir, True)
 
     def victim(name):
         path = os.path.join(workdir, name)

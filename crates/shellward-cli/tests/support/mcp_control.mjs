@@ -33,6 +33,8 @@ check(updates.some((p) => (p.message || "").includes("step-one")), "progress car
 
 // Cancel: aborting the call stops the command; the cancelled call answers nothing, the next one works at once.
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "shellward-ts-cancel-"));
+// Removed when the script exits, whatever the outcome: a test leaves nothing in the temporary directory.
+process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
 const marker = path.join(dir, "still-running");
 const controller = new AbortController();
 const pending = client.callTool(

@@ -58,7 +58,11 @@ fn run_stock_client(script: &str, ok_marker: &str) {
 fn assert_scripts_cleaned_up(tmp: &Path) {
     for prefix in ["shellward-approvals-", "shellward-ts-"] {
         let left = shellward_test_support::entries_with_prefix(tmp, prefix);
-        assert!(left.is_empty(), "a client script left {left:?} in {}", tmp.display());
+        assert!(
+            left.is_empty(),
+            "a client script left {left:?} in {}",
+            tmp.display()
+        );
     }
 }
 

@@ -26,8 +26,14 @@ pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
         true,
         "tree containment",
         &format!(
-            "{}: terminate and kill reach the whole group at once",
-            probe.containment
+            "{}: terminate and kill reach the whole group at once; {}",
+            probe.containment,
+            if os == "freebsd" {
+                "shellward is a reaper, so processes that leave the group (setsid) stay in the command's subtree and \
+                 are killed with it"
+            } else {
+                "processes that leave the group (setsid) are followed while a parent of theirs in the tree lives"
+            }
         ),
     );
     line(
@@ -71,7 +77,22 @@ fn writes(confined: &std::result::Result<(bool, String), String>, os: &str) {
                 "Seatbelt; loopback and allow-lists are refused (Seatbelt cannot give a session its own loopback)",
             );
         }
-        Ok((_, out)) => line(
+        Ok((false, _)) => {
+            line(
+                false,
+                "writes confined per command",
+                &format!(
+                    "not on {os}: [confinement] unenforceable = \"run\" runs plans that confine writes with the \
+                     user's own permissions (results say so); set \"refuse\" to refuse them"
+                ),
+            );
+            line(
+                false,
+                "network per command",
+                "what the platform cannot give runs on the host's network (unenforceable = \"run\")",
+            );
+        }
+        Ok((true, out)) => line(
             false,
             "writes confined per command",
             &format!(

@@ -108,6 +108,23 @@ pub struct ExecutorConfig {
     /// check that an allowed name does not resolve to a loopback or link-local address applies to DNS answers only.
     /// Default none.
     pub proxy_hosts: std::collections::HashMap<String, Vec<std::net::IpAddr>>,
+    /// What to do with a plan whose confinement this platform cannot enforce: refuse it (the default) or run it
+    /// without what cannot be held, saying so in its result.
+    pub unenforceable: Unenforceable,
+}
+
+/// What the executor does with a plan asking for confinement the platform cannot give: confined writes on FreeBSD, a
+/// network other than `host` on FreeBSD and Windows, a session's loopback or an allow-list on macOS. (Linux gives
+/// every kind; a kernel without Landlock runs writes unconfined and results say so.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unenforceable {
+    /// Refuse the command, naming the platform and what it lacks: a command never runs wider than decided.
+    #[default]
+    Refuse,
+    /// Run it without what cannot be enforced (the operator's explicit choice, `[confinement] unenforceable =
+    /// "run"`); its result's [`Enforced`](crate::Enforced) says what held (`writes: false`, `network: Host`).
+    Run,
 }
 
 /// Resource limits of one command's tree. `RLIMIT_CORE` is always 0 (a crashing command does not write a core file
@@ -163,6 +180,7 @@ impl Default for ExecutorConfig {
             keep_abandoned: false,
             hidden_paths: Vec::new(),
             proxy_hosts: std::collections::HashMap::new(),
+            unenforceable: Unenforceable::default(),
         }
     }
 }

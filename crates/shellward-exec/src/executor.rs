@@ -434,7 +434,11 @@ impl Executor {
             .map_err(ExecError::Spawn)?;
         let confinement = crate::results::Enforced {
             writes: spawned.writes_confined,
-            network: plan.confinement.network,
+            network: if spawned.network_enforced {
+                plan.confinement.network
+            } else {
+                crate::Network::Host
+            },
             syscalls: spawned.syscalls_filtered,
         };
         let spawn_micros = spawn_started.elapsed().as_micros() as u64;

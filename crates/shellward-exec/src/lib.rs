@@ -55,7 +55,9 @@ mod tasks;
 mod terminal;
 
 pub use capabilities::{KEPT_CAPABILITIES, capability_number};
-pub use config::{ContainmentPreference, DEFAULT_SHELL, ExecutorConfig, ResourceLimits};
+pub use config::{
+    ContainmentPreference, DEFAULT_SHELL, ExecutorConfig, ResourceLimits, Unenforceable,
+};
 pub use env::{EnvPolicy, Inherit, NON_INTERACTIVE_ENV};
 pub use error::ExecError;
 pub use executor::Executor;

@@ -1,10 +1,11 @@
 //! The behaviour every platform shares, run on Linux and, cross-built, on Windows (under Wine here): a command's
 //! output, a timeout that kills a tree with a child, background runs read by cursor, input over a pipe, terminate
-//! and kill, and a shutdown that leaves nothing running.
+//! and kill, a shutdown that leaves nothing running, and a network the platform cannot give refused or reported.
 //!
 //! Each test names its command for both shells (`sh -c` and `cmd /s /c`); the tree's members are the executor's own
 //! account (a job object's process list on Windows, the proven tree on Linux), checked to be empty afterwards.
 
+use shellward_exec::{Confinement, Network, Unenforceable};
 use shellward_exec::{
     ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind, StdinMode, TimeoutAction,
 };
@@ -218,6 +219,34 @@ fn shutdown_stops_every_background_run() {
             assert!(!ex.info(None, id).unwrap().running, "{id}");
         }
         assert!(ex.execute(ExecPlan::new("echo late")).await.is_err());
+    });
+}
+
+/// A network the platform cannot give (on Windows any but `host`) is refused, naming the setting that runs it anyway;
+/// with `unenforceable = Run` the command runs and its result says the host's network is what it had. Where the
+/// platform gives it (Linux), it holds either way.
+#[test]
+fn a_network_the_platform_cannot_give_is_refused_or_runs_saying_so() {
+    runtime().block_on(async {
+        let mut plan = ExecPlan::new("echo ran");
+        plan.confinement = Confinement::new(None, Network::None);
+        let strict = Executor::new(config()).unwrap();
+        let refused = strict.execute(plan.clone()).await;
+        let mut lenient_config = config();
+        lenient_config.unenforceable = Unenforceable::Run;
+        let lenient = Executor::new(lenient_config).unwrap();
+        let ran = lenient.execute(plan).await.unwrap();
+        assert!(ran.output.text.contains("ran"), "{ran:?}");
+        if cfg!(windows) {
+            let e = refused.unwrap_err().to_string();
+            assert!(e.contains("Windows") && e.contains("unenforceable"), "{e}");
+            assert_eq!(ran.confinement.network, Network::Host);
+        } else {
+            assert_eq!(refused.unwrap().confinement.network, Network::None);
+            assert_eq!(ran.confinement.network, Network::None);
+        }
+        strict.shutdown().await;
+        lenient.shutdown().await;
     });
 }
 

@@ -83,6 +83,7 @@ impl ShellwardBuilder {
         executor
             .proxy_hosts
             .extend(self.config.confinement.proxy_hosts.clone());
+        executor.unenforceable = self.config.confinement.unenforceable;
         // A cancelled call's foreground command: stopped (the default), or kept in the background.
         executor.keep_abandoned =
             self.config.tools.on_cancel == crate::config::OnCancel::Background;

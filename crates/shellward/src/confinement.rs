@@ -76,6 +76,9 @@ pub struct ConfinementConfig {
     /// Where a policy may let a command write: `None` is `writable` (policies may only narrow), `Some(None)` is
     /// anywhere (`"any"`), `Some(Some(paths))` beneath these (entries as in `writable`).
     pub max_writable: Option<Option<Vec<String>>>,
+    /// What to do with a plan whose confinement the platform cannot enforce (`[confinement] unenforceable`): refuse
+    /// it (the default) or run it without what cannot be held, its result saying so.
+    pub unenforceable: shellward_exec::Unenforceable,
 }
 
 impl Default for ConfinementConfig {
@@ -96,6 +99,7 @@ impl Default for ConfinementConfig {
             allow: Vec::new(),
             max_allow: Vec::new(),
             proxy_hosts: Default::default(),
+            unenforceable: Default::default(),
         }
     }
 }
@@ -113,6 +117,7 @@ impl ConfinementConfig {
             allow: Vec::new(),
             max_allow: Vec::new(),
             proxy_hosts: Default::default(),
+            unenforceable: Default::default(),
         }
     }
 
@@ -406,6 +411,7 @@ mod tests {
             allow: Vec::new(),
             max_allow: Vec::new(),
             proxy_hosts: Default::default(),
+            unenforceable: Default::default(),
         };
         let got = c.for_command(Path::new("/w/app"));
         let paths = got.writable.clone().unwrap();

@@ -75,7 +75,7 @@ pub use config::{
 pub use shellward_exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
 pub use shellward_exec::{
     Confinement, ContainmentPreference, Enforced, EnvPolicy, ExecPlan, Executor, ExecutorConfig,
-    Inherit, Network, TimeoutAction, init_main_if_requested,
+    Inherit, Network, TimeoutAction, Unenforceable, init_main_if_requested,
 };
 /// What a [`Process`] handle answers with: its details, its output, a signal's outcome.
 pub use shellward_exec::{

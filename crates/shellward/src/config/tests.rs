@@ -455,7 +455,21 @@ fn the_confinement_ceiling_is_read_and_must_hold_the_defaults() {
     let c = Config::parse("[confinement]\nmax_writable = \"any\"\n", Path::new(".")).unwrap();
     assert_eq!(c.confinement.max_writable, Some(None));
     assert_eq!(Config::default().confinement.max_network, None);
+    assert_eq!(
+        Config::default().confinement.unenforceable,
+        shellward_exec::Unenforceable::Refuse
+    );
+    let c = Config::parse("[confinement]\nunenforceable = \"run\"\n", Path::new(".")).unwrap();
+    assert_eq!(
+        c.confinement.unenforceable,
+        shellward_exec::Unenforceable::Run
+    );
     for (text, key, needle) in [
+        (
+            "unenforceable = \"sometimes\"",
+            "confinement.unenforceable",
+            "\"refuse\"",
+        ),
         (
             "network = \"host\"\nmax_network = \"loopback\"",
             "confinement.max_network",

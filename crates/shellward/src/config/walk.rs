@@ -194,6 +194,7 @@ impl Walker {
                     "max_network",
                     "max_writable",
                     "proxy_hosts",
+                    "unenforceable",
                 ],
             );
         }

@@ -3,16 +3,17 @@
 //!
 //! - [`platform`]: the per-executor state and spawning a command's leader as the leader of a process group of its
 //!   own (its terminal's session leader for a `tty` start);
-//! - [`tree`]: one command's tree as the portable core asks about it — its process group: signals go to the group,
-//!   liveness is the group's;
+//! - [`tree`]: one command's tree as the portable core asks about it — its process group, signalled whole, and the
+//!   processes that left it, found by [`lineage`] through the system's process table ([`ps`]: libproc on macOS, the
+//!   reaper's subtree on FreeBSD);
 //! - [`streams`] (shared with Linux): its streams, pipes or a pseudo-terminal's master side ([`pty`], shared too);
 //!   [`io`]: the wait for its leader (kqueue);
 //! - [`spawn_env`] and [`files`] (shared with Linux): its environment, private files.
 //!
 //! What these systems do not have here is said, never pretended: no PID namespaces, no cgroups, no per-command
 //! system-call filter; on macOS writes and the network are confined by a Seatbelt profile ([`crate::seatbelt`],
-//! applied with `sandbox-exec`), elsewhere a plan that confines them is refused, naming the platform, and a process that leaves its group (`setsid`)
-//! is not followed. This code is built for macOS and FreeBSD here and has not run on either; on Linux it is built for
+//! applied with `sandbox-exec`), elsewhere a plan that confines them is refused, naming the platform. A process that leaves its group (`setsid`) is
+//! followed on FreeBSD always (the executor is a reaper) and on macOS while an ancestor of it in the tree lives. This code is built for macOS and FreeBSD here and has not run on either; on Linux it is built for
 //! its tests ([`tests`]), which run everything but the kqueue wait and Seatbelt.
 
 // On Linux only the tests use it.
@@ -25,7 +26,17 @@ pub(crate) mod files;
 #[cfg(target_os = "linux")]
 pub(crate) use super::unix::files;
 mod io;
+mod lineage;
 mod platform;
+// The process table, one file per system (see `lineage`).
+#[cfg_attr(target_os = "macos", path = "ps_macos.rs")]
+#[cfg_attr(target_os = "freebsd", path = "ps_freebsd.rs")]
+#[cfg_attr(target_os = "linux", path = "ps_linux.rs")]
+#[cfg_attr(
+    not(any(target_os = "macos", target_os = "freebsd", target_os = "linux")),
+    path = "ps_other.rs"
+)]
+mod ps;
 #[cfg(not(target_os = "linux"))]
 #[path = "../unix/pty.rs"]
 mod pty;

@@ -20,6 +20,8 @@ pub(crate) struct Platform {
     /// What Seatbelt profiles protect beyond each plan: the executor's own files (macOS).
     #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
     protected: crate::seatbelt::Protected,
+    /// What to do with confinement this platform cannot give.
+    unenforceable: crate::Unenforceable,
 }
 
 /// A spawned leader and its streams.
@@ -37,6 +39,8 @@ pub(crate) struct Spawned {
     pub(crate) writes_confined: bool,
     /// System calls are never filtered here.
     pub(crate) syscalls_filtered: bool,
+    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
+    pub(crate) network_enforced: bool,
     /// No filtering proxy here: an allow-list network is refused.
     pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
 }
@@ -50,6 +54,26 @@ impl Leader {
     /// The process id.
     pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
+    }
+}
+
+/// How a command runs confined: the program and arguments, and what of its plan's confinement holds.
+struct Confined {
+    program: OsString,
+    args: Vec<OsString>,
+    writes_confined: bool,
+    network_enforced: bool,
+}
+
+impl Confined {
+    /// `spec`'s own program and arguments, nothing confined (`network_enforced`: its network is the host's anyway).
+    fn unconfined(spec: &SpawnSpec, network_enforced: bool) -> Confined {
+        Confined {
+            program: spec.program.clone(),
+            args: spec.args.clone(),
+            writes_confined: false,
+            network_enforced,
+        }
     }
 }
 
@@ -78,10 +102,13 @@ impl Platform {
                 .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
                 .collect()
         };
+        // FreeBSD: orphans of the commands stay the executor's, so their trees can be followed and reaped whole.
+        super::ps::become_reaper();
         Ok(Platform {
             protected: crate::seatbelt::Protected::new()
                 .read_only(real(&config.read_only_paths))
                 .hidden(real(&config.hidden_paths)),
+            unenforceable: config.unenforceable,
         })
     }
 
@@ -109,7 +136,12 @@ impl Platform {
     pub(crate) async fn spawn(&self, spec: SpawnSpec) -> io::Result<Spawned> {
         // A variable with a NUL byte is an error naming it (the same check Linux makes).
         spec.env.envp()?;
-        let (program, args, writes_confined) = self.confined(&spec)?;
+        let Confined {
+            program,
+            args,
+            writes_confined,
+            network_enforced,
+        } = self.confined(&spec)?;
         tracing::debug!(name = %spec.name, session = ?spec.session, log_dir = %spec.log_dir.display(), "starting in a process group of its own");
         let streams = streams(spec.stdin, spec.separate_stderr)?;
         let mut cmd = Command::new(&program);
@@ -146,18 +178,19 @@ impl Platform {
             tree,
             writes_confined,
             syscalls_filtered: false,
+            network_enforced,
             proxy_listener: None,
         })
     }
 
-    /// The program and arguments that run `spec` as confined as it asks, and whether its writes are confined; a
-    /// confinement this platform cannot give is an error naming it (never run wider than decided).
+    /// How `spec` runs as confined as it asks; a confinement this platform cannot give is an error naming it (never
+    /// run wider than decided) unless the operator chose [`crate::Unenforceable::Run`].
     #[cfg(target_os = "macos")]
-    fn confined(&self, spec: &SpawnSpec) -> io::Result<(OsString, Vec<OsString>, bool)> {
+    fn confined(&self, spec: &SpawnSpec) -> io::Result<Confined> {
         let c = &spec.confinement;
         let protects = !self.protected.read_only.is_empty() || !self.protected.hidden.is_empty();
         if c.writable.is_none() && c.network == Network::Host && !protects {
-            return Ok((spec.program.clone(), spec.args.clone(), false));
+            return Ok(Confined::unconfined(spec, true));
         }
         // Seatbelt matches real paths (`/tmp` is `/private/tmp`): the writable paths too.
         let mut real = c.clone();
@@ -168,53 +201,82 @@ impl Platform {
                 }
             }
         }
-        let profile = crate::seatbelt::profile(&real, &self.protected)
+        let mut profile = crate::seatbelt::profile(&real, &self.protected)
             .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
-        if let Some(gap) = profile
-            .gaps
-            .iter()
-            .find(|g| **g != crate::seatbelt::Gap::SystemCallFilter)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "macOS cannot give {}; run it with network `host` or `none`, or on Linux",
-                    gap.describe()
-                ),
-            ));
+        let gap = |p: &crate::seatbelt::Profile| {
+            p.gaps
+                .iter()
+                .find(|g| **g != crate::seatbelt::Gap::SystemCallFilter)
+                .copied()
+        };
+        let mut network_enforced = true;
+        if let Some(missing) = gap(&profile) {
+            if self.unenforceable == crate::Unenforceable::Refuse {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "macOS cannot give {}; the command was not run. Run it with network `host` or `none`, on \
+                         Linux, or set [confinement] unenforceable = \"run\" to run such commands on the host's \
+                         network",
+                        missing.describe()
+                    ),
+                ));
+            }
+            // The operator's choice: the host's network, everything else as asked.
+            real = crate::plan::Confinement::new(real.writable.clone(), Network::Host);
+            profile = crate::seatbelt::profile(&real, &self.protected)
+                .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+            network_enforced = false;
         }
         let mut args: Vec<OsString> = vec!["-p".into(), profile.text.into(), spec.program.clone()];
         args.extend(spec.args.iter().cloned());
-        Ok(("/usr/bin/sandbox-exec".into(), args, c.writable.is_some()))
+        Ok(Confined {
+            program: "/usr/bin/sandbox-exec".into(),
+            args,
+            writes_confined: c.writable.is_some(),
+            network_enforced,
+        })
     }
 
-    /// The program and arguments that run `spec`: nothing is confined here yet, so a plan that confines writes or
-    /// the network is refused, naming the platform (fail closed).
+    /// How `spec` runs: nothing is confined here yet, so a plan that confines writes or the network is refused,
+    /// naming the platform (fail closed) — unless the operator chose [`crate::Unenforceable::Run`], and then it runs
+    /// with the user's own permissions on the host's network, its result saying so.
     #[cfg(not(target_os = "macos"))]
-    fn confined(&self, spec: &SpawnSpec) -> io::Result<(OsString, Vec<OsString>, bool)> {
+    fn confined(&self, spec: &SpawnSpec) -> io::Result<Confined> {
+        let os = std::env::consts::OS;
+        let network_enforced = spec.confinement.network == Network::Host;
+        if self.unenforceable == crate::Unenforceable::Run {
+            if spec.confinement.writable.is_some() || !network_enforced {
+                tracing::debug!(
+                    name = %spec.name,
+                    "running without the confinement {os} cannot give ([confinement] unenforceable = \"run\")"
+                );
+            }
+            return Ok(Confined::unconfined(spec, network_enforced));
+        }
         if spec.confinement.writable.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
-                    "writes cannot be confined on {} yet (Linux has Landlock, macOS Seatbelt); the command was not \
-                     run. Remove [confinement] writable to run commands with the user's own permissions, or run on \
-                     Linux or macOS",
-                    std::env::consts::OS
+                    "writes cannot be confined on {os} yet (Linux has Landlock, macOS Seatbelt); the command was not \
+                     run. Set [confinement] writable = \"any\" to run commands with the user's own permissions, \
+                     [confinement] unenforceable = \"run\" to run confined plans unconfined here (results say so), \
+                     or run on Linux or macOS"
                 ),
             ));
         }
-        if spec.confinement.network != Network::Host {
+        if !network_enforced {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
-                    "network `{}` cannot be enforced on {} (it needs Linux network namespaces or macOS Seatbelt); \
-                     run it with network `host`, or on Linux",
+                    "network `{}` cannot be enforced on {os} (it needs Linux network namespaces or macOS Seatbelt); \
+                     the command was not run. Run it with network `host`, on Linux, or set [confinement] \
+                     unenforceable = \"run\" to run such commands on the host's network",
                     spec.confinement.network.as_str(),
-                    std::env::consts::OS
                 ),
             ));
         }
-        Ok((spec.program.clone(), spec.args.clone(), false))
+        Ok(Confined::unconfined(spec, true))
     }
 
     /// No watchdog here yet: a killed executor leaves its commands' groups running.
@@ -234,8 +296,11 @@ impl Platform {
     /// No session sandboxes here.
     pub(crate) fn end_idle_sessions(&self, _idle: std::time::Duration) {}
 
-    /// Nothing to reap: without a subreaper, orphans go to init.
-    pub(crate) fn reap_orphans(&self, _known: &HashMap<i32, u64>) {}
+    /// Reaps the exited orphans of this executor's trees that were re-parented to it (FreeBSD, where it is a reaper;
+    /// elsewhere orphans go to init and there is nothing to reap).
+    pub(crate) fn reap_orphans(&self, known: &HashMap<i32, u64>) {
+        super::ps::reap_orphans(known);
+    }
 }
 
 /// The streams for `stdin`: pipes (stderr on its own or with stdout), or a pseudo-terminal.

@@ -1,6 +1,6 @@
 //! The POSIX platform (what macOS and FreeBSD run) exercised on Linux: a leader in a process group of its own, its
-//! output on pipes or a terminal, its input, the group signalled whole, the exit waited for, and the confinement it
-//! cannot give refused. Every test marks its processes and proves from `/proc` that none survive.
+//! output on pipes or a terminal, its input, the group signalled whole, a process that left the group followed (the
+//! walk macOS does, reading Linux's `/proc`), the exit waited for, and the confinement it cannot give refused. Every test marks its processes and proves from `/proc` that none survive.
 
 use super::{BaseEnv, Platform, SpawnEnv, wait_leader};
 use crate::plan::{Confinement, Network};
@@ -35,8 +35,9 @@ fn the_posix_platform_runs_commands_as_macos_and_freebsd_do() {
     runtime.block_on(async {
         a_command_runs_in_its_own_group_and_its_exit_is_reported().await;
         kill_reaches_the_whole_group_and_nothing_outside_it().await;
+        a_process_that_leaves_the_group_is_followed_and_killed().await;
         input_goes_through_a_pipe_and_a_terminal_is_the_commands_own().await;
-        confinement_it_cannot_give_is_refused_naming_the_platform().await;
+        confinement_it_cannot_give_is_refused_unless_the_operator_runs_it_anyway().await;
     });
 }
 
@@ -131,7 +132,12 @@ async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
         );
     }
     assert!(spawned.tree.alive());
-    assert_eq!(spawned.tree.member_pids(), [spawned.tree.pgid()]);
+    let mut listed = spawned.tree.member_pids();
+    listed.sort();
+    let mut expected: Vec<i32> = members.iter().copied().collect();
+    expected.sort();
+    assert_eq!(listed, expected, "the tree lists its group's processes");
+    assert!(spawned.tree.escapees().is_empty());
     spawned.tree.kill();
     let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
         .await
@@ -142,6 +148,51 @@ async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
     // init does on macOS and FreeBSD; what counts here is that nothing of them runs.)
     // This test's own process is untouched (it is in another group).
     assert_ne!(nix::unistd::getpgrp().as_raw(), spawned.tree.pgid());
+}
+
+/// A member that moves to a session of its own (`setsid`) is still the tree's: listed as escaped, killed with the
+/// tree (macOS finds it through its living parent; FreeBSD through the reaper's subtree).
+async fn a_process_that_leaves_the_group_is_followed_and_killed() {
+    let mark = shellward_test_support::unique_mark("posix-escape");
+    let spawned = platform()
+        .spawn(spec(
+            "setsid sleep 302 & sleep 303 & wait",
+            &mark,
+            crate::StdinMode::Null,
+        ))
+        .await
+        .unwrap();
+    let entry = format!("{MARK}={mark}");
+    let started = std::time::Instant::now();
+    let escaped = loop {
+        let outside: Vec<i32> = shellward_test_support::with_env(&entry)
+            .into_iter()
+            .filter(|pid| {
+                nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid)))
+                    .is_ok_and(|g| g.as_raw() != spawned.tree.pgid())
+            })
+            .collect();
+        if let [pid] = outside[..] {
+            break pid;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never left its group"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(spawned.tree.escapees(), [escaped as u32]);
+    assert!(spawned.tree.member_pids().contains(&escaped));
+    spawned.tree.kill();
+    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+        .await
+        .unwrap();
+    assert_eq!(state, ExitState::Signal(libc::SIGKILL));
+    assert!(
+        survivors(&mark).is_empty(),
+        "the escaped process outlived the kill"
+    );
+    assert!(spawned.tree.escapees().is_empty());
 }
 
 async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {
@@ -190,7 +241,7 @@ async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {
     assert!(survivors(&mark).is_empty());
 }
 
-async fn confinement_it_cannot_give_is_refused_naming_the_platform() {
+async fn confinement_it_cannot_give_is_refused_unless_the_operator_runs_it_anyway() {
     let mark = shellward_test_support::unique_mark("posix-refuse");
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
@@ -209,13 +260,28 @@ async fn confinement_it_cannot_give_is_refused_naming_the_platform() {
         };
         assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
         assert!(e.to_string().contains(std::env::consts::OS), "{e}");
+        assert!(e.to_string().contains("unenforceable = \"run\""), "{e}");
         assert!(!marker.exists(), "{confinement:?}: the command ran");
     }
+    // The operator's explicit choice: such plans run without what cannot be held, and the spawn says so.
+    let config = crate::ExecutorConfig {
+        unenforceable: crate::Unenforceable::Run,
+        ..Default::default()
+    };
+    let run_anyway = Platform::new(false, &config, &std::env::temp_dir()).unwrap();
+    let mut s = spec(&command, &mark, crate::StdinMode::Null);
+    s.confinement = Confinement::new(Some(vec![dir.path().to_path_buf()]), Network::None);
+    let spawned = run_anyway.spawn(s).await.unwrap();
+    assert!(!spawned.writes_confined && !spawned.network_enforced);
+    wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+        .await
+        .unwrap();
+    assert!(marker.exists(), "the command did not run");
     // A system-call deny list alone is reported (the result says it was not filtered), not refused.
     let mut s = spec("true", &mark, crate::StdinMode::Null);
     s.confinement = Confinement::none().deny_syscalls(["ptrace"]);
     let spawned = platform().spawn(s).await.unwrap();
-    assert!(!spawned.syscalls_filtered && !spawned.writes_confined);
+    assert!(!spawned.syscalls_filtered && !spawned.writes_confined && spawned.network_enforced);
     wait_leader(spawned.leader, &spawned.tree, "p1", || {})
         .await
         .unwrap();

@@ -1,10 +1,13 @@
-//! One command's process tree on macOS and FreeBSD: its process group. The leader starts a group of its own (a
-//! session of its own on a terminal), everything it starts inherits it, and signals go to the whole group at once
-//! (`killpg`). A process that moves itself to another group or session is not followed (Linux follows it through
-//! cgroups or its tree marker); the platform documentation says so.
+//! One command's process tree on macOS and FreeBSD: its process group, and what left it. The leader starts a group of
+//! its own (a session of its own on a terminal), everything it starts inherits it, and signals go to the whole group
+//! at once (`killpg`). A process that moves itself to another group or session is followed through the system's
+//! process table ([`lineage`]): on FreeBSD always (the executor is a reaper and kills a subtree in one call), on
+//! macOS while an ancestor of it in the tree lives (the platform documentation says so).
 
+use super::lineage::{self, Seen};
+use super::ps;
 use crate::sys::leader_reap::LeaderReap;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +51,7 @@ impl Tree {
         self.leader.clone()
     }
 
-    /// The group's processes are not listed here (no `/proc`): the leader while the group lives.
+    /// The tree's living processes: its group's and those that left it (see [`lineage`]).
     pub(crate) fn members(&self) -> Vec<u32> {
         self.member_pids().into_iter().map(|p| p as u32).collect()
     }
@@ -63,13 +66,18 @@ impl Tree {
         Vec::new()
     }
 
-    /// The leader's pid while the group lives.
+    /// The ids of the tree's living processes; the leader's alone where the system's table is not read.
     pub(crate) fn member_pids(&self) -> Vec<i32> {
-        if self.alive() {
-            vec![self.pgid]
-        } else {
-            Vec::new()
+        let found: Vec<i32> = self.processes().iter().map(|p| p.pid).collect();
+        if found.is_empty() && self.group_alive() {
+            return vec![self.pgid];
         }
+        found
+    }
+
+    /// The tree's living processes as the system lists them.
+    fn processes(&self) -> Vec<Seen> {
+        lineage::processes(self.pgid, self.pgid, self.leader.is_reaped())
     }
 
     /// Nothing to hold while a foreground command is waited for.
@@ -77,14 +85,20 @@ impl Tree {
         EndCheck
     }
 
-    /// No process of the tree is tracked beyond its group: none to keep from the orphan reaper.
+    /// The tree's processes, for the orphan reaper (FreeBSD: the exited ones re-parented to the executor are reaped
+    /// if they were seen here). Start times are not compared: the reaper checks each is a zombie of this executor's.
     pub(crate) fn known(&self) -> HashMap<i32, u64> {
-        HashMap::new()
+        self.processes().iter().map(|p| (p.pid, 0)).collect()
     }
 
-    /// Whether any process of the group is alive (a null signal to the group; a group whose leader was reaped and
-    /// whose other members are gone answers `ESRCH`).
+    /// Whether any process of the tree is alive: its group (a null signal; a group whose leader was reaped and whose
+    /// other members are gone answers `ESRCH`), or a process that left it.
     pub(crate) fn alive(&self) -> bool {
+        self.group_alive() || !self.processes().is_empty()
+    }
+
+    /// Whether any process of the group is alive.
+    fn group_alive(&self) -> bool {
         killpg(Pid::from_raw(self.pgid), None).is_ok()
     }
 
@@ -93,24 +107,54 @@ impl Tree {
         !self.alive()
     }
 
-    /// SIGTERM to the whole group.
+    /// SIGTERM to the whole group and every process that left it.
     pub(crate) fn terminate(&self) {
         self.signal(Signal::SIGTERM);
     }
 
-    /// SIGKILL to the whole group.
+    /// SIGKILL to the whole group and every process that left it (stopped first: see `signal`).
     pub(crate) fn kill(&self) {
         self.signal(Signal::SIGKILL);
     }
 
-    /// Sends `signal` to the group. While the leader is unreaped its pid pins the group's id, so the signal reaches
-    /// the tree alone; once it is reaped, what is left of the group (a command's leftovers) is signalled only if a
-    /// null signal finds it alive just before — without a pidfd that is the narrowest these systems allow, and a
-    /// group emptied and its id reused in between would be reached (the platform documentation says so).
+    /// Sends `signal` to the tree. While the leader is unreaped its pid pins the group's id (and, on FreeBSD, its
+    /// subtree's), so the signal reaches the tree alone — on FreeBSD the whole subtree in one call, regrouped or
+    /// orphaned. Elsewhere the processes that left the group are listed *before* the group is signalled (a member
+    /// killed first would take its escaped children's lineage with it), and for a kill the group and they are
+    /// stopped first, so none forks a process unseen; each is re-read just before it is signalled (same pid, same
+    /// start time).
     fn signal(&self, signal: Signal) {
         if self.pgid <= 1 {
             return;
         }
+        let mut whole = false;
+        self.leader.while_unreaped(|| {
+            if ps::kill_subtree(self.pgid, signal as i32).is_some() {
+                whole = true;
+                let _ = killpg(Pid::from_raw(self.pgid), signal);
+            }
+        });
+        if whole {
+            return;
+        }
+        let kill_all = signal == Signal::SIGKILL;
+        if kill_all {
+            self.signal_group(Signal::SIGSTOP);
+        }
+        let escaped = self.escaped_settled(kill_all);
+        self.signal_group(signal);
+        for p in escaped {
+            if p.still() {
+                let _ = kill(Pid::from_raw(p.pid), signal);
+            }
+        }
+    }
+
+    /// Sends `signal` to the group. Once the leader is reaped, what is left of the group (a command's leftovers) is
+    /// signalled only if a null signal finds it alive just before — without a pidfd that is the narrowest these
+    /// systems allow, and a group emptied and its id reused in between would be reached (the platform documentation
+    /// says so).
+    fn signal_group(&self, signal: Signal) {
         let group = Pid::from_raw(self.pgid);
         let sent = self.leader.while_unreaped(|| {
             let _ = killpg(group, signal);
@@ -120,14 +164,51 @@ impl Tree {
         }
     }
 
-    /// Processes that left the group are not followed here: none known.
-    pub(crate) fn escapees(&self) -> Vec<u32> {
-        Vec::new()
+    /// The processes outside the group; with `stop`, each is stopped (SIGSTOP) and the tree listed again until no
+    /// new one appears (a few rounds at most), so none is left that forked between a listing and the kill.
+    fn escaped_settled(&self, stop: bool) -> Vec<Seen> {
+        let mut found = self.escaped();
+        if !stop {
+            return found;
+        }
+        for _round in 0..4 {
+            for p in &found {
+                if p.still() {
+                    let _ = kill(Pid::from_raw(p.pid), Signal::SIGSTOP);
+                }
+            }
+            let new: Vec<Seen> = self
+                .escaped()
+                .into_iter()
+                .filter(|p| !found.contains(p))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            found.extend(new);
+        }
+        found
     }
 
-    /// None known (see [`Tree::escapees`]).
+    /// The tree's living processes outside its group.
+    fn escaped(&self) -> Vec<Seen> {
+        self.processes()
+            .into_iter()
+            .filter(|p| p.pgid != self.pgid)
+            .collect()
+    }
+
+    /// The tree's living processes that left its group (another group or session).
+    pub(crate) fn escapees(&self) -> Vec<u32> {
+        self.escaped().iter().map(|p| p.pid as u32).collect()
+    }
+
+    /// SIGKILLs the tree's processes that left its group (stopped first, see `signal`); how many.
     pub(crate) fn kill_escapees(&self) -> usize {
-        0
+        self.escaped_settled(true)
+            .into_iter()
+            .filter(|p| p.still() && kill(Pid::from_raw(p.pid), Signal::SIGKILL).is_ok())
+            .count()
     }
 
     /// Nothing to release.

@@ -80,6 +80,8 @@ pub(crate) struct Spawned {
     /// The command's system calls are filtered (the plan named some to deny; a filter that cannot be installed
     /// fails the start).
     pub(crate) syscalls_filtered: bool,
+    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
+    pub(crate) network_enforced: bool,
     /// A proxied command's listener on its proxy address, in its network namespace, to serve on the host's; `true`
     /// when the namespace became its session's (served until the session's sandbox ends, not the command).
     pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
@@ -430,6 +432,7 @@ impl Platform {
             tree,
             writes_confined,
             syscalls_filtered,
+            network_enforced: true,
             proxy_listener,
         })
     }

@@ -23,6 +23,8 @@ use windows_sys::Win32::System::Threading::{
 pub(crate) struct Platform {
     /// The most processes one tree may have at once (the job's active-process limit).
     max_processes: Option<u32>,
+    /// What to do with a network this platform cannot enforce.
+    unenforceable: crate::Unenforceable,
 }
 
 /// A spawned leader and its streams.
@@ -40,6 +42,8 @@ pub(crate) struct Spawned {
     pub(crate) writes_confined: bool,
     /// System calls are never filtered on Windows.
     pub(crate) syscalls_filtered: bool,
+    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
+    pub(crate) network_enforced: bool,
     /// No proxy: a network other than the host's is refused.
     pub(crate) proxy_listener: Option<(std::os::windows::io::OwnedSocket, bool)>,
 }
@@ -79,7 +83,10 @@ impl Platform {
             })?),
             None => None,
         };
-        Ok(Platform { max_processes })
+        Ok(Platform {
+            max_processes,
+            unenforceable: config.unenforceable,
+        })
     }
 
     /// Job objects.
@@ -111,12 +118,14 @@ impl Platform {
                  written to it over a pipe)",
             ));
         }
-        if spec.confinement.network != crate::Network::Host {
+        let network_enforced = spec.confinement.network == crate::Network::Host;
+        if !network_enforced && self.unenforceable == crate::Unenforceable::Refuse {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
-                    "network `{}` cannot be enforced on Windows (it needs Linux network namespaces); run it with \
-                     network `host`, or on Linux",
+                    "network `{}` cannot be enforced on Windows (it needs Linux network namespaces); the command was \
+                     not run. Run it with network `host`, on Linux, or set [confinement] unenforceable = \"run\" to \
+                     run such commands on the host's network",
                     spec.confinement.network.as_str()
                 ),
             ));
@@ -190,6 +199,7 @@ impl Platform {
             tree,
             writes_confined: false,
             syscalls_filtered: false,
+            network_enforced,
             proxy_listener: None,
         })
     }

@@ -6,14 +6,32 @@ use super::Walker;
 const P: &str = "confinement";
 
 impl Walker {
-    /// `[confinement]`: `network`, `writable` (a list, or `"any"`), `deny_read`, `deny_syscalls`, and the ceiling
-    /// `max_network`, `max_writable`.
+    /// `[confinement]`: `network`, `writable` (a list, or `"any"`), `deny_read`, `deny_syscalls`, the ceiling
+    /// `max_network`, `max_writable`, and `unenforceable`.
     pub(super) fn confinement(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         self.networks(t, c);
         self.writables(t, c);
         self.proxy_hosts(t, c);
         self.ceiling_holds_the_defaults(c);
         self.denials(t, c);
+        self.unenforceable(t, c);
+    }
+
+    /// `unenforceable`: `"refuse"` (the default) or `"run"`.
+    fn unenforceable(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
+        if let Some(v) = self.string(t, "unenforceable", P) {
+            match v.as_str() {
+                "refuse" => c.unenforceable = shellward_exec::Unenforceable::Refuse,
+                "run" => c.unenforceable = shellward_exec::Unenforceable::Run,
+                other => self.problem(
+                    "confinement.unenforceable",
+                    format!(
+                        "{other:?} is not a choice; give \"refuse\" (a command whose confinement this platform \
+                         cannot give is not run, the default) or \"run\" (it runs without it, and its result says so)"
+                    ),
+                ),
+            }
+        }
     }
 
     /// `network` and `max_network`: a name, or `{ allow = [...] }`.

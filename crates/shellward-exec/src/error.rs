@@ -18,6 +18,9 @@ pub enum ExecError {
     /// The command is empty or contains a NUL byte.
     #[error("invalid command: {0}")]
     InvalidCommand(String),
+    /// The plan asks for what its mode cannot do: a foreground timeout on a background run.
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
     /// Too many processes are running.
     #[error(
         "{running} processes are already running (the limit is {limit}); stop some or wait for them to finish"

@@ -331,6 +331,7 @@ impl Executor {
     }
 
     fn validate(&self, plan: &ExecPlan) -> Result<PathBuf, ExecError> {
+        check_mode(plan)?;
         if plan.command.trim().is_empty() {
             return Err(ExecError::InvalidCommand(
                 "the command is empty; give a shell command to run".into(),
@@ -991,3 +992,16 @@ use lifetime::{StopIfAbandoned, serve_proxy};
 
 #[cfg(all(test, unix))]
 mod tests;
+
+/// A background plan has no foreground timeout (it would be ignored: the run returns at once); its limit is its
+/// `deadline`.
+fn check_mode(plan: &ExecPlan) -> Result<(), ExecError> {
+    if plan.background && plan.timeout.is_some() {
+        return Err(ExecError::InvalidPlan(
+            "a background plan returns at once and has no foreground timeout; give its `deadline` to end it after \
+             a while, or run it in the foreground"
+                .into(),
+        ));
+    }
+    Ok(())
+}

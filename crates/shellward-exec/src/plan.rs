@@ -175,7 +175,8 @@ pub struct ExecPlan {
     pub env: Vec<(String, String)>,
     /// Start in the background and return at once.
     pub background: bool,
-    /// Foreground timeout (`None`: wait as long as it takes).
+    /// Foreground timeout (`None`: wait as long as it takes). A background plan has none (its limit is
+    /// [`deadline`](Self::deadline)): one with both is refused with [`ExecError::InvalidPlan`](crate::ExecError).
     pub timeout: Option<Duration>,
     /// What happens when the foreground timeout expires.
     pub on_timeout: TimeoutAction,

@@ -91,6 +91,19 @@ async fn environment_stdin_and_workdir() {
         ex.execute(plan).await,
         Err(ExecError::InvalidCommand(_))
     ));
+    // A background run has no foreground timeout (it returns at once): refused, nothing started.
+    let mark = std::env::temp_dir().join(format!("sw-mode-{}", std::process::id()));
+    let before = ex.list(None, 1000).processes.len();
+    let mut plan = ExecPlan::new(format!("touch {}", mark.display()));
+    plan.background = true;
+    plan.timeout = Some(Duration::from_secs(5));
+    let refused = ex.execute(plan).await;
+    assert!(
+        matches!(&refused, Err(ExecError::InvalidPlan(m)) if m.contains("deadline")),
+        "{refused:?}"
+    );
+    assert_eq!(ex.list(None, 1000).processes.len(), before);
+    assert!(!mark.exists());
     ex.shutdown().await;
 }
 

@@ -102,9 +102,9 @@ impl ToolError {
 impl From<ExecError> for ToolError {
     fn from(e: ExecError) -> ToolError {
         let kind = match &e {
-            ExecError::Workdir { .. } | ExecError::InvalidCommand(_) => {
-                ToolErrorKind::InvalidArguments
-            }
+            ExecError::Workdir { .. }
+            | ExecError::InvalidCommand(_)
+            | ExecError::InvalidPlan(_) => ToolErrorKind::InvalidArguments,
             ExecError::UnknownProcess(_) | ExecError::Evicted { .. } => {
                 ToolErrorKind::UnknownProcess
             }

@@ -1,5 +1,5 @@
 //! A command's processes beyond what its process group shows: every process descending from its leader, found
-//! through the system's process table ([`ps`], one file per system), so a member that moved itself to another group
+//! through the system's process table ([`ps`], one file per system) or its reaper ([`reaper`]), so a member that moved itself to another group
 //! or session (`setsid`, a daemon) is still found, signalled and counted.
 //!
 //! How far that reaches depends on the system: on FreeBSD the executor is a reaper (`procctl(PROC_REAP_ACQUIRE)`)
@@ -8,7 +8,7 @@
 //! (re-parented to launchd) is lost. Each process found is named by its id *and* start time, and re-read just
 //! before it is signalled: a pid handed to another process meanwhile is left alone.
 
-use super::ps;
+use super::{ps, reaper};
 use std::collections::{HashSet, VecDeque};
 
 /// The most processes one tree's walk visits: a fork bomb cannot make a walk unbounded.
@@ -57,7 +57,7 @@ pub(crate) fn walk(
 /// pid may name another process by now, so it is no longer a root of the walk (and, on FreeBSD, its subtree is read
 /// only while no new child of the executor holds that pid).
 pub(crate) fn processes(leader: i32, pgid: i32, leader_reaped: bool) -> Vec<Seen> {
-    let pids = match ps::subtree(leader, leader_reaped) {
+    let pids = match reaper::subtree(leader, leader_reaped) {
         Some(pids) => pids,
         None => {
             let mut roots = ps::group(pgid);

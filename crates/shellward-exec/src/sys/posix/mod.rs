@@ -37,9 +37,13 @@ mod platform;
     path = "ps_other.rs"
 )]
 mod ps;
+// The reaper that keeps orphans in their tree: FreeBSD's `procctl`; none elsewhere.
 #[cfg(not(target_os = "linux"))]
 #[path = "../unix/pty.rs"]
 mod pty;
+#[cfg_attr(target_os = "freebsd", path = "reaper_freebsd.rs")]
+#[cfg_attr(not(target_os = "freebsd"), path = "reaper_none.rs")]
+mod reaper;
 #[cfg(target_os = "linux")]
 use super::unix::pty;
 #[cfg(not(target_os = "linux"))]

@@ -103,7 +103,7 @@ impl Platform {
                 .collect()
         };
         // FreeBSD: orphans of the commands stay the executor's, so their trees can be followed and reaped whole.
-        super::ps::become_reaper();
+        super::reaper::become_reaper();
         Ok(Platform {
             protected: crate::seatbelt::Protected::new()
                 .read_only(real(&config.read_only_paths))
@@ -299,7 +299,7 @@ impl Platform {
     /// Reaps the exited orphans of this executor's trees that were re-parented to it (FreeBSD, where it is a reaper;
     /// elsewhere orphans go to init and there is nothing to reap).
     pub(crate) fn reap_orphans(&self, known: &HashMap<i32, u64>) {
-        super::ps::reap_orphans(known);
+        super::reaper::reap_orphans(known);
     }
 }
 

@@ -30,21 +30,3 @@ pub(crate) fn seen(pid: i32) -> Option<Seen> {
         start: p.start,
     })
 }
-
-/// No reaper in these tests (macOS has none): the tree is walked.
-pub(crate) fn subtree(_leader: i32, _leader_reaped: bool) -> Option<Vec<i32>> {
-    None
-}
-
-/// No reaper in these tests.
-pub(crate) fn kill_subtree(_leader: i32, _signal: i32) -> Option<usize> {
-    None
-}
-
-/// No reaper in these tests.
-pub(crate) fn become_reaper() -> bool {
-    false
-}
-
-/// No reaper in these tests: nothing to reap.
-pub(crate) fn reap_orphans(_known: &std::collections::HashMap<i32, u64>) {}

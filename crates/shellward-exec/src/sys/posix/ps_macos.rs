@@ -66,21 +66,3 @@ pub(crate) fn seen(pid: i32) -> Option<Seen> {
         start: info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec,
     })
 }
-
-/// No reaper here: the tree is walked (see [`super::lineage`]).
-pub(crate) fn subtree(_leader: i32, _leader_reaped: bool) -> Option<Vec<i32>> {
-    None
-}
-
-/// No reaper here.
-pub(crate) fn kill_subtree(_leader: i32, _signal: i32) -> Option<usize> {
-    None
-}
-
-/// No reaper here: orphans go to launchd.
-pub(crate) fn become_reaper() -> bool {
-    false
-}
-
-/// No reaper here: nothing to reap.
-pub(crate) fn reap_orphans(_known: &std::collections::HashMap<i32, u64>) {}

@@ -17,21 +17,3 @@ pub(crate) fn group(_pgid: i32) -> Vec<i32> {
 pub(crate) fn seen(_pid: i32) -> Option<Seen> {
     None
 }
-
-/// No reaper here.
-pub(crate) fn subtree(_leader: i32, _leader_reaped: bool) -> Option<Vec<i32>> {
-    None
-}
-
-/// No reaper here.
-pub(crate) fn kill_subtree(_leader: i32, _signal: i32) -> Option<usize> {
-    None
-}
-
-/// No reaper here.
-pub(crate) fn become_reaper() -> bool {
-    false
-}
-
-/// No reaper here: nothing to reap.
-pub(crate) fn reap_orphans(_known: &std::collections::HashMap<i32, u64>) {}

@@ -75,6 +75,33 @@ fn survivors(mark: &str) -> std::collections::HashSet<i32> {
     shellward_test_support::survivors_after(&format!("{MARK}={mark}"), Duration::from_secs(5))
 }
 
+/// `command` started with its processes marked with `mark`.
+async fn started(command: &str, mark: &str) -> super::platform::Spawned {
+    platform()
+        .spawn(spec(command, mark, crate::StdinMode::Null))
+        .await
+        .unwrap()
+}
+
+/// The processes marked with `mark` once `ready` holds for them (at most 10 s).
+async fn marked_once(mark: &str, ready: impl Fn(&[i32]) -> bool) -> Vec<i32> {
+    let entry = format!("{MARK}={mark}");
+    let started = std::time::Instant::now();
+    loop {
+        let pids: Vec<i32> = shellward_test_support::with_env(&entry)
+            .into_iter()
+            .collect();
+        if ready(&pids) {
+            return pids;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{pids:?} never got ready"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Everything readable from `fd` until every writer is gone.
 fn read_all(fd: std::os::fd::OwnedFd) -> String {
     let mut text = String::new();
@@ -108,21 +135,8 @@ async fn a_command_runs_in_its_own_group_and_its_exit_is_reported() {
 
 async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
     let mark = shellward_test_support::unique_mark("posix-kill");
-    let spawned = platform()
-        .spawn(spec(
-            "sleep 300 & sleep 301 & wait",
-            &mark,
-            crate::StdinMode::Null,
-        ))
-        .await
-        .unwrap();
-    let entry = format!("{MARK}={mark}");
-    let started = std::time::Instant::now();
-    while shellward_test_support::with_env(&entry).len() < 3 {
-        assert!(started.elapsed() < Duration::from_secs(10), "never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let members = shellward_test_support::with_env(&entry);
+    let spawned = started("sleep 300 & sleep 301 & wait", &mark).await;
+    let members = marked_once(&mark, |pids| pids.len() == 3).await;
     for pid in &members {
         let group = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid))).unwrap();
         assert_eq!(
@@ -134,7 +148,7 @@ async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
     assert!(spawned.tree.alive());
     let mut listed = spawned.tree.member_pids();
     listed.sort();
-    let mut expected: Vec<i32> = members.iter().copied().collect();
+    let mut expected = members.clone();
     expected.sort();
     assert_eq!(listed, expected, "the tree lists its group's processes");
     assert!(spawned.tree.escapees().is_empty());
@@ -154,33 +168,19 @@ async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
 /// tree (macOS finds it through its living parent; FreeBSD through the reaper's subtree).
 async fn a_process_that_leaves_the_group_is_followed_and_killed() {
     let mark = shellward_test_support::unique_mark("posix-escape");
-    let spawned = platform()
-        .spawn(spec(
-            "setsid sleep 302 & sleep 303 & wait",
-            &mark,
-            crate::StdinMode::Null,
-        ))
-        .await
-        .unwrap();
-    let entry = format!("{MARK}={mark}");
-    let started = std::time::Instant::now();
-    let escaped = loop {
-        let outside: Vec<i32> = shellward_test_support::with_env(&entry)
-            .into_iter()
+    let spawned = started("setsid sleep 302 & sleep 303 & wait", &mark).await;
+    let pgid = spawned.tree.pgid();
+    let outside = |pids: &[i32]| -> Vec<i32> {
+        pids.iter()
+            .copied()
             .filter(|pid| {
                 nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(*pid)))
-                    .is_ok_and(|g| g.as_raw() != spawned.tree.pgid())
+                    .is_ok_and(|g| g.as_raw() != pgid)
             })
-            .collect();
-        if let [pid] = outside[..] {
-            break pid;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "never left its group"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+            .collect()
     };
+    let members = marked_once(&mark, |pids| pids.len() == 3 && outside(pids).len() == 1).await;
+    let escaped = outside(&members)[0];
     assert_eq!(spawned.tree.escapees(), [escaped as u32]);
     assert!(spawned.tree.member_pids().contains(&escaped));
     spawned.tree.kill();

@@ -5,7 +5,7 @@
 //! macOS while an ancestor of it in the tree lives (the platform documentation says so).
 
 use super::lineage::{self, Seen};
-use super::ps;
+use super::reaper;
 use crate::sys::leader_reap::LeaderReap;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -129,7 +129,7 @@ impl Tree {
         }
         let mut whole = false;
         self.leader.while_unreaped(|| {
-            if ps::kill_subtree(self.pgid, signal as i32).is_some() {
+            if reaper::kill_subtree(self.pgid, signal as i32).is_some() {
                 whole = true;
                 let _ = killpg(Pid::from_raw(self.pgid), signal);
             }

@@ -751,12 +751,11 @@ fn ids_are_unique_across_restarts() {
 #[test]
 fn a_policys_kill_timeout_still_holds_when_the_start_returns_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
         "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\non_timeout = \"kill\"\ndefault_timeout = \"500ms\"\n",
-    )
-    .unwrap();
+    );
     let server = Server::start(&["--config", config.to_str().unwrap()]);
     let c = Coder::new(&server);
     let began = Instant::now();

@@ -79,15 +79,14 @@ impl Registry {
             .port();
         let address = format!("127.0.0.1:{port}");
         let root = dir.join("storage");
-        let config = dir.join("registry.yml");
-        std::fs::write(
-            &config,
+        let config = cli::write_file(
+            dir,
+            "registry.yml",
             format!(
                 "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
                 root.display()
             ),
-        )
-        .unwrap();
+        );
         let child = Command::new(registry_binary())
             .arg("serve")
             .arg(&config)
@@ -158,8 +157,11 @@ fn push_pull_load_and_refuse_tampering() {
     );
 
     // A config names it by pinned reference; it decides like the built-in guard.
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(&config, format!("[[policy]]\noci = \"{pinned}\"\n")).unwrap();
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
+        format!("[[policy]]\noci = \"{pinned}\"\n"),
+    );
     let check = shellward(
         &[
             "run",

@@ -272,10 +272,12 @@ fn a_mistyped_option_is_a_usage_error_not_the_command() {
 #[test]
 fn policy_check_uses_the_configured_chain() {
     let dir = tempfile::tempdir().unwrap();
-    let no_guard = dir.path().join("no-guard.toml");
-    std::fs::write(&no_guard, "[[policy]]\nbuiltin = \"default\"\n").unwrap();
-    let defaults = dir.path().join("defaults.toml");
-    std::fs::write(&defaults, "").unwrap();
+    let no_guard = cli::write_file(
+        dir.path(),
+        "no-guard.toml",
+        "[[policy]]\nbuiltin = \"default\"\n",
+    );
+    let defaults = cli::write_file(dir.path(), "defaults.toml", "");
     let o = shellward(&[
         "policy",
         "check",
@@ -321,12 +323,11 @@ fn policy_check_uses_the_configured_chain() {
 #[test]
 fn policy_check_shows_the_confinement() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("strict.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "strict.toml",
         "[confinement]\nnetwork = \"none\"\nwritable = [\"/srv/app\"]\ndeny_read = [\"/srv/secret\"]\ndeny_syscalls = [\"ptrace\"]\n",
-    )
-    .unwrap();
+    );
     let o = shellward(&[
         "policy",
         "check",
@@ -375,12 +376,11 @@ fn policy_check_shows_the_confinement() {
 /// declined through `POST /v1/approvals/{id}`, so its decision is recorded.
 fn record_traffic(dir: &std::path::Path, policies: &str, commands: &[&str]) -> std::path::PathBuf {
     let audit = dir.join("audit.jsonl");
-    let config = dir.join("recorded.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir,
+        "recorded.toml",
         format!("{policies}[audit]\npath = \"{}\"\n", audit.display()),
-    )
-    .unwrap();
+    );
     let server = cli::Server::start(&["--config", config.to_str().unwrap()]);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -511,12 +511,11 @@ fn replay_reports_a_renamed_policy_apart_from_a_changed_decision() {
     assert_eq!(o.status.code(), Some(1), "{text}{}", stderr(&o));
     assert!(text.contains("\"sudo -n true\"  [ask -> deny]"), "{text}");
     assert!(text.contains("1 would change (ask -> deny: 1)"), "{text}");
-    let guard = dir.path().join("my-guard.wasm");
-    std::fs::write(
-        &guard,
+    let guard = cli::write_file(
+        dir.path(),
+        "my-guard.wasm",
         shellward_policy::embedded::builtin("guard").unwrap(),
-    )
-    .unwrap();
+    );
     let base = ["policy", "replay", "--audit", audit.to_str().unwrap()];
     let renamed = [
         &base[..],
@@ -593,8 +592,11 @@ fn subcommands(parent: &[&str]) -> Vec<String> {
 fn every_subcommand_ends_quietly_when_its_reader_closes_the_pipe() {
     use std::os::unix::process::ExitStatusExt;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(&config, "[[policy]]\nbuiltin = \"default\"\n").unwrap();
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
+        "[[policy]]\nbuiltin = \"default\"\n",
+    );
     let config = config.to_str().unwrap();
     let mut invocations: Vec<Vec<String>> = vec![vec!["--help".into()], vec!["--version".into()]];
     let top = subcommands(&[]);

@@ -126,9 +126,7 @@ fn padded(component: &Path, size: usize, out: &Path) -> PathBuf {
     bytes.push(0); // a custom section
     leb128(body.len(), &mut bytes);
     bytes.extend_from_slice(&body);
-    let path = out.join("padded.wasm");
-    std::fs::write(&path, bytes).unwrap();
-    path
+    cli::write_file(out, "padded.wasm", &bytes)
 }
 
 /// A first use of a large component (over 1 MB, as a Python policy is: seconds of compiling) says, in one line, that
@@ -193,9 +191,9 @@ fn the_first_use_of_a_large_component_says_it_compiles_once() {
 #[test]
 fn a_wrong_case_fails_with_a_diff() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = dir.path().join("wrong.toml");
-    std::fs::write(
-        &cases,
+    let cases = cli::write_file(
+        dir.path(),
+        "wrong.toml",
         r#"
 [[case]]
 name = "right"
@@ -212,8 +210,7 @@ name = "wrong decision"
 command = "ls"
 expect = { decision = "deny", reason_contains = "nope" }
 "#,
-    )
-    .unwrap();
+    );
     let path = cases.to_str().unwrap();
     let o = shellward(&["policy", "test", "default", path]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -252,12 +249,11 @@ expect = { decision = "deny", reason_contains = "nope" }
 #[test]
 fn bad_case_files_are_errors_that_say_where() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = dir.path().join("bad.toml");
-    std::fs::write(
-        &cases,
+    let cases = cli::write_file(
+        dir.path(),
+        "bad.toml",
         "[[case]]\nname = \"x\"\ncommand = \"ls\"\nexpect = { decision = \"perhaps\" }\n",
-    )
-    .unwrap();
+    );
     let o = shellward(&["policy", "test", "default", cases.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -267,9 +263,9 @@ fn bad_case_files_are_errors_that_say_where() {
 #[test]
 fn a_chain_is_tested_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = dir.path().join("chain.toml");
-    std::fs::write(
-        &cases,
+    let cases = cli::write_file(
+        dir.path(),
+        "chain.toml",
         r#"
 [[case]]
 name = "default strips the &, guard lets it through"
@@ -292,8 +288,7 @@ command = "make"
 settings = [{ default_timeout = "42s" }, { deny = ["make"] }]
 expect = { decision = "deny", reason_contains = "deny-pattern" }
 "#,
-    )
-    .unwrap();
+    );
     let o = shellward(&[
         "policy",
         "test",
@@ -373,8 +368,7 @@ fn inspect_explains_compatibility() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let junk = dir.path().join("junk.wasm");
-    std::fs::write(&junk, b"not wasm at all").unwrap();
+    let junk = cli::write_file(dir.path(), "junk.wasm", b"not wasm at all");
     let o = shellward(&["policy", "inspect", junk.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("junk.wasm"));
@@ -415,13 +409,12 @@ fn bench_reports_latency_and_load_times() {
 #[test]
 fn test_results_come_as_junit_and_tap_for_ci() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = dir.path().join("cases.toml");
-    std::fs::write(
-        &cases,
+    let cases = cli::write_file(
+        dir.path(),
+        "cases.toml",
         "[[case]]\nname = \"ls runs\"\ncommand = \"ls\"\nexpect = { decision = \"run\" }\n\n\
          [[case]]\nname = \"a <wrong> & \\\"quoted\\\" case # not a directive\"\ncommand = \"ls\"\nexpect = { decision = \"deny\" }\n",
-    )
-    .unwrap();
+    );
     let cases = cases.to_str().unwrap();
     let o = shellward(&["policy", "test", "default", cases, "--format", "junit"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -477,14 +470,13 @@ fn test_results_come_as_junit_and_tap_for_ci() {
 #[test]
 fn coverage_names_the_rules_no_case_exercised() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = dir.path().join("cases.toml");
-    std::fs::write(
-        &cases,
+    let cases = cli::write_file(
+        dir.path(),
+        "cases.toml",
         "[[case]]\nname = \"amp\"\ncommand = \"npm run dev &\"\n\
          expect = { decision = \"run\", background = true, rules = \"trailing-ampersand\" }\n\n\
          [[case]]\nname = \"zero\"\ncommand = \"make\"\ntimeout = \"0s\"\nexpect = { decision = \"deny\", rule = \"timeout-zero\" }\n",
-    )
-    .unwrap();
+    );
     let cases = cases.to_str().unwrap();
     let o = shellward(&["policy", "test", "default", cases, "--coverage"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -540,12 +532,11 @@ fn coverage_names_the_rules_no_case_exercised() {
     // A 0.2 policy names no rules: the outcome kinds are the basis.
     let old = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shellward-policy/tests/fixtures/default-policy-v0.2.wasm");
-    let plain = dir.path().join("plain.toml");
-    std::fs::write(
-        &plain,
+    let plain = cli::write_file(
+        dir.path(),
+        "plain.toml",
         "[[case]]\nname = \"amp\"\ncommand = \"npm run dev &\"\nexpect = { decision = \"run\", background = true }\n",
-    )
-    .unwrap();
+    );
     let o = shellward(&[
         "policy",
         "test",
@@ -575,12 +566,11 @@ fn coverage_names_the_rules_no_case_exercised() {
 #[test]
 fn coverage_names_the_guard_rules_a_reduced_case_file_never_hits() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = dir.path().join("reduced.toml");
-    std::fs::write(
-        &cases,
+    let cases = cli::write_file(
+        dir.path(),
+        "reduced.toml",
         "[[case]]\nname = \"sudo\"\ncommand = \"sudo ls\"\nexpect = { decision = \"ask\", rule = \"privilege\" }\n",
-    )
-    .unwrap();
+    );
     let o = shellward(&[
         "policy",
         "test",

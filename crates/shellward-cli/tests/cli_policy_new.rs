@@ -93,15 +93,14 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
         .nth(1)
         .and_then(|rest| rest.split("\n```").next())
         .expect("the scaffold README's install snippet");
-    let config = dir.join("shellward.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        &dir,
+        "shellward.toml",
         snippet.replace(
             &*dir.join("target").to_string_lossy(),
             &target.to_string_lossy(),
         ),
-    )
-    .unwrap();
+    );
     let run = |command: &str| {
         Command::new(cli::bin())
             .args(["run", "--config", config.to_str().unwrap(), "--", command])

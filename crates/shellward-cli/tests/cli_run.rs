@@ -12,30 +12,24 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// `shellward run ARGS` to its end (see [`cli::shellward`]).
 fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("run")
+    cli::shellward(&["run"])
         .args(args)
-        .stdin(Stdio::null())
-        .env_remove("SHELLWARD_CONFIG")
         .output()
         .expect("run shellward")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]
 fn exit_codes_follow_the_command() {
     let ok = run(&["--", "echo hello"]);
     assert_eq!(ok.status.code(), Some(0));
-    assert_eq!(text(&ok.stdout), "hello\n");
+    assert_eq!(cli::stdout(&ok), "hello\n");
 
     let failed = run(&["--", "echo out; echo err >&2; exit 7"]);
     assert_eq!(failed.status.code(), Some(7));
     assert_eq!(
-        text(&failed.stdout),
+        cli::stdout(&failed),
         "out\nerr\n",
         "stderr is interleaved into the stream"
     );
@@ -46,7 +40,7 @@ fn exit_codes_follow_the_command() {
     // Without `--`, everything from the first word of the command on is the command (as with timeout(1)).
     let bare = run(&["--timeout", "5s", "echo", "a", "--json"]);
     assert_eq!(bare.status.code(), Some(0));
-    assert_eq!(text(&bare.stdout), "a --json\n");
+    assert_eq!(cli::stdout(&bare), "a --json\n");
 }
 
 /// `run --on-timeout kill` makes the timeout a hard limit (exit 124, the tree terminated, its output up to then
@@ -65,17 +59,17 @@ fn on_timeout_kill_makes_the_timeout_a_hard_limit() {
         "--",
         "echo before; sleep 30; echo after",
     ]);
-    assert_eq!(killed.status.code(), Some(124), "{}", text(&killed.stderr));
+    assert_eq!(killed.status.code(), Some(124), "{}", cli::stderr(&killed));
     assert!(
         started.elapsed() < Duration::from_secs(15),
         "{:?}",
         started.elapsed()
     );
-    assert_eq!(text(&killed.stdout), "before\n");
+    assert_eq!(cli::stdout(&killed), "before\n");
     assert!(
-        text(&killed.stderr).contains("timed out after 1s"),
+        cli::stderr(&killed).contains("timed out after 1s"),
         "{}",
-        text(&killed.stderr)
+        cli::stderr(&killed)
     );
     assert!(
         survivors(&mark).is_empty(),
@@ -90,11 +84,11 @@ fn on_timeout_kill_makes_the_timeout_a_hard_limit() {
         "--",
         "sleep 1; echo after",
     ]);
-    assert_eq!(kept.status.code(), Some(0), "{}", text(&kept.stderr));
-    assert_eq!(text(&kept.stdout), "after\n");
+    assert_eq!(kept.status.code(), Some(0), "{}", cli::stderr(&kept));
+    assert_eq!(cli::stdout(&kept), "after\n");
     let bad = run(&["--on-timeout", "stop", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
-    assert!(text(&bad.stderr).contains("kill"), "{}", text(&bad.stderr));
+    assert!(cli::stderr(&bad).contains("kill"), "{}", cli::stderr(&bad));
 }
 
 #[test]
@@ -103,8 +97,11 @@ fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_roo
     // pid 1 runs (readable with writes unconfined: a command under Landlock may not inspect a process outside its
     // domain, pid 1 included — see the next test).
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("unconfined.toml");
-    std::fs::write(&config, "[confinement]\nwritable = \"any\"\n").unwrap();
+    let config = cli::write_file(
+        dir.path(),
+        "unconfined.toml",
+        "[confinement]\nwritable = \"any\"\n",
+    );
     let o = run(&[
         "--config",
         config.to_str().unwrap(),
@@ -112,8 +109,8 @@ fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_roo
         "echo $$; ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/comm; \
          readlink /proc/1/exe",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", cli::stderr(&o));
+    let out = cli::stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     let pid: i32 = lines[0].parse().unwrap();
     let root = std::fs::read_to_string("/proc/self/status")
@@ -146,7 +143,7 @@ fn a_confined_command_cannot_inspect_pid_1_or_write_outside() {
         "--",
         "readlink /proc/1/exe || echo no-exe; echo x > /etc/shellward-probe || echo no-write",
     ]);
-    let out = text(&o.stdout);
+    let out = cli::stdout(&o);
     assert!(out.contains("no-exe") && out.contains("no-write"), "{out}");
     assert!(!std::path::Path::new("/etc/shellward-probe").exists());
 }
@@ -155,12 +152,11 @@ fn a_confined_command_cannot_inspect_pid_1_or_write_outside() {
 fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
     let mark = new_mark("run-timeout");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("kill.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "kill.toml",
         "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\non_timeout = \"kill\"\n",
-    )
-    .unwrap();
+    );
     let started = Instant::now();
     let out = run(&[
         "--config",
@@ -172,13 +168,13 @@ fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
         "--",
         "echo before; sh -c 'setsid sleep 62 & sleep 61' | cat; echo never",
     ]);
-    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(124), "{}", cli::stderr(&out));
     assert!(started.elapsed() < Duration::from_secs(20));
-    assert_eq!(text(&out.stdout), "before\n");
+    assert_eq!(cli::stdout(&out), "before\n");
     assert!(
-        text(&out.stderr).contains("timed out after 500ms"),
+        cli::stderr(&out).contains("timed out after 500ms"),
         "{}",
-        text(&out.stderr)
+        cli::stderr(&out)
     );
     let left = survivors(&mark);
     kill_marked(&mark);
@@ -198,17 +194,16 @@ fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
     let work = dir.path().canonicalize().unwrap().join("work");
     std::fs::create_dir_all(work.join(".shellward")).unwrap();
     std::fs::create_dir_all(&home).unwrap();
-    let config = work.join(".shellward/shellward.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        &work,
+        ".shellward/shellward.toml",
         format!(
             "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n[executor]\nworkdir = \"{}\"\n",
             work.display()
         ),
-    )
-    .unwrap();
+    );
     let shellward = |args: &[&str]| {
-        Command::new(bin())
+        cli::shellward(&[])
             .args(args)
             .env("HOME", &home)
             .env_remove("XDG_CACHE_HOME")
@@ -221,7 +216,7 @@ fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
     };
     // A first start makes the cache.
     let first = shellward(&["run", "--config", config.to_str().unwrap(), "--", "true"]);
-    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_eq!(first.status.code(), Some(0), "{}", cli::stderr(&first));
     let cache = home.join(".cache/shellward");
     assert!(cache.join("policies").is_dir());
     let attack = format!(
@@ -231,8 +226,8 @@ fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
         w = work.display()
     );
     let out = shellward(&["run", "--config", config.to_str().unwrap(), "--", &attack]);
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let stdout = cli::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", cli::stderr(&out));
     assert!(!stdout.contains("renamed"), "{stdout}");
     assert!(!home.join(".cache/gone").exists() && !work.join("gone").exists());
     let check = shellward(&[
@@ -243,7 +238,7 @@ fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
         "--",
         "rm -rf /",
     ]);
-    assert_eq!(check.status.code(), Some(3), "{}", text(&check.stdout));
+    assert_eq!(check.status.code(), Some(3), "{}", cli::stdout(&check));
 }
 
 #[test]
@@ -271,15 +266,15 @@ fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
             dir = dir.path().display(),
         ),
     ]);
-    let stdout = text(&out.stdout);
+    let stdout = cli::stdout(&out);
     for step in ["config", "dropin", "cache"] {
         assert!(
             !stdout.contains(&format!("{step}=0")),
             "{step} was writable: {stdout}{}",
-            text(&out.stderr)
+            cli::stderr(&out)
         );
     }
-    assert!(stdout.contains("beside=0"), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("beside=0"), "{stdout}{}", cli::stderr(&out));
     assert_eq!(std::fs::read_to_string(&config).unwrap(), text_before);
     assert!(!drop_ins.join("evil.wasm").exists());
     assert!(!cache.join("evil.cwasm").exists());
@@ -296,9 +291,9 @@ fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
             cache.display()
         ),
     ]);
-    let stdout = text(&out.stdout);
+    let stdout = cli::stdout(&out);
     let key_hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    assert!(stdout.contains("done"), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("done"), "{stdout}{}", cli::stderr(&out));
     assert!(!stdout.contains(&key_hex), "the key was read: {stdout}");
 }
 
@@ -306,13 +301,13 @@ fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
 /// user namespace), and with the sandbox turned off (exit 1, with the reason).
 #[test]
 fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
-    let out = Command::new(bin())
+    let out = cli::shellward(&[])
         .args(["sandbox", "check"])
         .env_remove("SHELLWARD_CONFIG")
         .output()
         .unwrap();
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let stdout = cli::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", cli::stderr(&out));
     assert!(
         stdout.contains("yes  session sandbox: PID and mount namespace per session"),
         "{stdout}"
@@ -333,22 +328,25 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         .env_remove("XDG_RUNTIME_DIR")
         .output()
         .unwrap();
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let stdout = cli::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", cli::stderr(&out));
     assert!(
         stdout.contains("in a user namespace of its own"),
         "{stdout}"
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("off.toml");
-    std::fs::write(&config, "[executor]\npid_namespace = false\n").unwrap();
-    let out = Command::new(bin())
+    let config = cli::write_file(
+        dir.path(),
+        "off.toml",
+        "[executor]\npid_namespace = false\n",
+    );
+    let out = cli::shellward(&[])
         .args(["sandbox", "check", "--config", config.to_str().unwrap()])
         .output()
         .unwrap();
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let stdout = cli::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", cli::stderr(&out));
     assert!(
         stdout.contains("no   session sandbox: turned off ([executor] pid_namespace = false)"),
         "{stdout}"
@@ -366,49 +364,47 @@ fn a_denied_command_exits_126_with_the_reason() {
         "--",
         &format!("touch {}", marker.display()),
     ]);
-    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(125), "{}", cli::stderr(&out));
     assert!(
-        text(&out.stderr).contains("greater than zero"),
+        cli::stderr(&out).contains("greater than zero"),
         "{}",
-        text(&out.stderr)
+        cli::stderr(&out)
     );
 
     // The scripted test policy traps on the command `trap`; the chain fails closed, so the command is denied.
-    let config = dir.path().join("scripted.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "scripted.toml",
         format!(
             "[[policy]]\npath = {:?}\n",
             shellward_policy::embedded::guests::SCRIPTED_POLICY
         ),
-    )
-    .unwrap();
+    );
     let out = run(&["--config", config.to_str().unwrap(), "--", "trap"]);
-    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{}", cli::stderr(&out));
+    let err = cli::stderr(&out);
     assert!(
         err.contains("denied by") && err.contains("fail closed"),
         "{err}"
     );
 
     // A policy that fails to load is shellward's own failure, named by its config key.
-    let bad = dir.path().join("bad-settings.toml");
-    std::fs::write(
-        &bad,
+    let bad = cli::write_file(
+        dir.path(),
+        "bad-settings.toml",
         "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"forever\"\n",
-    )
-    .unwrap();
+    );
     let out = run(&[
         "--config",
         bad.to_str().unwrap(),
         "--",
         &format!("touch {}", marker.display()),
     ]);
-    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(125), "{}", cli::stderr(&out));
     assert!(
-        text(&out.stderr).contains("policy[0]"),
+        cli::stderr(&out).contains("policy[0]"),
         "{}",
-        text(&out.stderr)
+        cli::stderr(&out)
     );
     assert!(!marker.exists());
 }
@@ -416,14 +412,14 @@ fn a_denied_command_exits_126_with_the_reason() {
 #[test]
 fn explain_prints_the_decision_and_background_plans_are_streamed_to_the_end() {
     let out = run(&["--explain", "--", "echo one; sleep 0.3; echo two &"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
+    let err = cli::stderr(&out);
     assert!(err.contains("decision:   run"), "{err}");
     assert!(err.contains("mode:       background"), "{err}");
     assert!(err.contains("running in the background as p1-"), "{err}");
     // No log path is announced: it would be gone when `run` exits (every byte is streamed instead).
     assert!(!err.contains(".log"), "{err}");
-    assert_eq!(text(&out.stdout), "one\ntwo\n");
+    assert_eq!(cli::stdout(&out), "one\ntwo\n");
 }
 
 #[test]
@@ -439,7 +435,7 @@ fn json_reports_the_tool_result() {
 
 #[test]
 fn output_is_streamed_live() {
-    let mut child = Command::new(bin())
+    let mut child = cli::shellward(&[])
         .args(["run", "--", "echo first; sleep 3; echo second"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -468,7 +464,7 @@ fn output_is_streamed_live() {
 #[test]
 fn sigint_terminates_the_whole_tree() {
     let mark = new_mark("run-sigint");
-    let mut child = Command::new(bin())
+    let mut child = cli::shellward(&[])
         .args([
             "run",
             "--env",
@@ -539,13 +535,12 @@ fn config_check_reports_every_problem_with_its_key() {
         "{err}"
     );
 
-    let good = dir.path().join("good.toml");
-    std::fs::write(
-        &good,
+    let good = cli::write_file(
+        dir.path(),
+        "good.toml",
         "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"30s\"\n[executor]\ngrace = \"1s\"\n",
-    )
-    .unwrap();
-    let out = Command::new(bin())
+    );
+    let out = cli::shellward(&[])
         .args(["config", "check", good.to_str().unwrap()])
         .env("DATABASE_URL", "postgres://app:hunter2@db/prod")
         .env("GH_PAT", "ghp_not_a_real_one")
@@ -553,8 +548,8 @@ fn config_check_reports_every_problem_with_its_key() {
         .env("PLAIN_SETTING", "visible")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
+    let stdout = cli::stdout(&out);
     assert!(stdout.contains("ok"));
     // What the defaults withhold: the rules, and this environment's names (never their values).
     assert!(
@@ -591,7 +586,7 @@ fn config_check_reports_every_problem_with_its_key() {
 #[test]
 fn secrets_in_shellwards_environment_never_reach_a_command() {
     let env_of = |config: Option<&std::path::Path>| {
-        let mut cmd = Command::new(bin());
+        let mut cmd = cli::shellward(&[]);
         cmd.arg("run");
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
@@ -606,8 +601,8 @@ fn secrets_in_shellwards_environment_never_reach_a_command() {
             .env("PLAIN_SETTING", "plain-ok")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        text(&out.stdout)
+        assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
+        cli::stdout(&out)
     };
     let env = env_of(None);
     for secret in ["tok-9f8e7d", "key-1a2b3c", "gh-4d5e6f", "SHELLWARD_TOKEN"] {
@@ -620,12 +615,11 @@ fn secrets_in_shellwards_environment_never_reach_a_command() {
     assert!(env.contains("PATH="), "{env}");
     // The operator opts in by name; the host's own token is never inherited.
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("env.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "env.toml",
         "[env]\nallow = [\"MY_API_KEY\", \"SHELLWARD_TOKEN\"]\nexclude = [\"PLAIN_*\"]\n",
-    )
-    .unwrap();
+    );
     let env = env_of(Some(&config));
     assert!(env.contains("MY_API_KEY=key-1a2b3c"), "{env}");
     assert!(!env.contains("tok-9f8e7d"), "{env}");
@@ -652,16 +646,18 @@ fn an_interrupted_run_leaves_no_daemon_behind_under_load() {
         panic!("python3 is needed for this test; install it (apt-get install python3)");
     }
     let dir = tempfile::tempdir().unwrap();
-    let daemon = dir.path().join("daemon.py");
-    std::fs::write(
-        &daemon,
+    let daemon = cli::write_file(
+        dir.path(),
+        "daemon.py",
         "import os, time\n\
          if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n    os._exit(0)\n\
          time.sleep(300)\n",
-    )
-    .unwrap();
-    let pg = dir.path().join("pg.toml");
-    std::fs::write(&pg, "[executor]\ncontainment = \"process-group\"\n").unwrap();
+    );
+    let pg = cli::write_file(
+        dir.path(),
+        "pg.toml",
+        "[executor]\ncontainment = \"process-group\"\n",
+    );
     // Load: two busy loops, ours to stop (by the handles we hold), also if the test fails.
     struct Burners(Vec<std::process::Child>);
     impl Drop for Burners {
@@ -686,7 +682,7 @@ fn an_interrupted_run_leaves_no_daemon_behind_under_load() {
     for (path, config) in [("auto", None), ("process-group", Some(&pg))] {
         for i in 0..20u64 {
             let mark = new_mark("run-load");
-            let mut cmd = Command::new(bin());
+            let mut cmd = cli::shellward(&[]);
             cmd.arg("run");
             if let Some(c) = config {
                 cmd.arg("--config").arg(c);
@@ -725,20 +721,20 @@ fn completions_and_the_manual_page_are_generated() {
         ("zsh", "#compdef shellward"),
         ("fish", "complete -c shellward"),
     ] {
-        let out = Command::new(bin())
+        let out = cli::shellward(&[])
             .args(["completions", shell])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
-        let script = text(&out.stdout);
+        assert!(out.status.success(), "{shell}: {}", cli::stderr(&out));
+        let script = cli::stdout(&out);
         assert!(script.contains(needle), "{shell}: {script}");
         for sub in ["run", "mcp", "serve", "policy"] {
             assert!(script.contains(sub), "{shell} completion lacks {sub}");
         }
     }
-    let man = Command::new(bin()).arg("man").output().unwrap();
+    let man = cli::shellward(&[]).arg("man").output().unwrap();
     assert!(man.status.success());
-    let page = text(&man.stdout);
+    let page = cli::stdout(&man);
     assert!(
         page.starts_with(".ie") || page.contains(".TH shellward"),
         "{page}"
@@ -777,14 +773,14 @@ fn completions_and_the_manual_page_are_generated() {
         })
     {
         assert!(
-            text(&o.stdout).contains("EXIT STATUS"),
+            cli::stdout(&o).contains("EXIT STATUS"),
             "{}",
-            text(&o.stderr)
+            cli::stderr(&o)
         );
-        assert!(o.stderr.is_empty(), "man warns: {}", text(&o.stderr));
+        assert!(o.stderr.is_empty(), "man warns: {}", cli::stderr(&o));
     }
     // Every policy subcommand is described in the top-level help.
-    let help = text(&Command::new(bin()).arg("--help").output().unwrap().stdout);
+    let help = cli::stdout(&cli::output(&["--help"]));
     for word in ["check", "test", "bench", "inspect", "new"] {
         assert!(
             help.contains(word),
@@ -796,7 +792,7 @@ fn completions_and_the_manual_page_are_generated() {
 #[test]
 fn a_python_programs_output_arrives_while_it_runs() {
     // Python buffers a pipe unless told not to: the line must be streamed before the program ends.
-    let mut child = Command::new(bin())
+    let mut child = cli::shellward(&[])
         .args([
             "run",
             "--",
@@ -829,22 +825,21 @@ fn a_python_programs_output_arrives_while_it_runs() {
 #[test]
 fn run_goes_through_the_facade_and_is_audited_like_every_surface() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
         "[audit]\npath = \"audit.jsonl\"\n[executor]\ndrain = \"300ms\"\n",
-    )
-    .unwrap();
+    );
     let cfg = config.to_str().unwrap();
     let ok = run(&["--config", cfg, "--", "echo hi"]);
-    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
-    assert_eq!(text(&ok.stdout), "hi\n");
+    assert_eq!(ok.status.code(), Some(0), "{}", cli::stderr(&ok));
+    assert_eq!(cli::stdout(&ok), "hi\n");
     let denied = run(&["--config", cfg, "--", "rm -rf /"]);
     assert_eq!(denied.status.code(), Some(126));
     assert!(
-        text(&denied.stderr).contains("denied by guard"),
+        cli::stderr(&denied).contains("denied by guard"),
         "{}",
-        text(&denied.stderr)
+        cli::stderr(&denied)
     );
     let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
     let records: Vec<serde_json::Value> = audit
@@ -874,7 +869,7 @@ fn run_goes_through_the_facade_and_is_audited_like_every_surface() {
 fn interactive_runs_relay_stdin() {
     use std::io::Write;
     let relay = |args: &[&str], input: &str| -> Output {
-        let mut child = Command::new(bin())
+        let mut child = cli::shellward(&[])
             .arg("run")
             .args(args)
             .stdin(Stdio::piped())
@@ -892,13 +887,13 @@ fn interactive_runs_relay_stdin() {
         child.wait_with_output().unwrap()
     };
     let o = relay(&["--interactive", "--", "python3 -q"], "print(6*7)\n");
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "42\n");
+    assert_eq!(o.status.code(), Some(0), "{}", cli::stderr(&o));
+    assert_eq!(cli::stdout(&o), "42\n");
     let o = relay(
         &["--interactive", "--", "tty -s; echo tty=$?; cat"],
         "line\n",
     );
-    assert_eq!(text(&o.stdout), "tty=1\nline\n", "{}", text(&o.stderr));
+    assert_eq!(cli::stdout(&o), "tty=1\nline\n", "{}", cli::stderr(&o));
     let o = relay(
         &[
             "--tty",
@@ -907,8 +902,8 @@ fn interactive_runs_relay_stdin() {
         ],
         "hi\n",
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", cli::stderr(&o));
+    let out = cli::stdout(&o);
     assert!(
         out.contains("on-a-terminal") && out.contains("got hi"),
         "{out:?}"
@@ -916,7 +911,7 @@ fn interactive_runs_relay_stdin() {
     assert!(!out.contains('\r'), "{out:?}");
     // A REPL on a terminal ends when its input does (the end-of-input ^D it missed while it set the terminal up is
     // sent again): this run used to wait forever.
-    let mut child = Command::new(bin())
+    let mut child = cli::shellward(&[])
         .args(["run", "--tty", "--", "python3 -q"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -942,27 +937,27 @@ fn interactive_runs_relay_stdin() {
     assert!(out.contains("42"), "{out}");
     // Without the flags a command reading stdin sees end of input at once.
     let o = relay(&["--", "cat; echo done"], "ignored\n");
-    assert_eq!(text(&o.stdout), "done\n");
+    assert_eq!(cli::stdout(&o), "done\n");
 }
 
 /// Usage errors exit 2 with the usage, and a mistyped subcommand gets a suggestion.
 #[test]
 fn usage_errors_exit_2_and_typos_get_a_suggestion() {
     let o = run(&["--", ""]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(2), "{}", cli::stderr(&o));
     assert!(
-        text(&o.stderr).contains("Usage: shellward run"),
+        cli::stderr(&o).contains("Usage: shellward run"),
         "{}",
-        text(&o.stderr)
+        cli::stderr(&o)
     );
-    let o = Command::new(bin()).arg("rn").output().unwrap();
+    let o = cli::shellward(&[]).arg("rn").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        text(&o.stderr).contains("did you mean 'run'"),
+        cli::stderr(&o).contains("did you mean 'run'"),
         "{}",
-        text(&o.stderr)
+        cli::stderr(&o)
     );
-    let o = Command::new(bin()).arg("--version").output().unwrap();
+    let o = cli::shellward(&[]).arg("--version").output().unwrap();
     assert_eq!(o.status.code(), Some(0));
 }
 
@@ -974,18 +969,18 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("shellward.toml");
     let check = |f: &std::path::Path| {
-        Command::new(bin())
+        cli::shellward(&[])
             .args(["config", "check", f.to_str().unwrap()])
             .current_dir(dir.path())
             .env("AGENT_A_TOKEN", "a-token-for-the-check")
             .output()
             .unwrap()
     };
-    let o = Command::new(bin())
+    let o = cli::shellward(&[])
         .args(["config", "init", file.to_str().unwrap()])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", cli::stderr(&o));
     let written = std::fs::read_to_string(&file).unwrap();
     let manual = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -1004,15 +999,15 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
         "the manual's reference is not `config init`'s file"
     );
     let o = check(&file);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("default (embedded) -> guard (embedded)"));
+    assert_eq!(o.status.code(), Some(0), "{}", cli::stderr(&o));
+    assert!(cli::stdout(&o).contains("default (embedded) -> guard (embedded)"));
     // Again without --force: refused, the file kept.
-    let o = Command::new(bin())
+    let o = cli::shellward(&[])
         .args(["config", "init", file.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("--force"), "{}", text(&o.stderr));
+    assert!(cli::stderr(&o).contains("--force"), "{}", cli::stderr(&o));
     // Every commented setting uncommented: valid, but for paths that do not exist here.
     let all: String = written
         .lines()
@@ -1029,10 +1024,9 @@ fn config_init_writes_the_readme_reference_and_it_checks() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let uncommented = dir.path().join("all.toml");
-    std::fs::write(&uncommented, &all).unwrap();
+    let uncommented = cli::write_file(dir.path(), "all.toml", &all);
     let o = check(&uncommented);
-    let err = text(&o.stderr);
+    let err = cli::stderr(&o);
     for line in err.lines().skip(1) {
         let key = line.trim().split(':').next().unwrap_or_default();
         assert!(
@@ -1056,11 +1050,11 @@ fn config_init_creates_missing_directories_and_writes_a_private_file() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("etc/shellward/shellward.toml");
-    let o = Command::new(bin())
+    let o = cli::shellward(&[])
         .args(["config", "init", file.to_str().unwrap()])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", cli::stderr(&o));
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&file), 0o600);
     assert_eq!(mode(file.parent().unwrap()), 0o755);
@@ -1068,12 +1062,12 @@ fn config_init_creates_missing_directories_and_writes_a_private_file() {
     // A parent that is a file: the directory cannot be made, and the message says what to run.
     std::fs::write(dir.path().join("plain"), "").unwrap();
     let blocked = dir.path().join("plain/sub/shellward.toml");
-    let o = Command::new(bin())
+    let o = cli::shellward(&[])
         .args(["config", "init", blocked.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    let err = text(&o.stderr);
+    let err = cli::stderr(&o);
     assert!(
         err.contains(&format!("mkdir -p {}", blocked.parent().unwrap().display())),
         "{err}"
@@ -1091,7 +1085,7 @@ fn left_in(tmp: &std::path::Path) -> Vec<String> {
 
 /// `shellward run -- COMMAND` with `TMPDIR` set to `tmp`; it must succeed.
 fn run_in(tmp: &std::path::Path, command: &str) {
-    let o = Command::new(bin())
+    let o = cli::shellward(&[])
         .args(["run", "--", command])
         .env("TMPDIR", tmp)
         .env_remove("XDG_RUNTIME_DIR")
@@ -1099,7 +1093,7 @@ fn run_in(tmp: &std::path::Path, command: &str) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(o.status.success(), "{}", cli::stderr(&o));
 }
 
 /// `shellward serve` on a free loopback port with `TMPDIR` set to `tmp` (and no `XDG_RUNTIME_DIR`, so its directories
@@ -1124,7 +1118,7 @@ fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
     run_in(tmp.path(), "cd /; true");
     assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after run");
 
-    let mut command = Command::new(bin());
+    let mut command = cli::shellward(&[]);
     command
         .arg("mcp")
         .env("TMPDIR", tmp.path())
@@ -1204,14 +1198,13 @@ fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory()
 fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
     let dir = tempfile::tempdir().unwrap();
     let victim = |name: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, "data\n").unwrap();
+        let path = cli::write_file(dir.path(), name, "data\n");
         (path.clone(), format!("shred -u {}", path.display()))
     };
     let (path, command) = victim("no-terminal");
     let out = run(&["--", &command]);
-    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{}", cli::stderr(&out));
+    let err = cli::stderr(&out);
     assert!(
         err.contains("needs approval") && err.contains("--approve"),
         "{err}"
@@ -1220,7 +1213,7 @@ fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
 
     let (path, command) = victim("pre-approved");
     let out = run(&["--approve", "--", &command]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
     assert!(!path.exists());
 
     // On a terminal (script(1) gives `run` a pseudo-terminal and relays the answer typed on its stdin).
@@ -1242,7 +1235,7 @@ fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
         typed.write_all(answer.as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
         drop(typed);
-        let shown = text(&out.stdout);
+        let shown = cli::stdout(&out);
         assert!(
             shown.contains("Run it? [y/N]") && shown.contains("guard[shred]"),
             "{shown}"
@@ -1259,11 +1252,10 @@ fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
 /// Writes `contents` to `dir/name` and runs `shellward config check` on it: its exit code and what it printed on
 /// stderr.
 fn config_check(dir: &std::path::Path, name: &str, contents: &str) -> (Option<i32>, String) {
-    let file = dir.join(name);
-    std::fs::write(&file, contents).unwrap();
-    let out = Command::new(bin())
+    let file = cli::write_file(dir, name, contents);
+    let out = cli::shellward(&[])
         .args(["config", "check", file.to_str().unwrap()])
         .output()
         .unwrap();
-    (out.status.code(), text(&out.stderr))
+    (out.status.code(), cli::stderr(&out))
 }

@@ -530,8 +530,7 @@ fn a_unix_socket_is_private_and_never_replaces_other_files() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     // A regular file at the path is refused and left alone.
-    let file = dir.path().join("not-a-socket");
-    std::fs::write(&file, "keep me").unwrap();
+    let file = cli::write_file(dir.path(), "not-a-socket", "keep me");
     let out = Command::new(bin())
         .args(["serve", "--listen", &format!("unix:{}", file.display())])
         .env_remove("SHELLWARD_CONFIG")
@@ -642,8 +641,7 @@ fn the_token_in_the_environment_does_not_reach_commands() {
 #[test]
 fn the_token_comes_from_a_file_and_a_token_on_the_command_line_is_warned_against() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("token");
-    std::fs::write(&file, "file-tok-91bb\n").unwrap();
+    let file = cli::write_file(dir.path(), "token", "file-tok-91bb\n");
     let log = dir.path().join("serve.log");
     let server = start_logging(&["--token-file", file.to_str().unwrap()], &log);
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.child.id())).unwrap();
@@ -696,13 +694,12 @@ fn the_token_comes_from_a_file_and_a_token_on_the_command_line_is_warned_against
 #[test]
 fn tokens_bound_to_sessions_only_reach_their_sessions() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("auth.toml");
-    std::fs::write(
-        &config,
+    let config = cli::write_file(
+        dir.path(),
+        "auth.toml",
         "[[auth]]\ntoken_env = \"SW_TEST_TOKEN_A\"\nsessions = [\"agent-a\"]\n\n\
          [[auth]]\ntoken = \"tok-b-2\"\nsessions = [\"agent-b\", \"agent-b2\"]\n",
-    )
-    .unwrap();
+    );
     let server = Server::start_with_env(
         &["--config", config.to_str().unwrap()],
         &[("SW_TEST_TOKEN_A", "tok-a-1")],
@@ -794,8 +791,11 @@ fn a_policy_dropped_into_the_watched_directory_takes_effect_and_a_broken_replace
     let dir = tempfile::tempdir().unwrap();
     let drop_in = dir.path().join("policies.d");
     std::fs::create_dir(&drop_in).unwrap();
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(&config, "[policies]\ndir = \"policies.d\"\n").unwrap();
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
+        "[policies]\ndir = \"policies.d\"\n",
+    );
     let log = dir.path().join("serve.log");
     let server = start_logging(&["--config", config.to_str().unwrap()], &log);
     let b = server.base.clone();
@@ -955,8 +955,11 @@ fn sighup_reloads_the_policies_and_keeps_serving() {
 #[test]
 fn the_audit_log_records_decisions_and_ends_without_output() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(&config, "[audit]\npath = \"audit.jsonl\"\n").unwrap();
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
+        "[audit]\npath = \"audit.jsonl\"\n",
+    );
     let log = dir.path().join("serve.log");
     let server = start_logging(&["--config", config.to_str().unwrap()], &log);
     let b = server.base.clone();
@@ -1445,8 +1448,11 @@ fn a_session_cannot_read_another_sessions_output() {
 #[test]
 fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("shellward.toml");
-    std::fs::write(&config, "[approvals]\nexpiry = \"2s\"\n").unwrap();
+    let config = cli::write_file(
+        dir.path(),
+        "shellward.toml",
+        "[approvals]\nexpiry = \"2s\"\n",
+    );
     let server = Server::start(&[
         "--listen",
         "127.0.0.1:0",

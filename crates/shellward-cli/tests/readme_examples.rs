@@ -459,8 +459,7 @@ fn every_configuration_block_of_the_manual_checks() {
         for (i, block) in blocks(&text, "toml").into_iter().enumerate() {
             let dir = tempfile::tempdir().unwrap();
             std::fs::create_dir(dir.path().join("policies.d")).unwrap();
-            let file = dir.path().join("shellward.toml");
-            std::fs::write(&file, &block).unwrap();
+            let file = cli::write_file(dir.path(), "shellward.toml", &block);
             let out = Command::new(bin())
                 .args(["config", "check", file.to_str().unwrap()])
                 .current_dir(dir.path())

@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 use shellward::oci::{PullLimits, pull_with};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the server answers for one path.
@@ -32,6 +32,21 @@ struct Server {
     address: String,
     sent: Arc<AtomicU64>,
     hits: Arc<AtomicU64>,
+    /// Connections being answered, and the signal that one ended.
+    open: Arc<(Mutex<usize>, Condvar)>,
+}
+
+impl Server {
+    /// What the server had sent once every connection it answered has ended (the client hung up; at most 10 s).
+    fn sent_when_done(&self) -> u64 {
+        let (count, ended) = &*self.open;
+        let guard = count.lock().unwrap();
+        let (_guard, timeout) = ended
+            .wait_timeout_while(guard, Duration::from_secs(10), |n| *n > 0)
+            .unwrap();
+        assert!(!timeout.timed_out(), "a connection is still being answered");
+        self.sent.load(Ordering::Relaxed)
+    }
 }
 
 /// Serves `route(path)` for every request on a free loopback port, one thread per connection, for the test's life.
@@ -40,13 +55,17 @@ fn serve(route: impl Fn(&str) -> Answer + Send + Sync + 'static) -> Server {
     let address = listener.local_addr().unwrap().to_string();
     let sent = Arc::new(AtomicU64::new(0));
     let hits = Arc::new(AtomicU64::new(0));
+    let open = Arc::new((Mutex::new(0usize), Condvar::new()));
     let route = Arc::new(route);
-    let (s, h) = (sent.clone(), hits.clone());
+    let (s, h, o) = (sent.clone(), hits.clone(), open.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (route, sent, hits) = (route.clone(), s.clone(), h.clone());
+            let (route, sent, hits, open) = (route.clone(), s.clone(), h.clone(), o.clone());
+            *open.0.lock().unwrap() += 1;
             std::thread::spawn(move || {
                 let _ = answer(stream, &*route, &sent, &hits);
+                *open.0.lock().unwrap() -= 1;
+                open.1.notify_all();
             });
         }
     });
@@ -54,6 +73,7 @@ fn serve(route: impl Fn(&str) -> Answer + Send + Sync + 'static) -> Server {
         address,
         sent,
         hits,
+        open,
     }
 }
 
@@ -148,24 +168,30 @@ fn tagged(server: &Server, tag: &str) -> String {
     format!("{}/hostile/policy:{tag}", server.address)
 }
 
-#[test]
-fn an_endless_manifest_is_cut_off_at_its_limit() {
-    let server = serve(|path| {
+/// A registry answering every manifest with `manifests` and everything else (its components) with `blobs`.
+fn registry(manifests: Answer, blobs: Answer) -> Server {
+    serve(move |path| {
         if path.contains("/manifests/") {
-            Answer::Endless { declared: None }
+            manifests.clone()
         } else {
-            Answer::Missing
+            blobs.clone()
         }
-    });
+    })
+}
+
+/// Pulls the tag `v1` from `server` into a fresh cache with `limits`: the error the pull must end with, and how
+/// long it took.
+fn refused(server: &Server, limits: &PullLimits) -> (String, Duration) {
     let cache = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let err = pull_with(
-        &tagged(&server, "v1"),
-        cache.path(),
-        &limits(Duration::from_secs(60)),
-    )
-    .unwrap_err();
-    let message = err.to_string();
+    let err = pull_with(&tagged(server, "v1"), cache.path(), limits).unwrap_err();
+    (err.to_string(), started.elapsed())
+}
+
+#[test]
+fn an_endless_manifest_is_cut_off_at_its_limit() {
+    let server = registry(Answer::Endless { declared: None }, Answer::Missing);
+    let (message, took) = refused(&server, &limits(Duration::from_secs(60)));
     assert!(
         message.contains("manifest is longer than the 1048576-byte limit"),
         "{message}"
@@ -174,104 +200,49 @@ fn an_endless_manifest_is_cut_off_at_its_limit() {
         message.contains("max_manifest_bytes"),
         "the message names the setting: {message}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
     // What got out of the server before the client hung up: the limit plus socket buffers, not gigabytes.
-    std::thread::sleep(Duration::from_millis(200));
-    let sent = server.sent.load(Ordering::Relaxed);
+    let sent = server.sent_when_done();
     assert!(sent < 32 << 20, "the server sent {sent} bytes");
 }
 
 #[test]
 fn a_declared_oversized_manifest_is_refused_before_its_body() {
-    let server = serve(|path| {
-        if path.contains("/manifests/") {
-            Answer::Endless {
-                declared: Some(3 << 30),
-            }
-        } else {
-            Answer::Missing
-        }
-    });
-    let cache = tempfile::tempdir().unwrap();
-    let err = pull_with(
-        &tagged(&server, "v1"),
-        cache.path(),
-        &limits(Duration::from_secs(60)),
-    )
-    .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("longer than the 1048576-byte limit"),
-        "{err}"
+    let server = registry(
+        Answer::Endless {
+            declared: Some(3 << 30),
+        },
+        Answer::Missing,
     );
+    let (err, _) = refused(&server, &limits(Duration::from_secs(60)));
+    assert!(err.contains("longer than the 1048576-byte limit"), "{err}");
 }
 
 #[test]
 fn a_component_longer_than_its_manifest_declares_is_refused_as_it_arrives() {
-    let digest = sha256(b"the declared component");
-    let body = manifest(&digest, 1234);
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else if path.contains("/blobs/") {
-            Answer::Endless { declared: None }
-        } else {
-            Answer::Missing
-        }
-    });
-    let cache = tempfile::tempdir().unwrap();
-    let err = pull_with(
-        &tagged(&server, "v1"),
-        cache.path(),
-        &limits(Duration::from_secs(60)),
-    )
-    .unwrap_err();
+    let body = manifest(&sha256(b"the declared component"), 1234);
+    let server = registry(Answer::Body(body), Answer::Endless { declared: None });
+    let (err, _) = refused(&server, &limits(Duration::from_secs(60)));
     assert!(
-        err.to_string()
-            .contains("more than the 1234 bytes the manifest declares"),
+        err.contains("more than the 1234 bytes the manifest declares"),
         "{err}"
     );
-    std::thread::sleep(Duration::from_millis(200));
-    let sent = server.sent.load(Ordering::Relaxed);
+    let sent = server.sent_when_done();
     assert!(sent < 32 << 20, "the server sent {sent} bytes");
-    let left: Vec<_> = std::fs::read_dir(cache.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(
-        left.is_empty(),
-        "a refused pull leaves nothing in the cache: {left:?}"
-    );
 }
 
 #[test]
 fn a_content_length_other_than_the_declared_size_is_refused_before_the_body() {
-    let digest = sha256(b"x");
-    let body = manifest(&digest, 1234);
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else {
-            Answer::Endless {
-                declared: Some(3 << 30),
-            }
-        }
-    });
-    let cache = tempfile::tempdir().unwrap();
-    let err = pull_with(
-        &tagged(&server, "v1"),
-        cache.path(),
-        &limits(Duration::from_secs(60)),
-    )
-    .unwrap_err();
+    let body = manifest(&sha256(b"x"), 1234);
+    let server = registry(
+        Answer::Body(body),
+        Answer::Endless {
+            declared: Some(3 << 30),
+        },
+    );
+    let (err, _) = refused(&server, &limits(Duration::from_secs(60)));
     assert!(
-        err.to_string()
-            .contains("sends 3221225472 bytes for a component its manifest declares as 1234"),
+        err.contains("sends 3221225472 bytes for a component its manifest declares as 1234"),
         "{err}"
     );
 }
@@ -279,25 +250,10 @@ fn a_content_length_other_than_the_declared_size_is_refused_before_the_body() {
 #[test]
 fn a_component_declared_over_the_limit_is_not_downloaded() {
     let body = manifest(&sha256(b"big"), 3 << 30);
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else {
-            Answer::Endless { declared: None }
-        }
-    });
-    let cache = tempfile::tempdir().unwrap();
-    let err = pull_with(
-        &tagged(&server, "v1"),
-        cache.path(),
-        &limits(Duration::from_secs(60)),
-    )
-    .unwrap_err();
-    assert!(
-        err.to_string().contains("over the 67108864-byte limit"),
-        "{err}"
-    );
-    assert!(err.to_string().contains("max_component_bytes"), "{err}");
+    let server = registry(Answer::Body(body), Answer::Endless { declared: None });
+    let (err, _) = refused(&server, &limits(Duration::from_secs(60)));
+    assert!(err.contains("over the 67108864-byte limit"), "{err}");
+    assert!(err.contains("max_component_bytes"), "{err}");
     assert_eq!(
         server.hits.load(Ordering::Relaxed),
         0,
@@ -308,30 +264,14 @@ fn a_component_declared_over_the_limit_is_not_downloaded() {
 #[test]
 fn a_registry_trickling_bytes_hits_the_deadline() {
     let body = manifest(&sha256(b"slow"), 1000);
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else {
-            Answer::Trickle {
-                declared: 1000,
-                every: Duration::from_millis(100),
-            }
-        }
-    });
-    let cache = tempfile::tempdir().unwrap();
-    let started = Instant::now();
-    let err = pull_with(
-        &tagged(&server, "v1"),
-        cache.path(),
-        &limits(Duration::from_secs(2)),
-    )
-    .unwrap_err();
-    let took = started.elapsed();
-    assert!(
-        err.to_string().contains("did not finish within 2s"),
-        "{err}"
-    );
-    assert!(err.to_string().contains("[oci] deadline"), "{err}");
+    let trickle = Answer::Trickle {
+        declared: 1000,
+        every: Duration::from_millis(100),
+    };
+    let server = registry(Answer::Body(body), trickle);
+    let (err, took) = refused(&server, &limits(Duration::from_secs(2)));
+    assert!(err.contains("did not finish within 2s"), "{err}");
+    assert!(err.contains("[oci] deadline"), "{err}");
     assert!(took < Duration::from_secs(6), "took {took:?}");
 }
 
@@ -341,23 +281,14 @@ fn a_registry_trickling_bytes_hits_the_deadline() {
 #[test]
 fn a_registry_dripping_bytes_fails_the_minimum_rate_long_before_the_deadline() {
     let body = manifest(&sha256(b"drip"), 100_000);
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else {
-            Answer::Trickle {
-                declared: 100_000,
-                every: Duration::from_millis(100),
-            }
-        }
-    });
-    let cache = tempfile::tempdir().unwrap();
+    let drip = Answer::Trickle {
+        declared: 100_000,
+        every: Duration::from_millis(100),
+    };
+    let server = registry(Answer::Body(body), drip);
     let mut limits = limits(Duration::from_secs(300));
     limits.rate_window = Duration::from_secs(2);
-    let started = Instant::now();
-    let err = pull_with(&tagged(&server, "v1"), cache.path(), &limits).unwrap_err();
-    let took = started.elapsed();
-    let text = err.to_string();
+    let (text, took) = refused(&server, &limits);
     assert!(text.contains("under the minimum rate"), "{text}");
     assert!(
         text.contains(&format!("the registry {}", server.address)),
@@ -380,16 +311,7 @@ fn a_pinned_cache_entry_is_verified_on_every_load_and_pulled_again_when_edited()
     let layer = sha256(&component);
     let body = manifest(&layer, component.len() as u64);
     let pin = sha256(&body);
-    let served = component.clone();
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else if path.contains("/blobs/") {
-            Answer::Body(served.clone())
-        } else {
-            Answer::Missing
-        }
-    });
+    let server = registry(Answer::Body(body), Answer::Body(component.clone()));
     let cache = tempfile::tempdir().unwrap();
     let reference = format!("{}/hostile/policy@{pin}", server.address);
     let limits = limits(Duration::from_secs(30));
@@ -434,13 +356,7 @@ fn a_pinned_cache_entry_is_verified_on_every_load_and_pulled_again_when_edited()
 fn a_registry_that_sends_another_manifest_than_the_pin_is_refused() {
     let component = b"\0asm genuine".to_vec();
     let body = manifest(&sha256(&component), component.len() as u64);
-    let server = serve(move |path| {
-        if path.contains("/manifests/") {
-            Answer::Body(body.clone())
-        } else {
-            Answer::Body(component.clone())
-        }
-    });
+    let server = registry(Answer::Body(body), Answer::Body(component));
     let cache = tempfile::tempdir().unwrap();
     let reference = format!(
         "{}/hostile/policy@{}",

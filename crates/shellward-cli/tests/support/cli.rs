@@ -54,11 +54,21 @@ pub fn text(o: &Output) -> String {
     format!("{}{}", stdout(o), stderr(o))
 }
 
+/// Writes `contents` to `name` in `dir` and returns its path.
+pub fn write_file(
+    dir: impl AsRef<Path>,
+    name: impl AsRef<Path>,
+    contents: impl AsRef<[u8]>,
+) -> PathBuf {
+    let path = dir.as_ref().join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
 /// A file for a test to approve or refuse destroying, and the command that destroys it (`shred -u`, which the
 /// built-in guard asks about).
 pub fn victim(dir: &Path, name: &str) -> (PathBuf, String) {
-    let path = dir.join(name);
-    std::fs::write(&path, "data\n").unwrap();
+    let path = write_file(dir, name, "data\n");
     (path.clone(), format!("shred -u {}", path.display()))
 }
 

@@ -36,15 +36,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let mut child = shellward(&["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start shellward serve");
+        let (child, mut stdout) = cli::spawn_reading(
+            shellward(&["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::null()),
+        );
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
         let base = line
             .trim()
             .strip_prefix("shellward: listening on ")

@@ -435,15 +435,9 @@ fn json_reports_the_tool_result() {
 
 #[test]
 fn output_is_streamed_live() {
-    let mut child = cli::shellward(&[])
-        .args(["run", "--", "echo first; sleep 3; echo second"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("SHELLWARD_CONFIG")
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdout) = cli::spawn_reading(
+        cli::shellward(&["run", "--", "echo first; sleep 3; echo second"]).stderr(Stdio::piped()),
+    );
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line, "first\n");
@@ -464,7 +458,8 @@ fn output_is_streamed_live() {
 #[test]
 fn sigint_terminates_the_whole_tree() {
     let mark = new_mark("run-sigint");
-    let mut child = cli::shellward(&[])
+    let mut command = cli::shellward(&[]);
+    command
         .args([
             "run",
             "--env",
@@ -474,13 +469,8 @@ fn sigint_terminates_the_whole_tree() {
             "--",
             "sleep 300 & setsid sleep 301 & (trap '' TERM; sleep 302) & echo ready; wait",
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("SHELLWARD_CONFIG")
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        .stderr(Stdio::piped());
+    let (mut child, mut stdout) = cli::spawn_reading(&mut command);
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
@@ -792,20 +782,15 @@ fn completions_and_the_manual_page_are_generated() {
 #[test]
 fn a_python_programs_output_arrives_while_it_runs() {
     // Python buffers a pipe unless told not to: the line must be streamed before the program ends.
-    let mut child = cli::shellward(&[])
-        .args([
+    let (mut child, mut stdout) = cli::spawn_reading(
+        cli::shellward(&[
             "run",
             "--",
             "python3 -c 'import time; print(\"banner\"); time.sleep(30)'",
         ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .env_remove("SHELLWARD_CONFIG")
-        .env_remove("PYTHONUNBUFFERED")
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        .env_remove("PYTHONUNBUFFERED"),
+    );
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut line = String::new();

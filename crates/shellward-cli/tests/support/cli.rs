@@ -5,8 +5,9 @@
 
 #![allow(dead_code)]
 
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 /// The environment variable every process of a test tree inherits, so survivors can be found in `/proc`.
 /// Not `SHELLWARD_*`: the host's own variables never reach commands.
@@ -37,6 +38,16 @@ pub fn shellward(args: &[&str]) -> Command {
 /// Runs `shellward ARGS` (see [`shellward`]) to its end.
 pub fn output(args: &[&str]) -> Output {
     shellward(args).output().expect("run shellward")
+}
+
+/// Starts `command` with its standard output piped: the child, and its output to read line by line.
+pub fn spawn_reading(command: &mut Command) -> (Child, BufReader<ChildStdout>) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start shellward");
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, stdout)
 }
 
 /// Standard output as text (lossy).

@@ -180,31 +180,44 @@ pub fn is_root() -> bool {
 /// dropped; as a normal user already, the test reruns as that user. Panics when the user cannot be created or the
 /// test fails there: a test of the non-root path must not pass without running it.
 pub fn rerun_as_user(test: &str, marker: &str) -> String {
+    rerun(this_binary_as_user(marker), test, "as an unprivileged user")
+}
+
+/// For a test of the non-root path: in the test's own process, reruns it alone as an unprivileged user (see
+/// [`rerun_as_user`]), checks the rerun ran, and returns false (the caller returns); in the rerun, checks it is not
+/// root, prints its uid and returns true (the caller goes on with the test's body).
+pub fn as_unprivileged_user(test: &str, marker: &str) -> bool {
+    if !in_fresh_process(marker) {
+        let out = rerun_as_user(test, marker);
+        assert!(out.contains("ran as uid "), "{out}");
+        return false;
+    }
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert_ne!(uid, 0, "the rerun is still root");
+    println!("ran as uid {uid}");
+    true
+}
+
+/// This test binary as the unprivileged user, with `marker` set and a scratch directory the user can write (for
+/// whatever the tests make: their log directories) as its home, temporary and working directory.
+fn this_binary_as_user(marker: &str) -> std::process::Command {
     let exe = std::env::current_exe().expect("the path of the running test binary");
     let mut cmd = command_as_user(&exe);
-    // A directory the user can write for whatever the test makes (its log directories).
     let scratch = std::env::temp_dir();
     cmd.env(marker, "1")
         .env("HOME", &scratch)
         .env("TMPDIR", &scratch)
         .env_remove("XDG_RUNTIME_DIR")
         .current_dir(&scratch);
-    rerun(cmd, test, "as an unprivileged user")
+    cmd
 }
 
 /// Runs every test of the current test binary but those named in `skip` (the caller, and tests whose subject needs
 /// root) again as an unprivileged user (as [`rerun_as_user`]), with `marker` set, and returns its standard output: a
 /// whole suite proven on the non-root path too. Panics with both outputs when any test fails or none ran.
 pub fn rerun_all_as_user(skip: &[&str], marker: &str) -> String {
-    let exe = std::env::current_exe().expect("the path of the running test binary");
-    let mut cmd = command_as_user(&exe);
-    let scratch = std::env::temp_dir();
-    let out = cmd
-        .env(marker, "1")
-        .env("HOME", &scratch)
-        .env("TMPDIR", &scratch)
-        .env_remove("XDG_RUNTIME_DIR")
-        .current_dir(&scratch)
+    let out = this_binary_as_user(marker)
         .args(skip.iter().flat_map(|s| ["--skip", s]))
         .output()
         .unwrap_or_else(|e| panic!("cannot rerun the suite as an unprivileged user: {e}"));

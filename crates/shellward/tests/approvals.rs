@@ -113,6 +113,18 @@ fn with(approver: &Arc<Fixed>) -> ExecuteOptions {
     ExecuteOptions::new().approver(approver.clone())
 }
 
+/// `execute` of `command` in `session`, `approver` asked first when a policy asks.
+async fn run_asking(
+    sw: &Shellward,
+    session: &str,
+    command: &str,
+    approver: &Arc<Fixed>,
+) -> shellward::tools::ExecuteResult {
+    sw.execute_with(Some(session), exec(command), with(approver))
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -121,10 +133,7 @@ async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
 
     let yes = Fixed::new(Some(ApprovalAnswer::Approve { remember: false }));
     let (cmd, file) = touch(dir.path(), "approved");
-    let r = sw
-        .execute_with(Some("s1"), exec(&cmd), with(&yes))
-        .await
-        .unwrap();
+    let r = run_asking(&sw, "s1", &cmd, &yes).await;
     assert!(r.success && file.exists(), "{r:?}");
     assert!(
         r.notes[0].contains("Approved by the test approver"),
@@ -141,10 +150,7 @@ async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
         reason: Some("not today".into()),
     }));
     let (cmd, file) = touch(dir.path(), "declined");
-    let r = sw
-        .execute_with(Some("s1"), exec(&cmd), with(&no))
-        .await
-        .unwrap();
+    let r = run_asking(&sw, "s1", &cmd, &no).await;
     assert!(r.denied && !r.success, "{r:?}");
     let reason = r.deny_reason.unwrap();
     assert!(
@@ -155,10 +161,7 @@ async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
     // Nobody to ask (the client cannot show it, no reviewer): a deny telling the model to ask its user.
     let nobody = Fixed::new(Some(ApprovalAnswer::Unavailable));
     let (cmd2, file2) = touch(dir.path(), "unasked");
-    let r = sw
-        .execute_with(Some("s1"), exec(&cmd2), with(&nobody))
-        .await
-        .unwrap();
+    let r = run_asking(&sw, "s1", &cmd2, &nobody).await;
     assert!(r.denied, "{r:?}");
     let reason = r.deny_reason.unwrap();
     assert!(
@@ -264,16 +267,10 @@ async fn remembered_approvals_hold_for_their_session_only() {
     let sw = asking(dir.path(), &mark, |_| {});
     let yes = Fixed::new(Some(ApprovalAnswer::Approve { remember: true }));
     let (cmd, file) = touch(dir.path(), "again");
-    let r = sw
-        .execute_with(Some("a"), exec(&cmd), with(&yes))
-        .await
-        .unwrap();
+    let r = run_asking(&sw, "a", &cmd, &yes).await;
     assert!(r.success, "{r:?}");
     std::fs::remove_file(&file).unwrap();
-    let r = sw
-        .execute_with(Some("a"), exec(&cmd), with(&yes))
-        .await
-        .unwrap();
+    let r = run_asking(&sw, "a", &cmd, &yes).await;
     assert!(r.success && file.exists(), "{r:?}");
     assert_eq!(yes.asked(), 1, "the session remembered the approval");
     assert!(r.notes[0].contains("remembered"), "{:?}", r.notes);
@@ -282,20 +279,14 @@ async fn remembered_approvals_hold_for_their_session_only() {
         std::slice::from_ref(&cmd)
     );
     // Another session, another command: asked again.
-    sw.execute_with(Some("b"), exec(&cmd), with(&yes))
-        .await
-        .unwrap();
+    run_asking(&sw, "b", &cmd, &yes).await;
     let (other, _) = touch(dir.path(), "other");
-    sw.execute_with(Some("a"), exec(&other), with(&yes))
-        .await
-        .unwrap();
+    run_asking(&sw, "a", &other, &yes).await;
     assert_eq!(yes.asked(), 3);
     // Ending the session forgets them.
     sw.end_session_approvals(Some("a"));
     assert!(sw.remembered_approvals(Some("a")).is_empty());
-    sw.execute_with(Some("a"), exec(&cmd), with(&yes))
-        .await
-        .unwrap();
+    run_asking(&sw, "a", &cmd, &yes).await;
     assert_eq!(yes.asked(), 4);
     sw.shutdown().await;
 }

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use shellward_exec::{ExecPlan, Session};
+use shellward_exec::{ExecPlan, Executor, Session};
 use std::time::{Duration, Instant};
 
 fn in_session(command: &str, session: &str) -> ExecPlan {
@@ -18,15 +18,29 @@ fn in_session(command: &str, session: &str) -> ExecPlan {
     plan
 }
 
+/// Starts `command` (which prints `started` once it runs) in the background in `session`, marked with `mark`, and
+/// returns once it has said so.
+async fn started_in(ex: &Executor, session: &str, command: &str, mark: &str) {
+    let mut plan = marked_plan(command, mark);
+    plan.session = Some(session.into());
+    plan.background = true;
+    let r = ex.execute(plan).await.unwrap();
+    wait_for_output_in(ex, &r.id, Some(&Session::from(session)), "started").await;
+}
+
+/// The number a probe printed as `visible=N` (how many processes it saw).
+fn visible_count(text: &str) -> usize {
+    text.lines()
+        .find_map(|l| l.strip_prefix("visible="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no visible= line in {text:?}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_s_commands_see_and_stop_each_other_and_other_sessions_see_nothing() {
     let ex = confined(namespaced()).await;
     let mark = new_mark();
-    let mut server = marked_plan("echo started; exec sleep 4242", &mark);
-    server.session = Some("a".into());
-    server.background = true;
-    let server = ex.execute(server).await.unwrap();
-    wait_for_output_in(&ex, &server.id, Some(&Session::from("a")), "started").await;
+    started_in(&ex, "a", "echo started; exec sleep 4242", &mark).await;
 
     // Another session: neither the server nor anything of session a, and only a handful of processes.
     let other = ex
@@ -37,13 +51,7 @@ async fn a_session_s_commands_see_and_stop_each_other_and_other_sessions_see_not
         .await
         .unwrap();
     assert!(other.output.text.starts_with("none\n"), "{other:?}");
-    let visible: usize = other
-        .output
-        .text
-        .lines()
-        .find_map(|l| l.strip_prefix("visible="))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap();
+    let visible = visible_count(&other.output.text);
     assert!(
         visible <= 5,
         "session b sees {visible} processes: {other:?}"
@@ -84,11 +92,7 @@ async fn a_session_s_commands_see_and_stop_each_other_and_other_sessions_see_not
 async fn kill_minus_one_reaches_only_its_own_session() {
     let ex = confined(namespaced()).await;
     let mark = new_mark();
-    let mut other = marked_plan("echo started; exec sleep 300", &mark);
-    other.session = Some("other".into());
-    other.background = true;
-    let other = ex.execute(other).await.unwrap();
-    wait_for_output_in(&ex, &other.id, Some(&Session::from("other")), "started").await;
+    started_in(&ex, "other", "echo started; exec sleep 300", &mark).await;
     let mut sentinel = std::process::Command::new("sleep")
         .arg("60")
         .spawn()
@@ -149,11 +153,7 @@ async fn an_empty_idle_sandbox_ends_and_a_busy_one_stays() {
     config.session_idle = Duration::from_millis(300);
     let ex = confined(config).await;
     let mark = new_mark();
-    let mut busy = marked_plan("echo started; exec sleep 300", &mark);
-    busy.session = Some("busy".into());
-    busy.background = true;
-    let busy = ex.execute(busy).await.unwrap();
-    wait_for_output_in(&ex, &busy.id, Some(&Session::from("busy")), "started").await;
+    started_in(&ex, "busy", "echo started; exec sleep 300", &mark).await;
     ex.execute(in_session("true", "quiet")).await.unwrap();
     // The check command of `confined`, the busy session and the quiet one.
     assert_eq!(sandboxes().len(), 3, "{:?}", sandboxes());
@@ -244,20 +244,10 @@ async fn a_normal_user_s_session_is_a_sandbox_too() {
         !r.output.text.contains("log=0"),
         "the log directory was writable: {r:?}"
     );
-    let visible: usize = r
-        .output
-        .text
-        .lines()
-        .find_map(|l| l.strip_prefix("visible="))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap();
+    let visible = visible_count(&r.output.text);
     assert!(visible <= 5, "{visible} processes visible: {r:?}");
     let mark = new_mark();
-    let mut other = marked_plan("echo started; exec sleep 300", &mark);
-    other.session = Some("other".into());
-    other.background = true;
-    let other = ex.execute(other).await.unwrap();
-    wait_for_output_in(&ex, &other.id, Some(&Session::from("other")), "started").await;
+    started_in(&ex, "other", "echo started; exec sleep 300", &mark).await;
     let attack = ex
         .execute(in_session("sleep 30 & sh -c 'kill -9 -1'; echo after", "a"))
         .await

@@ -60,16 +60,14 @@ async fn the_command_status_passes_through_the_init() {
     let mut plan = ExecPlan::new("sleep 0.2; exit 4");
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
-    let read = ex
-        .read_output(
-            None,
-            &r.id,
-            &ReadOptions::view()
-                .wait(Duration::from_secs(10))
-                .max_bytes(1024),
-        )
-        .await
-        .unwrap();
+    let read = output_of(
+        &ex,
+        &r.id,
+        ReadOptions::view()
+            .wait(Duration::from_secs(10))
+            .max_bytes(1024),
+    )
+    .await;
     assert_eq!(read.exit, ExitState::Code(4));
     assert!(!read.running, "{read:?}");
     ex.shutdown().await;

@@ -170,16 +170,14 @@ async fn cursor_reads_return_every_byte_once_while_the_process_writes() {
     let mut cursor = 0;
     let mut text = String::new();
     loop {
-        let read = ex
-            .read_output(
-                None,
-                &r.id,
-                &ReadOptions::after(cursor)
-                    .wait(Duration::from_secs(5))
-                    .max_bytes(777),
-            )
-            .await
-            .unwrap();
+        let read = output_of(
+            &ex,
+            &r.id,
+            ReadOptions::after(cursor)
+                .wait(Duration::from_secs(5))
+                .max_bytes(777),
+        )
+        .await;
         let chunk = read.chunk.unwrap();
         assert_eq!(chunk.skipped_bytes, 0);
         text.push_str(&chunk.text);
@@ -191,10 +189,8 @@ async fn cursor_reads_return_every_byte_once_while_the_process_writes() {
     let expected: String = (0..3000).map(|i| format!("line {i} é\n")).collect();
     assert_eq!(text, expected);
     // A snapshot read without a cursor shows head and tail with a marker, and the log holds everything.
-    let view = ex
-        .read_output(None, &r.id, &ReadOptions::view().max_bytes(0))
+    let view = output_of(&ex, &r.id, ReadOptions::view().max_bytes(0))
         .await
-        .unwrap()
         .view
         .unwrap();
     assert!(view.omitted_bytes > 0 && view.text.contains("bytes omitted"));
@@ -211,35 +207,29 @@ async fn waiting_reads_return_on_new_output_or_exit() {
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
     let started = Instant::now();
-    let read = ex
-        .read_output(
-            None,
-            &r.id,
-            &ReadOptions::after(0)
-                .wait(Duration::from_secs(10))
-                .max_bytes(1024),
-        )
-        .await
-        .unwrap();
+    let read = output_of(
+        &ex,
+        &r.id,
+        ReadOptions::after(0)
+            .wait(Duration::from_secs(10))
+            .max_bytes(1024),
+    )
+    .await;
     assert_eq!(read.chunk.unwrap().text, "late\n");
     assert!(started.elapsed() < Duration::from_secs(3));
-    let read = ex
-        .read_output(
-            None,
-            &r.id,
-            &ReadOptions::after(read.next_cursor)
-                .wait(Duration::from_secs(10))
-                .max_bytes(1024),
-        )
-        .await
-        .unwrap();
+    let read = output_of(
+        &ex,
+        &r.id,
+        ReadOptions::after(read.next_cursor)
+            .wait(Duration::from_secs(10))
+            .max_bytes(1024),
+    )
+    .await;
     assert!(!read.running, "returned because the process exited");
     assert_eq!(read.exit, ExitState::Code(0));
     // A zero wait is a snapshot.
     let started = Instant::now();
-    ex.read_output(None, &r.id, &ReadOptions::after(0).max_bytes(1024))
-        .await
-        .unwrap();
+    output_of(&ex, &r.id, ReadOptions::after(0).max_bytes(1024)).await;
     assert!(started.elapsed() < Duration::from_millis(500));
     ex.shutdown().await;
 }
@@ -568,10 +558,7 @@ async fn a_character_split_across_writes_is_read_whole() {
     let mut text = String::new();
     let mut reads = 0;
     loop {
-        let read = ex
-            .read_output(None, &r.id, &ReadOptions::after(cursor).max_bytes(1000))
-            .await
-            .unwrap();
+        let read = output_of(&ex, &r.id, ReadOptions::after(cursor).max_bytes(1000)).await;
         let chunk = read.chunk.unwrap();
         assert!(!chunk.text.contains('\u{FFFD}'), "read {reads}: {chunk:?}");
         text.push_str(&chunk.text);
@@ -579,10 +566,7 @@ async fn a_character_split_across_writes_is_read_whole() {
         reads += 1;
         if !read.running {
             // Not running any more means every byte is in: one last read finds nothing new.
-            let last = ex
-                .read_output(None, &r.id, &ReadOptions::after(cursor).max_bytes(1000))
-                .await
-                .unwrap();
+            let last = output_of(&ex, &r.id, ReadOptions::after(cursor).max_bytes(1000)).await;
             assert_eq!(last.chunk.unwrap().text, "");
             break;
         }
@@ -598,16 +582,14 @@ async fn a_character_split_across_writes_is_read_whole() {
         ExecPlan::new(r"sleep 0.2; printf '\342'; sleep 0.3; printf '\202\254'; sleep 5");
     plan.background = true;
     let r = ex.execute(plan).await.unwrap();
-    let read = ex
-        .read_output(
-            None,
-            &r.id,
-            &ReadOptions::after(0)
-                .wait(Duration::from_secs(3))
-                .max_bytes(1000),
-        )
-        .await
-        .unwrap();
+    let read = output_of(
+        &ex,
+        &r.id,
+        ReadOptions::after(0)
+            .wait(Duration::from_secs(3))
+            .max_bytes(1000),
+    )
+    .await;
     assert_eq!(read.chunk.unwrap().text, "€");
     ex.signal(None, &r.id, SignalKind::Kill).await.unwrap();
     ex.shutdown().await;
@@ -654,10 +636,7 @@ async fn escape_sequences_are_kept_from_the_model_but_not_from_the_log() {
     assert_eq!(r.output.text, "hello\tworld\n", "{r:?}");
     let log = std::fs::read(r.log_path.as_ref().expect("a log")).unwrap();
     assert!(log.starts_with(b"\x1b]52;c;"), "{log:?}");
-    let read = ex
-        .read_output(None, &r.id, &ReadOptions::after(0).max_bytes(1 << 20))
-        .await
-        .unwrap();
+    let read = output_of(&ex, &r.id, ReadOptions::after(0).max_bytes(1 << 20)).await;
     assert_eq!(
         read.chunk.as_ref().unwrap().text,
         "hello\tworld\n",

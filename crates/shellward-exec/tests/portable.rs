@@ -40,6 +40,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Reads `id`'s output (no session) with `options`.
+async fn output_of(
+    ex: &Executor,
+    id: &ProcessId,
+    options: ReadOptions,
+) -> shellward_exec::OutputRead {
+    ex.read_output(None, id, &options).await.unwrap()
+}
+
 /// Waits up to `limit` for the process's tree to have no member; returns what is left.
 async fn members_after(ex: &Executor, id: &ProcessId, limit: Duration) -> Vec<i32> {
     let deadline = Instant::now() + limit;
@@ -101,16 +110,14 @@ fn a_background_run_is_read_by_cursor_until_it_ends() {
         let mut seen = String::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let read = ex
-                .read_output(
-                    None,
-                    &r.id,
-                    &ReadOptions::after(cursor)
-                        .wait(Duration::from_secs(2))
-                        .max_bytes(64 * 1024),
-                )
-                .await
-                .unwrap();
+            let read = output_of(
+                &ex,
+                &r.id,
+                ReadOptions::after(cursor)
+                    .wait(Duration::from_secs(2))
+                    .max_bytes(64 * 1024),
+            )
+            .await;
             let chunk = read.chunk.as_ref().expect("a cursor read returns a chunk");
             seen.push_str(&chunk.text);
             cursor = read.next_cursor;
@@ -143,16 +150,14 @@ fn input_is_written_over_a_pipe() {
         assert_eq!(written, 16);
         let info = ex.wait_exit(None, &r.id).await.unwrap();
         assert_eq!(info.exit, ExitState::Code(0), "{info:?}");
-        let read = ex
-            .read_output(
-                None,
-                &r.id,
-                &ReadOptions::after(0)
-                    .wait(Duration::from_secs(2))
-                    .max_bytes(4096),
-            )
-            .await
-            .unwrap();
+        let read = output_of(
+            &ex,
+            &r.id,
+            ReadOptions::after(0)
+                .wait(Duration::from_secs(2))
+                .max_bytes(4096),
+        )
+        .await;
         assert!(read.chunk.unwrap().text.contains("shellward-input"));
         ex.shutdown().await;
     });

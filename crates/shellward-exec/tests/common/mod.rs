@@ -96,6 +96,15 @@ pub async fn wait_for_output(ex: &Executor, id: &ProcessId, needle: &str) {
     wait_for_output_in(ex, id, None, needle).await
 }
 
+/// Reads `id`'s output (no session) with `options`.
+pub async fn output_of(
+    ex: &Executor,
+    id: &ProcessId,
+    options: ReadOptions,
+) -> shellward_exec::OutputRead {
+    ex.read_output(None, id, &options).await.unwrap()
+}
+
 /// [`wait_for_output`] for a process of `session`.
 pub async fn wait_for_output_in(
     ex: &Executor,

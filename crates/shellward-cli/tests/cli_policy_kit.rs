@@ -52,6 +52,13 @@ fn all_pass(o: &Output) -> usize {
     passed
 }
 
+/// A scratch directory holding `name` with `contents` (kept while the directory lives), and the file's path.
+fn scratch_file(name: &str, contents: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cli::write_file(dir.path(), name, contents);
+    (dir, path)
+}
+
 #[test]
 fn the_default_policy_passes_its_discovered_case_file() {
     let o = shellward(&["policy", "test", "default"]);
@@ -190,9 +197,7 @@ fn the_first_use_of_a_large_component_says_it_compiles_once() {
 
 #[test]
 fn a_wrong_case_fails_with_a_diff() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = cli::write_file(
-        dir.path(),
+    let (_dir, cases) = scratch_file(
         "wrong.toml",
         r#"
 [[case]]
@@ -248,9 +253,7 @@ expect = { decision = "deny", reason_contains = "nope" }
 
 #[test]
 fn bad_case_files_are_errors_that_say_where() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = cli::write_file(
-        dir.path(),
+    let (_dir, cases) = scratch_file(
         "bad.toml",
         "[[case]]\nname = \"x\"\ncommand = \"ls\"\nexpect = { decision = \"perhaps\" }\n",
     );
@@ -262,9 +265,7 @@ fn bad_case_files_are_errors_that_say_where() {
 
 #[test]
 fn a_chain_is_tested_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = cli::write_file(
-        dir.path(),
+    let (_dir, cases) = scratch_file(
         "chain.toml",
         r#"
 [[case]]
@@ -408,9 +409,7 @@ fn bench_reports_latency_and_load_times() {
 /// escaped) and TAP 13 (a plan line, ok / not ok, a YAML block), both exiting non-zero on a failure.
 #[test]
 fn test_results_come_as_junit_and_tap_for_ci() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = cli::write_file(
-        dir.path(),
+    let (_dir, cases) = scratch_file(
         "cases.toml",
         "[[case]]\nname = \"ls runs\"\ncommand = \"ls\"\nexpect = { decision = \"run\" }\n\n\
          [[case]]\nname = \"a <wrong> & \\\"quoted\\\" case # not a directive\"\ncommand = \"ls\"\nexpect = { decision = \"deny\" }\n",
@@ -469,9 +468,7 @@ fn test_results_come_as_junit_and_tap_for_ci() {
 /// too many untested; for a policy that names no rules (built against 0.2), the outcome kinds are counted instead.
 #[test]
 fn coverage_names_the_rules_no_case_exercised() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = cli::write_file(
-        dir.path(),
+    let (dir, cases) = scratch_file(
         "cases.toml",
         "[[case]]\nname = \"amp\"\ncommand = \"npm run dev &\"\n\
          expect = { decision = \"run\", background = true, rules = \"trailing-ampersand\" }\n\n\
@@ -565,9 +562,7 @@ fn coverage_names_the_rules_no_case_exercised() {
 /// threshold fails the run naming them.
 #[test]
 fn coverage_names_the_guard_rules_a_reduced_case_file_never_hits() {
-    let dir = tempfile::tempdir().unwrap();
-    let cases = cli::write_file(
-        dir.path(),
+    let (_dir, cases) = scratch_file(
         "reduced.toml",
         "[[case]]\nname = \"sudo\"\ncommand = \"sudo ls\"\nexpect = { decision = \"ask\", rule = \"privilege\" }\n",
     );

@@ -39,13 +39,7 @@ impl Server {
         let (child, mut stdout) = cli::spawn_reading(
             shellward(&["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::null()),
         );
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("shellward: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        let base = cli::announced_base(&mut stdout);
         Server { child, base }
     }
 

@@ -13,6 +13,24 @@ use shellward::tools::{ExecuteArgs, ProcessListArgs};
 use shellward::{Config, Shellward, ToolErrorKind};
 use std::time::{Duration, Instant};
 
+/// `command` started interactive in the background, then its output once quiet for `idle`.
+async fn interactive_output(
+    sw: &Shellward,
+    command: &str,
+    idle: &str,
+) -> shellward::tools::ProcessOutputResult {
+    let mut args = exec(command);
+    args.interactive = Some(true);
+    args.run_in_background = Some(true);
+    let r = sw.execute(None, args).await.unwrap();
+    sw.process_output(
+        None,
+        shellward::tools::ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle(idle),
+    )
+    .await
+    .unwrap()
+}
+
 /// A REPL's answer comes back as soon as its next prompt waits for input (not after the idle window), saying so;
 /// a process blocked on `read` is reported waiting for input, a sleeping one is not — with a pipe and with a
 /// terminal as stdin.
@@ -60,30 +78,10 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
         .unwrap();
     }
     // A sleeping interactive process is not waiting for input.
-    let mut args = exec("sleep 30");
-    args.interactive = Some(true);
-    args.run_in_background = Some(true);
-    let r = sw.execute(None, args).await.unwrap();
-    let out = sw
-        .process_output(
-            None,
-            ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle("300ms"),
-        )
-        .await
-        .unwrap();
+    let out = interactive_output(&sw, "sleep 30", "300ms").await;
     assert!(!out.waiting_for_input, "{out:?}");
     // One blocked on `read` is.
-    let mut args = exec("read answer; echo got $answer");
-    args.interactive = Some(true);
-    args.run_in_background = Some(true);
-    let r = sw.execute(None, args).await.unwrap();
-    let out = sw
-        .process_output(
-            None,
-            ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle("3s"),
-        )
-        .await
-        .unwrap();
+    let out = interactive_output(&sw, "read answer; echo got $answer", "3s").await;
     assert!(out.waiting_for_input, "{out:?}");
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());

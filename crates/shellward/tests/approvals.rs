@@ -113,6 +113,22 @@ fn with(approver: &Arc<Fixed>) -> ExecuteOptions {
     ExecuteOptions::new().approver(approver.clone())
 }
 
+/// Approves the pending approval `id` of `session` once, as `by`.
+async fn approve(
+    sw: &Shellward,
+    session: &str,
+    id: &str,
+    by: &str,
+) -> Result<shellward::tools::ExecuteResult, shellward::ToolError> {
+    sw.answer_approval(
+        Some(session),
+        id,
+        ApprovalAnswer::Approve { remember: false },
+        by,
+    )
+    .await
+}
+
 /// `execute` of `command` in `session`, `approver` asked first when a policy asks.
 async fn run_asking(
     sw: &Shellward,
@@ -313,35 +329,13 @@ async fn a_parked_approval_is_answered_once_by_its_own_session() {
     assert_eq!(listed.len(), 1);
     assert!(sw.pending_approvals(Some("other")).is_empty());
     // Another session cannot see or answer it.
-    let foreign = sw
-        .answer_approval(
-            Some("other"),
-            &pending.id,
-            ApprovalAnswer::Approve { remember: false },
-            "x",
-        )
-        .await
-        .unwrap_err();
+    let foreign = approve(&sw, "other", &pending.id, "x").await.unwrap_err();
     assert_eq!(foreign.kind, ToolErrorKind::UnknownApproval);
     assert!(!file.exists());
-    let ran = sw
-        .answer_approval(
-            Some("s"),
-            &pending.id,
-            ApprovalAnswer::Approve { remember: false },
-            "user (HTTP)",
-        )
-        .await
-        .unwrap();
+    let ran = approve(&sw, "s", &pending.id, "user (HTTP)").await.unwrap();
     assert!(ran.success && file.exists(), "{ran:?}");
     // Once decided, the id is spent.
-    let again = sw
-        .answer_approval(
-            Some("s"),
-            &pending.id,
-            ApprovalAnswer::Approve { remember: false },
-            "user (HTTP)",
-        )
+    let again = approve(&sw, "s", &pending.id, "user (HTTP)")
         .await
         .unwrap_err();
     assert_eq!(again.kind, ToolErrorKind::UnknownApproval);

@@ -50,6 +50,17 @@ pub fn spawn_reading(command: &mut Command) -> (Child, BufReader<ChildStdout>) {
     (child, stdout)
 }
 
+/// The base URL `shellward serve` announces on its first line (`shellward: listening on URL`).
+pub fn announced_base(stdout: &mut BufReader<ChildStdout>) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    line.trim()
+        .strip_prefix("shellward: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string()
+}
+
 /// Standard output as text (lossy).
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -91,7 +102,7 @@ pub use unix::*;
 /// What only Unix has: markers found in `/proc`, signals, a served instance.
 #[cfg(unix)]
 mod unix {
-    use super::{MARK, bin};
+    use super::MARK;
     pub use nix::sys::signal::Signal;
     use nix::sys::signal::kill;
     use nix::unistd::Pid;
@@ -123,28 +134,14 @@ mod unix {
         String,
         std::io::BufReader<std::process::ChildStdout>,
     ) {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(bin())
-            .arg("serve")
+        let mut command = super::shellward(&["serve"]);
+        command
             .args(args)
             .env(MARK, mark)
-            .env_remove("SHELLWARD_CONFIG")
-            .env_remove("SHELLWARD_TOKEN")
-            .env_remove("SHELLWARD_LOG")
             .envs(env.iter().copied())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("start shellward serve");
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("shellward: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+            .stderr(stderr);
+        let (child, mut stdout) = super::spawn_reading(&mut command);
+        let base = super::announced_base(&mut stdout);
         (child, base, stdout)
     }
 

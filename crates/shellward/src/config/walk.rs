@@ -21,6 +21,27 @@ pub(super) struct Walker {
 }
 
 impl Walker {
+    /// Records a problem with `key` under `path` and gives no value for it.
+    fn refuse<T>(&mut self, path: &str, key: &str, message: impl Into<String>) -> Option<T> {
+        self.problem(join(path, key), message);
+        None
+    }
+
+    /// Records that `key` under `path` holds `found` where `expected` belongs, and gives no value for it.
+    fn wrong_type<T>(
+        &mut self,
+        path: &str,
+        key: &str,
+        expected: &str,
+        found: &toml::Value,
+    ) -> Option<T> {
+        self.refuse(
+            path,
+            key,
+            format!("expected {expected}, found {}", type_name(found)),
+        )
+    }
+
     fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
         self.problems.push(Problem {
             key: key.into(),
@@ -45,43 +66,24 @@ impl Walker {
     fn table(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<toml::Table> {
         match table.remove(key)? {
             toml::Value::Table(t) => Some(t),
-            other => {
-                self.problem(
-                    join(path, key),
-                    format!("expected a table, found {}", type_name(&other)),
-                );
-                None
-            }
+            other => self.wrong_type(path, key, "a table", &other),
         }
     }
 
     fn string(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<String> {
         match table.remove(key)? {
             toml::Value::String(s) if s.contains('\0') => {
-                self.problem(join(path, key), "contains a NUL byte");
-                None
+                self.refuse(path, key, "contains a NUL byte")
             }
             toml::Value::String(s) => Some(s),
-            other => {
-                self.problem(
-                    join(path, key),
-                    format!("expected a string, found {}", type_name(&other)),
-                );
-                None
-            }
+            other => self.wrong_type(path, key, "a string", &other),
         }
     }
 
     fn boolean(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<bool> {
         match table.remove(key)? {
             toml::Value::Boolean(b) => Some(b),
-            other => {
-                self.problem(
-                    join(path, key),
-                    format!("expected true or false, found {}", type_name(&other)),
-                );
-                None
-            }
+            other => self.wrong_type(path, key, "true or false", &other),
         }
     }
 
@@ -98,20 +100,12 @@ impl Walker {
             toml::Value::Integer(i) if i >= 0 && (i as u64) >= min && (i as u64) <= max => {
                 Some(i as u64)
             }
-            toml::Value::Integer(i) => {
-                self.problem(
-                    join(path, key),
-                    format!("{i} is out of range; use a value from {min} to {max}"),
-                );
-                None
-            }
-            other => {
-                self.problem(
-                    join(path, key),
-                    format!("expected an integer, found {}", type_name(&other)),
-                );
-                None
-            }
+            toml::Value::Integer(i) => self.refuse(
+                path,
+                key,
+                format!("{i} is out of range; use a value from {min} to {max}"),
+            ),
+            other => self.wrong_type(path, key, "an integer", &other),
         }
     }
 
@@ -126,23 +120,13 @@ impl Walker {
     ) -> Option<Duration> {
         let text = self.string(table, key, path)?;
         match parse_millis(&text) {
-            Ok(0) if !allow_zero => {
-                self.problem(join(path, key), "must be greater than zero");
-                None
-            }
+            Ok(0) if !allow_zero => self.refuse(path, key, "must be greater than zero"),
             Ok(ms) if u128::from(ms) > max.as_millis() => {
                 let limit = shellward_policy::duration::format_millis(max.as_millis() as u64);
-                self.problem(
-                    join(path, key),
-                    format!("{text:?} is longer than this setting's limit of {limit}; give at most {limit}"),
-                );
-                None
+                self.refuse(path, key, format!("{text:?} is longer than this setting's limit of {limit}; give at most {limit}"))
             }
             Ok(ms) => Some(Duration::from_millis(ms)),
-            Err(e) => {
-                self.problem(join(path, key), e.to_string());
-                None
-            }
+            Err(e) => self.refuse(path, key, e.to_string()),
         }
     }
 

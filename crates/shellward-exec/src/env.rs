@@ -266,13 +266,7 @@ impl EnvPolicy {
     ) -> Vec<(OsString, OsString)> {
         let mut env: Vec<(OsString, OsString)> = vars
             .into_iter()
-            .filter(|(k, v)| {
-                let name = k.to_string_lossy();
-                self.inherits(&name)
-                    && (self.ignore_default_excludes
-                        || self.allow.iter().any(|p| name_matches(p, &name))
-                        || !secret_value(&v.to_string_lossy()))
-            })
+            .filter(|(k, v)| self.why_withheld(&k.to_string_lossy(), v).is_none())
             .collect();
         for (k, v) in &self.set {
             env.retain(|(name, _)| name.as_os_str() != OsStr::new(k));
@@ -291,34 +285,38 @@ impl EnvPolicy {
             .into_iter()
             .filter_map(|(k, v)| {
                 let name = k.to_string_lossy().into_owned();
-                let allowed = self.allow.iter().any(|p| name_matches(p, &name));
-                let why = if name_matches(HOST_PATTERN, &name) {
-                    Withheld::Host
-                } else if !self.inherits(&name) {
-                    if !self.ignore_default_excludes
-                        && DEFAULT_SECRET_PATTERNS
-                            .iter()
-                            .any(|p| name_matches(p, &name))
-                        && !SECRET_LOOKALIKES.iter().any(|p| name_matches(p, &name))
-                        && !allowed
-                    {
-                        Withheld::SecretName
-                    } else {
-                        Withheld::Excluded
-                    }
-                } else if !self.ignore_default_excludes
-                    && !allowed
-                    && secret_value(&v.to_string_lossy())
-                {
-                    Withheld::SecretValue
-                } else {
-                    return None;
-                };
-                Some((name, why))
+                self.why_withheld(&name, &v).map(|why| (name, why))
             })
             .collect();
         out.sort();
         out
+    }
+
+    /// Why the variable `name` (with `value`) of the executor's environment is not a command's; `None`: it is.
+    fn why_withheld(&self, name: &str, value: &OsStr) -> Option<Withheld> {
+        let allowed = self.allow.iter().any(|p| name_matches(p, name));
+        if name_matches(HOST_PATTERN, name) {
+            Some(Withheld::Host)
+        } else if !self.inherits(name) {
+            let secret_name = !self.ignore_default_excludes
+                && DEFAULT_SECRET_PATTERNS
+                    .iter()
+                    .any(|p| name_matches(p, name))
+                && !SECRET_LOOKALIKES.iter().any(|p| name_matches(p, name))
+                && !allowed;
+            Some(if secret_name {
+                Withheld::SecretName
+            } else {
+                Withheld::Excluded
+            })
+        } else if !self.ignore_default_excludes
+            && !allowed
+            && secret_value(&value.to_string_lossy())
+        {
+            Some(Withheld::SecretValue)
+        } else {
+            None
+        }
     }
 
     /// Checks the patterns and variables, naming the first bad one.

@@ -489,20 +489,11 @@ mod tests {
         let mut held = Enforced::default();
         held.writes = true;
         held.network = Network::None;
-        let note = refusal_note(
-            &asked,
-            &held,
-            "sh: 1: cannot create /etc/x: Permission denied",
-        )
-        .unwrap();
+        let note_for = |output: &str| refusal_note(&asked, &held, output);
+        let note = note_for("sh: 1: cannot create /etc/x: Permission denied").unwrap();
         assert!(note.contains("writable"), "{note}");
-        let note = refusal_note(
-            &asked,
-            &held,
-            "curl: (6) Could not resolve host: example.com",
-        )
-        .unwrap();
+        let note = note_for("curl: (6) Could not resolve host: example.com").unwrap();
         assert!(note.contains("network"), "{note}");
-        assert!(refusal_note(&asked, &held, "error: tests failed").is_none());
+        assert!(note_for("error: tests failed").is_none());
     }
 }

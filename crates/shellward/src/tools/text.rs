@@ -34,7 +34,24 @@ struct Status<'a> {
     wall_ms: Option<u64>,
 }
 
-impl Status<'_> {
+impl<'a> Status<'a> {
+    /// A process's state as a follow-up call sees it (no timeout, no wall time).
+    fn of(
+        id: &'a str,
+        running: bool,
+        exit_code: Option<i32>,
+        signal: Option<&'a str>,
+    ) -> Status<'a> {
+        Status {
+            id,
+            running,
+            timed_out: false,
+            exit_code,
+            signal,
+            wall_ms: None,
+        }
+    }
+
     fn line(&self) -> String {
         let ended = match (self.exit_code, self.signal) {
             (Some(c), _) => Some(format!("exit code {c}")),
@@ -134,14 +151,12 @@ fn execute(r: &ExecuteResult) -> String {
 
 fn output(r: &ProcessOutputResult) -> String {
     Parts {
-        status: Some(Status {
-            id: &r.process_id,
-            running: r.running,
-            timed_out: false,
-            exit_code: r.exit_code,
-            signal: r.signal.as_deref(),
-            wall_ms: None,
-        }),
+        status: Some(Status::of(
+            &r.process_id,
+            r.running,
+            r.exit_code,
+            r.signal.as_deref(),
+        )),
         omitted: r.output_omitted_bytes,
         log_path: r.log_path.as_deref(),
         cursor: r.running.then_some(r.cursor),
@@ -177,14 +192,12 @@ fn list(r: &ProcessListResult) -> String {
 
 fn signal(r: &ProcessSignalResult) -> String {
     Parts {
-        status: Some(Status {
-            id: &r.process_id,
-            running: r.running,
-            timed_out: false,
-            exit_code: r.exit_code,
-            signal: r.signal.as_deref(),
-            wall_ms: None,
-        }),
+        status: Some(Status::of(
+            &r.process_id,
+            r.running,
+            r.exit_code,
+            r.signal.as_deref(),
+        )),
         notes: &r.notes,
         ..Parts::default()
     }

@@ -4,6 +4,31 @@
 
 use std::os::fd::RawFd;
 
+/// Room for the control message: CMSG_SPACE(sizeof(int)) is 24 on 64-bit Linux; 64 bytes, aligned for `cmsghdr`,
+/// hold it on any target.
+#[repr(C, align(8))]
+struct Control([u8; 64]);
+
+/// The one byte of data that carries the control message.
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    }
+}
+
+/// A message of `iov` with all of `control` as its control buffer (async-signal-safe: stack memory only). The
+/// pointers are into the callers' buffers, which must outlive the message's use.
+fn message(iov: &mut libc::iovec, control: &mut Control) -> libc::msghdr {
+    // SAFETY: `msghdr` is plain data: all zeroes is a valid value (no iov, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    msg
+}
+
 /// In the child, in its new network namespace: listens on `127.0.0.1:3128` (`crate::proxy::PROXY_ADDR`) and sends
 /// the listening socket over `channel` (a unix socket whose other end the executor holds), which serves it on the
 /// host's network; a socket stays in the namespace it was made in wherever its descriptor goes. Returns the errno on
@@ -36,22 +61,10 @@ pub(crate) fn proxy_listener(channel: RawFd) -> Result<(), i32> {
             libc::close(sock);
             return Err(e);
         }
-        // One byte of data carries the control message.
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        // CMSG_SPACE(sizeof(int)) is 24 on 64-bit Linux; 64 bytes, aligned for cmsghdr, hold it on any target.
-        #[repr(C, align(8))]
-        struct Control([u8; 64]);
-        let mut control = Control([0; 64]);
-        let space = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as usize;
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
+        let (mut byte, mut control) = ([0u8; 1], Control([0; 64]));
+        let mut iov = one_byte(&mut byte);
+        let mut msg = message(&mut iov, &mut control);
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
@@ -70,19 +83,9 @@ pub(crate) fn receive_listener(channel: RawFd) -> std::io::Result<std::os::fd::O
     use std::os::fd::FromRawFd;
     // SAFETY: recvmsg into stack buffers laid out as in `proxy_listener`; a received descriptor is owned from here.
     unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        #[repr(C, align(8))]
-        struct Control([u8; 64]);
-        let mut control = Control([0; 64]);
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = control.0.len() as _;
+        let (mut byte, mut control) = ([0u8; 1], Control([0; 64]));
+        let mut iov = one_byte(&mut byte);
+        let mut msg = message(&mut iov, &mut control);
         let n = libc::recvmsg(
             channel,
             &mut msg,

@@ -65,26 +65,10 @@ pub(crate) struct FastSpawn<'a> {
     pub(crate) new_pid_namespace: bool,
     /// With `new_pid_namespace`: in a new user namespace too (a sandbox made without privilege).
     pub(crate) new_user_namespace: bool,
-    /// An open `tasks` file the child joins (writes `0` to) before exec: a cgroup v1 `pids` group.
-    pub(crate) join_procs_fd: Option<RawFd>,
-    /// Resource limits set in the child before exec: `(RLIMIT_*, value)`.
-    pub(crate) rlimits: &'a [(u32, u64)],
     /// Start a session (instead of only a process group) and take fd 0, a terminal, as the controlling terminal.
     pub(crate) new_session: bool,
-    /// The executor's hardening: mounts (in a new namespace), capabilities, `no_new_privs`.
-    pub(crate) hardening: &'a super::child_setup::Hardening,
-    /// Start in a session's sandbox: its PID namespace (entered by this thread for the clone) and mount namespace
-    /// (entered by the child), plus this process's own PID namespace to return to.
-    pub(crate) enter: Option<Enter>,
-    /// The command's network (`child_setup::NET_*`), and the session's prepared namespace for it (-1: a new one).
-    pub(crate) net_mode: c_int,
-    pub(crate) net_fd: RawFd,
-    /// With `NET_PROXIED`: the unix socket the child sends its proxy listener over (-1 otherwise).
-    pub(crate) proxy_fd: RawFd,
-    /// A Landlock ruleset the child applies to itself last, or -1.
-    pub(crate) landlock_fd: RawFd,
-    /// A seccomp program (instructions, count) the child installs last; null for none.
-    pub(crate) seccomp: (*const libc::c_void, usize),
+    /// The sandbox, limits, hardening and confinement around the command.
+    pub(crate) around: Around<'a>,
 }
 
 /// The namespaces a command enters (see `session`).
@@ -405,7 +389,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
         let mut child = child_args(req);
         let mut pidfd: c_int = -1;
         let args = clone_args(req, stack, &mut pidfd);
-        if let Some(e) = req.enter
+        if let Some(e) = req.around.enter
             && let Some(user_ns) = e.user_ns
         {
             return spawn_through_helper(args, child, e, user_ns, stack);
@@ -415,7 +399,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         // This thread's children start in the session's PID namespace (only this thread's: `pid_for_children`).
-        if let Some(e) = req.enter
+        if let Some(e) = req.around.enter
             && libc::setns(e.pid_ns, libc::CLONE_NEWPID) != 0
         {
             let err = io::Error::last_os_error();
@@ -425,7 +409,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             )));
         }
         let ret = clone3_call(&args, child_main, &mut child);
-        if let Some(e) = req.enter
+        if let Some(e) = req.around.enter
             && libc::setns(e.own_pid_ns, libc::CLONE_NEWPID) != 0
         {
             // Every later child of this thread (other sessions' sandboxes included) would start inside this
@@ -456,6 +440,7 @@ pub(crate) fn spawn(req: &FastSpawn<'_>, stack: &mut ChildStack) -> io::Result<(
             libc::waitpid(pid, &mut status, 0);
             if step != 0 {
                 return Err(req
+                    .around
                     .hardening
                     .describe(super::child_setup::Failure { step, errno }));
             }
@@ -475,31 +460,32 @@ fn child_args(req: &FastSpawn<'_>) -> ChildArgs {
         envp: req.envp.as_ptr(),
         workdir: req.workdir.as_ptr(),
         fds: req.fds,
-        join_procs_fd: req.join_procs_fd.unwrap_or(-1),
+        join_procs_fd: req.around.join_procs_fd.unwrap_or(-1),
         rlimits: {
             let mut r = [(0u32, 0u64); MAX_RLIMITS];
-            for (slot, l) in r.iter_mut().zip(req.rlimits) {
+            for (slot, l) in r.iter_mut().zip(req.around.rlimits) {
                 *slot = *l;
             }
             r
         },
-        rlimit_count: req.rlimits.len().min(MAX_RLIMITS),
+        rlimit_count: req.around.rlimits.len().min(MAX_RLIMITS),
         new_session: req.new_session as c_int,
         reset_signals: signals_to_reset(),
-        hardening: req.hardening,
+        hardening: req.around.hardening,
         new_mount_namespace: req.new_pid_namespace as c_int,
         enter_mnt_ns: req
+            .around
             .enter
             .filter(|e| e.user_ns.is_none())
             .map_or(-1, |e| e.mnt_ns),
         errno: 0,
         failed_step: 0,
-        net_mode: req.net_mode,
-        net_fd: req.net_fd,
-        proxy_fd: req.proxy_fd,
-        landlock_fd: req.landlock_fd,
-        seccomp_filter: req.seccomp.0,
-        seccomp_len: req.seccomp.1,
+        net_mode: req.around.net_mode,
+        net_fd: req.around.net_fd,
+        proxy_fd: req.around.proxy_fd,
+        landlock_fd: req.around.landlock_fd,
+        seccomp_filter: req.around.seccomp.0,
+        seccomp_len: req.around.seccomp.1,
         hop_user_ns: -1,
         hop_mnt_ns: -1,
         hop_pid_ns: -1,
@@ -747,16 +733,8 @@ pub(crate) fn spawn_session_init(
         cgroup_dir_fd: None,
         new_pid_namespace: true,
         new_user_namespace,
-        join_procs_fd: None,
-        rlimits: &[],
         new_session: false,
-        hardening,
-        enter: None,
-        net_mode: super::child_setup::NET_HOST,
-        net_fd: -1,
-        proxy_fd: -1,
-        landlock_fd: -1,
-        seccomp: (std::ptr::null(), 0),
+        around: Around::only(hardening),
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {
@@ -767,6 +745,7 @@ pub(crate) fn spawn_session_init(
 }
 
 /// What a spawn adds around the command: a session's sandbox, a process-count group, resource limits, hardening.
+#[derive(Clone, Copy)]
 pub(crate) struct Around<'a> {
     /// An open `tasks` file of a v1 `pids` group to join before exec.
     pub(crate) join_procs_fd: Option<RawFd>,
@@ -785,6 +764,24 @@ pub(crate) struct Around<'a> {
     pub(crate) landlock_fd: RawFd,
     /// Its seccomp program (instructions, count); null for none.
     pub(crate) seccomp: (*const libc::c_void, usize),
+}
+
+impl<'a> Around<'a> {
+    /// Nothing around the command but `hardening`: no sandbox, no process-count group, no limits, the host's network,
+    /// writes and system calls unconfined.
+    pub(crate) fn only(hardening: &'a super::child_setup::Hardening) -> Around<'a> {
+        Around {
+            join_procs_fd: None,
+            rlimits: &[],
+            hardening,
+            enter: None,
+            net_mode: super::child_setup::NET_HOST,
+            net_fd: -1,
+            proxy_fd: -1,
+            landlock_fd: -1,
+            seccomp: (std::ptr::null(), 0),
+        }
+    }
 }
 
 /// Prepares everything for [`spawn`] from a spawn spec (on the spawner thread, before cloning) and spawns.
@@ -841,16 +838,8 @@ pub(crate) fn spawn_spec(
         cgroup_dir_fd: cgroup.as_ref().map(|f| f.as_raw_fd()),
         new_pid_namespace: false,
         new_user_namespace: false,
-        join_procs_fd: confine.join_procs_fd,
-        rlimits: confine.rlimits,
         new_session: matches!(spec.stdin, crate::StdinMode::Terminal { .. }),
-        hardening: confine.hardening,
-        enter: confine.enter,
-        net_mode: confine.net_mode,
-        net_fd: confine.net_fd,
-        proxy_fd: confine.proxy_fd,
-        landlock_fd: confine.landlock_fd,
-        seccomp: confine.seccomp,
+        around: *confine,
     };
     let mut stack = cache.stack.lock().unwrap_or_else(|p| p.into_inner());
     let stack = match &mut *stack {

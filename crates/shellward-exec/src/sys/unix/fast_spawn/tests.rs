@@ -7,17 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 fn plain() -> Around<'static> {
     static NONE: std::sync::LazyLock<super::super::child_setup::Hardening> =
         std::sync::LazyLock::new(super::super::child_setup::Hardening::none);
-    Around {
-        join_procs_fd: None,
-        rlimits: &[],
-        hardening: &NONE,
-        enter: None,
-        net_mode: 0,
-        net_fd: -1,
-        proxy_fd: -1,
-        landlock_fd: -1,
-        seccomp: (std::ptr::null(), 0),
-    }
+    Around::only(&NONE)
 }
 
 fn program(dir: &std::path::Path, code: i32) {

@@ -3,16 +3,35 @@
 use super::*;
 use nix::sys::signal::Signal;
 
+/// An executor whose sessions get PID namespaces (`pid_namespace`) or not.
+fn with_namespaces(pid_namespace: bool) -> Executor {
+    Executor::new(ExecutorConfig {
+        pid_namespace,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// An executor without PID namespaces.
+fn without_namespaces() -> Executor {
+    with_namespaces(false)
+}
+
+/// A current-thread runtime with timers and I/O.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Shutdown's blocking half (cgroups removed, the watchdog's exit waited for, the log directory removed) runs off
 /// the runtime's threads: on a current-thread runtime, another task still runs while shutdown waits for a
 /// watchdog that is held stopped, and that task is what lets it go on.
 #[test]
 fn shutdown_does_not_block_the_runtime_it_is_awaited_on() {
     use crate::sys::unix::pidfd::{pidfd_open, pidfd_send_signal};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
         let ex = Executor::new(ExecutorConfig::default()).unwrap();
         let pid = ex.inner.platform.watchdog_pid();
@@ -51,16 +70,9 @@ fn shutdown_does_not_block_the_runtime_it_is_awaited_on() {
 /// ignores SIGPIPE), no core files, `no_new_privs`, and the process-count group joined.
 #[test]
 fn the_portable_spawn_path_sets_the_child_up_as_the_fast_one() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
-        let ex = Executor::new(ExecutorConfig {
-            pid_namespace: false,
-            ..Default::default()
-        })
-        .unwrap();
+        let ex = without_namespaces();
         let probe =
             "ulimit -c; grep -E '^(NoNewPrivs|SigIgn)' /proc/self/status; cat /proc/self/cgroup";
         let mut seen = Vec::new();
@@ -104,10 +116,7 @@ fn the_portable_spawn_path_sets_the_child_up_as_the_fast_one() {
 /// executor says so (`pid_namespaces()` false) instead of reporting a sandbox its commands are not in.
 #[test]
 fn without_a_way_into_a_sandbox_the_executor_says_it_has_none() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
         let ex = Executor::new(ExecutorConfig::default()).unwrap();
         if !ex.pid_namespaces() {
@@ -139,17 +148,10 @@ fn without_a_way_into_a_sandbox_the_executor_says_it_has_none() {
 #[cfg(shellward_embedded_init)]
 #[test]
 fn the_watchdog_is_the_static_binary() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     for pid_namespace in [true, false] {
         rt.block_on(async {
-            let ex = Executor::new(ExecutorConfig {
-                pid_namespace,
-                ..Default::default()
-            })
-            .unwrap();
+            let ex = with_namespaces(pid_namespace);
             let pid = ex.inner.platform.watchdog_pid();
             // `posix_spawn` returns once the child has left the spawner's memory (`CLONE_VFORK`), which the
             // kernel signals before it renames the process and before the init names itself: wait for the name.
@@ -187,11 +189,7 @@ fn the_reaper_makes_at_most_one_pass_per_period_however_many_starts_wake_it() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let ex = Executor::new(ExecutorConfig {
-            pid_namespace: false,
-            ..Default::default()
-        })
-        .unwrap();
+        let ex = without_namespaces();
         let started = Instant::now();
         let starts = 40;
         for _ in 0..starts {

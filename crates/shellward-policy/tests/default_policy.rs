@@ -1,24 +1,10 @@
 //! The built default-policy component, loaded through the host, decides the documented cases.
 
-use shellward_policy::{
-    InstanceMode, OnTimeout, Outcome, Plan, PolicyEngine, PolicyError, Request, SandboxConfig,
-};
+mod common;
 
-fn engine(mode: InstanceMode) -> PolicyEngine {
-    PolicyEngine::new(
-        SandboxConfig::default()
-            .instance_mode(mode)
-            .cache_dir(Some(env!("CARGO_TARGET_TMPDIR").into())),
-    )
-    .unwrap()
-}
+use common::{engine, plan};
 
-fn plan(outcome: Outcome) -> Plan {
-    match outcome {
-        Outcome::Run(p) => p,
-        other => panic!("expected a run: {other:?}"),
-    }
-}
+use shellward_policy::{InstanceMode, OnTimeout, Outcome, PolicyEngine, PolicyError, Request};
 
 /// (command, expected background, expected command)
 const CASES: &[(&str, bool, &str)] = &[

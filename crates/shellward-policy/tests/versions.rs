@@ -3,10 +3,14 @@
 //! see; policies of the current `0.3.0` see and may change `interactive`, `tty`, the confinement (within the
 //! operator's ceiling) and the start-up wait, and name their rules.
 
+mod common;
+
+use common::{engine, plan};
+
 use shellward_policy::embedded::guests::SCRIPTED_POLICY;
 use shellward_policy::{
-    Confinement, FaultMode, InstanceMode, NetworkAccess, Outcome, Plan, PolicyChain, PolicyEngine,
-    Request, SandboxConfig,
+    Confinement, FaultMode, InstanceMode, NetworkAccess, Outcome, PolicyChain, PolicyEngine,
+    Request,
 };
 
 /// The default policy as built for 0.1.0 (before `interactive`/`tty` existed).
@@ -30,22 +34,6 @@ fn strict_default() -> Confinement {
         NetworkAccess::Loopback,
         Some(vec!["/work".into(), "/tmp".into()]),
     )
-}
-
-fn engine(mode: InstanceMode) -> PolicyEngine {
-    PolicyEngine::new(
-        SandboxConfig::default()
-            .instance_mode(mode)
-            .cache_dir(Some(env!("CARGO_TARGET_TMPDIR").into())),
-    )
-    .unwrap()
-}
-
-fn plan(outcome: Outcome) -> Plan {
-    match outcome {
-        Outcome::Run(p) => p,
-        other => panic!("expected a run: {other:?}"),
-    }
 }
 
 fn interactive(command: &str, tty: bool) -> Request {

@@ -129,6 +129,24 @@ pub(crate) fn chat_id(headers: &HeaderMap) -> Option<String> {
     Some(id.hyphenated().to_string())
 }
 
+/// A request body decoded as [`decode`] does; a body that is not one answers Coder's 400 before the handler runs.
+pub(crate) struct Decoded<T>(pub(crate) T);
+
+impl<T, S> axum::extract::FromRequest<S> for Decoded<T>
+where
+    T: serde::de::DeserializeOwned + Default,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        decode(&body).map(Decoded).map_err(|r| *r)
+    }
+}
+
 /// Decodes a JSON body the way Go's `json.NewDecoder(body).Decode(&v)` does: the first JSON value (what follows is
 /// not read), unknown fields ignored, `null` leaves every field unset. Errors are Coder's 400.
 fn decode<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, Box<Response>> {
@@ -207,12 +225,8 @@ struct SentToken {
 pub(crate) async fn start(
     State(state): State<Shared>,
     headers: HeaderMap,
-    body: Bytes,
+    Decoded(req): Decoded<StartRequest>,
 ) -> Response {
-    let req: StartRequest = match decode(&body) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
     if tracked::carries_identity(&req) {
         return tracked::start(&state, &headers, req, false).await;
     }
@@ -223,12 +237,8 @@ pub(crate) async fn start(
 pub(crate) async fn start_tracked(
     State(state): State<Shared>,
     headers: HeaderMap,
-    body: Bytes,
+    Decoded(req): Decoded<StartRequest>,
 ) -> Response {
-    let req: StartRequest = match decode(&body) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
     tracked::start(&state, &headers, req, true).await
 }
 

@@ -112,12 +112,7 @@ impl ConfinementConfig {
             deny_read: Vec::new(),
             network: Network::Host,
             deny_syscalls: Vec::new(),
-            max_network: None,
-            max_writable: None,
-            allow: Vec::new(),
-            max_allow: Vec::new(),
-            proxy_hosts: Default::default(),
-            unenforceable: Default::default(),
+            ..ConfinementConfig::default()
         }
     }
 

@@ -24,7 +24,6 @@ use super::{
     Shared, StartRequest, Started, chat_id, error, launch, not_found, output_of, started_json,
 };
 use crate::state::session;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -401,12 +400,8 @@ pub(crate) struct CancelRequest {
 pub(crate) async fn cancel(
     State(state): State<Shared>,
     headers: HeaderMap,
-    body: Bytes,
+    super::Decoded(req): super::Decoded<CancelRequest>,
 ) -> Response {
-    let req: CancelRequest = match super::decode(&body) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
     let wait = match req.wait_ms.unwrap_or(0) {
         ms if ms < 0 => return Refusal::Invalid.response(),
         ms => Duration::from_millis(ms as u64).min(MAX_WAIT),

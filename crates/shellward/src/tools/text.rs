@@ -40,14 +40,14 @@ impl<'a> Status<'a> {
         id: &'a str,
         running: bool,
         exit_code: Option<i32>,
-        signal: Option<&'a str>,
+        signal: &'a Option<String>,
     ) -> Status<'a> {
         Status {
             id,
             running,
             timed_out: false,
             exit_code,
-            signal,
+            signal: signal.as_deref(),
             wall_ms: None,
         }
     }
@@ -151,12 +151,7 @@ fn execute(r: &ExecuteResult) -> String {
 
 fn output(r: &ProcessOutputResult) -> String {
     Parts {
-        status: Some(Status::of(
-            &r.process_id,
-            r.running,
-            r.exit_code,
-            r.signal.as_deref(),
-        )),
+        status: Some(Status::of(&r.process_id, r.running, r.exit_code, &r.signal)),
         omitted: r.output_omitted_bytes,
         log_path: r.log_path.as_deref(),
         cursor: r.running.then_some(r.cursor),
@@ -192,12 +187,7 @@ fn list(r: &ProcessListResult) -> String {
 
 fn signal(r: &ProcessSignalResult) -> String {
     Parts {
-        status: Some(Status::of(
-            &r.process_id,
-            r.running,
-            r.exit_code,
-            r.signal.as_deref(),
-        )),
+        status: Some(Status::of(&r.process_id, r.running, r.exit_code, &r.signal)),
         notes: &r.notes,
         ..Parts::default()
     }

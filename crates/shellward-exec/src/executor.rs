@@ -627,7 +627,7 @@ impl Executor {
                 escaped = outcome.escaped_killed,
                 "killed members that had left the tree's cgroup"
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            proc.wait_escapees_gone(Duration::from_millis(500)).await;
         }
         outcome.survivors = proc.tree.member_pids().len() + proc.tree.escapees().len();
         Ok(outcome)

@@ -107,18 +107,29 @@ impl Proc {
         let _ = rx.wait_for(|d| *d).await;
     }
 
-    /// Waits until nothing of the tree is alive, polling, for at most `limit`.
+    /// Waits until nothing of the tree is alive, for at most `limit`: the leader's exit is awaited as the event it is;
+    /// the rest of the tree has no event here (members other than the leader are not the executor's children), so it
+    /// is looked at again after a pause that grows from 5 ms to 50 ms.
     pub(crate) async fn wait_tree_gone(&self, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        loop {
-            if self.leader_exited() && !self.tree.alive() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut exit = self.exit.subscribe();
+        if tokio::time::timeout_at(deadline, exit.wait_for(|e| e.is_some()))
+            .await
+            .is_err()
+        {
+            return false;
         }
+        until(deadline, Duration::from_millis(5), || !self.tree.alive()).await
+    }
+
+    /// Waits until no process that escaped the tree is alive (after they were killed), for at most `limit`, looking
+    /// again after a pause that grows from 2 ms to 50 ms: they are not the executor's children, so no event says so.
+    pub(crate) async fn wait_escapees_gone(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        until(deadline, Duration::from_millis(2), || {
+            self.tree.escapees().is_empty()
+        })
+        .await
     }
 
     pub(crate) fn views(&self) -> (OutputView, Option<OutputView>, u64, Option<PathBuf>) {
@@ -128,6 +139,27 @@ impl Proc {
             .as_ref()
             .map(|e| e.lock().unwrap_or_else(|p| p.into_inner()).view());
         (out.view(), err, out.total(), out.log_path().cloned())
+    }
+}
+
+/// Whether `done` holds before `deadline`, looked at now and again after a pause that starts at `first` and doubles up
+/// to 50 ms (for what has no event to wait on).
+async fn until(
+    deadline: tokio::time::Instant,
+    first: Duration,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    let mut pause = first;
+    loop {
+        if done() {
+            return true;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 

@@ -293,7 +293,12 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
         let (sw, slow) = (sw.clone(), slow.clone());
         async move { sw.execute(Some("s1"), with_token(slow, "t-2")).await }
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Its caller goes away once its command runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shellward_test_support::with_env(&format!("{MARK}={mark}")).is_empty() {
+        assert!(Instant::now() < deadline, "the first call never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     gone.abort();
     let waited = sw
         .execute(Some("s1"), with_token(slow.clone(), "t-2"))
@@ -317,7 +322,8 @@ async fn client_tokens_cover_background_starts_denies_and_bad_tokens() {
     let bg = with_token("sleep 0.6; exit 4".into(), "t-3").background(true);
     let started = sw.execute(Some("s1"), bg.clone()).await.unwrap();
     assert!(started.running, "{started:?}");
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let id = started.process_id.clone().unwrap();
+    sw.process(Some("s1"), &id).wait().await.unwrap();
     let later = sw.execute(Some("s1"), bg).await.unwrap();
     assert!(later.attached && !later.running, "{later:?}");
     assert_eq!(later.exit_code, Some(4));

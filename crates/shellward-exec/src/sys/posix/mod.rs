@@ -8,7 +8,8 @@
 //!   reaper's subtree on FreeBSD);
 //! - [`streams`] (shared with Linux): its streams, pipes or a pseudo-terminal's master side ([`pty`], shared too);
 //!   [`io`]: the wait for its leader (kqueue);
-//! - [`spawn_env`] and [`files`] (shared with Linux): its environment, private files.
+//! - [`spawn_env`] and [`files`] (shared with Linux): its environment, private files;
+//! - [`watchdog`]: a `/bin/sh` process that kills the commands' groups if the executor dies.
 //!
 //! What these systems do not have here is said, never pretended: no PID namespaces, no cgroups, no per-command
 //! system-call filter; on macOS writes and the network are confined by a Seatbelt profile ([`crate::seatbelt`],
@@ -52,6 +53,7 @@ mod spawn_env;
 #[cfg(target_os = "linux")]
 use super::unix::spawn_env;
 mod tree;
+mod watchdog;
 
 #[cfg(not(target_os = "linux"))]
 #[path = "../unix/streams.rs"]

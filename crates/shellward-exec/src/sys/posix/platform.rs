@@ -22,6 +22,8 @@ pub(crate) struct Platform {
     protected: crate::seatbelt::Protected,
     /// What to do with confinement this platform cannot give.
     unenforceable: crate::Unenforceable,
+    /// Kills the commands' groups if this process dies (`None`: it could not start).
+    pub(super) watchdog: Option<super::watchdog::Watchdog>,
 }
 
 /// A spawned leader and its streams.
@@ -109,6 +111,7 @@ impl Platform {
                 .read_only(real(&config.read_only_paths))
                 .hidden(real(&config.hidden_paths)),
             unenforceable: config.unenforceable,
+            watchdog: super::watchdog::Watchdog::start(),
         })
     }
 
@@ -169,6 +172,7 @@ impl Platform {
         // The command's ends of the streams are closed here, in `cmd`: only the child holds them now.
         drop(cmd);
         let tree = Tree::new(child.id() as i32);
+        self.watchdog_send(&format!("+ {}\n", tree.pgid()));
         Ok(Spawned {
             leader: Leader { child },
             stdout: streams.stdout,
@@ -279,14 +283,22 @@ impl Platform {
         Ok(Confined::unconfined(spec, true))
     }
 
-    /// No watchdog here yet: a killed executor leaves its commands' groups running.
-    pub(crate) fn watchdog_send(&self, _line: &str) {}
+    /// Tells the watchdog of a group started (`+ PGID`) or released (`- PGID`).
+    pub(crate) fn watchdog_send(&self, line: &str) {
+        if let Some(dog) = &self.watchdog {
+            dog.send(line);
+        }
+    }
 
     /// Nothing to track.
     pub(crate) fn leader_exited(&self, _pid: i32) {}
 
-    /// Nothing to release.
-    pub(crate) fn shutdown(&self) {}
+    /// Lets the watchdog go (the trees are gone by now: the executor's shutdown ended them).
+    pub(crate) fn shutdown(&self) {
+        if let Some(dog) = &self.watchdog {
+            dog.quit();
+        }
+    }
 
     /// No session sandboxes here.
     pub(crate) fn has_sessions(&self) -> bool {

@@ -36,6 +36,7 @@ fn the_posix_platform_runs_commands_as_macos_and_freebsd_do() {
         a_command_runs_in_its_own_group_and_its_exit_is_reported().await;
         kill_reaches_the_whole_group_and_nothing_outside_it().await;
         a_process_that_leaves_the_group_is_followed_and_killed().await;
+        the_watchdog_kills_the_groups_of_an_executor_that_died().await;
         input_goes_through_a_pipe_and_a_terminal_is_the_commands_own().await;
         confinement_it_cannot_give_is_refused_unless_the_operator_runs_it_anyway().await;
     });
@@ -193,6 +194,66 @@ async fn a_process_that_leaves_the_group_is_followed_and_killed() {
         "the escaped process outlived the kill"
     );
     assert!(spawned.tree.escapees().is_empty());
+}
+
+/// The executor's death (its end of the watchdog's pipe closed without `quit`) kills the groups still running; a
+/// released group is left alone, and a clean shutdown kills nothing.
+async fn the_watchdog_kills_the_groups_of_an_executor_that_died() {
+    let mark = shellward_test_support::unique_mark("posix-watchdog");
+    let spared = shellward_test_support::unique_mark("posix-watchdog-spared");
+    let platform = platform();
+    let spawn = |command: &'static str, mark: &str| {
+        platform.spawn(spec(command, mark, crate::StdinMode::Null))
+    };
+    let doomed = spawn("sleep 306 & sleep 307; wait", &mark).await.unwrap();
+    let released = spawn("sleep 308 & sleep 309; wait", &spared).await.unwrap();
+    marked_once(&mark, |pids| pids.len() == 3).await;
+    marked_once(&spared, |pids| pids.len() == 3).await;
+    platform.watchdog_send(&format!("- {}\n", released.tree.pgid()));
+    let mut dog = platform.watchdog.as_ref().unwrap().abandon().unwrap();
+    let waited = wait_leader(doomed.leader, &doomed.tree, "p1", || {});
+    let state = tokio::time::timeout(Duration::from_secs(10), waited)
+        .await
+        .expect("the watchdog left the group running")
+        .unwrap();
+    assert_eq!(state, ExitState::Signal(libc::SIGKILL));
+    assert!(
+        survivors(&mark).is_empty(),
+        "the watchdog left the group running"
+    );
+    assert!(dog.wait().unwrap().success());
+    assert_eq!(
+        shellward_test_support::with_env(&format!("{MARK}={spared}")).len(),
+        3,
+        "a released group was killed"
+    );
+    released.tree.kill();
+    wait_leader(released.leader, &released.tree, "p2", || {})
+        .await
+        .unwrap();
+    assert!(survivors(&spared).is_empty());
+
+    // A clean shutdown: the watchdog exits and kills nothing.
+    let platform = super::Platform::new(
+        false,
+        &crate::ExecutorConfig::default(),
+        &std::env::temp_dir(),
+    )
+    .unwrap();
+    let kept = platform
+        .spawn(spec("sleep 310", &spared, crate::StdinMode::Null))
+        .await
+        .unwrap();
+    platform.shutdown();
+    assert!(
+        platform.watchdog.as_ref().unwrap().abandon().is_none(),
+        "the watchdog was not let go"
+    );
+    assert!(kept.tree.alive(), "the shutdown's watchdog killed a group");
+    kept.tree.kill();
+    wait_leader(kept.leader, &kept.tree, "p3", || {})
+        .await
+        .unwrap();
 }
 
 async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {

@@ -8,16 +8,16 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use shellward::{Shellward, tools::ExecuteArgs};
 //! let sw = Shellward::builder().build()?; // embedded default policy, default limits
-//! let result = sw
-//!     .execute(Some("session-1"), ExecuteArgs::new("npm run dev &"))
-//!     .await?;
+//! let session = sw.session("session-1"); // one caller's tools, processes and approvals
+//! let result = session.execute(ExecuteArgs::new("npm run dev &")).await?;
 //! assert!(result.running); // the trailing `&` was turned into a tracked background process
 //! sw.shutdown().await;
 //! # Ok(()) }
 //! ```
 //!
-//! Every method takes the caller's session id (or `None`); a process is visible only to the session that started
-//! it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
+//! A [`SessionHandle`] carries the caller's session (or none: [`Shellward::without_session`]); the same operations on
+//! [`Shellward`] take it as `Option<&str>`, the form the surfaces parse from the wire. A process is visible only to
+//! the session that started it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
 
 mod active;
 pub mod approval;
@@ -42,6 +42,7 @@ mod process;
 mod records;
 mod run;
 mod runner;
+mod session;
 mod shape;
 mod sys;
 pub mod tools;
@@ -58,6 +59,7 @@ pub use error::{BuildError, ToolError, ToolErrorKind};
 pub use handle::Process;
 pub use probe::SandboxProbe;
 pub use run::{ExecuteOptions, OnStart, StartOptions};
+pub use session::SessionHandle;
 pub use watch::PolicyWatcher;
 
 /// Loads the policy chain a configuration describes (every policy compiled, checked and configured, nothing run) and

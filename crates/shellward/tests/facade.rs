@@ -1202,3 +1202,45 @@ async fn shutdown_writes_the_end_of_every_process_it_stops() {
         );
     }
 }
+
+/// A session's handle runs its tools and finds its processes without the session's name at every call: another
+/// session's handle (or none) cannot see or signal them, and what one handle started the same session's handle does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_handle_keeps_to_its_session() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    let (mine, theirs, nobody) = (sw.session("s1"), sw.session("s2"), sw.without_session());
+    assert_eq!(mine.id().map(|s| s.as_str()), Some("s1"));
+    assert!(nobody.id().is_none());
+    let r = mine
+        .execute(exec("sleep 30").background(true))
+        .await
+        .unwrap();
+    let id = shellward::ProcessId::from(r.background_process_id.clone().unwrap());
+    assert!(mine.processes().processes.iter().any(|p| p.id == id));
+    assert!(theirs.processes().processes.is_empty());
+    for other in [&theirs, &nobody] {
+        let e = other.process(&id).view().unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::UnknownProcess, "{e:?}");
+        let e = other
+            .call(
+                "process_signal",
+                json!({"process_id": id.as_str(), "signal": "kill"}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ToolErrorKind::UnknownProcess, "{e:?}");
+    }
+    // The same session through the wire form sees it too.
+    assert!(sw.process(Some("s1"), id.as_str()).view().unwrap().running);
+    let listed = mine.call("process_list", json!({})).await.unwrap();
+    assert!(listed.to_string().contains(id.as_str()), "{listed}");
+    mine.process(&id)
+        .signal(shellward::SignalKind::Kill)
+        .await
+        .unwrap();
+    let ended = mine.process(&id).wait().await.unwrap();
+    assert!(!ended.running);
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

@@ -104,6 +104,11 @@ pub(crate) fn become_reaper() -> bool {
     owned
 }
 
+/// Whether this process is a reaper (orphans of the commands are re-parented to it and reaped here).
+pub(crate) fn active() -> bool {
+    REAPER.load(Ordering::Relaxed)
+}
+
 /// Every descendant of this reaper (at most [`MOST`]), as the kernel lists them.
 fn descendants() -> Vec<PidInfo> {
     if !REAPER.load(Ordering::Relaxed) {

@@ -7,6 +7,11 @@ pub(crate) fn become_reaper() -> bool {
     false
 }
 
+/// Not a reaper: no orphan is ever re-parented here.
+pub(crate) fn active() -> bool {
+    false
+}
+
 /// No subtree: the tree is walked.
 pub(crate) fn subtree(_leader: i32, _leader_reaped: bool) -> Option<Vec<i32>> {
     None

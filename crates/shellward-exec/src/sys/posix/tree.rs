@@ -87,7 +87,11 @@ impl Tree {
 
     /// The tree's processes, for the orphan reaper (FreeBSD: the exited ones re-parented to the executor are reaped
     /// if they were seen here). Start times are not compared: the reaper checks each is a zombie of this executor's.
+    /// Without a reaper nothing is re-parented here, and the tree is not listed (this runs on every upkeep pass).
     pub(crate) fn known(&self) -> HashMap<i32, u64> {
+        if !reaper::active() {
+            return HashMap::new();
+        }
         self.processes().iter().map(|p| (p.pid, 0)).collect()
     }
 

@@ -31,7 +31,8 @@
 mod go_json;
 pub(crate) mod tracked;
 
-use crate::state::{AppState, session};
+use crate::session_header::session;
+use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};

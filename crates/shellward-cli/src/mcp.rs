@@ -1,5 +1,6 @@
 //! `shellward mcp`: the five tools as an MCP server over stdio (rmcp). One connection is one session.
 
+use crate::mcp_result::tool_result;
 use crate::service::{ServiceArgs, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -290,26 +291,6 @@ fn cancelled() -> ErrorData {
         "the request was cancelled by the client",
         None,
     )
-}
-
-/// A tool's outcome as MCP answers it: the text written for the model (header lines, then the output as plain
-/// text), and the typed result in `structuredContent`; an error as an error result the model reads.
-pub fn tool_result(
-    outcome: Result<shellward::tools::ToolOutput, shellward::ToolError>,
-) -> CallToolResult {
-    match outcome {
-        Ok(output) => {
-            let text = output.model_text();
-            let mut r = if output.success() {
-                CallToolResult::success(vec![ContentBlock::text(text)])
-            } else {
-                CallToolResult::error(vec![ContentBlock::text(text)])
-            };
-            r.structured_content = Some(output.to_json());
-            r
-        }
-        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.model_text())]),
-    }
 }
 
 pub fn run(args: McpArgs) -> Result<ExitCode> {

@@ -46,7 +46,7 @@ pub async fn execute(
     let options = ExecuteOptions::new().approver(Arc::new(shellward::approval::Deferred::new(BY)));
     let result = sw.execute_with(Some(session), args, options).await?;
     let Some(pending) = result.pending_approval.clone() else {
-        return Ok(crate::mcp::tool_result(Ok(ToolOutput::Execute(result))).into());
+        return Ok(crate::mcp_result::tool_result(Ok(ToolOutput::Execute(result))).into());
     };
     let mut map = waiting.map();
     if map.len() >= MAX_WAITING {
@@ -109,7 +109,7 @@ pub async fn answer(
         .answer_approval(Some(session), &id, from_form(response), BY)
         .await
         .map(ToolOutput::Execute);
-    Ok(crate::mcp::tool_result(outcome).into())
+    Ok(crate::mcp_result::tool_result(outcome).into())
 }
 
 /// An elicitation result (`{"action": "accept", "content": {"decision": "approve", "remember": true}}`) as an

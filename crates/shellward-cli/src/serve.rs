@@ -37,8 +37,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-pub use crate::state::SESSION_HEADER;
-pub(crate) use crate::state::{AppState, session};
+pub use crate::session_header::SESSION_HEADER;
+use crate::session_header::session;
+pub(crate) use crate::state::AppState;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {

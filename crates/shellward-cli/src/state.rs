@@ -1,11 +1,6 @@
-//! The state the HTTP surface's handlers share (the tool routes in `serve`, the process API in `coder`), and the
-//! session a request names.
+//! The state the HTTP surface's handlers share (the tool routes in `serve`, the process API in `coder`).
 
-use axum::http::HeaderMap;
 use shellward::Shellward;
-
-/// The header carrying the caller's session id.
-pub const SESSION_HEADER: &str = "x-shellward-session";
 
 /// What every HTTP handler shares: the facade, the bearer tokens, and the process API's client tokens.
 pub(crate) struct AppState {
@@ -25,12 +20,4 @@ impl AppState {
     pub(crate) fn needs_token(&self) -> bool {
         self.token.is_some() || !self.auth.is_empty()
     }
-}
-
-/// The session named by the request (validated by `serve`'s request check before any handler runs).
-pub(crate) fn session(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
 }

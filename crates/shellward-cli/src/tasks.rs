@@ -298,7 +298,7 @@ fn joined_output(
 
 /// The `CallToolResult` a completed call answers with, as a JSON object.
 fn call_result(outcome: Result<ToolOutput, ToolError>) -> JsonObject {
-    object(serde_json::to_value(crate::mcp::tool_result(outcome)).unwrap_or_default())
+    object(serde_json::to_value(crate::mcp_result::tool_result(outcome)).unwrap_or_default())
 }
 
 fn object(v: serde_json::Value) -> JsonObject {

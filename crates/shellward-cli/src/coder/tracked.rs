@@ -23,7 +23,7 @@ use super::go_json::{StartInput, start_digest};
 use super::{
     Shared, StartRequest, Started, chat_id, error, launch, not_found, output_of, started_json,
 };
-use crate::state::session;
+use crate::session_header::session;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

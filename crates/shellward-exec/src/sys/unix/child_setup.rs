@@ -34,6 +34,7 @@
 //!
 //! Without `CAP_SYS_ADMIN` the command cannot undo the mounts (no `umount`, no `mount -o remount,rw`).
 
+use super::mount_calls::read_only;
 use crate::capabilities::{CAPABILITY_NAMES, KEPT_CAPABILITIES, capability_number};
 use std::ffi::{CStr, CString};
 use std::io;
@@ -645,62 +646,6 @@ fn failure(step: i32) -> Failure {
     Failure { step, errno }
 }
 
-/// `mount_setattr(2)` and its argument (Linux 5.12+).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const AT_RECURSIVE: libc::c_int = 0x8000;
-
-/// Makes `path` read-only in this mount namespace, with everything mounted below it. Returns the errno on failure.
-///
-/// # Safety
-/// As [`Hardening::mounts`].
-pub(crate) unsafe fn read_only(path: &CStr) -> Result<(), i32> {
-    // SAFETY: system calls on a NUL-terminated string and stack memory.
-    unsafe {
-        let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        let setattr = || {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                libc::AT_FDCWD,
-                path.as_ptr(),
-                AT_RECURSIVE,
-                &attr as *const MountAttr,
-                std::mem::size_of::<MountAttr>(),
-            )
-        };
-        let errno = || *libc::__errno_location();
-        // A mount point (`/sys`, a cgroup hierarchy) is changed where it is; anything else is first bound onto
-        // itself (`EINVAL`: not the root of a mount).
-        if setattr() == 0 {
-            return Ok(());
-        }
-        match errno() {
-            libc::EINVAL => {}
-            libc::ENOSYS => return remount_read_only(path),
-            e => return Err(e),
-        }
-        bind_onto_itself(path)?;
-        if setattr() == 0 {
-            return Ok(());
-        }
-        match errno() {
-            libc::ENOSYS => remount_read_only(path),
-            e => Err(e),
-        }
-    }
-}
-
 /// Absolute, NUL-free paths as C strings, without repeats; `key` names the setting in errors.
 fn c_paths(key: &str, paths: impl IntoIterator<Item = PathBuf>) -> io::Result<Vec<CString>> {
     let mut out: Vec<CString> = Vec::new();
@@ -766,47 +711,6 @@ unsafe fn hide(path: &CStr, cover: &CStr) -> Result<(), i32> {
         }
         read_only(path)
     }
-}
-
-/// Binds `path` (with what is mounted below it) onto itself, so it is the root of a mount of its own. Returns the errno
-/// on failure. Async-signal-safe.
-pub(crate) fn bind_onto_itself(path: &CStr) -> Result<(), i32> {
-    // SAFETY: mount(2) on a NUL-terminated string; no allocation.
-    unsafe {
-        if libc::mount(
-            path.as_ptr(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(*libc::__errno_location());
-        }
-    }
-    Ok(())
-}
-
-/// Kernels before 5.12: a read-only bind remount of `path` (not of the mounts below it).
-///
-/// # Safety
-/// As [`Hardening::mounts`].
-unsafe fn remount_read_only(path: &CStr) -> Result<(), i32> {
-    bind_onto_itself(path)?;
-    // SAFETY: as the caller's.
-    unsafe {
-        if libc::mount(
-            std::ptr::null(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(*libc::__errno_location());
-        }
-    }
-    Ok(())
 }
 
 /// Whether this process may drop capabilities from its children's bounding sets (`CAP_SETPCAP` effective).

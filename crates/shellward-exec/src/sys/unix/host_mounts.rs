@@ -77,7 +77,7 @@ pub(crate) fn is_mount_root(path: &Path) -> bool {
 /// Makes `path` a mount point of its own (bound onto itself with what is mounted below it), so it cannot be renamed
 /// or replaced. Returns the errno on failure. Call it in a child with a mount namespace of its own; async-signal-safe.
 pub(crate) fn pin(path: &CStr) -> Result<(), i32> {
-    super::child_setup::bind_onto_itself(path)
+    super::mount_calls::bind_onto_itself(path)
 }
 
 /// The log root a sandbox covers, and the session's own directory under it that it binds back (see the module).
@@ -167,7 +167,7 @@ impl LogView {
             libc::close(tree);
             result?;
             // The cover and the session's directory in it, read-only.
-            super::child_setup::read_only(&self.root)
+            super::mount_calls::read_only(&self.root)
         }
     }
 }

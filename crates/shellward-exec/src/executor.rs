@@ -892,6 +892,15 @@ impl Executor {
         {
             let _ = tokio::time::timeout(left, proc.wait_readers()).await;
         }
+        // The process's state is taken before its output: output that arrives in between is left for the next read.
+        // Taken after, a read could say "ended, output closed" beside a chunk that misses the last bytes, and a
+        // caller that stops there (at `next_cursor == total_bytes`) would lose them.
+        let exit = proc.exit_state();
+        let output_closed = done(&proc);
+        let running = exit == ExitState::Running
+            || !proc.cleaned.load(Ordering::Relaxed) && proc.command_alive();
+        #[cfg(all(test, unix))]
+        tests::between_state_and_output(&proc).await;
         let out = proc.out.lock().unwrap_or_else(|p| p.into_inner());
         let (chunk, view, next) = match cursor {
             Some(c) => {
@@ -902,7 +911,6 @@ impl Executor {
             None => (None, Some(out.view()), out.total()),
         };
         drop(out);
-        let exit = proc.exit_state();
         let waiting = waiting
             || (exit == ExitState::Running
                 && input_identity(&proc).is_some_and(|stdin| proc.tree.waiting_for_input(stdin)));
@@ -911,10 +919,9 @@ impl Executor {
             view,
             waiting_for_input: waiting,
             next_cursor: next,
-            running: exit == ExitState::Running
-                || !proc.cleaned.load(Ordering::Relaxed) && proc.command_alive(),
+            running,
             exit,
-            output_closed: done(&proc),
+            output_closed,
         })
     }
 

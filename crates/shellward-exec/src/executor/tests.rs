@@ -17,6 +17,24 @@ fn without_namespaces() -> Executor {
     with_namespaces(false)
 }
 
+/// The process whose reads pause between the two halves of a read (its state, then its output) until it has ended
+/// and its output is drained: the moment a process ending at the wrong time used to cost a read its last bytes.
+static PAUSE_READS_OF: Mutex<Option<String>> = Mutex::new(None);
+
+/// Called by [`Executor::read_output`] between taking the process's state and its output.
+pub(super) async fn between_state_and_output(proc: &Proc) {
+    let paused = PAUSE_READS_OF.lock().unwrap().as_deref() == Some(proc.id.as_str());
+    if paused {
+        let ended = async {
+            proc.wait_exit().await;
+            proc.wait_readers().await;
+        };
+        tokio::time::timeout(Duration::from_secs(10), ended)
+            .await
+            .expect("the paused process ends within 10 s");
+    }
+}
+
 /// A current-thread runtime with timers and I/O.
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -204,6 +222,40 @@ fn the_reaper_makes_at_most_one_pass_per_period_however_many_starts_wake_it() {
             passes <= bound && passes < starts,
             "{passes} reaper passes for {starts} starts in {elapsed:?} (at most {bound})"
         );
+        ex.shutdown().await;
+    });
+}
+
+/// A process that ends in the middle of a read (after its state was looked at, before its output was) never makes the
+/// read report "output closed" beside a chunk that misses output: a caller that reads until then (as `shellward run`
+/// does) gets every byte. The read used to take the state last, and `run --tty` lost a command's last line.
+#[test]
+fn a_process_ending_during_a_read_loses_no_output() {
+    let rt = current_thread();
+    rt.block_on(async {
+        let ex = without_namespaces();
+        let mut plan = ExecPlan::new("printf first; sleep 0.3; printf last");
+        plan.background = true;
+        let started = ex.execute(plan).await.unwrap();
+        *PAUSE_READS_OF.lock().unwrap() = Some(started.id.to_string());
+        let (mut cursor, mut text, mut reads) = (0, String::new(), 0);
+        loop {
+            reads += 1;
+            assert!(reads < 50, "the output never closed: {text:?}");
+            let options = ReadOptions::after(cursor).wait(Duration::from_secs(5));
+            let read = ex.read_output(None, &started.id, &options).await.unwrap();
+            let chunk = read.chunk.unwrap();
+            text.push_str(&chunk.text);
+            cursor = chunk.next_cursor;
+            if chunk.next_cursor < chunk.total_bytes {
+                continue;
+            }
+            if read.output_closed {
+                break;
+            }
+        }
+        *PAUSE_READS_OF.lock().unwrap() = None;
+        assert_eq!(text, "firstlast");
         ex.shutdown().await;
     });
 }

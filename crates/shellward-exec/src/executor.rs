@@ -877,20 +877,8 @@ impl Executor {
             })
             .await;
         }
-        // The process has ended but its pipes are still being drained (usually for microseconds; until the drain
-        // bound when something outside the tree holds them): let that finish first, so that a read reporting
-        // "not running" has all the output.
-        let exited_at = proc.exit.borrow().as_ref().map(|(_, at)| *at);
-        if !done(&proc)
-            && let Some(at) = exited_at
-            && let Some(left) = self
-                .inner
-                .config
-                .drain
-                .checked_sub(SystemTime::now().duration_since(at).unwrap_or_default())
-            && (proc.cleaned.load(Ordering::Relaxed) || !proc.command_alive())
-        {
-            let _ = tokio::time::timeout(left, proc.wait_readers()).await;
+        if !done(&proc) {
+            self.let_drain_finish(&proc).await;
         }
         // The process's state is taken before its output: output that arrives in between is left for the next read.
         // Taken after, a read could say "ended, output closed" beside a chunk that misses the last bytes, and a
@@ -923,6 +911,23 @@ impl Executor {
             exit,
             output_closed,
         })
+    }
+
+    /// When the process has ended but its pipes are still being drained (usually for microseconds; until the drain
+    /// bound when something outside the tree holds them), lets that finish, so that a read reporting "not running"
+    /// has all the output.
+    async fn let_drain_finish(&self, proc: &Proc) {
+        let exited_at = proc.exit.borrow().as_ref().map(|(_, at)| *at);
+        if let Some(at) = exited_at
+            && let Some(left) = self
+                .inner
+                .config
+                .drain
+                .checked_sub(SystemTime::now().duration_since(at).unwrap_or_default())
+            && (proc.cleaned.load(Ordering::Relaxed) || !proc.command_alive())
+        {
+            let _ = tokio::time::timeout(left, proc.wait_readers()).await;
+        }
     }
 
     /// Terminates every tree this executor started (SIGTERM, grace, SIGKILL, all at once), waits for them, and

@@ -319,28 +319,13 @@ pub fn evaluate(settings: &Settings, req: &Request) -> Outcome {
 /// owns the request the host lowered into its memory).
 pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
     if req.timeout_ms == Some(0) {
-        return Outcome::Deny {
-            rule: "timeout-zero",
-            reason: format!(
-                "A timeout of zero would stop the command before it starts. Omit the timeout to get the default ({}), \
-             give a positive duration such as 30s or 5m (at most {}), or set run_in_background for commands that keep \
-             running.",
-                format_millis(settings.default_timeout_ms),
-                format_millis(settings.max_timeout_ms)
-            ),
-        };
+        return timeout_zero(settings);
     }
     let asked_background = req.background == Some(true);
-    let mut background = asked_background;
-    let mut notes = Vec::new();
-    let mut rules: Vec<&'static str> = Vec::new();
-    let mut promoted_here = false;
-    // Whether the command keeps the operator's network under a narrowing `network` setting.
-    let mut network_exception = false;
-    // The command with edits applied, when there were any; `append_wait` adds a final `wait`.
-    let mut edited: Option<String> = None;
-    let mut append_wait = false;
-
+    let mut found = Findings {
+        background: asked_background,
+        ..Findings::default()
+    };
     // The command line is read as POSIX shell syntax. Another shell's line (`cmd`, where `&` separates commands,
     // PowerShell) is only looked at for programs that keep running: nothing in it is rewritten, and what the POSIX
     // reader cannot read is not reported as a syntax error.
@@ -356,164 +341,24 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
                 ),
             };
         }
-        Err(e) => {
-            rules.push("parse-error");
-            notes.push(format!(
+        Err(e) => found.add(
+            "parse-error",
+            format!(
                 "shellward could not parse this command ({e}); it runs unchanged and the shell will probably report \
                  a syntax error. Check the quoting."
-            ))
-        }
-        Ok(script) => {
-            let mut edits = Edits(Vec::new());
-            let cmds = script.simple_commands();
-            let trailing = if settings.ampersand_to_background && posix {
-                trailing_ampersand(&script, &cmds)
-            } else {
-                None
-            };
-            let (setsid, setsid_waits) = if posix {
-                setsid_edits(&script, &cmds, &mut edits)
-            } else {
-                (false, false)
-            };
-            if settings.network.is_some() {
-                network_exception = matches_any(&settings.network_exceptions, &script, &cmds);
-            }
-            if let Some((from, to, with, disown)) = trailing {
-                rules.push("trailing-ampersand");
-                edits.0.push((from, to, with));
-                let what = if disown {
-                    "`& disown`"
-                } else {
-                    "the trailing `&`"
-                };
-                notes.push(if asked_background {
-                    note(&[
-                        "Removed ",
-                        what,
-                        ": the command already runs in the background, and `&` would have made the shell exit at \
-                         once while its child ran on untracked. ",
-                        FOLLOW_UP,
-                    ])
-                } else {
-                    note(&[
-                        "Removed ",
-                        what,
-                        " and started the command as a tracked background process instead, so it is not orphaned \
-                         and its output is kept. Use run_in_background rather than `&`. ",
-                        FOLLOW_UP,
-                    ])
-                });
-                background = true;
-            }
-            if setsid {
-                rules.push("setsid");
-                notes.push(if setsid_waits {
-                    "Removed `setsid`: it would move the process out of shellward's tracking.".to_string()
-                } else {
-                    background = true;
-                    format!(
-                        "Removed `setsid` and started the command as a tracked background process instead: setsid \
-                         detaches the process so it would run on untracked. {FOLLOW_UP}"
-                    )
-                });
-            }
-            if !edits.0.is_empty() {
-                edited = Some(edits.apply(&req.command));
-            }
-            // The edits only cut whole tokens (the trailing `&`, `disown …`, `setsid [options]`) and comments, so the
-            // edited command's tokens are the original ones minus those inside a cut: no second tokenizer pass.
-            let (rest, cmds) = if edited.is_some() {
-                let cut = edits.cut(&script);
-                let cmds = cut.simple_commands();
-                (cut, cmds)
-            } else {
-                (script, cmds)
-            };
-            let inner_amp = settings.ampersand_to_background && posix && has_inner_ampersand(&rest);
-            let waits = ends_with_wait(&rest, &cmds);
-            let (promoted, read_all) = promotion(settings, &rest, &cmds, posix);
-            if inner_amp {
-                rules.push("inner-ampersand");
-                append_wait = !waits;
-                background = true;
-                notes.push(format!(
-                    "The command starts jobs with `&` part-way through, so it runs as one tracked background process \
-                     and a final `wait` keeps the shell alive until those jobs end (nothing is orphaned). To run \
-                     something in the background, prefer run_in_background over `&`. {FOLLOW_UP}"
-                ));
-            }
-            if !read_all && !background {
-                rules.push("unread");
-                notes.push(
-                    "The command is too long or nests shell strings too deep to be read whole, so a server or watcher \
-                     in it was not looked for: it runs in the foreground. Split it into steps, and start anything that \
-                     keeps running with run_in_background."
-                        .to_string(),
-                );
-            }
-            if let (false, Some((pattern, matched))) = (background, promoted) {
-                rules.push("promotion");
-                promoted_here = true;
-                background = true;
-                notes.push(note(&[
-                    "`",
-                    &matched,
-                    "` usually keeps running until it is stopped (promotion pattern `",
-                    pattern,
-                    "`), so it was started as a background process instead of blocking. ",
-                    FOLLOW_UP,
-                ]));
-            }
-        }
+            ),
+        ),
+        Ok(script) => found.read(settings, &req.command, script, posix, asked_background),
     }
-
-    let mut command = edited.unwrap_or(req.command);
-    if append_wait {
+    let mut command = found.edited.take().unwrap_or(req.command);
+    if found.append_wait {
         command.push_str("\nwait");
     }
-
-    let timeout_ms = if background {
-        if let (Some(t), false) = (req.timeout_ms, asked_background) {
-            rules.push("background-timeout");
-            notes.push(format!(
-                "The timeout ({}) does not apply to background processes.",
-                format_millis(t)
-            ));
-        }
-        None
-    } else {
-        if req.timeout_ms.is_none() {
-            rules.push("timeout-default");
-        }
-        let asked = req.timeout_ms.unwrap_or(settings.default_timeout_ms);
-        if asked > settings.max_timeout_ms {
-            rules.push("timeout-cap");
-            notes.push(format!(
-                "The timeout {} exceeds the maximum of {}; it was lowered to {}. For longer work, use \
-                 run_in_background and read the output with process_output.",
-                format_millis(asked),
-                format_millis(settings.max_timeout_ms),
-                format_millis(settings.max_timeout_ms)
-            ));
-        }
-        Some(asked.min(settings.max_timeout_ms))
-    };
-
-    let network = match settings.network {
-        Some(_) if network_exception => {
-            rules.push("network-exception");
-            None
-        }
-        Some(n) => {
-            rules.push("network");
-            Some(n)
-        }
-        None => None,
-    };
+    let timeout_ms = found.timeout(settings, req.timeout_ms, asked_background);
+    let network = found.network(settings);
     let startup_wait_ms = match settings.promoted_startup_wait_ms {
-        Some(ms) if promoted_here => {
-            rules.push("startup-wait");
+        Some(ms) if found.promoted_here => {
+            found.rules.push("startup-wait");
             Some(ms)
         }
         _ => None,
@@ -521,15 +366,254 @@ pub fn evaluate_owned(settings: &Settings, req: Request) -> Outcome {
     Outcome::Run(Plan {
         command,
         workdir: req.workdir,
-        background,
+        background: found.background,
         timeout_ms,
         on_timeout: req.on_timeout.unwrap_or(settings.on_timeout),
         env: req.env,
-        notes,
+        notes: found.notes,
         network,
         startup_wait_ms,
-        rules,
+        rules: found.rules,
     })
+}
+
+/// The denial of a zero timeout, saying what to give instead.
+fn timeout_zero(settings: &Settings) -> Outcome {
+    Outcome::Deny {
+        rule: "timeout-zero",
+        reason: format!(
+            "A timeout of zero would stop the command before it starts. Omit the timeout to get the default ({}), \
+             give a positive duration such as 30s or 5m (at most {}), or set run_in_background for commands that keep \
+             running.",
+            format_millis(settings.default_timeout_ms),
+            format_millis(settings.max_timeout_ms)
+        ),
+    }
+}
+
+/// What reading a request found so far: the plan's shape, the rules that shaped it and the notes that say why.
+#[derive(Default)]
+struct Findings {
+    /// Whether the command runs in the background.
+    background: bool,
+    notes: Vec<String>,
+    rules: Vec<&'static str>,
+    /// Whether this policy promoted the command to the background (a program that keeps running).
+    promoted_here: bool,
+    /// Whether the command keeps the operator's network under a narrowing `network` setting.
+    network_exception: bool,
+    /// The command with edits applied, when there were any.
+    edited: Option<String>,
+    /// Whether a final `wait` is appended (jobs started part-way through are waited for).
+    append_wait: bool,
+}
+
+impl Findings {
+    /// Records that `rule` shaped the plan, and the note that tells the agent.
+    fn add(&mut self, rule: &'static str, note: String) {
+        self.rules.push(rule);
+        self.notes.push(note);
+    }
+
+    /// Reads a POSIX-parsed (or, on another shell, POSIX-read) command: detaching edits first, then what the edited
+    /// command starts.
+    fn read(
+        &mut self,
+        settings: &Settings,
+        command: &str,
+        script: Script<'_>,
+        posix: bool,
+        asked_background: bool,
+    ) {
+        let mut edits = Edits(Vec::new());
+        let cmds = script.simple_commands();
+        if settings.network.is_some() {
+            self.network_exception = matches_any(&settings.network_exceptions, &script, &cmds);
+        }
+        self.undetach(
+            settings,
+            &script,
+            &cmds,
+            posix,
+            asked_background,
+            &mut edits,
+        );
+        if !edits.0.is_empty() {
+            self.edited = Some(edits.apply(command));
+        }
+        // The edits only cut whole tokens (the trailing `&`, `disown …`, `setsid [options]`) and comments, so the
+        // edited command's tokens are the original ones minus those inside a cut: no second tokenizer pass.
+        if self.edited.is_some() {
+            let cut = edits.cut(&script);
+            let cmds = cut.simple_commands();
+            self.keep_tracked(settings, &cut, &cmds, posix);
+        } else {
+            self.keep_tracked(settings, &script, &cmds, posix);
+        }
+    }
+
+    /// The edits that undo detaching (a trailing `&` or `& disown`, `setsid`), with their notes; a command they
+    /// detached runs as a tracked background process instead.
+    fn undetach(
+        &mut self,
+        settings: &Settings,
+        script: &Script<'_>,
+        cmds: &[SimpleCommand],
+        posix: bool,
+        asked_background: bool,
+        edits: &mut Edits,
+    ) {
+        let trailing = if settings.ampersand_to_background && posix {
+            trailing_ampersand(script, cmds)
+        } else {
+            None
+        };
+        let (setsid, setsid_waits) = if posix {
+            setsid_edits(script, cmds, edits)
+        } else {
+            (false, false)
+        };
+        if let Some((from, to, with, disown)) = trailing {
+            edits.0.push((from, to, with));
+            let what = if disown {
+                "`& disown`"
+            } else {
+                "the trailing `&`"
+            };
+            let note = if asked_background {
+                note(&[
+                    "Removed ",
+                    what,
+                    ": the command already runs in the background, and `&` would have made the shell exit at once \
+                     while its child ran on untracked. ",
+                    FOLLOW_UP,
+                ])
+            } else {
+                note(&[
+                    "Removed ",
+                    what,
+                    " and started the command as a tracked background process instead, so it is not orphaned and \
+                     its output is kept. Use run_in_background rather than `&`. ",
+                    FOLLOW_UP,
+                ])
+            };
+            self.add("trailing-ampersand", note);
+            self.background = true;
+        }
+        if setsid {
+            let note = if setsid_waits {
+                "Removed `setsid`: it would move the process out of shellward's tracking."
+                    .to_string()
+            } else {
+                self.background = true;
+                format!(
+                    "Removed `setsid` and started the command as a tracked background process instead: setsid \
+                     detaches the process so it would run on untracked. {FOLLOW_UP}"
+                )
+            };
+            self.add("setsid", note);
+        }
+    }
+
+    /// What the (edited) command starts that must stay tracked: jobs started with `&` part-way through, and programs
+    /// that keep running (promotion); and a command too long to read whole, which is said.
+    fn keep_tracked(
+        &mut self,
+        settings: &Settings,
+        script: &Script<'_>,
+        cmds: &[SimpleCommand],
+        posix: bool,
+    ) {
+        let inner_amp = settings.ampersand_to_background && posix && has_inner_ampersand(script);
+        let waits = ends_with_wait(script, cmds);
+        let (promoted, read_all) = promotion(settings, script, cmds, posix);
+        if inner_amp {
+            self.append_wait = !waits;
+            self.background = true;
+            self.add(
+                "inner-ampersand",
+                format!(
+                    "The command starts jobs with `&` part-way through, so it runs as one tracked background process \
+                     and a final `wait` keeps the shell alive until those jobs end (nothing is orphaned). To run \
+                     something in the background, prefer run_in_background over `&`. {FOLLOW_UP}"
+                ),
+            );
+        }
+        if !read_all && !self.background {
+            self.add(
+                "unread",
+                "The command is too long or nests shell strings too deep to be read whole, so a server or watcher \
+                 in it was not looked for: it runs in the foreground. Split it into steps, and start anything that \
+                 keeps running with run_in_background."
+                    .to_string(),
+            );
+        }
+        if let (false, Some((pattern, matched))) = (self.background, promoted) {
+            self.promoted_here = true;
+            self.background = true;
+            self.add(
+                "promotion",
+                note(&[
+                    "`",
+                    &matched,
+                    "` usually keeps running until it is stopped (promotion pattern `",
+                    pattern,
+                    "`), so it was started as a background process instead of blocking. ",
+                    FOLLOW_UP,
+                ]),
+            );
+        }
+    }
+
+    /// The foreground timeout: none in the background (said when one was given for a command this policy moved
+    /// there), else the request's or the default, capped at the maximum.
+    fn timeout(
+        &mut self,
+        settings: &Settings,
+        asked: Option<u64>,
+        asked_background: bool,
+    ) -> Option<u64> {
+        if self.background {
+            if let (Some(t), false) = (asked, asked_background) {
+                self.add(
+                    "background-timeout",
+                    format!(
+                        "The timeout ({}) does not apply to background processes.",
+                        format_millis(t)
+                    ),
+                );
+            }
+            return None;
+        }
+        if asked.is_none() {
+            self.rules.push("timeout-default");
+        }
+        let asked = asked.unwrap_or(settings.default_timeout_ms);
+        if asked > settings.max_timeout_ms {
+            self.add(
+                "timeout-cap",
+                format!(
+                    "The timeout {} exceeds the maximum of {}; it was lowered to {}. For longer work, use \
+                     run_in_background and read the output with process_output.",
+                    format_millis(asked),
+                    format_millis(settings.max_timeout_ms),
+                    format_millis(settings.max_timeout_ms)
+                ),
+            );
+        }
+        Some(asked.min(settings.max_timeout_ms))
+    }
+
+    /// The network this policy narrows the command to, unless the command is one of the operator's exceptions.
+    fn network(&mut self, settings: &Settings) -> Option<Network> {
+        let narrowed = settings.network?;
+        if self.network_exception {
+            self.rules.push("network-exception");
+            return None;
+        }
+        self.rules.push("network");
+        Some(narrowed)
+    }
 }
 
 /// Whether any effective command of the script matches one of `patterns` (wrappers seen through). A reading that

@@ -5,7 +5,7 @@ Placeholders are filled the way a reader would: `{{path/to/file}}` becomes `path
 form `-f`, `{{1..10}}` `1`. Every command becomes a case of a generated case file expecting `run`; `shellward policy
 test --json` then says what the chain did with each (run, deny, ask) without running anything.
 
-Usage: python3 tests/corpus/tldr.py TLDR_CHECKOUT SHELLWARD_BINARY [--policy P]... [--show RULE]
+Usage: python3 policies/guard/corpus/tldr.py TLDR_CHECKOUT SHELLWARD_BINARY [--policy P]... [--show RULE]
 Prints the counts by outcome and by rule; --show RULE lists the commands a rule hit.
 """
 

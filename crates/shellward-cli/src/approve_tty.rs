@@ -38,6 +38,23 @@ impl Approver for TerminalApprover {
     }
 }
 
+/// Sent before the question: whatever the command's earlier output (or anything else on this terminal) left
+/// half-written is ended, so it cannot swallow, recolour or hide the question. CAN cancels an escape sequence in
+/// progress, ST ends an OSC, DCS or APC string, SGR 0 undoes colours and concealed text, the cursor is shown again,
+/// and the question starts at the beginning of a fresh line.
+const CLEAN_LINE: &str = "\x18\x1b\\\x1b[0m\x1b[?25h\r\n";
+
+/// The visible line the question follows.
+const SEPARATOR: &str = "──────── shellward: approval needed ────────";
+
+/// Everything written to the terminal to ask `prompt` (already made safe for a person: `ApprovalRequest::prompt`).
+fn question_text(prompt: &str) -> String {
+    format!(
+        "{CLEAN_LINE}{SEPARATOR}\r\nA policy asks for your approval.\r\n{}\r\nRun it? [y/N] ",
+        prompt.replace('\n', "\r\n")
+    )
+}
+
 /// Writes the question to the terminal and reads one line of answer; anything but yes is no.
 fn ask_on_tty(prompt: &str) -> ApprovalAnswer {
     let Ok(mut tty) = std::fs::OpenOptions::new()
@@ -47,7 +64,7 @@ fn ask_on_tty(prompt: &str) -> ApprovalAnswer {
     else {
         return ApprovalAnswer::Unavailable;
     };
-    let text = format!("shellward: a policy asks for your approval.\n{prompt}\nRun it? [y/N] ");
+    let text = question_text(prompt);
     if tty.write_all(text.as_bytes()).is_err() {
         return ApprovalAnswer::Unavailable;
     }
@@ -60,5 +77,33 @@ fn ask_on_tty(prompt: &str) -> ApprovalAnswer {
         _ => ApprovalAnswer::Deny {
             reason: Some("answered no at the terminal".into()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_question_starts_clean_after_the_separator_and_carries_only_its_own_controls() {
+        let request_prompt = shellward::shown::approval_question(
+            "guard",
+            None,
+            "Discard?",
+            "git reset --hard \x1b[2K\x1b[1G\u{202e}echo safe\r",
+            None,
+            None,
+        );
+        let text = question_text(&request_prompt);
+        assert!(text.starts_with(CLEAN_LINE), "{text:?}");
+        let body = &text[CLEAN_LINE.len()..];
+        assert!(body.starts_with(SEPARATOR), "{body:?}");
+        // After the clean line, the only control characters are the line ends shellward writes.
+        let rest = body.replace("\r\n", "");
+        assert!(!rest.chars().any(shellward::shown::is_hidden), "{rest:?}");
+        assert!(
+            rest.contains("git reset --hard \\x1b[2K\\x1b[1G\\u{202e}echo safe\\r"),
+            "{rest}"
+        );
     }
 }

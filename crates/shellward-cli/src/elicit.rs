@@ -9,6 +9,10 @@ use serde_json::{Value, json};
 use shellward::approval::BoxFuture;
 use shellward::{ApprovalAnswer, ApprovalRequest, Approver};
 
+/// Most characters of a command an elicitation form shows (its start and end, the cut stated): a client may cut a
+/// long message itself, silently, so shellward cuts it first and says so.
+pub const FORM_LIMIT: usize = 8_000;
+
 /// Asks the person at an MCP client through elicitation.
 pub struct Elicitor {
     peer: Peer<RoleServer>,
@@ -36,7 +40,7 @@ impl Elicitor {
         };
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
-            message: request.prompt(),
+            message: request.prompt_within(Some(FORM_LIMIT)),
             requested_schema: schema,
         };
         match self.peer.create_elicitation(params).await {

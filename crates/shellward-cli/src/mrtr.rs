@@ -54,7 +54,23 @@ pub async fn execute(
     }
     map.insert(pending.id.clone(), arguments);
     drop(map);
-    let message = format!("{}\n\nCommand: {}", pending.question, pending.command);
+    // The form shows the parked request as a person reads it (escaped, the cut stated); it is this session's own,
+    // parked just now.
+    let message = sw
+        .pending_approvals(Some(session))
+        .into_iter()
+        .find(|r| r.id.as_str() == pending.id)
+        .map(|r| r.prompt_within(Some(crate::elicit::FORM_LIMIT)))
+        .unwrap_or_else(|| {
+            shellward::shown::approval_question(
+                "a policy",
+                None,
+                &pending.question,
+                &pending.command,
+                None,
+                Some(crate::elicit::FORM_LIMIT),
+            )
+        });
     let form = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message,

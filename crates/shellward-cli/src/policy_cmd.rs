@@ -530,7 +530,8 @@ pub fn decision_text(d: &Decision) -> String {
             f.message
         ));
     }
-    out
+    // For a person at a terminal: what a policy or the command carried is shown, never interpreted.
+    shellward::shown::text(&out)
 }
 
 /// A plan (a run's, or what an ask would run) as text lines.

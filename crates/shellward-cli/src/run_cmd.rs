@@ -83,14 +83,18 @@ fn approver(args: &RunArgs) -> std::sync::Arc<dyn shellward::Approver> {
 /// A command a policy asked about that nobody approved: exit 126, saying how to approve it.
 fn not_approved(e: &ToolError) -> ExitCode {
     eprintln!(
-        "shellward: not run: {e}\nshellward: this command needs approval: run it on a terminal to answer the \
-         question, or pass --approve to approve it as the operator"
+        "shellward: not run: {}\nshellward: this command needs approval: run it on a terminal to answer the \
+         question, or pass --approve to approve it as the operator",
+        shellward::shown::text(&e.to_string())
     );
     ExitCode::from(EXIT_DENIED)
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("shellward: error: {message}");
+    eprintln!(
+        "shellward: error: {}",
+        shellward::shown::text(&message.to_string())
+    );
     ExitCode::from(EXIT_FAILED)
 }
 
@@ -169,13 +173,17 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         shellward::Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like any other surface's deny.
             sw.record_denied(&decided);
-            eprintln!("shellward: denied by {by}: {reason}");
+            eprintln!(
+                "shellward: denied by {}: {}",
+                shellward::shown::line(&by),
+                shellward::shown::text(&reason)
+            );
             return Ok(ExitCode::from(EXIT_DENIED));
         }
     };
     if !args.explain {
         for n in &notes {
-            eprintln!("shellward: note: {n}");
+            eprintln!("shellward: note: {}", shellward::shown::text(n));
         }
     }
     // The facade starts the process tracked and returns at once (from the first byte: no start-up wait); `stream`

@@ -158,7 +158,19 @@ fn error_response(e: &ToolError) -> Response {
     let mut body = e.to_json();
     // Coder's clients read `message` (codersdk.Response); shellward's read `error`.
     body["message"] = json!(e.message);
-    (status_of(e.kind), axum::Json(body)).into_response()
+    safe_json(status_of(e.kind), &body)
+}
+
+/// A JSON response in which every invisible or control character the model chose is a `\uXXXX` escape
+/// (`shellward::shown::json`): the same value for a client's parser, and for a person reading it with `curl` the
+/// characters themselves, never their effect on the terminal. Tool results, errors and approvals are written so.
+fn safe_json(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        shellward::shown::json(value),
+    )
+        .into_response()
 }
 
 /// A JSON error body of the server itself: `error` and `error_kind` (shellward) and `message` (Coder's clients).
@@ -337,7 +349,7 @@ async fn call_tool(
         .call_using(session(&headers).as_deref(), &name, args, options)
         .await
     {
-        Ok(v) => axum::Json(v).into_response(),
+        Ok(v) => safe_json(StatusCode::OK, &v),
         Err(e) => error_response(&e),
     }
 }
@@ -351,11 +363,13 @@ async fn list_approvals(State(state): State<Shared>, headers: HeaderMap) -> Resp
         .iter()
         .map(|r| r.to_json())
         .collect();
-    axum::Json(json!({
-        "pending": pending,
-        "remembered": state.sw.remembered_approvals(session.as_deref()),
-    }))
-    .into_response()
+    safe_json(
+        StatusCode::OK,
+        &json!({
+            "pending": pending,
+            "remembered": state.sw.remembered_approvals(session.as_deref()),
+        }),
+    )
 }
 
 /// `POST /v1/approvals/{id}` with `{"decision": "approve" | "deny", "remember": "session", "reason": "…"}`: decides a
@@ -380,7 +394,10 @@ async fn decide_approval(
         .answer_approval(session(&headers).as_deref(), &id, answer, "user (HTTP)")
         .await
     {
-        Ok(r) => axum::Json(serde_json::to_value(&r).unwrap_or_default()).into_response(),
+        Ok(r) => safe_json(
+            StatusCode::OK,
+            &serde_json::to_value(&r).unwrap_or_default(),
+        ),
         Err(e) => error_response(&e),
     }
 }
@@ -549,24 +566,19 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
             config.executor.hidden_paths.push(file);
         }
         let auth = config.auth.clone();
-        let sw = shellward::Shellward::builder()
-            .config(config)
-            .surface("serve")
-            .build()
-            .context("cannot start shellward")?;
-        let _watcher = crate::service::watch_and_reload(&sw);
-        let app = router(sw.clone(), args.token.clone(), auth.clone());
         let has_token = args.token.is_some() || !auth.is_empty();
-        // Watched before the address is announced: a stop signal sent as soon as it is shuts down cleanly.
-        let signals = crate::sys::StopSignals::new().context("cannot watch for stop signals")?;
-        let served = if let Some(path) = args.listen.strip_prefix("unix:") {
+        // Bound first, so that the executor is built knowing it: the commands this server runs can never reach
+        // its own listener (its approvals, its tools) — the socket hidden in their sandbox, the port closed.
+        let (listener, at) = if let Some(path) = args.listen.strip_prefix("unix:") {
             let listener = crate::sys::bind_unix(std::path::Path::new(path), socket_mode)?;
-            announce(&format!("unix:{path}"));
+            if let Ok(path) = std::path::Path::new(path).canonicalize() {
+                config.executor.hidden_paths.push(path);
+            }
             #[cfg(unix)]
             let listener = listen::Listener::Unix(listener);
             #[cfg(windows)]
             let listener = listen::Listener::Tcp(listener);
-            listen::serve(listener, app, limits, signals).await
+            (listener, format!("unix:{path}"))
         } else {
             let addr = resolve_listen(&args.listen)?;
             if !is_loopback(&addr) && !has_token {
@@ -586,9 +598,34 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let local = listener.local_addr()?;
-            announce(&format!("http://{local}"));
-            listen::serve(listen::Listener::Tcp(listener), app, limits, signals).await
+            config.executor.closed_tcp_ports.push(local.port());
+            #[cfg(not(target_os = "linux"))]
+            tracing::warn!(
+                "commands can reach this server's own port {} here (closing it to them needs Linux's Landlock); \
+                 listen on a unix socket instead",
+                local.port()
+            );
+            (listen::Listener::Tcp(listener), format!("http://{local}"))
         };
+        let sw = match shellward::Shellward::builder()
+            .config(config)
+            .surface("serve")
+            .build()
+        {
+            Ok(sw) => sw,
+            Err(e) => {
+                if let Some(path) = args.listen.strip_prefix("unix:") {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(anyhow::Error::new(e).context("cannot start shellward"));
+            }
+        };
+        let _watcher = crate::service::watch_and_reload(&sw);
+        let app = router(sw.clone(), args.token.clone(), auth.clone());
+        // Watched before the address is announced: a stop signal sent as soon as it is shuts down cleanly.
+        let signals = crate::sys::StopSignals::new().context("cannot watch for stop signals")?;
+        announce(&at);
+        let served = listen::serve(listener, app, limits, signals).await;
         sw.shutdown().await;
         if let Some(path) = args.listen.strip_prefix("unix:") {
             let _ = std::fs::remove_file(path);

@@ -584,6 +584,68 @@ fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
     );
     assert!(path.exists());
 
+    // Another connection (another session) cannot answer this one's approval with its requestState, nor spend it.
+    let (path, command) = cli::victim(dir.path(), "foreign");
+    let state = ask_over_mrtr(&mut client, &command);
+    let mut other = RawClient::start(
+        "mcp-mrtr-other",
+        serde_json::json!({"elicitation": {"form": {}}}),
+    );
+    let r = other.call("tools/call", mrtr_retry(&command, &state, approve.clone()));
+    assert!(r["error"].is_object(), "{r}");
+    assert!(path.exists(), "another connection's answer ran nothing");
+    assert!(other.raw.close().success());
+    let r = client.call(
+        "tools/call",
+        mrtr_retry(&command, &state, serde_json::json!({"action": "decline"})),
+    );
+    assert_eq!(
+        r["result"]["isError"], true,
+        "still this connection's to answer: {r}"
+    );
+    assert!(path.exists());
+
+    // The form shows a hostile command's every character escaped and counted, nothing raw; a 100 KB one keeps its
+    // dangerous end in view and says what was cut.
+    let (path, victim) = cli::victim(dir.path(), "hostile");
+    let hostile = format!("{victim} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}");
+    let r = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": hostile}}),
+    );
+    let message = r["result"]["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    assert!(
+        !message
+            .chars()
+            .any(|c| c != '\n' && shellward::shown::is_hidden(c)),
+        "{message:?}"
+    );
+    assert!(
+        message.contains("\\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}")
+            && message.contains("contains 5 invisible or control characters, shown escaped"),
+        "{message}"
+    );
+    let long = format!("echo {}; {victim}", "a".repeat(100_000));
+    let r = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": long}}),
+    );
+    let message = r["result"]["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    assert!(
+        message.contains(&victim)
+            && message.contains("more characters not shown here")
+            && message.len() < 10_000,
+        "{}",
+        &message[message.len().saturating_sub(600)..]
+    );
+    assert!(path.exists());
+
     // A made-up state.
     let r = client.call(
         "tools/call",

@@ -1244,3 +1244,52 @@ fn config_check(dir: &std::path::Path, name: &str, contents: &str) -> (Option<i3
         .unwrap();
     (out.status.code(), cli::stderr(&out))
 }
+
+/// On a terminal, the question a person answers shows a hostile command's every character as text (the escape
+/// sequences, carriage return, bidirectional override and zero-width space escaped and counted), after a clean line
+/// and a visible separator; declined, nothing runs.
+#[test]
+fn the_terminal_question_shows_a_hostile_command_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cli::write_file(dir.path(), "hostile", "data\n");
+    let command = format!(
+        "shred -u {} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}",
+        path.display()
+    );
+    let mut child = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} run -- \"$SW_COMMAND\"", bin()),
+            "/dev/null",
+        ])
+        .env("SW_COMMAND", &command)
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1)");
+    use std::io::Write;
+    let mut typed = child.stdin.take().unwrap();
+    typed.write_all(b"n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(typed);
+    let shown = cli::stdout(&out);
+    assert!(
+        shown.contains("shellward: approval needed") && shown.contains("Run it? [y/N]"),
+        "{shown:?}"
+    );
+    for raw in ["\x1b[2K", "\x1b[1G", "\u{202e}", "\u{200b}", "\rech"] {
+        assert!(
+            !shown.contains(raw),
+            "{raw:?} reached the terminal: {shown:?}"
+        );
+    }
+    assert!(
+        shown.contains("\\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}")
+            && shown.contains("contains 5 invisible or control characters, shown escaped"),
+        "{shown:?}"
+    );
+    assert_eq!(out.status.code(), Some(126), "{shown}");
+    assert!(path.exists(), "declined: nothing ran");
+}

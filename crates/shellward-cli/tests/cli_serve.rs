@@ -1571,3 +1571,149 @@ fn ask_over_http(b: &str, session: &str, command: &str) -> String {
     assert_eq!(r["success"], false, "{r}");
     pending["id"].as_str().unwrap().to_string()
 }
+
+/// The commands a server runs cannot call that server: over TCP its port is closed to them (another loopback port
+/// stays open), over a unix socket the socket is hidden in their sandbox (another socket stays reachable). So no
+/// command can list a pending approval's id or answer it, though the pending approval is there for the client.
+#[test]
+fn commands_cannot_reach_the_server_that_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // TCP: the server's port closed, a port of the test's open.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let accepting = std::thread::spawn(move || {
+        let _ = other.accept();
+    });
+    let server = Server::start(&[]);
+    let b = server.base.clone();
+    let port = b.rsplit(':').next().unwrap().to_string();
+    let (path, command) = cli::victim(dir.path(), "tcp");
+    let id = ask_over_http(&b, "s1", &command);
+    let connect = |port: &str, says: &str| {
+        format!(
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5); print('{says}')\" \
+             2>/dev/null"
+        )
+    };
+    let probe = format!(
+        "{}; {}",
+        connect(&port, "SERVER-REACHED"),
+        connect(&other_port.to_string(), "OTHER-REACHED")
+    );
+    let (status, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("s1"),
+        json!({"command": probe}),
+    );
+    assert_eq!(status, 200, "{r}");
+    let output = r["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("OTHER-REACHED"),
+        "loopback still works: {r}"
+    );
+    assert!(
+        !output.contains("SERVER-REACHED"),
+        "a command reached its server: {r}"
+    );
+    accepting.join().unwrap();
+    let (_, listed) = get(&b, "/v1/approvals", Some("s1"));
+    assert_eq!(
+        listed["pending"][0]["id"],
+        id.as_str(),
+        "still the client's to answer"
+    );
+    assert!(path.exists());
+    server.stop();
+
+    // A unix socket: hidden from commands, another socket reachable.
+    let sock = dir.path().join("sw.sock");
+    let other_sock = dir.path().join("other.sock");
+    let other = std::os::unix::net::UnixListener::bind(&other_sock).unwrap();
+    let accepting = std::thread::spawn(move || {
+        let _ = other.accept();
+    });
+    let server = Server::start(&["--listen", &format!("unix:{}", sock.display())]);
+    let connect = |p: &std::path::Path, says: &str| {
+        format!(
+            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('{says}')\" \
+             2>/dev/null",
+            p.display()
+        )
+    };
+    let probe = format!(
+        "{}; {}",
+        connect(&sock, "SERVER-REACHED"),
+        connect(&other_sock, "OTHER-REACHED")
+    );
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let body = json!({"command": probe}).to_string();
+    write!(
+        s,
+        "POST /v1/tools/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let r: Value = serde_json::from_str(reply.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let output = r["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("OTHER-REACHED"),
+        "another socket is reachable: {r}"
+    );
+    assert!(
+        !output.contains("SERVER-REACHED"),
+        "a command reached its server: {r}"
+    );
+    accepting.join().unwrap();
+    server.stop();
+}
+
+/// Over HTTP a person reading the pending approvals (with `curl`) sees a hostile command's every character as
+/// text: the body carries no raw control, bidirectional or invisible character; the parsed `command` is the raw one
+/// for machines; `shown` is the rendered question, escapes counted.
+#[test]
+fn pending_approvals_over_http_show_every_character_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&[]);
+    let b = server.base.clone();
+    let (path, victim) = cli::victim(dir.path(), "hostile");
+    let hostile = format!("{victim} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}");
+    let (status, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("s1"),
+        json!({"command": hostile}),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert!(r["pending_approval"]["id"].is_string(), "{r}");
+    let reply = raw_http(
+        &b,
+        "GET /v1/approvals HTTP/1.1\r\nHost: x\r\nX-Shellward-Session: s1\r\nConnection: close\r\n\r\n",
+    );
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    assert!(
+        !body
+            .chars()
+            .any(|c| c != '\n' && c != '\r' && shellward::shown::is_hidden(c))
+            && !body.contains('\r'),
+        "{body:?}"
+    );
+    let listed: Value = serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let pending = &listed["pending"][0];
+    assert_eq!(pending["command"], hostile.as_str());
+    let prompt = pending["shown"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("\\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}")
+            && prompt.contains("contains 5 invisible or control characters, shown escaped"),
+        "{prompt}"
+    );
+    assert_eq!(pending["shown"]["command_escaped"], 5);
+    assert!(path.exists());
+    server.stop();
+}

@@ -103,6 +103,11 @@ pub struct ExecutorConfig {
     /// directory by an empty read-only directory, in the command's mount namespace. A path that does not exist when a
     /// session's sandbox starts is skipped. Default none.
     pub hidden_paths: Vec<PathBuf>,
+    /// TCP ports commands may not connect to, on any address, whatever their network: the server's own listener,
+    /// so a command cannot call the server that runs it (list and answer approvals, start commands past its own
+    /// sandbox's session). Enforced with Landlock (ABI 4, Linux 6.7) on Linux; elsewhere, or on an older kernel, a
+    /// warning says it is not. Default none.
+    pub closed_tcp_ports: Vec<u16>,
     /// Fixed addresses for names a proxied command ([`Network::Allow`](crate::Network)) asks for, instead of DNS
     /// (e.g. an internal registry; in tests, names for servers on loopback). They are trusted as given: the proxy's
     /// check that an allowed name does not resolve to a loopback or link-local address applies to DNS answers only.
@@ -179,6 +184,7 @@ impl Default for ExecutorConfig {
             read_only_paths: Vec::new(),
             keep_abandoned: false,
             hidden_paths: Vec::new(),
+            closed_tcp_ports: Vec::new(),
             proxy_hosts: std::collections::HashMap::new(),
             unenforceable: Unenforceable::default(),
         }

@@ -27,6 +27,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// pile up questions for the person).
 const MAX_PENDING_PER_SESSION: usize = 16;
 
+/// Most approvals waiting for an answer in one instance, all sessions together: sessions are named by their callers
+/// (an HTTP header), so a flood spread over many names is bounded too. Past it, an ask is denied; commands that need
+/// no approval are not affected.
+const MAX_PENDING: usize = 1024;
+
+/// Most bytes of command and question text the waiting approvals hold, all sessions together (each holds a few
+/// copies of its command): with commands of up to 128 KiB, the count alone would allow half a gigabyte.
+const MAX_PENDING_BYTES: usize = 16 << 20;
+
 /// Most commands one session remembers as approved.
 const MAX_REMEMBERED_PER_SESSION: usize = 256;
 
@@ -176,8 +185,13 @@ impl ApprovalRequest {
         SystemTime::now() >= self.expires_at
     }
 
-    /// The request as JSON (what a reviewer reads on stdin and `GET /v1/approvals` lists).
+    /// The request as JSON (what a reviewer reads on stdin and `GET /v1/approvals` lists): the raw fields for
+    /// machines, and under `shown` the same made safe for a person (see [`crate::shown`]): the whole question as one
+    /// text (`prompt`), the command and the question each escaped and behind their gutter, and how many characters
+    /// were escaped.
     pub fn to_json(&self) -> Value {
+        let command = crate::shown::Shown::whole(&self.command);
+        let question = crate::shown::Shown::whole(&self.question);
         serde_json::json!({
             "id": self.id.as_str(),
             "session": self.session,
@@ -195,16 +209,33 @@ impl ApprovalRequest {
                 "writable": self.writable,
             },
             "expires_in_ms": self.expires_in().as_millis() as u64,
+            "shown": {
+                "prompt": self.prompt(),
+                "command": command.text,
+                "command_escaped": command.escaped,
+                "question": question.text,
+                "question_escaped": question.escaped,
+            },
         })
     }
 
-    /// The question as one text for a person: the policy's question and the command.
+    /// The question as one text for a person, the command shown whole: who asks and why, the command (escaped, line
+    /// by line), where it runs, and what was escaped (see [`crate::shown::approval_question`]).
     pub fn prompt(&self) -> String {
-        let mut text = format!("{}\n\nCommand: {}", self.question, self.command);
-        if let Some(w) = &self.workdir {
-            text.push_str(&format!("\nIn: {w}"));
-        }
-        text
+        self.prompt_within(None)
+    }
+
+    /// [`ApprovalRequest::prompt`] with at most `limit` characters of the command shown (its start and end, the cut
+    /// stated): for surfaces that may not show a long text whole (an MCP client's form).
+    pub fn prompt_within(&self, limit: Option<usize>) -> String {
+        crate::shown::approval_question(
+            &self.policy,
+            self.rule.as_deref(),
+            &self.question,
+            &self.command,
+            self.workdir.as_deref(),
+            limit,
+        )
     }
 }
 
@@ -273,10 +304,13 @@ pub(crate) struct Approvals {
     pub(crate) ask_client: bool,
     /// Approvals parked for a later answer, by id.
     pending: Mutex<HashMap<ApprovalId, Parked>>,
-    /// Each session's approved commands, exact text as the policies saw it.
-    remembered: Mutex<HashMap<Option<String>, HashSet<String>>>,
+    /// Each session's approved calls: what an approval covers ([`remember_key`]) → the command as asked.
+    remembered: Mutex<HashMap<Option<String>, HashMap<String, String>>>,
     /// Commands approved for every session (`[approvals] allow_file`; read, never written).
     allowed: HashSet<String>,
+    /// Where a command runs when neither the call nor its session names a directory (what a remembered approval
+    /// is compared under).
+    default_workdir: std::path::PathBuf,
 }
 
 /// An approval waiting for its answer, with what runs once it comes.
@@ -293,6 +327,7 @@ impl Approvals {
         expiry: Duration,
         ask_client: bool,
         allowed: HashSet<String>,
+        default_workdir: std::path::PathBuf,
     ) -> Approvals {
         Approvals {
             approvers,
@@ -301,26 +336,68 @@ impl Approvals {
             pending: Mutex::new(HashMap::new()),
             remembered: Mutex::new(HashMap::new()),
             allowed,
+            default_workdir,
         }
     }
 
-    fn remembered(&self, session: &Option<String>, command: &str) -> bool {
-        self.allowed.contains(command)
+    /// Whether `decided` was approved already: its exact command in the operator's allow-list, or the very same
+    /// call (see [`remember_key`]) remembered by its session.
+    fn remembered(&self, decided: &Decided) -> bool {
+        self.allowed.contains(&decided.request.command)
             || self
                 .remembered
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get(session)
-                .is_some_and(|set| set.contains(command))
+                .get(&decided.session)
+                .is_some_and(|calls| {
+                    calls.contains_key(&remember_key(decided, &self.default_workdir))
+                })
     }
 
-    fn remember(&self, session: &Option<String>, command: &str) {
+    fn remember(&self, decided: &Decided) {
         let mut all = self.remembered.lock().unwrap_or_else(|p| p.into_inner());
-        let set = all.entry(session.clone()).or_default();
-        if set.len() < MAX_REMEMBERED_PER_SESSION {
-            set.insert(command.to_string());
+        let calls = all.entry(decided.session.clone()).or_default();
+        if calls.len() < MAX_REMEMBERED_PER_SESSION {
+            calls.insert(
+                remember_key(decided, &self.default_workdir),
+                decided.request.command.clone(),
+            );
         }
     }
+}
+
+/// What a remembered approval covers: the exact command as asked, where it runs, the environment it adds, and what
+/// the policies planned (the command that runs, its network and where it may write). A look-alike (`CMD; rm -rf ~`,
+/// `CMD $(…)`, `FOO=1 CMD`, the same command in another directory, with other variables or more network) differs in
+/// one of them and is asked about again.
+fn remember_key(decided: &Decided, default_workdir: &std::path::Path) -> String {
+    let request = &decided.request;
+    let mut env: Vec<&(String, String)> = request.env.iter().collect();
+    env.sort();
+    let plan = match &decided.decision.outcome {
+        shellward_policy::Outcome::Ask(a) => Some(&a.plan),
+        _ => None,
+    };
+    // Where it runs: the directory the policies chose, else the call's (or its session's), else the instance's
+    // default.
+    let workdir = plan
+        .and_then(|p| p.workdir.as_ref())
+        .or(request.workdir.as_ref())
+        .map_or_else(
+            || default_workdir.to_path_buf(),
+            |w| default_workdir.join(w),
+        );
+    serde_json::json!({
+        "command": request.command,
+        "workdir": workdir.display().to_string(),
+        "env": env,
+        "runs": plan.map(|p| &p.command),
+        "network": plan.map(|p| p.confinement.network.as_str()),
+        "writable": plan.and_then(|p| p.confinement.writable.as_ref()),
+        "planned_env": plan.map(|p| &p.env),
+        "background": plan.map(|p| p.background),
+    })
+    .to_string()
 }
 
 /// What the flow decided about an asked command.
@@ -341,8 +418,7 @@ impl Shellward {
         call: Option<&Arc<dyn Approver>>,
     ) -> Approval {
         let approvals = &self.inner.approvals;
-        let session = decided.session.clone();
-        if approvals.remembered(&session, &decided.request.command) {
+        if approvals.remembered(decided) {
             self.audit_approval(decided, None, "remembered", "approve", false);
             self.inner.metrics.approval("remembered");
             return Approval::Run(
@@ -438,9 +514,7 @@ impl Shellward {
         match answer {
             ApprovalAnswer::Approve { remember } => {
                 if remember {
-                    self.inner
-                        .approvals
-                        .remember(&decided.session, &decided.request.command);
+                    self.inner.approvals.remember(decided);
                 }
                 self.audit_approval(decided, Some(request), by, "approve", remember);
                 self.inner.metrics.approval("approved");
@@ -501,6 +575,24 @@ impl Shellward {
             .values()
             .filter(|p| p.request.session == decided.session)
             .count();
+        let weight = |r: &ApprovalRequest| r.command.len() + r.asked.len() + r.question.len();
+        let held: usize = pending.values().map(|p| weight(&p.request)).sum();
+        if pending.len() >= MAX_PENDING || held + weight(&request) > MAX_PENDING_BYTES {
+            let count = pending.len();
+            drop(pending);
+            self.audit_approval(decided, Some(&request), "nobody", "deny", false);
+            return Approval::Answer(Box::new(refused(
+                decided,
+                format!(
+                    "Not run: this server already holds as many commands waiting for approval as it keeps ({} of \
+                     at most {MAX_PENDING}, {} KiB of at most {} KiB). Wait for those to be answered, then ask \
+                     again.",
+                    count,
+                    held / 1024,
+                    MAX_PENDING_BYTES / 1024
+                ),
+            )));
+        }
         if waiting >= MAX_PENDING_PER_SESSION {
             drop(pending);
             self.audit_approval(decided, Some(&request), "nobody", "deny", false);
@@ -573,9 +665,10 @@ impl Shellward {
             .unwrap_or_else(|p| p.into_inner());
         let mut list: Vec<String> = all
             .get(&session.map(str::to_string))
-            .map(|s| s.iter().cloned().collect())
+            .map(|calls| calls.values().cloned().collect())
             .unwrap_or_default();
         list.sort();
+        list.dedup();
         list
     }
 

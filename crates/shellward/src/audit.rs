@@ -340,7 +340,7 @@ impl AuditLog {
                         }
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
-                    let mut line = record.to_string().into_bytes();
+                    let mut line = crate::shown::json(&record).into_bytes();
                     line.push(b'\n');
                     if let Err(e) = sink.write(&line)
                         && !failed

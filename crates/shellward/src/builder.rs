@@ -161,6 +161,13 @@ impl ShellwardBuilder {
             config.expiry,
             config.client,
             allowed,
+            self.config
+                .executor
+                .default_workdir
+                .clone()
+                .or_else(|| std::env::current_dir().ok())
+                .map(|w| std::path::absolute(&w).unwrap_or(w))
+                .unwrap_or_else(|| "/".into()),
         ))
     }
 

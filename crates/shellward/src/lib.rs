@@ -44,6 +44,7 @@ mod run;
 mod runner;
 mod session;
 mod shape;
+pub mod shown;
 mod sys;
 pub mod tools;
 mod watch;

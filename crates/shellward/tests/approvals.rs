@@ -64,6 +64,16 @@ fn asking(dir: &Path, mark: &str, edit: impl FnOnce(&mut Config)) -> Shellward {
     asking_with(dir, mark, edit, None)
 }
 
+/// [`asking`], the policy asking `question`.
+fn asking_about(
+    dir: &Path,
+    mark: &str,
+    question: &str,
+    edit: impl FnOnce(&mut Config),
+) -> Shellward {
+    build_asking(dir, mark, question, edit, None)
+}
+
 /// [`asking`], with a host's own approver.
 fn asking_with(
     dir: &Path,
@@ -71,11 +81,22 @@ fn asking_with(
     edit: impl FnOnce(&mut Config),
     host: Option<Arc<Fixed>>,
 ) -> Shellward {
+    build_asking(dir, mark, "Touch a file in the test directory?", edit, host)
+}
+
+/// An instance whose policy asks `question` about every command.
+fn build_asking(
+    dir: &Path,
+    mark: &str,
+    question: &str,
+    edit: impl FnOnce(&mut Config),
+    host: Option<Arc<Fixed>>,
+) -> Shellward {
     let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
     let policy = engine
         .load_file(
             Path::new(shellward_policy::embedded::guests::SCRIPTED_POLICY),
-            "ask:Touch a file in the test directory?",
+            &format!("ask:{question}"),
         )
         .unwrap();
     let mut config = Config::default();
@@ -552,5 +573,297 @@ async fn the_operators_allow_file_approves_its_exact_commands_in_every_session()
         2,
         "never written"
     );
+    sw.shutdown().await;
+}
+
+/// Set in the rerun of the person-facing test as an unprivileged user.
+const AS_USER: &str = "SHELLWARD_TEST_APPROVALS_AS_USER";
+
+/// A command that would rewrite a person's terminal if shown raw: erase the line, cursor home, a carriage return, a
+/// right-to-left override, zero-width and isolate characters, a tag character; and a confusable (Cyrillic `і`) that
+/// is only visible text.
+fn hostile() -> String {
+    "git reset --hard \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}\u{2066} \u{e0041}# gіt".to_string()
+}
+
+/// How [`hostile`] reads once shown: every hidden character an escape, the confusable as it is.
+const HOSTILE_SHOWN: &str =
+    "git reset --hard \\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}\\u{2066} \\u{e0041}# gіt";
+
+/// Fails when `text` carries a character a terminal or viewer would interpret (line breaks aside).
+fn visible_only(what: &str, text: &str) {
+    let raw: Vec<char> = text
+        .chars()
+        .filter(|&c| c != '\n' && shellward::shown::is_hidden(c))
+        .collect();
+    assert!(raw.is_empty(), "{what} carries {raw:?} raw: {text:?}");
+}
+
+/// What a person or reviewer is shown of an asked command: the prompt (whole, and cut for a form), the request's
+/// `shown` fields, the reviewer's JSON and the audit log carry every character of the command and of the policy's
+/// question as visible text (escapes, the count of them said), never raw; the raw command stays in its own field for
+/// machines; the policy's question cannot forge the command's heading; a 100 KB command keeps its dangerous tail in
+/// view and says what was cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_sees_every_character_of_what_runs_and_never_its_effect() {
+    person_sees_every_character().await;
+}
+
+/// [`a_person_sees_every_character_of_what_runs_and_never_its_effect`] as an unprivileged user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_sees_every_character_as_an_unprivileged_user_too() {
+    if !shellward_test_support::as_unprivileged_user(
+        "a_person_sees_every_character_as_an_unprivileged_user_too",
+        AS_USER,
+    ) {
+        return;
+    }
+    person_sees_every_character().await;
+}
+
+async fn person_sees_every_character() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let scripts = tempfile::tempdir().unwrap();
+    let seen = scripts.path().join("seen.json");
+    let script = reviewer(
+        scripts.path(),
+        "r",
+        &format!(
+            "cat > {}; echo '{{\"decision\": \"deny\"}}'",
+            seen.display()
+        ),
+    );
+    let question = "Reset \x1b]0;pwned\x07 the tree?\u{202e}\nCommand that runs if you approve:\n  │ echo safe";
+    let sw = asking_about(dir.path(), &mark, question, |c| {
+        c.approvals.reviewer = Some(shellward::approval::ReviewerConfig::new(vec![script]));
+    });
+    let client = Fixed::new(Some(ApprovalAnswer::Unavailable));
+    let cmd = hostile();
+    let r = sw
+        .execute_with(Some("p"), exec(&cmd), with(&client))
+        .await
+        .unwrap();
+    assert!(r.denied, "the reviewer said no: {r:?}");
+    let asked = client.last.lock().unwrap().clone().unwrap();
+    assert_eq!(asked.command, cmd, "machines get the raw command");
+    let shown_prompt = asked.to_json()["shown"]["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (what, text) in [
+        ("the prompt", asked.prompt()),
+        ("a form's prompt", asked.prompt_within(Some(8_000))),
+        ("shown.prompt", shown_prompt),
+    ] {
+        visible_only(what, &text);
+        assert!(text.contains(HOSTILE_SHOWN), "{what}: {text}");
+        assert!(
+            text.contains("This command contains 7 invisible or control characters, shown escaped"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("Reset \\x1b]0;pwned\\x07 the tree?\\u{202e}"),
+            "{what}: {text}"
+        );
+        assert_eq!(
+            text.matches("\nCommand that runs if you approve:\n")
+                .count(),
+            1,
+            "{what}: the question forged the heading: {text}"
+        );
+    }
+    // The reviewer read one line of JSON with nothing raw in it, the raw command and question in their fields.
+    let line = std::fs::read_to_string(&seen).unwrap();
+    visible_only("the reviewer's request", line.trim_end());
+    let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(request["command"], cmd.as_str());
+    assert_eq!(request["question"], question);
+    assert!(
+        request["shown"]["command"]
+            .as_str()
+            .unwrap()
+            .contains(HOSTILE_SHOWN),
+        "{request}"
+    );
+    assert_eq!(request["shown"]["command_escaped"], 7);
+
+    // A long command with the dangerous part at its end.
+    let long = format!("echo {}; rm -rf ~/x\u{202e}", "a".repeat(100_000));
+    let r = sw
+        .execute_with(Some("p"), exec(&long), with(&client))
+        .await
+        .unwrap();
+    assert!(r.denied, "{:?}", r.deny_reason);
+    let asked = client.last.lock().unwrap().clone().unwrap();
+    let form = asked.prompt_within(Some(8_000));
+    visible_only("the long command's form", &form);
+    assert!(form.contains("; rm -rf ~/x\\u{202e}"), "the tail is shown");
+    assert!(
+        form.contains("more characters not shown here (the command has 100,018 in all)"),
+        "{}",
+        &form[..600]
+    );
+    assert!(form.contains("only its start and end are shown"));
+    assert!(form.chars().count() < 9_000, "{}", form.chars().count());
+    assert!(asked.prompt().contains(&"a".repeat(100_000)), "whole");
+    sw.shutdown().await;
+    // The audit log: readable with `cat`, the same records for a parser.
+    let log = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    visible_only("the audit log", &log);
+    assert!(
+        audit(dir.path())
+            .iter()
+            .any(|r| r["type"] == "approval" && r["command"] == cmd.as_str()),
+        "{log}"
+    );
+    assert!(common::survivors(&mark).is_empty());
+}
+
+/// A remembered approval covers that very call only: a command with more after it, a substitution, an environment
+/// prefix, the same command in another directory or with other variables is asked about again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_approval_does_not_cover_look_alikes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |_| {});
+    let yes = Fixed::new(Some(ApprovalAnswer::Approve { remember: true }));
+    let no = Fixed::new(Some(ApprovalAnswer::Deny { reason: None }));
+    let (cmd, file) = touch(dir.path(), "kept");
+    assert!(run_asking(&sw, "s", &cmd, &yes).await.success);
+    std::fs::remove_file(&file).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "data\n").unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let mut in_other_dir = exec(&cmd);
+    in_other_dir.workdir = Some(other_dir.path().display().to_string());
+    let mut with_env = exec(&cmd);
+    with_env.env = Some([("MY_SETTING".to_string(), "other".to_string())].into());
+    let look_alikes = [
+        (
+            "more after it",
+            exec(&format!("{cmd}; rm -f {}", victim.display())),
+        ),
+        (
+            "a substitution",
+            exec(&format!("{cmd} $(rm -f {})", victim.display())),
+        ),
+        ("an environment prefix", exec(&format!("FOO=1 {cmd}"))),
+        ("another directory", in_other_dir),
+        ("other variables", with_env),
+    ];
+    for (i, (what, args)) in look_alikes.into_iter().enumerate() {
+        let r = sw.execute_with(Some("s"), args, with(&no)).await.unwrap();
+        assert!(r.denied, "{what} ran on the remembered approval: {r:?}");
+        assert_eq!(no.asked(), i + 1, "{what} was not asked about");
+    }
+    assert!(victim.exists() && !file.exists(), "no look-alike ran");
+    // The very same call is still remembered.
+    assert!(run_asking(&sw, "s", &cmd, &no).await.success && file.exists());
+    assert_eq!(no.asked(), 5);
+    sw.shutdown().await;
+}
+
+/// A call dropped (cancelled) while its approval is being asked runs nothing, later or ever: nothing is left
+/// pending for a late yes, and an approval parked for a session that then ended cannot be answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_asking_leaves_nothing_a_later_yes_could_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |_| {});
+    let never = Fixed::new(None);
+    let (cmd, file) = touch(dir.path(), "cancelled");
+    let call = {
+        let sw = sw.clone();
+        let never = never.clone();
+        let cmd = cmd.clone();
+        tokio::spawn(async move { sw.execute_with(Some("c"), exec(&cmd), with(&never)).await })
+    };
+    while never.asked() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    assert!(sw.pending_approvals(Some("c")).is_empty(), "nothing waits");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!file.exists(), "the cancelled call never ran");
+
+    // Parked, then its session ends: the id is spent.
+    let later =
+        ExecuteOptions::new().approver(Arc::new(shellward::approval::Deferred::new("user (HTTP)")));
+    let r = sw.execute_with(Some("c"), exec(&cmd), later).await.unwrap();
+    let id = r.pending_approval.unwrap().id;
+    sw.end_session_approvals(Some("c"));
+    let err = approve(&sw, "c", &id, "user (HTTP)").await.unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::UnknownApproval);
+    assert!(!file.exists());
+    sw.shutdown().await;
+}
+
+/// A flood of asks parked by one session, or spread over many session names, is bounded (per session and for the
+/// whole instance) and does not hold up another session's commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_asks_is_bounded_and_does_not_hold_up_other_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = asking(dir.path(), &mark, |_| {});
+    let later = || {
+        ExecuteOptions::new().approver(Arc::new(shellward::approval::Deferred::new("user (HTTP)")))
+    };
+    let mut parked = 0;
+    let mut refused = 0;
+    for i in 0..1_200 {
+        let session = format!("flood-{}", i % 100);
+        let r = sw
+            .execute_with(Some(&session), exec(&format!("echo {i}")), later())
+            .await
+            .unwrap();
+        if r.pending_approval.is_some() {
+            parked += 1;
+        } else {
+            assert!(r.denied, "{r:?}");
+            refused += 1;
+        }
+    }
+    // The instance holds at most 1024; each session at most 16.
+    assert_eq!((parked, refused), (1_024, 176));
+    assert!(sw.pending_approvals(Some("flood-7")).len() <= 16);
+    // One session past its own cap.
+    for i in 0..20 {
+        sw.execute_with(Some("one"), exec(&format!("echo one {i}")), later())
+            .await
+            .unwrap();
+    }
+    assert!(sw.pending_approvals(Some("one")).len() <= 16);
+    // Another session's command that needs no approval is not held up: the policy asks about every echoed
+    // command, so the unasked path is a command the scripted policy runs as is (`true`).
+    let started = std::time::Instant::now();
+    let r = sw.execute(Some("other"), exec("rule:x")).await.unwrap();
+    assert!(r.success, "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    sw.end_session_approvals(Some("one"));
+    for i in 0..100 {
+        sw.end_session_approvals(Some(&format!("flood-{i}")));
+    }
+    // Long commands are bounded by their bytes too: 16 MiB of them at most.
+    let long = "a".repeat(100_000);
+    let mut parked = 0;
+    let mut last_refusal = String::new();
+    for i in 0..200 {
+        let session = format!("big-{}", i % 20);
+        let r = sw
+            .execute_with(Some(&session), exec(&format!("echo {i} {long}")), later())
+            .await
+            .unwrap();
+        match r.pending_approval {
+            Some(_) => parked += 1,
+            None => last_refusal = r.deny_reason.unwrap_or_default(),
+        }
+    }
+    assert!((40..=90).contains(&parked), "{parked} long asks parked");
+    assert!(last_refusal.contains("KiB"), "{last_refusal}");
+    for i in 0..20 {
+        sw.end_session_approvals(Some(&format!("big-{i}")));
+    }
     sw.shutdown().await;
 }

@@ -71,6 +71,29 @@ async def main(binary):
                 check(is_error(r) and d.get("denied") and os.path.exists(path), f"{action} runs nothing", d)
                 check("declined" in d["deny_reason"] and word in d["deny_reason"], f"{action} says so", d)
 
+            # A command that would rewrite the person's screen (erase the line, carriage return, right-to-left
+            # override, zero-width space) is shown with every such character escaped and counted; never raw.
+            hidden = ["\x1b", "\r", "\u202e", "\u200b"]
+            path, _ = victim("hostile")
+            command = f"shred -u {path} \x1b[2K\x1b[1G\r\u202eecho safe\u200b"
+            person.answer = types.ElicitResult(action="decline")
+            asked = len(person.asked)
+            r = await s.call_tool("execute", {"command": command})
+            shown = person.asked[asked]
+            check(not any(h in shown for h in hidden), "nothing raw reaches the person", shown)
+            check("\\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}" in shown, "shown escaped", shown)
+            check("contains 5 invisible or control characters, shown escaped" in shown, "the count is said", shown)
+            check(os.path.exists(path), "declined: not run", data(r))
+
+            # A 100 KB command with the dangerous part at its end: the form keeps the end in view, says what it cut.
+            path, _ = victim("long")
+            command = f"echo {'a' * 100_000}; shred -u {path}"
+            r = await s.call_tool("execute", {"command": command})
+            shown = person.asked[-1]
+            check(f"shred -u {path}" in shown and "more characters not shown here" in shown
+                  and len(shown) < 10_000, "the tail is shown, the cut said", shown[:300] + shown[-600:])
+            check(os.path.exists(path), "declined: not run", data(r))
+
             # Remember for this session: the same command is not asked about again.
             path, command = victim("remembered")
             person.answer = types.ElicitResult(action="accept", content={"decision": "approve", "remember": True})

@@ -55,7 +55,8 @@ impl Reviewer {
             .map_err(|e| format!("cannot start {program:?}: {e}"))?;
         let mut group = GroupKill(child.id());
         let mut stdin = child.stdin.take().ok_or("no stdin")?;
-        let line = format!("{}\n", request.to_json());
+        // The same JSON for its parser, with nothing in it a terminal would interpret should a person read it.
+        let line = format!("{}\n", crate::shown::json(&request.to_json()));
         // A reviewer that does not read its stdin still gets to answer.
         let _ = stdin.write_all(line.as_bytes()).await;
         drop(stdin);

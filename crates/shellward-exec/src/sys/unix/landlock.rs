@@ -1,6 +1,10 @@
 //! Write confinement by Landlock: a ruleset per distinct set of writable paths, built once (on the spawner thread)
 //! and kept open, which each command's process applies to itself last before exec (`child_setup::restrict_writes`).
 //!
+//! The same ruleset closes the executor's closed TCP ports ([`crate::ExecutorConfig::closed_tcp_ports`]: the
+//! server's own listener) to every command, whatever its writes and network: it handles TCP connect and allows it to
+//! every other port (Landlock rules name allowed ports only, so that is one rule per port, built once per ruleset).
+//!
 //! The ruleset handles every write-type access the running kernel knows (writing, truncating, creating, removing,
 //! renaming or linking files, making directories, sockets, FIFOs and device nodes) and allows them beneath the
 //! writable paths only. Reading and executing are not handled: what a command may read is the executor's mounts'
@@ -8,7 +12,10 @@
 //! `/dev/tty`, `/dev/ptmx`, `/dev/pts`, `/dev/shm` — are always writable. Pipes, sockets and descriptors the command
 //! inherits are not paths, and stay usable.
 
-use landlock::{ABI, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr};
+use landlock::{
+    ABI, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreatedAttr,
+};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -32,24 +39,54 @@ const KNOWN_ABI: ABI = ABI::V6;
 /// How many distinct rulesets are kept open at most (each one descriptor).
 const MAX_RULESETS: usize = 64;
 
-/// Rulesets by writable paths (sorted), built on first use.
+/// The first Landlock ABI that handles TCP connect (Linux 6.7).
+const NET_ABI: i32 = 4;
+
+/// Rulesets by writable paths (sorted; `None`: writes anywhere), built on first use.
 #[derive(Default)]
 pub(crate) struct Rulesets {
-    built: Mutex<HashMap<Vec<PathBuf>, Arc<OwnedFd>>>,
+    built: Mutex<HashMap<Option<Vec<PathBuf>>, Arc<OwnedFd>>>,
+    /// TCP ports no command may connect to.
+    closed_ports: Vec<u16>,
 }
 
 impl Rulesets {
-    /// The ruleset allowing writes beneath `writable` only, or `None` when this kernel has no Landlock (writes then
-    /// cannot be confined: the caller reports it).
-    pub(crate) fn get(&self, writable: &[PathBuf]) -> io::Result<Option<Arc<OwnedFd>>> {
-        let mut key = writable.to_vec();
-        key.sort();
-        key.dedup();
+    /// Rulesets that also close `closed_ports` to TCP connect (where the kernel's Landlock can: ABI 4).
+    pub(crate) fn closing(closed_ports: Vec<u16>) -> Rulesets {
+        if !closed_ports.is_empty() && kernel_abi() < NET_ABI {
+            tracing::warn!(
+                target: "shellward::notice",
+                "this kernel's Landlock cannot restrict TCP connections (it needs ABI {NET_ABI}, Linux 6.7; it has \
+                 {}): commands can reach this server's own port {closed_ports:?}; listen on a unix socket instead",
+                kernel_abi()
+            );
+        }
+        Rulesets {
+            built: Mutex::default(),
+            closed_ports,
+        }
+    }
+
+    /// The ruleset allowing writes beneath `writable` only (`None`: anywhere) and closing the closed ports, or
+    /// `None` when there is nothing to restrict or this kernel has no Landlock (writes then cannot be confined: the
+    /// caller reports it).
+    pub(crate) fn get(&self, writable: Option<&[PathBuf]>) -> io::Result<Option<Arc<OwnedFd>>> {
+        let key = writable.map(|w| {
+            let mut key = w.to_vec();
+            key.sort();
+            key.dedup();
+            key
+        });
+        let close = !self.closed_ports.is_empty() && kernel_abi() >= NET_ABI;
+        if key.is_none() && !close {
+            return Ok(None);
+        }
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(fd) = built.get(&key) {
             return Ok(Some(fd.clone()));
         }
-        let Some(fd) = build(&key)? else {
+        let closed = if close { &self.closed_ports[..] } else { &[] };
+        let Some(fd) = build(key.as_deref(), closed)? else {
             return Ok(None);
         };
         if built.len() >= MAX_RULESETS {
@@ -61,20 +98,37 @@ impl Rulesets {
     }
 }
 
-/// Builds a ruleset: write accesses handled, allowed beneath `writable` and [`ALWAYS_WRITABLE`].
-fn build(writable: &[PathBuf]) -> io::Result<Option<OwnedFd>> {
+/// Builds a ruleset: write accesses handled (with `writable`), allowed beneath `writable` and [`ALWAYS_WRITABLE`];
+/// TCP connect handled (with `closed` ports), allowed to every other port.
+fn build(writable: Option<&[PathBuf]>, closed: &[u16]) -> io::Result<Option<OwnedFd>> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         io::Error::other(format!(
             "cannot prepare the write confinement (Landlock) {what}: {e}"
         ))
     };
     let access = AccessFs::from_write(KNOWN_ABI);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(access)
-        .map_err(|e| fail("ruleset", &e))?
-        .create()
-        .map_err(|e| fail("ruleset", &e))?;
+    let mut attr = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
+    if writable.is_some() {
+        attr = attr
+            .handle_access(access)
+            .map_err(|e| fail("ruleset", &e))?;
+    }
+    if !closed.is_empty() {
+        attr = attr
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(|e| fail("ruleset", &e))?;
+    }
+    let mut ruleset = attr.create().map_err(|e| fail("ruleset", &e))?;
+    if !closed.is_empty() {
+        for port in (0..=u16::MAX).filter(|p| !closed.contains(p)) {
+            ruleset = ruleset
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(|e| fail(&format!("rule for port {port}"), &e))?;
+        }
+    }
+    let Some(writable) = writable else {
+        return Ok(Option::<OwnedFd>::from(ruleset));
+    };
     let paths = writable
         .iter()
         .cloned()
@@ -123,15 +177,28 @@ mod tests {
             return;
         }
         let r = Rulesets::default();
-        let a = r.get(&["/tmp".into(), "/var/tmp".into()]).unwrap().unwrap();
-        let b = r.get(&["/var/tmp".into(), "/tmp".into()]).unwrap().unwrap();
+        let a = r
+            .get(Some(&["/tmp".into(), "/var/tmp".into()]))
+            .unwrap()
+            .unwrap();
+        let b = r
+            .get(Some(&["/var/tmp".into(), "/tmp".into()]))
+            .unwrap()
+            .unwrap();
         assert!(
             Arc::ptr_eq(&a, &b),
             "the same paths in another order share one"
         );
-        let c = r.get(&["/tmp".into()]).unwrap().unwrap();
+        let c = r.get(Some(&["/tmp".into()])).unwrap().unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
         // A missing path is skipped, not an error.
-        assert!(r.get(&["/no/such/path".into()]).unwrap().is_some());
+        assert!(r.get(Some(&["/no/such/path".into()])).unwrap().is_some());
+        // Writes anywhere and no closed port: nothing to restrict.
+        assert!(r.get(None).unwrap().is_none());
+        // A closed port: a ruleset even for writes anywhere.
+        if kernel_abi() >= NET_ABI {
+            let closing = Rulesets::closing(vec![9]);
+            assert!(closing.get(None).unwrap().is_some());
+        }
     }
 }

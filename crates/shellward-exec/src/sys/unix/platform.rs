@@ -138,7 +138,9 @@ impl Platform {
             hardening,
             sessions: Arc::default(),
             session_serial: Arc::default(),
-            rulesets: Arc::default(),
+            rulesets: Arc::new(super::landlock::Rulesets::closing(
+                config.closed_tcp_ports.clone(),
+            )),
             filters: Arc::default(),
             #[cfg(test)]
             force_portable: AtomicBool::new(false),

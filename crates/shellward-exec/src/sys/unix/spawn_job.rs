@@ -129,10 +129,7 @@ impl Job {
     fn prepare(&self) -> io::Result<Prepared> {
         let confinement = &self.spec.confinement;
         // Prepared once per set of paths; none where the kernel has no Landlock.
-        let landlock = match &confinement.writable {
-            Some(paths) => self.rulesets.get(paths)?,
-            None => None,
-        };
+        let landlock = self.rulesets.get(confinement.writable.as_deref())?;
         let net_mode = child_setup::net_mode(confinement.network);
         let proxy_pair = if net_mode == child_setup::NET_PROXIED {
             // Close-on-exec: the child uses its end before exec, and nothing it runs inherits it.
@@ -147,7 +144,7 @@ impl Job {
         )?;
         let streams = Streams::open(self.spec.stdin, self.spec.separate_stderr)?;
         Ok(Prepared {
-            writes_confined: landlock.is_some(),
+            writes_confined: landlock.is_some() && confinement.writable.is_some(),
             landlock,
             net_mode,
             proxy_pair,

@@ -11,7 +11,7 @@ use shellward::{
 };
 use shellward::{ExitState, SignalKind, TimeoutAction};
 use shellward_policy::duration::format_millis;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -80,13 +80,16 @@ fn approver(args: &RunArgs) -> std::sync::Arc<dyn shellward::Approver> {
     })
 }
 
-/// A command a policy asked about that nobody approved: exit 126, saying how to approve it.
-fn not_approved(e: &ToolError) -> ExitCode {
-    eprintln!(
-        "shellward: not run: {}\nshellward: this command needs approval: run it on a terminal to answer the \
-         question, or pass --approve to approve it as the operator",
-        shellward::shown::text(&e.to_string())
-    );
+/// A command a policy asked about that was not approved: exit 126 with the refusal; when nobody could be asked (no
+/// terminal), how to approve it.
+fn not_approved(e: &ToolError, person_asked: bool) -> ExitCode {
+    eprintln!("shellward: {}", shellward::shown::text(&e.to_string()));
+    if !person_asked {
+        eprintln!(
+            "shellward: this command needs approval: run it on a terminal to answer the question, or pass \
+             --approve to approve it as the operator"
+        );
+    }
     ExitCode::from(EXIT_DENIED)
 }
 
@@ -202,7 +205,11 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         .await
     {
         Ok(p) => p,
-        Err(e) if e.kind == ToolErrorKind::NotApproved => return Ok(not_approved(&e)),
+        Err(e) if e.kind == ToolErrorKind::NotApproved => {
+            // On a terminal the person was asked and said no: no advice on how to be asked.
+            let asked = !args.approve && std::io::stdin().is_terminal();
+            return Ok(not_approved(&e, asked));
+        }
         Err(e) => return Ok(fail(e)),
     };
     // No log path is announced: every byte is streamed here, and the log goes with `run` when it exits.

@@ -613,10 +613,7 @@ fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": hostile}}),
     );
-    let message = r["result"]["inputRequests"]["approval"]["params"]["message"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{r}"))
-        .to_string();
+    let message = form_message(&r);
     assert!(
         !message
             .chars()
@@ -633,10 +630,7 @@ fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
         "tools/call",
         serde_json::json!({"name": "execute", "arguments": {"command": long}}),
     );
-    let message = r["result"]["inputRequests"]["approval"]["params"]["message"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{r}"))
-        .to_string();
+    let message = form_message(&r);
     assert!(
         message.contains(&victim)
             && message.contains("more characters not shown here")
@@ -690,6 +684,14 @@ fn ask_over_mrtr(client: &mut RawClient, command: &str) -> String {
         "{r}"
     );
     r["result"]["requestState"].as_str().unwrap().to_string()
+}
+
+/// The message of the approval form an `input_required` answer carries.
+fn form_message(r: &serde_json::Value) -> String {
+    r["result"]["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string()
 }
 
 /// The retry of `execute` with `command` that answers the approval asked under `state`.

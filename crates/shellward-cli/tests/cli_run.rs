@@ -1204,22 +1204,7 @@ fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
     // On a terminal (script(1) gives `run` a pseudo-terminal and relays the answer typed on its stdin).
     for (answer, runs) in [("y\n", true), ("n\n", false), ("\n", false)] {
         let (path, command) = victim("terminal");
-        let line = format!("{} run -- {}", bin(), command);
-        let mut child = Command::new("script")
-            .args(["-qec", &line, "/dev/null"])
-            .env_remove("SHELLWARD_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("script(1)");
-        use std::io::Write;
-        // The answer is typed ahead (the terminal keeps it until read); stdin stays open until `run` ends, since
-        // its end would end script(1)'s session.
-        let mut typed = child.stdin.take().unwrap();
-        typed.write_all(answer.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        drop(typed);
+        let out = on_terminal(&command, answer);
         let shown = cli::stdout(&out);
         assert!(
             shown.contains("Run it? [y/N]") && shown.contains("guard[shred]"),
@@ -1250,30 +1235,54 @@ fn config_check(dir: &std::path::Path, name: &str, contents: &str) -> (Option<i3
 /// and a visible separator; declined, nothing runs.
 #[test]
 fn the_terminal_question_shows_a_hostile_command_as_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = cli::write_file(dir.path(), "hostile", "data\n");
-    let command = format!(
-        "shred -u {} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}",
-        path.display()
-    );
+    terminal_question_shows_text();
+}
+
+/// [`the_terminal_question_shows_a_hostile_command_as_text`] as an unprivileged user.
+#[test]
+fn the_terminal_question_shows_a_hostile_command_as_text_to_a_normal_user_too() {
+    if !shellward_test_support::as_unprivileged_user(
+        "the_terminal_question_shows_a_hostile_command_as_text_to_a_normal_user_too",
+        "SHELLWARD_TEST_RUN_TTY_AS_USER",
+    ) {
+        return;
+    }
+    terminal_question_shows_text();
+}
+
+/// `shellward run -- COMMAND` on a pseudo-terminal (script(1)), `answer` typed ahead: what it printed there.
+fn on_terminal(command: &str, answer: &str) -> std::process::Output {
+    use std::io::Write;
     let mut child = Command::new("script")
         .args([
             "-qec",
             &format!("{} run -- \"$SW_COMMAND\"", bin()),
             "/dev/null",
         ])
-        .env("SW_COMMAND", &command)
+        .env("SW_COMMAND", command)
         .env_remove("SHELLWARD_CONFIG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("script(1)");
-    use std::io::Write;
+    // The answer is typed ahead (the terminal keeps it until read); stdin stays open until `run` ends, since its
+    // end would end script(1)'s session.
     let mut typed = child.stdin.take().unwrap();
-    typed.write_all(b"n\n").unwrap();
+    typed.write_all(answer.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     drop(typed);
+    out
+}
+
+fn terminal_question_shows_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cli::write_file(dir.path(), "hostile", "data\n");
+    let command = format!(
+        "shred -u {} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}",
+        path.display()
+    );
+    let out = on_terminal(&command, "n\n");
     let shown = cli::stdout(&out);
     assert!(
         shown.contains("shellward: approval needed") && shown.contains("Run it? [y/N]"),
@@ -1292,4 +1301,12 @@ fn the_terminal_question_shows_a_hostile_command_as_text() {
     );
     assert_eq!(out.status.code(), Some(126), "{shown}");
     assert!(path.exists(), "declined: nothing ran");
+    // Declined at the terminal: the refusal once, as one sentence per reason, and no advice on how to be asked.
+    assert!(
+        shown.contains("They said: answered no at the terminal. ")
+            && !shown.contains("Not run: Not run")
+            && !shown.contains("not run: Not run")
+            && !shown.contains("run it on a terminal"),
+        "{shown:?}"
+    );
 }

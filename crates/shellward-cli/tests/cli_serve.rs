@@ -370,9 +370,16 @@ fn a_unix_socket_listener_serves_the_same_api() {
     let server = Server::start(&["--listen", &format!("unix:{}", sock.display())]);
     assert!(sock.exists());
     // A minimal HTTP/1.1 exchange over the socket.
+    let reply = unix_post(&sock, r#"{"command": "echo via-unix"}"#);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("via-unix"), "{reply}");
+    server.stop();
+}
+
+/// `POST /v1/tools/execute` with `body` over the unix socket `sock` (a minimal HTTP/1.1 exchange): the whole reply.
+fn unix_post(sock: &std::path::Path, body: &str) -> String {
     use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
-    let body = r#"{"command": "echo via-unix"}"#;
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
     write!(
         s,
         "POST /v1/tools/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -381,9 +388,7 @@ fn a_unix_socket_listener_serves_the_same_api() {
     .unwrap();
     let mut reply = String::new();
     s.read_to_string(&mut reply).unwrap();
-    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-    assert!(reply.contains("via-unix"), "{reply}");
-    server.stop();
+    reply
 }
 
 /// A raw HTTP/1.1 request over TCP; returns the whole reply text (the connection is closed by the request).
@@ -1577,6 +1582,28 @@ fn ask_over_http(b: &str, session: &str, command: &str) -> String {
 /// command can list a pending approval's id or answer it, though the pending approval is there for the client.
 #[test]
 fn commands_cannot_reach_the_server_that_runs_them() {
+    commands_cannot_reach_their_server();
+}
+
+/// Set in the rerun of the approval tests as an unprivileged user.
+const AS_USER: &str = "SHELLWARD_TEST_SERVE_APPROVALS_AS_USER";
+
+/// [`commands_cannot_reach_the_server_that_runs_them`] and
+/// [`pending_approvals_over_http_show_every_character_as_text`] as an unprivileged user (the server, its sandbox
+/// in a user namespace of its own, and the person reading).
+#[test]
+fn a_normal_users_server_is_out_of_its_commands_reach_and_shows_them_as_text() {
+    if !shellward_test_support::as_unprivileged_user(
+        "a_normal_users_server_is_out_of_its_commands_reach_and_shows_them_as_text",
+        AS_USER,
+    ) {
+        return;
+    }
+    commands_cannot_reach_their_server();
+    pending_approvals_shown_as_text();
+}
+
+fn commands_cannot_reach_their_server() {
     let dir = tempfile::tempdir().unwrap();
     // TCP: the server's port closed, a port of the test's open.
     let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1607,15 +1634,7 @@ fn commands_cannot_reach_the_server_that_runs_them() {
         json!({"command": probe}),
     );
     assert_eq!(status, 200, "{r}");
-    let output = r["output"].as_str().unwrap_or_default();
-    assert!(
-        output.contains("OTHER-REACHED"),
-        "loopback still works: {r}"
-    );
-    assert!(
-        !output.contains("SERVER-REACHED"),
-        "a command reached its server: {r}"
-    );
+    reached_only_the_other(&r);
     accepting.join().unwrap();
     let (_, listed) = get(&b, "/v1/approvals", Some("s1"));
     assert_eq!(
@@ -1646,27 +1665,9 @@ fn commands_cannot_reach_the_server_that_runs_them() {
         connect(&sock, "SERVER-REACHED"),
         connect(&other_sock, "OTHER-REACHED")
     );
-    use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
-    let body = json!({"command": probe}).to_string();
-    write!(
-        s,
-        "POST /v1/tools/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
+    let reply = unix_post(&sock, &json!({"command": probe}).to_string());
     let r: Value = serde_json::from_str(reply.split_once("\r\n\r\n").unwrap().1).unwrap();
-    let output = r["output"].as_str().unwrap_or_default();
-    assert!(
-        output.contains("OTHER-REACHED"),
-        "another socket is reachable: {r}"
-    );
-    assert!(
-        !output.contains("SERVER-REACHED"),
-        "a command reached its server: {r}"
-    );
+    reached_only_the_other(&r);
     accepting.join().unwrap();
     server.stop();
 }
@@ -1676,6 +1677,23 @@ fn commands_cannot_reach_the_server_that_runs_them() {
 /// for machines; `shown` is the rendered question, escapes counted.
 #[test]
 fn pending_approvals_over_http_show_every_character_as_text() {
+    pending_approvals_shown_as_text();
+}
+
+/// A probe's result: it reached the other listener, and not the server.
+fn reached_only_the_other(r: &Value) {
+    let output = r["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("OTHER-REACHED"),
+        "the other listener is reachable: {r}"
+    );
+    assert!(
+        !output.contains("SERVER-REACHED"),
+        "a command reached its server: {r}"
+    );
+}
+
+fn pending_approvals_shown_as_text() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&[]);
     let b = server.base.clone();

@@ -558,3 +558,22 @@ fn the_manuals_sandbox_check_sample_has_the_lines_the_command_prints() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The license the crates declare is the one the repository ships: LICENSE holds the Apache License 2.0, every
+/// crate's `license` is `Apache-2.0`, no placeholder repository address is declared, and the README points to it.
+#[test]
+fn the_repository_ships_the_license_its_crates_declare() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let license = std::fs::read_to_string(root.join("LICENSE")).expect("a LICENSE file");
+    assert!(
+        license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
+        "LICENSE is not the Apache License 2.0"
+    );
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("license = \"Apache-2.0\""), "{manifest}");
+    assert!(
+        !manifest.contains("example.invalid"),
+        "a placeholder repository address"
+    );
+    assert!(readme().contains("[LICENSE](LICENSE)"));
+}

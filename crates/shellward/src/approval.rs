@@ -530,7 +530,15 @@ impl Shellward {
                 self.inner.metrics.approval("denied");
                 let why = reason
                     .filter(|r| !r.trim().is_empty())
-                    .map(|r| format!(" They said: {}", r.trim()))
+                    .map(|r| {
+                        let r = r.trim();
+                        let end = if r.ends_with(['.', '!', '?']) {
+                            ""
+                        } else {
+                            "."
+                        };
+                        format!(" They said: {r}{end}")
+                    })
                     .unwrap_or_default();
                 Approval::Answer(Box::new(refused(
                     decided,

@@ -108,6 +108,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "the command is empty; give it after the options, e.g. shellward run -- ls -la",
         ));
     }
+    if let Some(Err(e)) = args
+        .env
+        .iter()
+        .map(|e| pair(e, "--env"))
+        .find(Result::is_err)
+    {
+        return Ok(usage_error(&format!("{e}")));
+    }
     let rt = runtime()?;
     let code = rt.block_on(async move {
         let mut interrupts = match Interrupts::new() {
@@ -164,6 +172,10 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     }
     let decided = match sw.decide(None, &exec, &env) {
         Ok(d) => d,
+        // A bad option value (`--timeout 5`) is a usage error, as clap's own.
+        Err(e) if e.kind == ToolErrorKind::InvalidArguments => {
+            return Ok(usage_error(&shellward::shown::text(&e.message)));
+        }
         Err(e) => return Ok(fail(e)),
     };
     if args.explain {
@@ -420,7 +432,14 @@ async fn json_run(
 ) -> Result<ExitCode> {
     let print_error = |e: &ToolError| -> Result<ExitCode> {
         crate::print_line(serde_json::to_string_pretty(&e.to_json())?)?;
-        Ok(ExitCode::from(EXIT_FAILED))
+        // A bad option value is a usage error (exit 2), as clap's own.
+        Ok(ExitCode::from(
+            if e.kind == ToolErrorKind::InvalidArguments {
+                crate::EXIT_ERROR
+            } else {
+                EXIT_FAILED
+            },
+        ))
     };
     let decided = match sw.decide(None, &exec, &env) {
         Ok(d) => d,

@@ -364,7 +364,8 @@ fn a_denied_command_exits_126_with_the_reason() {
         "--",
         &format!("touch {}", marker.display()),
     ]);
-    assert_eq!(out.status.code(), Some(125), "{}", cli::stderr(&out));
+    // A zero timeout is a bad option value: a usage error (2), as `--timeout 5` is.
+    assert_eq!(out.status.code(), Some(2), "{}", cli::stderr(&out));
     assert!(
         cli::stderr(&out).contains("greater than zero"),
         "{}",
@@ -1309,4 +1310,26 @@ fn terminal_question_shows_text() {
             && !shown.contains("run it on a terminal"),
         "{shown:?}"
     );
+}
+
+/// A bad option value is a usage error (exit 2, with the usage line), as clap's own, not a failure of shellward (125):
+/// a duration without a unit, a variable without a value, in text and JSON mode; nothing runs.
+#[test]
+fn bad_option_values_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    for (args, says) in [
+        (vec!["--timeout", "5"], "a number has no unit"),
+        (vec!["--env", "FOO"], "must look like NAME=VALUE"),
+        (vec!["--json", "--timeout", "5"], "a number has no unit"),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--", touch.as_str()]);
+        let out = run(&all);
+        let text = cli::text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: {text}");
+        assert!(!marker.exists(), "{args:?}: it ran");
+    }
 }

@@ -46,13 +46,14 @@ const NET_ABI: i32 = 4;
 #[derive(Default)]
 pub(crate) struct Rulesets {
     built: Mutex<HashMap<Option<Vec<PathBuf>>, Arc<OwnedFd>>>,
-    /// TCP ports no command may connect to.
+    /// TCP ports no command may connect to (none where the kernel cannot close them).
     closed_ports: Vec<u16>,
 }
 
 impl Rulesets {
-    /// Rulesets that also close `closed_ports` to TCP connect (where the kernel's Landlock can: ABI 4).
-    pub(crate) fn closing(closed_ports: Vec<u16>) -> Rulesets {
+    /// Rulesets that also close `closed_ports` to TCP connect where the kernel's Landlock can (ABI 4); on an older
+    /// kernel a warning says the ports stay open, and none is kept (the kernel is asked once, here).
+    pub(crate) fn closing(mut closed_ports: Vec<u16>) -> Rulesets {
         if !closed_ports.is_empty() && kernel_abi() < NET_ABI {
             tracing::warn!(
                 target: "shellward::notice",
@@ -60,6 +61,7 @@ impl Rulesets {
                  {}): commands can reach this server's own port {closed_ports:?}; listen on a unix socket instead",
                 kernel_abi()
             );
+            closed_ports.clear();
         }
         Rulesets {
             built: Mutex::default(),
@@ -77,16 +79,14 @@ impl Rulesets {
             key.dedup();
             key
         });
-        let close = !self.closed_ports.is_empty() && kernel_abi() >= NET_ABI;
-        if key.is_none() && !close {
+        if key.is_none() && self.closed_ports.is_empty() {
             return Ok(None);
         }
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(fd) = built.get(&key) {
             return Ok(Some(fd.clone()));
         }
-        let closed = if close { &self.closed_ports[..] } else { &[] };
-        let Some(fd) = build(key.as_deref(), closed)? else {
+        let Some(fd) = build(key.as_deref(), &self.closed_ports)? else {
             return Ok(None);
         };
         if built.len() >= MAX_RULESETS {

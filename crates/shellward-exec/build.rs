@@ -1,6 +1,6 @@
 //! Builds the `shellward-init` crate's `shellward-init-static` binary — the PID-namespace init with no C library,
 //! linked statically and position-dependent (about 4 KB) — with a nested cargo invocation into its own target
-//! directory, and copies it into `OUT_DIR` for the executor to embed (`sys/unix/embedded_init.rs`).
+//! directory, and copies it into `OUT_DIR` for the executor to embed (`sys/linux/embedded_init.rs`).
 //!
 //! One init starts per namespaced command: this one execs in about a fifth of the time of a dynamically linked Rust
 //! program (no loader, no shared libraries, no relocations, no libc start-up). The nested build is the only way to

@@ -5,28 +5,14 @@
 mod approve_tty;
 mod coder;
 mod config_cmd;
-mod coverage;
-mod elicit;
-mod listen;
+mod http;
 mod man;
 mod mcp;
-mod mcp_io;
-mod mcp_result;
-mod mrtr;
-mod policy_args;
-mod policy_cmd;
-mod policy_kit;
-mod policy_new;
-mod progress;
-mod replay;
+mod policy;
 mod run_cmd;
-mod sandbox_cmd;
-mod serve;
+mod sandbox;
 mod service;
-mod session_header;
-mod state;
 mod sys;
-mod tasks;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -78,17 +64,17 @@ Examples:
 Routes: GET /v1/tools, POST /v1/tools/{name}, POST /api/v0/processes/start, GET /api/v0/processes/list,
 GET /api/v0/processes/{id}/output?wait=true, POST /api/v0/processes/{id}/signal.
 Sessions: header X-Shellward-Session. Auth: header Authorization: Bearer TOKEN (required off loopback).")]
-    Serve(serve::ServeArgs),
+    Serve(http::ServeArgs),
     /// Work with policies: `check` what they decide (nothing runs), `test` them against case files, `bench` them,
     /// `inspect` what a component declares, scaffold a `new` one, `list` the chain a configuration loads, `pull`/`push` components from/to an OCI registry.
     #[command(subcommand)]
-    Policy(policy_cmd::PolicyCommand),
+    Policy(policy::PolicyCommand),
     /// Work with configuration files.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
     /// Check what confinement commands get on this host (`sandbox check`).
     #[command(subcommand)]
-    Sandbox(sandbox_cmd::SandboxCommand),
+    Sandbox(sandbox::SandboxCommand),
     /// Print a completion script for a shell.
     #[command(after_help = "\
 Examples:
@@ -182,10 +168,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(args),
         Command::Mcp(args) => mcp::run(args),
-        Command::Serve(args) => serve::run(args),
-        Command::Policy(cmd) => policy_cmd::run(cmd),
+        Command::Serve(args) => http::run(args),
+        Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config_cmd::run(cmd),
-        Command::Sandbox(cmd) => sandbox_cmd::run(cmd),
+        Command::Sandbox(cmd) => sandbox::run(cmd),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "shellward", &mut std::io::stdout());

@@ -1,11 +1,11 @@
 //! `shellward run`: evaluate a command with the policy chain, run it, stream its output live, exit with its status.
 
-use crate::policy_cmd::{decision_json, decision_text, pair};
+use crate::policy::{decision_json, decision_text, pair};
 use crate::service::{ServiceArgs, runtime};
 use crate::sys::{EchoOff, Interrupts};
 use anyhow::Result;
 use clap::Args;
-use shellward::tools::{ExecuteArgs, OnTimeoutChoice, ProcessOutputArgs};
+use shellward::tools::{ExecuteArgs, OnTimeoutChoice, ProcessOutputArgs, ToolCall, ToolOutput};
 use shellward::{
     ExecuteOptions, Process, ReadOptions, Shellward, StartOptions, ToolError, ToolErrorKind,
 };
@@ -170,7 +170,8 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
     if args.json {
         return json_run(sw, args, exec, env, interrupts).await;
     }
-    let decided = match sw.decide(None, &exec, &env) {
+    let at = sw.without_session();
+    let decided = match at.decide(&exec, &env, &[]) {
         Ok(d) => d,
         // A bad option value (`--timeout 5`) is a usage error, as clap's own.
         Err(e) if e.kind == ToolErrorKind::InvalidArguments => {
@@ -187,7 +188,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         shellward::Verdict::Ask { plan, notes, .. } => (plan, notes),
         shellward::Verdict::Deny { reason, by } => {
             // Recorded (audit, metrics) like any other surface's deny.
-            sw.record_denied(&decided);
+            at.record_denied(&decided);
             eprintln!(
                 "shellward: denied by {}: {}",
                 shellward::shown::line(&by),
@@ -212,8 +213,8 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         eprintln!("shellward: interrupted before the command started; nothing was run");
         return Ok(ExitCode::from(128 + sig as u8));
     }
-    let process = match sw
-        .start_tracked_with(decided, StartOptions::new().approver(approver(args)))
+    let process = match at
+        .start(decided, StartOptions::new().approver(approver(args)))
         .await
     {
         Ok(p) => p,
@@ -441,14 +442,15 @@ async fn json_run(
             },
         ))
     };
-    let decided = match sw.decide(None, &exec, &env) {
+    let at = sw.without_session();
+    let decided = match at.decide(&exec, &env, &[]) {
         Ok(d) => d,
         Err(e) => return print_error(&e),
     };
     let decision = decision_json(&decided.decision);
     // A signal during a foreground run stops waiting; `run` then shuts the instance down, which terminates the tree.
     let result = tokio::select! {
-        r = sw.run_decided_using(decided, ExecuteOptions::new().approver(approver(args))) => match r {
+        r = at.run(decided, ExecuteOptions::new().approver(approver(args))) => match r {
             Ok(r) => r,
             Err(e) => return print_error(&e),
         },
@@ -466,12 +468,18 @@ async fn json_run(
         let args = ProcessOutputArgs::new(id.clone()).wait("10s");
         let fin = loop {
             let out = tokio::select! {
-                r = sw.process_output(None, args.clone()) => r,
+                r = at.call_tool(ToolCall::ProcessOutput(args.clone()), ExecuteOptions::new()) => r,
                 _ = interrupts.recv() => break None,
             };
             match out {
-                Ok(o) if o.running => continue,
-                Ok(o) => break Some(o),
+                Ok(ToolOutput::ProcessOutput(o)) if o.running => continue,
+                Ok(ToolOutput::ProcessOutput(o)) => break Some(o),
+                Ok(_) => {
+                    return print_error(&shellward::ToolError::new(
+                        ToolErrorKind::Internal,
+                        "process_output answered with another tool's result",
+                    ));
+                }
                 Err(e) => return print_error(&e),
             }
         };
@@ -481,7 +489,7 @@ async fn json_run(
                 value["final"] = serde_json::to_value(&o)?;
             }
             None => {
-                let _ = sw.process(None, id).signal(SignalKind::Terminate).await;
+                let _ = at.process(id).signal(SignalKind::Terminate).await;
                 value["final"] = serde_json::json!({"interrupted": true});
                 crate::print_line(serde_json::to_string_pretty(&value)?)?;
                 return Ok(ExitCode::from(130));

@@ -76,7 +76,7 @@ impl ServiceArgs {
 /// configuration file changes (debounced) and on SIGHUP, each time logging one line. Keep the returned watcher alive.
 /// Needs a Tokio runtime.
 pub fn watch_and_reload(sw: &Shellward) -> Option<shellward::PolicyWatcher> {
-    let watcher = match sw.watch_policies() {
+    let watcher = match sw.policies().watch() {
         Ok(w) => w,
         Err(e) => {
             tracing::error!("{e}; policies reload on SIGHUP only");
@@ -94,4 +94,12 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// The handle of the session a surface parsed from the wire (a header, a connection), or the one outside any.
+pub fn session_handle(sw: &Shellward, session: Option<&str>) -> shellward::SessionHandle {
+    match session {
+        Some(s) => sw.session(s),
+        None => sw.without_session(),
+    }
 }

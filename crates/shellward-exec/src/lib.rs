@@ -22,8 +22,9 @@
 //! Modules: [`config`] (settings), [`env`](mod@env) (the environment policy), [`output`] (capture and views), `executor`
 //! (the [`Executor`]), `registry` (processes by id, limits), `tasks` (per-process tasks, the reaper), `logdir`,
 //! `results`, `error`, `plan`, [`proxy`] (the filtering proxy of allow-list commands), [`seatbelt`] (the macOS
-//! profile of a confinement), and `sys` (platform code: `sys/unix/{platform,tree,pidfd,watchdog,pipes,cgroup,
-//! fast_spawn,procfs,io,files}.rs`, and `sys/windows`).
+//! profile of a confinement), and `sys` (platform code: `sys/linux` for Linux, `sys/bsd` for macOS and
+//! FreeBSD, `sys/unix` for what every Unix shares — streams, terminals, environment, private files —, `sys/windows`).
+//! ARCHITECTURE.md at the repository's root maps every module.
 //!
 //! On Windows (`sys/windows`) each command runs in a job object of its own (killed whole with `TerminateJobObject`,
 //! and killed when the executor's handles close), started suspended in a console process group and resumed once in

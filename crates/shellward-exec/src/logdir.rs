@@ -5,7 +5,7 @@
 //! Every executor of a user keeps its log directory in one per-user root under the configured parent,
 //! `.shellward-logs-<uid>` (0700, this user's, never a link: anything else there is refused), and its logs in one
 //! directory per session inside it ([`LogDir::session_dir`], a name keyed by a per-executor random hash). A session's
-//! sandbox covers the root and sees only its own session's directory (`sys::unix::host_mounts`), so no command reads
+//! sandbox covers the root and sees only its own session's directory (`sys::linux::host_mounts`), so no command reads
 //! another session's output, nor another shellward instance's, even one started later.
 //!
 //! What commands print is often secret, so the directory is created with an unpredictable name (`shellward-` and
@@ -114,7 +114,7 @@ impl LogDir {
             return Ok(dir);
         }
         let made = files::create_private_dir(&dir).or_else(ignore_existing);
-        // The skeleton a sandbox covers the log root with (`sys::unix::host_mounts`): empty directories only.
+        // The skeleton a sandbox covers the log root with (`sys::linux::host_mounts`): empty directories only.
         let made = made.and_then(|()| match crate::sys::log_skeleton(&dir) {
             Some((view, inner)) => files::create_private_dir(&view)
                 .or_else(ignore_existing)

@@ -1,7 +1,8 @@
 //! The build adds the guests' target to a rustup toolchain that lacks it (`build/toolchain_target.rs`, used by
 //! `build.rs`), and stops with what to run where it cannot; fake `rustc` and `rustup` programs stand in for the real
 //! ones. One test: the fakes are written and then run, and no other test of this binary forks meanwhile (a write
-//! descriptor inherited by a concurrent fork would make the exec fail with ETXTBSY).
+//! descriptor inherited by a concurrent fork would make the exec fail with ETXTBSY) — which is why it is a test binary
+//! of its own, beside the crate's `it`.
 
 #[path = "../build/toolchain_target.rs"]
 mod toolchain_target;

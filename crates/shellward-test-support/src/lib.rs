@@ -128,6 +128,21 @@ pub fn entries_with_prefix(dir: &std::path::Path, prefix: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The full name of test `$name` of the calling module as the test harness knows it (`serve::a_test` in a crate's one
+/// test binary, `a_test` at its root), for [`rerun_in_fresh_process`], [`rerun_as_user`] and
+/// [`as_unprivileged_user`].
+#[macro_export]
+macro_rules! test_path {
+    ($name:literal) => {
+        $crate::without_crate(concat!(module_path!(), "::", $name))
+    };
+}
+
+/// `path` without its first segment (the test crate's name): the name the harness filters by.
+pub fn without_crate(path: &'static str) -> &'static str {
+    path.split_once("::").map_or(path, |(_, rest)| rest)
+}
+
 /// Whether this process is the fresh one [`rerun_in_fresh_process`] started (its `marker` variable is set).
 pub fn in_fresh_process(marker: &str) -> bool {
     std::env::var_os(marker).is_some()
@@ -213,11 +228,16 @@ fn this_binary_as_user(marker: &str) -> std::process::Command {
     cmd
 }
 
-/// Runs every test of the current test binary but those named in `skip` (the caller, and tests whose subject needs
-/// root) again as an unprivileged user (as [`rerun_as_user`]), with `marker` set, and returns its standard output: a
-/// whole suite proven on the non-root path too. Panics with both outputs when any test fails or none ran.
-pub fn rerun_all_as_user(skip: &[&str], marker: &str) -> String {
-    let out = this_binary_as_user(marker)
+/// Runs every test of the module `module` (the caller's `module_path!()`: the whole binary when that is its root) but
+/// those named in `skip` (the caller, and tests whose subject needs root) again as an unprivileged user (as
+/// [`rerun_as_user`]), with `marker` set, and returns its standard output: a whole suite proven on the non-root path
+/// too. Panics with both outputs when any test fails or none ran.
+pub fn rerun_all_as_user(module: &'static str, skip: &[&str], marker: &str) -> String {
+    let mut cmd = this_binary_as_user(marker);
+    if let Some((_, within)) = module.split_once("::") {
+        cmd.arg(format!("{within}::"));
+    }
+    let out = cmd
         .args(skip.iter().flat_map(|s| ["--skip", s]))
         .output()
         .unwrap_or_else(|e| panic!("cannot rerun the suite as an unprivileged user: {e}"));
@@ -308,6 +328,14 @@ fn ensure_test_user() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rerun names a test as the harness lists it: the module path within the test binary, without the crate.
+    #[test]
+    fn a_test_is_named_by_its_path_within_the_binary() {
+        assert_eq!(without_crate("it::serve::a_test"), "serve::a_test");
+        assert_eq!(without_crate("facade::a_test"), "a_test");
+        assert_eq!(test_path!("a_test"), "tests::a_test");
+    }
 
     /// The unprivileged user's policy cache goes beside the workspace's under `target/` (where `cargo test` points
     /// `SHELLWARD_CACHE_DIR`), not into the machine's temporary directory, where it used to stay behind.

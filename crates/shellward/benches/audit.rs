@@ -23,7 +23,7 @@ fn main() {
             let sw = sw.clone();
             async move {
                 let args = ExecuteArgs::new("true");
-                let r = sw.execute(None, args).await.unwrap();
+                let r = sw.without_session().execute(args, shellward::ExecuteOptions::new()).await.unwrap();
                 assert_eq!(r.exit_code, Some(0));
             }
         };

@@ -647,7 +647,7 @@ impl Shellward {
     }
 
     /// The approvals waiting for an answer in `session`, oldest first.
-    pub fn pending_approvals(&self, session: Option<&str>) -> Vec<ApprovalRequest> {
+    pub(crate) fn pending_approvals(&self, session: Option<&str>) -> Vec<ApprovalRequest> {
         let pending = self
             .inner
             .approvals
@@ -664,7 +664,7 @@ impl Shellward {
     }
 
     /// The commands `session` remembers as approved (exact text), sorted.
-    pub fn remembered_approvals(&self, session: Option<&str>) -> Vec<String> {
+    pub(crate) fn remembered_approvals(&self, session: Option<&str>) -> Vec<String> {
         let all = self
             .inner
             .approvals
@@ -681,7 +681,7 @@ impl Shellward {
     }
 
     /// Forgets what `session` remembered (its approvals) and drops its pending approvals: the session ended.
-    pub fn end_session_approvals(&self, session: Option<&str>) {
+    pub(crate) fn end_session_approvals(&self, session: Option<&str>) {
         let key = session.map(str::to_string);
         let approvals = &self.inner.approvals;
         approvals
@@ -699,7 +699,7 @@ impl Shellward {
     /// Answers a pending approval of `session` (`by` says who: `client`, `http`): approve runs exactly the plan that
     /// was asked about and returns its result; deny returns the refusal. An id that is unknown, already decided,
     /// expired or another session's is a [`ToolErrorKind::UnknownApproval`] error, and nothing runs.
-    pub async fn answer_approval(
+    pub(crate) async fn answer_approval(
         &self,
         session: Option<&str>,
         id: &str,

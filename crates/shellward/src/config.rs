@@ -244,7 +244,7 @@ pub struct Config {
     /// `[[policy]]` entries (or after the built-in chain when there are none), in file-name order, each with an
     /// optional `NAME.toml` beside it (`fail_open`, `[settings]`). Read each time the chain is loaded or reloaded.
     pub policy_dir: Option<PathBuf>,
-    /// The file this configuration was loaded from, re-read by [`crate::Shellward::reload_policies`].
+    /// The file this configuration was loaded from, re-read by [`crate::Policies::reload`].
     pub source_file: Option<PathBuf>,
     /// The audit log (`[audit]`): one JSON line per decision and per process end. `None`: no audit log.
     pub audit: Option<crate::AuditConfig>,

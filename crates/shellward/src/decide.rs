@@ -132,7 +132,7 @@ impl Decider {
     /// environment for the command (the policy sees it and may change it).
     pub fn decide(
         &self,
-        session: Option<&str>,
+        session: Option<&Session>,
         args: &ExecuteArgs,
         env: &[(String, String)],
     ) -> Result<Decided, ToolError> {
@@ -143,11 +143,12 @@ impl Decider {
     /// (`tool`, `session-id`), as `shellward policy check --context KEY=VALUE` gives them.
     pub fn decide_with_context(
         &self,
-        session: Option<&str>,
+        session: Option<&Session>,
         args: &ExecuteArgs,
         env: &[(String, String)],
         extra_context: &[(String, String)],
     ) -> Result<Decided, ToolError> {
+        let session = session.map(Session::as_str);
         let (request, stdin) = self.request(session, args, env, extra_context)?;
         let chain_started = std::time::Instant::now();
         let mut decision = self.active.chain().evaluate(&request);

@@ -116,7 +116,7 @@ impl Process {
 impl Shellward {
     /// The handle of process `id` in `session`. Nothing is checked here: an operation on a process that is not kept
     /// (or is another session's) fails with [`ToolErrorKind::UnknownProcess`](crate::ToolErrorKind::UnknownProcess).
-    pub fn process(&self, session: Option<&str>, id: &str) -> Process {
+    pub(crate) fn process(&self, session: Option<&str>, id: &str) -> Process {
         Process {
             sw: self.clone(),
             id: ProcessId::from(id),
@@ -126,7 +126,7 @@ impl Shellward {
 
     /// Every process `session` started that is still kept, background or foreground, running first, then newest
     /// first (for process APIs that list every start; the `process_list` tool lists background ones).
-    pub fn all_processes(&self, session: Option<&str>) -> ProcessList {
+    pub(crate) fn all_processes(&self, session: Option<&str>) -> ProcessList {
         self.inner
             .runner
             .executor

@@ -6,18 +6,21 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use shellward::{Shellward, tools::ExecuteArgs};
+//! use shellward::{ExecuteOptions, Shellward, tools::ExecuteArgs};
 //! let sw = Shellward::builder().build()?; // embedded default policy, default limits
 //! let session = sw.session("session-1"); // one caller's tools, processes and approvals
-//! let result = session.execute(ExecuteArgs::new("npm run dev &")).await?;
+//! let result = session
+//!     .execute(ExecuteArgs::new("npm run dev &"), ExecuteOptions::new())
+//!     .await?;
 //! assert!(result.running); // the trailing `&` was turned into a tracked background process
 //! sw.shutdown().await;
 //! # Ok(()) }
 //! ```
 //!
-//! A [`SessionHandle`] carries the caller's session (or none: [`Shellward::without_session`]); the same operations on
-//! [`Shellward`] take it as `Option<&str>`, the form the surfaces parse from the wire. A process is visible only to
-//! the session that started it. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
+//! A [`SessionHandle`] is the only way to act in a session (or outside any: [`Shellward::without_session`]): it
+//! decides, runs and starts commands, calls the tools, finds processes and answers approvals. A process is visible
+//! only to the session that started it. [`Shellward`] itself holds what is the instance's: its policies
+//! ([`Shellward::policies`]), limits, metrics and shutdown. Errors are [`ToolError`]s whose text tells the caller what to do; a tool never panics on bad input.
 
 mod active;
 pub mod approval;
@@ -33,9 +36,11 @@ mod handle;
 pub mod idempotency;
 #[cfg(feature = "metrics")]
 mod metrics;
+// Without the feature: the same methods as no-ops.
 #[cfg(not(feature = "metrics"))]
-#[path = "metrics_off.rs"]
-mod metrics;
+mod metrics_off;
+#[cfg(not(feature = "metrics"))]
+use metrics_off as metrics;
 pub mod oci;
 mod probe;
 mod process;
@@ -149,6 +154,62 @@ pub struct Shellward {
     inner: Arc<Inner>,
 }
 
+/// The policy chain of an instance ([`Shellward::policies`]): what it is made of, its load status, and reloading it.
+#[derive(Clone, Copy)]
+pub struct Policies<'a> {
+    inner: &'a Arc<Inner>,
+}
+
+impl std::fmt::Debug for Policies<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policies")
+            .field("loaded", &self.summaries().len())
+            .finish()
+    }
+}
+
+impl Policies<'_> {
+    /// The chain in force now (a reload replaces it; a holder of this `Arc` keeps the one it has).
+    pub fn chain(&self) -> Arc<PolicyChain> {
+        self.inner.decider.chain()
+    }
+
+    /// What the chain is made of: name, source, digests, WIT version, load time per policy.
+    pub fn summaries(&self) -> Arc<Vec<PolicySummary>> {
+        self.inner.decider.active().summaries()
+    }
+
+    /// The chain's load status: the policies in force, and what the last load attempt (a reload after a change in
+    /// the drop-in directory or the configuration file, or SIGHUP) could not load while they kept serving.
+    pub fn status(&self) -> PolicyStatus {
+        self.inner.decider.active().status()
+    }
+
+    /// Loads the chain again — the configuration file's `[[policy]]` entries (when built from a file) and the
+    /// drop-in directory — and swaps it in atomically once every policy loaded and configured. On failure the chain
+    /// in force stays and the error names the file and why. Calls in flight finish on the chain they started with.
+    /// Returns the number of policies in the new chain.
+    pub fn reload(&self) -> Result<usize, ConfigError> {
+        self.inner.reload()
+    }
+
+    /// [`Policies::reload`], logging the outcome as one line (`info` on success, `error` naming the file on
+    /// failure); returns whether the new chain is in force. For signal handlers (`SIGHUP`).
+    pub fn reload_logged(&self, why: &str) -> bool {
+        self.inner.reload_logged(why)
+    }
+
+    /// Watches the drop-in directory and the configuration file, reloading (debounced) on every change until the
+    /// returned watcher is dropped. `None` when there is nothing to watch.
+    pub fn watch(&self) -> Result<Option<PolicyWatcher>, ConfigError> {
+        watch::watch(
+            Arc::downgrade(self.inner),
+            self.inner.decider.active().watched(),
+        )
+        .map_err(|e| ConfigError::plain(format!("cannot watch the policy files: {e}")))
+    }
+}
+
 /// How long a shutdown waits for the end records of the processes it stopped.
 const END_RECORDS_LIMIT: Duration = Duration::from_secs(2);
 
@@ -166,52 +227,9 @@ impl Shellward {
         &self.inner.decider
     }
 
-    /// Validates `execute` arguments and runs the policy chain on them, without running anything (see
-    /// [`Decider::decide`]). `env` is extra environment for the command (the policy sees it and may change it).
-    pub fn decide(
-        &self,
-        session: Option<&str>,
-        args: &tools::ExecuteArgs,
-        env: &[(String, String)],
-    ) -> Result<Decided, ToolError> {
-        self.inner.decider.decide(session, args, env)
-    }
-
-    /// [`Shellward::decide`] with more request context for the policies (see [`Decider::decide_with_context`]).
-    pub fn decide_with_context(
-        &self,
-        session: Option<&str>,
-        args: &tools::ExecuteArgs,
-        env: &[(String, String)],
-        extra_context: &[(String, String)],
-    ) -> Result<Decided, ToolError> {
-        self.inner
-            .decider
-            .decide_with_context(session, args, env, extra_context)
-    }
-
-    /// The policy chain in force now (a reload replaces it; a holder of this `Arc` keeps the one it has).
-    pub fn chain(&self) -> Arc<PolicyChain> {
-        self.inner.decider.chain()
-    }
-
-    /// What the active chain is made of: name, source, digests, WIT version, load time per policy.
-    pub fn policies(&self) -> Arc<Vec<PolicySummary>> {
-        self.inner.decider.active().summaries()
-    }
-
-    /// The chain's load status: the policies in force, and what the last load attempt (a reload after a change in
-    /// the drop-in directory or the configuration file, or SIGHUP) could not load while they kept serving.
-    pub fn policy_status(&self) -> PolicyStatus {
-        self.inner.decider.active().status()
-    }
-
-    /// Loads the chain again — the configuration file's `[[policy]]` entries (when built from a file) and the
-    /// drop-in directory — and swaps it in atomically once every policy loaded and configured. On failure the chain
-    /// in force stays and the error names the file and why. Calls in flight finish on the chain they started with.
-    /// Returns the number of policies in the new chain.
-    pub fn reload_policies(&self) -> Result<usize, ConfigError> {
-        self.inner.reload()
+    /// The policy chain of this instance: what it is made of, its load status, reloads and the watcher.
+    pub fn policies(&self) -> Policies<'_> {
+        Policies { inner: &self.inner }
     }
 
     /// The metrics in the Prometheus text format (what `GET /metrics` serves); the series are listed in the manual (docs/src/operations.md).
@@ -219,22 +237,6 @@ impl Shellward {
         self.inner
             .metrics
             .encode(self.inner.runner.executor.running_count())
-    }
-
-    /// [`Self::reload_policies`], logging the outcome as one line (`info` on success, `error` naming the file on
-    /// failure); returns whether the new chain is in force. For signal handlers (`SIGHUP`).
-    pub fn reload_policies_logged(&self, why: &str) -> bool {
-        self.inner.reload_logged(why)
-    }
-
-    /// Watches the drop-in directory and the configuration file, reloading (debounced) on every change until the
-    /// returned watcher is dropped. `None` when there is nothing to watch.
-    pub fn watch_policies(&self) -> Result<Option<PolicyWatcher>, ConfigError> {
-        watch::watch(
-            Arc::downgrade(&self.inner),
-            self.inner.decider.active().watched(),
-        )
-        .map_err(|e| ConfigError::plain(format!("cannot watch the policy files: {e}")))
     }
 
     /// The tool limits in force.

@@ -13,7 +13,7 @@ use shellward_policy::duration::format_millis;
 impl Shellward {
     /// The `process_output` tool (see [`Shellward::process_output_now`]'s steps), its notes led by what happened since the session's
     /// last answer.
-    pub async fn process_output(
+    pub(crate) async fn process_output(
         &self,
         session: Option<&str>,
         args: ProcessOutputArgs,
@@ -27,7 +27,7 @@ impl Shellward {
 
     /// The `process_input` tool (see [`Shellward::process_input_now`]'s steps), its notes led by what happened since the session's
     /// last answer.
-    pub async fn process_input(
+    pub(crate) async fn process_input(
         &self,
         session: Option<&str>,
         args: ProcessInputArgs,
@@ -41,7 +41,7 @@ impl Shellward {
 
     /// The `process_signal` tool (see [`Shellward::process_signal_now`]'s steps), its notes led by what happened since the session's
     /// last answer.
-    pub async fn process_signal(
+    pub(crate) async fn process_signal(
         &self,
         session: Option<&str>,
         args: ProcessSignalArgs,
@@ -210,7 +210,7 @@ impl Shellward {
     }
 
     /// `process_list`: the session's processes, running first, then newest first.
-    pub async fn process_list(
+    pub(crate) async fn process_list(
         &self,
         session: Option<&str>,
         _args: ProcessListArgs,

@@ -12,6 +12,7 @@ impl Shellward {
     pub(crate) fn decision_record(&self, decided: &Decided) -> Value {
         let policies: Vec<Value> = self
             .policies()
+            .summaries()
             .iter()
             .map(|p| serde_json::json!({"name": p.name, "digest": p.digest}))
             .collect();

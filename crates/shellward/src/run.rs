@@ -16,51 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl Shellward {
-    /// `execute`: runs the policy chain, then the executor.
-    pub async fn execute(
-        &self,
-        session: Option<&str>,
-        args: ExecuteArgs,
-    ) -> Result<ExecuteResult, ToolError> {
-        self.execute_with_env(session, args, Vec::new()).await
-    }
-
-    /// `execute` with extra environment variables for the command.
-    ///
-    /// With a `client_token`, the call is idempotent within its session: a retry of the same call (same arguments,
-    /// same extra environment) returns the first call's result with `attached: true` and starts nothing, waiting for
-    /// it when the first call is still running; the token with different arguments is a
-    /// [`ToolErrorKind::Conflict`]. The first call runs on its own task, so a caller that goes away (a dropped
-    /// connection) does not take the result its retry will ask for with it. A first call that fails before it has a
-    /// result (an error, not a deny) releases the token. Results are kept as long as the executor keeps their process
-    /// (`[executor] retention`).
-    pub async fn execute_with_env(
-        &self,
-        session: Option<&str>,
-        args: ExecuteArgs,
-        env: Vec<(String, String)>,
-    ) -> Result<ExecuteResult, ToolError> {
-        self.execute_observed(session, args, env, Box::new(|_| {}))
-            .await
-    }
-
-    /// [`Shellward::execute_with_env`], handing `started` the process's handle as soon as it runs (before a
-    /// foreground run ends): a surface reports progress from it (how long, the last line so far). Not called for a
-    /// denied command, nor for a retry attached to an earlier call's result.
-    pub async fn execute_observed(
-        &self,
-        session: Option<&str>,
-        args: ExecuteArgs,
-        env: Vec<(String, String)>,
-        started: OnStart,
-    ) -> Result<ExecuteResult, ToolError> {
-        let options = ExecuteOptions::new().env(env).on_start(started);
-        self.execute_with(session, args, options).await
-    }
-
     /// `execute` with [`ExecuteOptions`]: extra environment, a start callback, and the approver of the caller's
     /// surface (the person at the client), asked first when a policy asks.
-    pub async fn execute_with(
+    pub(crate) async fn execute_with(
         &self,
         session: Option<&str>,
         args: ExecuteArgs,
@@ -204,19 +162,16 @@ impl Shellward {
         if follow && let Some(dir) = self.inner.runner.session_dir(session) {
             args.workdir = Some(dir.display().to_string());
         }
-        let decided = self.decide(session, &args, &options.env)?;
+        let decided =
+            self.inner
+                .decider
+                .decide(session.map(Session::from).as_ref(), &args, &options.env)?;
         self.run_decided_with(decided, follow, options).await
     }
 
-    /// Runs what [`Shellward::decide`] decided: a deny becomes a `success: false` result with the reason, a plan
-    /// goes to the executor, an ask to the instance's approvers first (see [`crate::approval`]).
-    pub async fn run_decided(&self, decided: Decided) -> Result<ExecuteResult, ToolError> {
-        self.run_decided_with(decided, false, ExecuteOptions::new())
-            .await
-    }
-
-    /// [`Shellward::run_decided`] with `options`' approver asked first when a policy asks and its start callback.
-    pub async fn run_decided_using(
+    /// Runs a decided call as `execute` does, `options`' approver asked first when a policy asks (see
+    /// [`crate::SessionHandle::run`]).
+    pub(crate) async fn run_decided_using(
         &self,
         decided: Decided,
         options: ExecuteOptions,
@@ -224,7 +179,7 @@ impl Shellward {
         self.run_decided_with(decided, false, options).await
     }
 
-    /// [`Shellward::run_decided`]; with `follow`, a foreground command's last working directory becomes its
+    /// [`Shellward::run_decided_using`]; with `follow`, a foreground command's last working directory becomes its
     /// session's (see [`cwd_trap`]).
     async fn run_decided_with(
         &self,
@@ -336,7 +291,7 @@ impl Shellward {
         }
         let held = r.confinement.clone();
         let exit = r.exit.clone();
-        let mut result = shape_execute(r, command, notes, timeout, kills_leftovers);
+        let mut result = shape_execute(r, command, notes, timeout, kills_leftovers, interactive);
         result.confinement = confinement::line(
             &asked,
             &held,
@@ -401,9 +356,6 @@ impl Shellward {
         let (exit_code, signal) = exit_fields(&read.exit);
         result.exit_code = exit_code;
         result.signal = signal;
-        result
-            .notes
-            .retain(|n| !n.starts_with("Running in the background as"));
         if read.running {
             result.success = true;
             result.notes.push(format!(
@@ -421,18 +373,10 @@ impl Shellward {
         Ok(())
     }
 
-    /// Starts a decided run tracked in the background and returns its handle at once, for a host that streams the
-    /// output and enforces the timeout itself (as `shellward run` does): no start-up wait, no foreground timeout, the
-    /// decision and the end recorded (audit log, metrics) as for `execute`. A deny is recorded (see
-    /// [`Shellward::record_denied`]) and is an error naming the policy and the reason.
-    pub async fn start_tracked(&self, decided: Decided) -> Result<Process, ToolError> {
-        self.start_tracked_with(decided, StartOptions::new()).await
-    }
-
-    /// [`Shellward::start_tracked`] with [`StartOptions`]: when a policy asks, the options' approver (the surface's
-    /// person: a terminal) is asked before the instance's own approvers, and a command nobody approved is an error
-    /// saying why (nothing ran); labels and a deadline go on the process.
-    pub async fn start_tracked_with(
+    /// A tracked start (see [`crate::SessionHandle::start`]): when a policy asks, the options' approver (the
+    /// surface's person: a terminal) is asked before the instance's own approvers, and a command nobody approved is
+    /// an error saying why (nothing ran); labels and a deadline go on the process.
+    pub(crate) async fn start_tracked_with(
         &self,
         decided: Decided,
         options: StartOptions,
@@ -475,10 +419,8 @@ impl Shellward {
         Ok(self.process(session.as_deref(), started.id.as_str()))
     }
 
-    /// Records a decision a host will not run because the chain denied it: its audit record (the decision's metrics
-    /// were counted when it was decided). A surface that answers a deny itself (Coder's routes, `shellward run`)
-    /// calls this; `execute` and [`Shellward::start_tracked`] do it on their own. Does nothing for a decision to run.
-    pub fn record_denied(&self, decided: &Decided) {
+    /// Records a denied decision's audit record (see [`crate::SessionHandle::record_denied`]).
+    pub(crate) fn record_denied(&self, decided: &Decided) {
         if decided.plan.is_some() {
             return;
         }
@@ -608,7 +550,7 @@ impl Drop for Abandoned {
     }
 }
 
-/// What [`Shellward::execute_observed`] calls with the started process's handle.
+/// What [`ExecuteOptions::on_start`] calls with the started process's handle.
 pub type OnStart = Box<dyn FnOnce(Process) + Send>;
 
 /// How a call is carried out beyond its arguments — one set of options for every way a command starts (`execute`,
@@ -626,7 +568,7 @@ pub struct ExecuteOptions {
     timeout_as_deadline: bool,
 }
 
-/// The options of a tracked start ([`Shellward::start_tracked_with`]): the same type as `execute`'s.
+/// The options of a tracked start ([`crate::SessionHandle::start`]): the same type as `execute`'s.
 pub type StartOptions = ExecuteOptions;
 
 impl ExecuteOptions {

@@ -97,13 +97,15 @@ pub(crate) fn reason_text(reason: String) -> String {
     }
 }
 
-/// Turns an executor result into the tool result, with notes saying what to do next.
+/// Turns an executor result into the tool result, with notes saying what to do next. An `interactive` start gets no
+/// background note here: the note on answering its prompt is added once the prompt is read.
 pub(crate) fn shape_execute(
     r: ExecResult,
     command: String,
     mut notes: Vec<String>,
     timeout: Option<Duration>,
     kills_leftovers: bool,
+    interactive: bool,
 ) -> ExecuteResult {
     let (exit_code, signal) = exit_fields(&r.exit);
     let id = r.id.as_str().to_string();
@@ -127,6 +129,8 @@ pub(crate) fn shape_execute(
                  {id} (and cursor {}) to read more, or process_signal to stop it.",
                 r.cursor
             ));
+        } else if interactive {
+            // Said by the prompt's note (how to answer it, how to stop it).
         } else if notes
             .iter()
             .any(|n| n.contains("process_output") && n.contains("process_signal"))

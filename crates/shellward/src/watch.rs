@@ -1,6 +1,6 @@
 //! Watching the drop-in directory and the configuration file (the `watch` feature, on by default): every settled
-//! change reloads the chain ([`crate::Shellward::reload_policies`]) and logs the outcome. Without the feature there is
-//! no watcher ([`crate::Shellward::watch_policies`] says so) and a reload is asked for explicitly (SIGHUP in the CLI).
+//! change reloads the chain ([`crate::Policies::reload`]) and logs the outcome. Without the feature there is
+//! no watcher ([`crate::Policies::watch`] says so) and a reload is asked for explicitly (SIGHUP in the CLI).
 
 use std::path::PathBuf;
 #[cfg(feature = "watch")]
@@ -154,6 +154,6 @@ pub(crate) fn watch(
         return Ok(None);
     }
     Err("this build of shellward has no file watcher (built without the `watch` feature); reload explicitly \
-         (Shellward::reload_policies, SIGHUP for the CLI)"
+         (Shellward::policies().reload(), SIGHUP for the CLI)"
         .into())
 }

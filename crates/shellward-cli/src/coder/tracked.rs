@@ -23,7 +23,8 @@ use super::go_json::{StartInput, start_digest};
 use super::{
     Shared, StartRequest, Started, chat_id, error, launch, not_found, output_of, started_json,
 };
-use crate::session_header::session;
+use crate::http::session_header::session;
+use crate::service::session_handle;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -324,7 +325,12 @@ fn admit(
             return Ok(Err((*status, axum::Json(body.clone())).into_response()));
         }
         return match &r.process {
-            Some(p) if state.sw.process(sess.as_deref(), p).view().is_ok() => {
+            Some(p)
+                if session_handle(&state.sw, sess.as_deref())
+                    .process(p.as_str())
+                    .view()
+                    .is_ok() =>
+            {
                 Ok(Ok(Admission::Attach(p.clone())))
             }
             _ => Err(Refusal::Expired),
@@ -461,7 +467,7 @@ pub(crate) async fn cancel(
         out["process"] = t;
     }
     if let Some(p) = process {
-        let handle = state.sw.process(sess.as_deref(), &p);
+        let handle = session_handle(&state.sw, sess.as_deref()).process(p.as_str());
         if let Ok(info) = handle.view() {
             if info.exit == ExitState::Running {
                 let _ = handle.signal(SignalKind::Kill).await;
@@ -524,7 +530,10 @@ pub(crate) async fn output(
         return Refusal::Conflict.response();
     }
     if let Some(p) = &process
-        && state.sw.process(sess.as_deref(), p).view().is_ok()
+        && session_handle(&state.sw, sess.as_deref())
+            .process(p.as_str())
+            .view()
+            .is_ok()
     {
         return output_of(&state, &headers, p, wait).await;
     }

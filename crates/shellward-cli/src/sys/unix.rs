@@ -126,7 +126,8 @@ pub fn reload_on_hangup(sw: &Shellward) {
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             let sw = sw.clone();
-            let _ = tokio::task::spawn_blocking(move || sw.reload_policies_logged("SIGHUP")).await;
+            let _ =
+                tokio::task::spawn_blocking(move || sw.policies().reload_logged("SIGHUP")).await;
         }
     });
 }

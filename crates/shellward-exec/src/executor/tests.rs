@@ -1,6 +1,7 @@
 //! Unit tests of the executor's internals.
 
 use super::*;
+use crate::output::ReadOptions;
 use nix::sys::signal::Signal;
 
 /// An executor whose sessions get PID namespaces (`pid_namespace`) or not.
@@ -48,7 +49,7 @@ fn current_thread() -> tokio::runtime::Runtime {
 /// watchdog that is held stopped, and that task is what lets it go on.
 #[test]
 fn shutdown_does_not_block_the_runtime_it_is_awaited_on() {
-    use crate::sys::unix::pidfd::{pidfd_open, pidfd_send_signal};
+    use crate::sys::linux::pidfd::{pidfd_open, pidfd_send_signal};
     let rt = current_thread();
     rt.block_on(async {
         let ex = Executor::new(ExecutorConfig::default()).unwrap();
@@ -189,10 +190,10 @@ fn the_watchdog_is_the_static_binary() {
                 String::from_utf8_lossy(&cmdline)
             );
             // Shutdown waits for it: it must have read `quit` and exited.
-            let dog = crate::sys::unix::pidfd::pidfd_open(pid).unwrap();
+            let dog = crate::sys::linux::pidfd::pidfd_open(pid).unwrap();
             ex.shutdown().await;
             assert!(
-                crate::sys::unix::pidfd::pidfd_send_signal(&dog, Signal::SIGCONT).is_err(),
+                crate::sys::linux::pidfd::pidfd_send_signal(&dog, Signal::SIGCONT).is_err(),
                 "the watchdog is gone after shutdown"
             );
         });

@@ -8,33 +8,39 @@
 //! - `signal_name`/`signal_number`, `landlock_abi`, `own_pids_dir`, `init_main_if_requested`, `log_skeleton` (what a sandbox shows of
 //!   the log root).
 //!
-//! Linux is `unix/`; the other Unix systems (macOS, FreeBSD: process groups, kqueue, Seatbelt on macOS) are `posix/`,
-//! which shares `unix/`'s POSIX files (streams, terminals, private files); Windows (job objects) is `windows/`.
+//! Linux is `linux/`; the other Unix systems (macOS, FreeBSD: process groups, kqueue, Seatbelt on macOS) are `bsd/`;
+//! what every Unix shares (streams, terminals, the environment, private files) is `unix/`; Windows (job objects) is
+//! `windows/`.
 
 pub(crate) mod leader_reap;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub(crate) mod unix;
+
 #[cfg(target_os = "linux")]
-pub(crate) use unix::{
-    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
-    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, wait_leader,
+pub(crate) mod linux;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::{
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, input_identity,
+    is_input_gone, landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal,
+    wait_leader,
 };
 
 #[cfg(target_os = "linux")]
-pub use unix::init_main_if_requested;
+pub use linux::init_main_if_requested;
 
 #[cfg(all(unix, not(target_os = "linux")))]
-pub(crate) mod posix;
-// On Linux the POSIX platform is built for its tests alone: the suite runs the code macOS and FreeBSD run (all but
-// the kqueue wait and Seatbelt).
+pub(crate) mod bsd;
+// On Linux the macOS/FreeBSD platform is built for its tests alone: the suite runs the code macOS and FreeBSD run
+// (all but the kqueue wait and Seatbelt).
 #[cfg(all(test, target_os = "linux"))]
-pub(crate) mod posix;
+pub(crate) mod bsd;
 #[cfg(all(unix, not(target_os = "linux")))]
-pub use posix::init_main_if_requested;
+pub use bsd::init_main_if_requested;
 #[cfg(all(unix, not(target_os = "linux")))]
-pub(crate) use posix::{
-    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
-    landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, wait_leader,
+pub(crate) use bsd::{
+    BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, input_identity,
+    is_input_gone, landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal,
+    wait_leader,
 };
 
 #[cfg(windows)]

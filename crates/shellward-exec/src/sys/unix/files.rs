@@ -1,4 +1,4 @@
-//! How the executor's private files are made on Unix (Linux, and macOS and FreeBSD through `sys/posix`): owner-only modes, never following a symlink, descriptors
+//! How the executor's private files are made on Unix (Linux, and macOS and FreeBSD through `sys/bsd`): owner-only modes, never following a symlink, descriptors
 //! closed on exec, ownership by this user, reads at an offset.
 
 use std::fs::{self, File};

@@ -1,7 +1,7 @@
 //! Pseudo-terminals for interactive commands: a master/slave pair sized for the caller, and the child-side step that
 //! makes the slave the command's controlling terminal.
 //!
-//! Shared by Linux and, through `sys/posix`, macOS and FreeBSD (which open the pair with `openpty`).
+//! Shared by Linux and, through `sys/bsd`, macOS and FreeBSD (which open the pair with `openpty`).
 //!
 //! Written on `libc` directly (`/dev/ptmx`, `unlockpt`, `TIOCGPTPEER`) rather than a pty crate: the pair must be
 //! close-on-exec (so no other command inherits it), the slave is opened through the master without a path lookup,

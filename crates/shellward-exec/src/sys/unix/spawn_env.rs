@@ -1,4 +1,4 @@
-//! A command's environment as the spawn path needs it (Linux's, and through `sys/posix` macOS's and FreeBSD's): the executor's base environment, turned into `NAME=value`
+//! A command's environment as the spawn path needs it (Linux's, and through `sys/bsd` macOS's and FreeBSD's): the executor's base environment, turned into `NAME=value`
 //! C strings once when the executor is made, and the few variables each command adds (its tree marker, the
 //! plan's own variables).
 //!

@@ -1,5 +1,5 @@
 //! A command's streams as the portable core reads and writes them, on every Unix (Linux here, macOS and FreeBSD
-//! through `sys/posix`): its output as an async reader, its input as a sink that writes without blocking, a
+//! through `sys/bsd`): its output as an async reader, its input as a sink that writes without blocking, a
 //! terminal's master side read until hang-up.
 
 use crate::results::ExitState;
@@ -59,7 +59,7 @@ impl InputSink {
 
     /// The `(device, inode)` the command's processes see as their stdin, where the platform can tell.
     pub(crate) fn identity(&self, terminal: bool) -> Option<(u64, u64)> {
-        super::input_identity(self.fd.get_ref().as_raw_fd(), terminal)
+        crate::sys::input_identity(self.fd.get_ref().as_raw_fd(), terminal)
     }
 }
 

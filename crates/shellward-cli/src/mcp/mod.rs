@@ -1,0 +1,359 @@
+//! `shellward mcp`: the five tools as an MCP server over stdio (rmcp). One connection is one session.
+
+pub(crate) mod elicit;
+pub(crate) mod io;
+pub(crate) mod mrtr;
+pub(crate) mod progress;
+pub(crate) mod result;
+pub(crate) mod tasks;
+
+use crate::mcp::result::tool_result;
+use crate::service::{ServiceArgs, runtime};
+use anyhow::{Context, Result};
+use clap::Args;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use shellward::Shellward;
+use shellward::ToolErrorKind;
+use shellward::tools::{ToolCall, ToolName};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// Print how to add this server to an MCP client (with this binary's absolute path, which GUI clients need, and
+    /// --config when given) and exit, instead of serving.
+    #[arg(long, value_name = "CLIENT", value_enum)]
+    pub client_config: Option<Client>,
+}
+
+/// The MCP clients `--client-config` knows.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// Claude Code: a `claude mcp add` command line.
+    ClaudeCode,
+    /// Cursor: `.cursor/mcp.json` (project) or `~/.cursor/mcp.json`.
+    Cursor,
+    /// Codex: `~/.codex/config.toml`.
+    Codex,
+    /// Claude Desktop: `claude_desktop_config.json`.
+    ClaudeDesktop,
+    /// Any client taking the common `mcpServers` JSON.
+    Json,
+}
+
+/// The snippet that adds `shellward mcp` (at `binary`, with `args`) to `client`, and where it goes (a note for
+/// stderr, so the snippet alone can be redirected into a file or run).
+pub fn client_config(client: Client, binary: &str, args: &[String]) -> (&'static str, String) {
+    let json_args = serde_json::to_string(args).unwrap_or_default();
+    let json = format!(
+        "{{\"mcpServers\": {{\"shellward\": {{\"command\": {}, \"args\": {json_args}}}}}}}",
+        serde_json::to_string(binary).unwrap_or_default()
+    );
+    match client {
+        Client::ClaudeCode => {
+            let quoted: Vec<String> = std::iter::once(binary.to_string())
+                .chain(args.iter().cloned())
+                .map(|a| shell_quote(&a))
+                .collect();
+            (
+                "Claude Code: run this once (add --scope user before `shellward` to use it in every project)",
+                format!("claude mcp add shellward -- {}", quoted.join(" ")),
+            )
+        }
+        Client::Cursor => (
+            "Cursor: put this in .cursor/mcp.json in the project, or ~/.cursor/mcp.json for every project",
+            json,
+        ),
+        Client::ClaudeDesktop => (
+            "Claude Desktop: put this in claude_desktop_config.json (Settings > Developer > Edit Config), then \
+             restart the app",
+            json,
+        ),
+        Client::Json => ("the common mcpServers JSON", json),
+        Client::Codex => {
+            let toml_args: Vec<String> = args
+                .iter()
+                .map(|a| serde_json::to_string(a).unwrap_or_default())
+                .collect();
+            (
+                "Codex: add this to ~/.codex/config.toml",
+                format!(
+                    "[mcp_servers.shellward]\ncommand = {}\nargs = [{}]",
+                    serde_json::to_string(binary).unwrap_or_default(),
+                    toml_args.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+/// `text` as one POSIX shell word.
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@%,".contains(&b))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// Instructions sent to the client at initialization.
+const INSTRUCTIONS: &str = "shellward runs shell commands for you. Use `execute` to run a command; set \
+run_in_background for dev servers, watchers and long builds instead of appending `&`. Read background output with \
+`process_output` (pass the returned cursor to read only new output), find processes with `process_list`, stop them \
+with `process_signal`. Read the `notes` in every result.";
+
+struct Server {
+    sw: Shellward,
+    session: String,
+    tools: Arc<Vec<Tool>>,
+    /// The connection's MCP tasks (for a client that declared the extension).
+    tasks: crate::mcp::tasks::Tasks,
+    /// Calls waiting for the retry that carries their approval (the 2026-07-28 wire: see `mrtr`).
+    waiting: crate::mcp::mrtr::Waiting,
+}
+
+fn as_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(serde_json::Map::new()),
+    }
+}
+
+fn tools() -> Vec<Tool> {
+    ToolName::ALL
+        .into_iter()
+        .map(|t| {
+            Tool::new(t.as_str(), t.description(), as_object(t.input_schema()))
+                .with_raw_output_schema(as_object(t.output_schema()))
+        })
+        .collect()
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("shellward", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // The 2026-07-28 wire asks the person by a multi round-trip request: a retry carries the answer.
+        let wire_2026 = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        if wire_2026 && request.request_state.is_some() {
+            return tokio::select! {
+                r = crate::mcp::mrtr::answer(&self.sw, &self.session, &self.waiting, &request) => r,
+                () = context.ct.cancelled() => Err(cancelled()),
+            };
+        }
+        let args = request
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or(Value::Null);
+        let call = match ToolCall::parse(&request.name, args.clone()) {
+            Ok(call) => call,
+            // An unknown tool is the client's protocol error; arguments that do not fit go to the model to fix.
+            Err(e) if e.kind == ToolErrorKind::UnknownTool => {
+                return Err(ErrorData::invalid_params(e.message, None));
+            }
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(e.model_text())]).into());
+            }
+        };
+        // The text is written for the model (header lines, then the output as plain text); the typed result goes in
+        // structuredContent.
+        // A call the client cancels (`notifications/cancelled`) stops waiting at once: dropping it stops a foreground
+        // command's whole tree (terminate, grace, kill, as its timeout would); a background process started by an
+        // earlier call is not touched. The reply is dropped on the way out (`mcp_io`), as the specification asks.
+        let tasks_declared = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        let progress = context.meta.get_progress_token();
+        let can_elicit = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        if let (true, true, ToolCall::Execute(execute)) = (wire_2026, can_elicit, &call) {
+            let execute = execute.clone();
+            return tokio::select! {
+                r = crate::mcp::mrtr::execute(&self.sw, &self.session, &self.waiting, execute, args) => {
+                    Ok(r.unwrap_or_else(|e| tool_result(Err(e)).into()))
+                }
+                () = context.ct.cancelled() => Err(cancelled()),
+            };
+        }
+        // When a policy asks, the person at the client answers first (elicitation), if the client can show it.
+        let approver: std::sync::Arc<dyn shellward::Approver> =
+            std::sync::Arc::new(crate::mcp::elicit::Elicitor::new(context.peer.clone()));
+        let work: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send + '_>> =
+            match (call, progress) {
+                // A client that takes tasks: a long `execute` becomes one (see `tasks`).
+                (ToolCall::Execute(args), _) if tasks_declared => Box::pin(async move {
+                    self.tasks
+                        .execute(&self.sw, &self.session, args, approver)
+                        .await
+                }),
+                // With a progress token, an `execute` reports while it runs (see `progress`).
+                (ToolCall::Execute(args), Some(token)) => Box::pin(async move {
+                    crate::mcp::tasks::Started::Done(
+                        crate::mcp::progress::execute_reporting(
+                            &self.sw,
+                            &self.session,
+                            args,
+                            token,
+                            context.peer.clone(),
+                            approver,
+                        )
+                        .await,
+                    )
+                }),
+                (ToolCall::Execute(args), None) => Box::pin(async move {
+                    let options = shellward::ExecuteOptions::new().approver(approver);
+                    crate::mcp::tasks::Started::Done(
+                        self.sw
+                            .session(self.session.as_str())
+                            .execute(args, options)
+                            .await
+                            .map(shellward::tools::ToolOutput::Execute),
+                    )
+                }),
+                (call, _) => Box::pin(async move {
+                    crate::mcp::tasks::Started::Done(
+                        self.sw
+                            .session(self.session.as_str())
+                            .call_tool(call, shellward::ExecuteOptions::new())
+                            .await,
+                    )
+                }),
+            };
+        let started = tokio::select! {
+            started = work => started,
+            () = context.ct.cancelled() => return Err(cancelled()),
+        };
+        Ok(match started {
+            crate::mcp::tasks::Started::Done(outcome) => tool_result(outcome).into(),
+            crate::mcp::tasks::Started::Task(task) => task.into(),
+        })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks
+            .get(&request.task_id)
+            .await
+            .map(GetTaskResult::new)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update(&request.task_id, request.input_responses)
+            .await
+    }
+}
+
+/// The error a cancelled request ends with (the stdio guard drops it on the way out, as the specification asks).
+fn cancelled() -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode(-32800),
+        "the request was cancelled by the client",
+        None,
+    )
+}
+
+pub fn run(args: McpArgs) -> Result<ExitCode> {
+    if let Some(client) = args.client_config {
+        let binary = std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .context("cannot tell where this binary is")?;
+        let mut server_args = vec!["mcp".to_string()];
+        if let Some(config) = &args.service.config {
+            let config = config
+                .canonicalize()
+                .with_context(|| format!("--config {}: no such file", config.display()))?;
+            server_args.push("--config".into());
+            server_args.push(config.display().to_string());
+        }
+        let (note, snippet) = client_config(client, &binary.display().to_string(), &server_args);
+        eprintln!("# {note}");
+        crate::print_line(snippet)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rt = runtime()?;
+    let result = rt.block_on(async move {
+        let sw = args.service.build("mcp")?;
+        let _watcher = crate::service::watch_and_reload(&sw);
+        let session = format!("mcp-{}", std::process::id());
+        tracing::info!(%session, containment = %sw.containment(), "MCP server on stdio");
+        let server = Server {
+            sw: sw.clone(),
+            session,
+            tools: Arc::new(tools()),
+            tasks: crate::mcp::tasks::Tasks::default(),
+            waiting: crate::mcp::mrtr::Waiting::default(),
+        };
+        let outcome = async {
+            let running = server
+                .serve(crate::mcp::io::guarded_stdio())
+                .await
+                .context("the MCP client did not complete initialization")?;
+            tokio::select! {
+                r = running.waiting() => { r.context("the MCP session failed")?; }
+                _ = crate::sys::terminate_signal() => {}
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        // The client closed the connection (or we were told to stop): stop every process this session started.
+        sw.shutdown().await;
+        outcome.map(|_| ExitCode::SUCCESS)
+    });
+    // The stdin reader blocks in a thread until the client writes or closes; after a signal, exit without it.
+    rt.shutdown_background();
+    result
+}

@@ -1,0 +1,702 @@
+//! `shellward mcp` driven end to end by a stock MCP client: the official Python SDK (`mcp` from PyPI), run by
+//! `tests/support/mcp_client.py`; and by raw JSON-RPC lines.
+//!
+//! The interpreter comes from `shellward_test_support::python` (a pinned venv under the target directory, created on
+//! first use; `$SHELLWARD_TEST_PYTHON` overrides it).
+
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
+use crate::cli::{MARK, bin, kill_marked, new_mark, survivors};
+use std::path::Path;
+use std::process::Command;
+
+/// Runs one of the stock-client scripts in `tests/support/` against the binary; it must print `ok_marker`, and
+/// nothing the session started may survive it (the client disconnects with processes running: the server stops them).
+fn run_stock_client(script: &str, ok_marker: &str) {
+    let python = shellward_test_support::python::python().unwrap_or_else(|e| panic!("{e}"));
+    let probe = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    assert!(
+        probe.status.success(),
+        "{} cannot import the MCP SDK; unset SHELLWARD_TEST_PYTHON to let the test provision it",
+        python.display()
+    );
+    let mark = new_mark("mcp");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(script);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(bin())
+        .env(MARK, &mark)
+        .env("TMPDIR", tmp.path())
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .expect("run the MCP client");
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert_scripts_cleaned_up(tmp.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains(ok_marker),
+        "MCP client failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(left.is_empty(), "survivors after the MCP session: {left:?}");
+}
+
+/// A client script's own scratch directories (`shellward-approvals-…`, `shellward-ts-…`) are gone once it exits:
+/// the tests leave nothing in the temporary directory.
+fn assert_scripts_cleaned_up(tmp: &Path) {
+    for prefix in ["shellward-approvals-", "shellward-ts-"] {
+        let left = shellward_test_support::entries_with_prefix(tmp, prefix);
+        assert!(
+            left.is_empty(),
+            "a client script left {left:?} in {}",
+            tmp.display()
+        );
+    }
+}
+
+#[test]
+fn a_stock_mcp_client_drives_every_tool() {
+    run_stock_client("mcp_client.py", "MCP-OK");
+}
+
+/// A policy's ask through the stock client's elicitation callback: approve runs, decline/cancel/deny run nothing,
+/// remembered approvals are not asked again, and a client without elicitation gets a deny with a reason.
+#[test]
+fn a_stock_mcp_client_approves_and_declines_through_elicitation() {
+    run_stock_client("mcp_approvals.py", "MCP-APPROVALS-OK");
+}
+
+/// Runs one of the TypeScript client scripts in `tests/support/` (the SDK's client provisioned with npm by
+/// `shellward_test_support::node`); it must print `ok_marker`, and nothing the session started may survive it.
+fn run_node_client(script: &str, ok_marker: &str) {
+    let modules = shellward_test_support::node::node_modules().unwrap_or_else(|e| panic!("{e}"));
+    let mark = new_mark("mcp-ts");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(script);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(bin())
+        .env("NODE_PATH", &modules)
+        .env(MARK, &mark)
+        .env("TMPDIR", tmp.path())
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .expect("run node");
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert_scripts_cleaned_up(tmp.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(ok_marker),
+        "TypeScript client failed:\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(left.is_empty(), "survivors after the session: {left:?}");
+}
+
+/// Progress and cancel through the TypeScript SDK's client: `onprogress` hears a running command, an aborted call's
+/// tree is gone within the grace period (polled with `process_list` while the server still runs) and its command
+/// never reaches its end, and the next call is served at once.
+#[test]
+fn the_typescript_client_gets_progress_and_cancels() {
+    run_node_client("mcp_control.mjs", "MCP-TS-CONTROL-OK");
+}
+
+/// The same through the TypeScript SDK's client (`@modelcontextprotocol/client` 2.x): approve runs, decline runs
+/// nothing, no elicitation is a deny with its reason.
+#[test]
+fn the_typescript_client_approves_and_declines_through_elicitation() {
+    run_node_client("mcp_approvals.mjs", "MCP-TS-APPROVALS-OK");
+}
+
+/// Interactive processes through the same stock client: a Python REPL on a pipe and on a terminal, a `read -p`
+/// prompt, `tty -s`, Ctrl-C to a shell's job, end of input to `cat`, a writer that a non-reader cannot block.
+#[test]
+fn a_stock_mcp_client_talks_to_interactive_processes() {
+    run_stock_client("mcp_interactive.py", "MCP-INTERACTIVE-OK");
+}
+
+/// `shellward mcp` spoken to line by line as a raw JSON-RPC client: the processes it starts carry `mark` (the server
+/// too), and its replies are read on a thread of their own, so a test waits for one with a limit.
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    replies: std::sync::mpsc::Receiver<String>,
+    mark: String,
+}
+
+impl Raw {
+    fn start(tag: &str) -> Raw {
+        use std::io::BufRead;
+        let mark = new_mark(tag);
+        let mut command = Command::new(bin());
+        command.arg("mcp").env(MARK, &mark);
+        let (child, stdin, stdout) = crate::cli::start_stdio(command);
+        let (tx, replies) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Raw {
+            child,
+            stdin: Some(stdin),
+            replies,
+            mark,
+        }
+    }
+
+    /// Writes one message line.
+    fn send(&mut self, line: impl AsRef<[u8]>) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_ref()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line the server writes, parsed (20 s at most).
+    fn reply(&self) -> serde_json::Value {
+        let line = self
+            .replies
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the server answers");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// The 2025-06-18 handshake.
+    fn initialize(&mut self) {
+        self.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        );
+        assert!(self.reply()["result"].is_object());
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
+    /// The living processes its commands started (the server itself carries the mark too).
+    fn commands(&self) -> Vec<i32> {
+        let server = self.child.id() as i32;
+        crate::cli::survivors_now(&self.mark)
+            .into_iter()
+            .filter(|p| *p != server)
+            .collect()
+    }
+
+    /// Closes stdin (the client goes away) and waits for the server to exit.
+    fn close(&mut self) -> std::process::ExitStatus {
+        self.stdin = None;
+        crate::cli::wait_exit(&mut self.child, std::time::Duration::from_secs(10))
+    }
+}
+
+/// Raw JSON-RPC over the server's stdio: each malformed message gets the error the JSON-RPC specification asks for
+/// (the client is never left waiting), the session goes on afterwards, and SIGTERM ends the server promptly even
+/// while the client keeps stdin open.
+#[test]
+fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
+    use std::time::Duration;
+    let mut raw = Raw::start("mcp-raw");
+    raw.initialize();
+    let cases: [(&[u8], i64); 4] = [
+        (b"{not json", -32700),
+        (b"\xff\xfe garbage", -32700),
+        (b"42", -32600),
+        (
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"execute","arguments":"ls"}}"#,
+            -32602,
+        ),
+    ];
+    for (line, code) in cases {
+        raw.send(line);
+        let r = raw.reply();
+        assert_eq!(
+            r["error"]["code"],
+            code,
+            "{}: {r}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    // A 17 MiB line is refused; the session goes on.
+    raw.send(vec![b'x'; 17 << 20]);
+    assert_eq!(raw.reply()["error"]["code"], -32600);
+    raw.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
+    let r = raw.reply();
+    assert_eq!(r["id"], 9);
+    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(5));
+    // A finished command, then idle: the server sleeps (no deadline ticker, no reaper polling).
+    raw.send(
+        br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo hi"}}}"#,
+    );
+    assert_eq!(raw.reply()["id"], 11);
+    let wakeups = crate::cli::idle_wakeups(
+        raw.child.id(),
+        Duration::from_millis(1500),
+        Duration::from_secs(3),
+    );
+    println!("idle shellward mcp: {wakeups} context switches in 3 s");
+    assert!(
+        wakeups <= 6,
+        "an idle MCP server woke {wakeups} times in 3 s"
+    );
+    // A background process, then SIGTERM with stdin still open: the server exits and stops it.
+    raw.send(
+        br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300","run_in_background":true}}}"#,
+    );
+    assert_eq!(raw.reply()["id"], 10);
+    crate::cli::signal(&raw.child, crate::cli::Signal::SIGTERM);
+    let started = std::time::Instant::now();
+    let status = crate::cli::wait_exit(&mut raw.child, Duration::from_secs(10));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "exit took {:?}",
+        started.elapsed()
+    );
+    raw.stdin = None;
+    let left = survivors(&raw.mark);
+    kill_marked(&raw.mark);
+    assert!(status.success(), "{status}");
+    assert!(left.is_empty(), "survivors: {left:?}");
+}
+
+/// `notifications/cancelled` for a running foreground `execute` (what a client sends when its user presses Esc):
+/// the command's whole tree is gone within the grace period and a second, the cancelled request gets no answer, the
+/// next call is answered at once, and `process_list` shows nothing left running.
+#[test]
+fn a_cancelled_call_stops_its_command_and_gets_no_answer() {
+    use std::time::{Duration, Instant};
+    let mut raw = Raw::start("mcp-cancel");
+    raw.initialize();
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"sleep 300 | sleep 301","timeout":"10m","on_timeout":"kill"}}}"#,
+    );
+    let started = Instant::now();
+    while raw.commands().len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cancelled_at = Instant::now();
+    raw.send(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed Esc"}}"#,
+    );
+    // The connection serves the next call at once; the first answer is this one's, not the cancelled call's.
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo next"}}}"#,
+    );
+    let next = raw.reply();
+    assert_eq!(next["id"], 3, "{next}");
+    assert!(
+        next["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("next"),
+        "{next}"
+    );
+    // Gone within the grace period (5 s by default) and a second.
+    while !raw.commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        raw.commands().is_empty(),
+        "still alive after cancel: {:?}",
+        raw.commands()
+    );
+    // Without a progress token, a command running for seconds sends no progress: the next line is the result.
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo a; sleep 2.2; echo b"}}}"#,
+    );
+    let quiet = raw.reply();
+    assert_eq!(quiet["id"], 5, "{quiet}");
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"process_list","arguments":{}}}"#,
+    );
+    let list = raw.reply();
+    assert_eq!(list["id"], 4, "{list}");
+    let processes = &list["result"]["structuredContent"]["processes"];
+    assert!(
+        processes
+            .as_array()
+            .is_none_or(|p| p.iter().all(|p| p["running"] != true)),
+        "{list}"
+    );
+    let status = raw.close();
+    assert!(status.success(), "{status}");
+    // Nothing more was written: no answer to the cancelled call, ever.
+    let rest: Vec<String> = raw.replies.try_iter().collect();
+    assert!(
+        rest.iter().all(|l| !l.contains(r#""id":2"#)),
+        "the cancelled call was answered: {rest:?}"
+    );
+    kill_marked(&raw.mark);
+}
+
+/// Polls `tasks/get` (through `call`) until the task is no longer `working` (15 s at most); returns that answer.
+fn poll_to_end(client: &mut RawClient, task: &str) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let got = client.call("tasks/get", serde_json::json!({"taskId": task}));
+        if got["result"]["status"] != "working" {
+            return got;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "{got}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// A raw 2026-07-28 client: each request carries the `_meta` of the era with the client's capabilities.
+struct RawClient {
+    raw: Raw,
+    next_id: u64,
+    /// The capabilities [`RawClient::call`] declares.
+    capabilities: serde_json::Value,
+}
+
+impl RawClient {
+    fn start(tag: &str, capabilities: serde_json::Value) -> RawClient {
+        RawClient {
+            raw: Raw::start(tag),
+            next_id: 0,
+            capabilities,
+        }
+    }
+
+    /// Sends `method` with `params`, declaring the client's capabilities, and returns its reply.
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let capabilities = self.capabilities.clone();
+        self.call_declaring(&capabilities, method, params)
+    }
+
+    /// [`RawClient::call`] declaring `capabilities` instead.
+    fn call_declaring(
+        &mut self,
+        capabilities: &serde_json::Value,
+        method: &str,
+        mut params: serde_json::Value,
+    ) -> serde_json::Value {
+        self.next_id += 1;
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let message = serde_json::json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        self.raw.send(message.to_string());
+        loop {
+            let reply = self.raw.reply();
+            if reply["id"] == self.next_id {
+                return reply;
+            }
+        }
+    }
+
+    /// `execute` with `arguments`, as a task when the server makes it one: the task's id.
+    fn task(&mut self, arguments: serde_json::Value) -> String {
+        let created = self.call(
+            "tools/call",
+            serde_json::json!({"name": "execute", "arguments": arguments}),
+        );
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"].as_str().unwrap().to_string()
+    }
+}
+
+/// MCP tasks on the 2026-07-28 wire, for a client that declares the extension in each request's `_meta`: the server
+/// lists it in `server/discover`; an `execute` still running after a second is answered with a task; `tasks/get`
+/// says how it goes and, once done, carries the very result `execute` returns; `tasks/cancel` stops a task's whole
+/// tree (proven from /proc); `tasks/update` writes to an interactive command's input; an unknown task is an error.
+#[test]
+fn long_calls_become_tasks_that_can_be_polled_cancelled_and_answered() {
+    let mut client = RawClient::start(
+        "mcp-tasks",
+        serde_json::json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    );
+    let discover = client.call("server/discover", serde_json::json!({}));
+    assert!(
+        discover["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{discover}"
+    );
+    // A quick call is answered as always (on a machine so loaded that it took over a second, as a task whose result
+    // is the same).
+    let mut quick = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": "echo quick"}}),
+    );
+    if quick["result"]["resultType"] == "task" {
+        let task = quick["result"]["taskId"].as_str().unwrap().to_string();
+        let done = poll_to_end(&mut client, &task);
+        quick = serde_json::json!({"result": done["result"]["result"].clone()});
+    }
+    assert_eq!(
+        quick["result"]["structuredContent"]["output"], "quick\n",
+        "{quick}"
+    );
+    // A long one becomes a task, polled to its result.
+    let task = client.task(serde_json::json!({"command": "echo one; sleep 2; echo two"}));
+    let working = client.call("tasks/get", serde_json::json!({"taskId": task}));
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    assert!(
+        working["result"]["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("running for"),
+        "{working}"
+    );
+    let done = poll_to_end(&mut client, &task);
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["result"]["structuredContent"]["output"], "one\ntwo\n",
+        "{done}"
+    );
+    a_cancelled_task_stops_its_tree(&mut client);
+    an_interactive_task_takes_its_input(&mut client);
+    let unknown = client.call("tasks/get", serde_json::json!({"taskId": "task-nope"}));
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no task"),
+        "{unknown}"
+    );
+    let status = client.raw.close();
+    assert!(status.success(), "{status}");
+    kill_marked(&client.raw.mark);
+}
+
+/// `tasks/cancel` stops the task's whole tree.
+fn a_cancelled_task_stops_its_tree(client: &mut RawClient) {
+    use std::time::{Duration, Instant};
+    let task =
+        client.task(serde_json::json!({"command": "sleep 300 | sleep 301", "timeout": "10m"}));
+    assert!(
+        client.raw.commands().len() >= 2,
+        "{:?}",
+        client.raw.commands()
+    );
+    let cancelled_at = Instant::now();
+    let ack = client.call("tasks/cancel", serde_json::json!({"taskId": task}));
+    assert!(ack["result"].is_object(), "{ack}");
+    while !client.raw.commands().is_empty() && cancelled_at.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        client.raw.commands().is_empty(),
+        "alive after tasks/cancel: {:?}",
+        client.raw.commands()
+    );
+    let got = client.call("tasks/get", serde_json::json!({"taskId": task}));
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+}
+
+/// `tasks/update` writes to an interactive task's input.
+fn an_interactive_task_takes_its_input(client: &mut RawClient) {
+    let task = client.task(serde_json::json!({
+        "command": "for i in 1 2 3; do echo tick $i; sleep 0.6; done; read line; echo got:$line",
+        "interactive": true,
+    }));
+    let done = poll_to_end(client, &task);
+    let id = done["result"]["result"]["structuredContent"]["process_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{done}"))
+        .to_string();
+    let ack = client.call(
+        "tasks/update",
+        serde_json::json!({"taskId": task, "inputResponses": {"stdin": "hello\n"}}),
+    );
+    assert!(ack["result"].is_object(), "{ack}");
+    let out = client.call(
+        "tools/call",
+        serde_json::json!({"name": "process_output", "arguments": {"process_id": id, "wait": "5s"}}),
+    );
+    assert!(
+        out["result"]["structuredContent"]["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("got:hello"),
+        "{out}"
+    );
+}
+
+/// Approvals on the 2026-07-28 wire (no server-to-client requests): a call the guard asks about answers
+/// `input_required` with an elicitation form and a `requestState`; the same call repeated with the form's answer runs
+/// it (approve) or refuses it (decline); a retry with other arguments, a spent or made-up state is refused and runs
+/// nothing; a client that declares no elicitation gets the deny with its reason, at once.
+#[test]
+fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut client = RawClient::start("mcp-mrtr", serde_json::json!({"elicitation": {"form": {}}}));
+    let approve = serde_json::json!({"action": "accept", "content": {"decision": "approve"}});
+
+    // Approved on the retry: it runs, and the retry gets its result.
+    let (path, command) = crate::cli::victim(dir.path(), "approved");
+    let state = ask_over_mrtr(&mut client, &command);
+    assert!(path.exists(), "nothing runs before the answer");
+    // A retry with other arguments does not use (nor spend) the approval.
+    let r = client.call(
+        "tools/call",
+        mrtr_retry("echo other", &state, approve.clone()),
+    );
+    assert!(r["error"].is_object(), "{r}");
+    let r = client.call("tools/call", mrtr_retry(&command, &state, approve.clone()));
+    assert_eq!(r["result"]["structuredContent"]["success"], true, "{r}");
+    assert!(!path.exists(), "approved: it ran");
+    // The state is spent.
+    std::fs::write(&path, "again\n").unwrap();
+    let r = client.call("tools/call", mrtr_retry(&command, &state, approve.clone()));
+    assert!(r["error"].is_object(), "{r}");
+    assert!(path.exists());
+
+    // Declined: nothing runs, and the model is told.
+    let (path, command) = crate::cli::victim(dir.path(), "declined");
+    let state = ask_over_mrtr(&mut client, &command);
+    let r = client.call(
+        "tools/call",
+        mrtr_retry(&command, &state, serde_json::json!({"action": "decline"})),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["structuredContent"]["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("declined"),
+        "{r}"
+    );
+    assert!(path.exists());
+
+    // Another connection (another session) cannot answer this one's approval with its requestState, nor spend it.
+    let (path, command) = crate::cli::victim(dir.path(), "foreign");
+    let state = ask_over_mrtr(&mut client, &command);
+    let mut other = RawClient::start(
+        "mcp-mrtr-other",
+        serde_json::json!({"elicitation": {"form": {}}}),
+    );
+    let r = other.call("tools/call", mrtr_retry(&command, &state, approve.clone()));
+    assert!(r["error"].is_object(), "{r}");
+    assert!(path.exists(), "another connection's answer ran nothing");
+    assert!(other.raw.close().success());
+    let r = client.call(
+        "tools/call",
+        mrtr_retry(&command, &state, serde_json::json!({"action": "decline"})),
+    );
+    assert_eq!(
+        r["result"]["isError"], true,
+        "still this connection's to answer: {r}"
+    );
+    assert!(path.exists());
+
+    // The form shows a hostile command's every character escaped and counted, nothing raw; a 100 KB one keeps its
+    // dangerous end in view and says what was cut.
+    let (path, victim) = crate::cli::victim(dir.path(), "hostile");
+    let hostile = format!("{victim} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}");
+    let r = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": hostile}}),
+    );
+    let message = form_message(&r);
+    assert!(
+        !message
+            .chars()
+            .any(|c| c != '\n' && shellward::shown::is_hidden(c)),
+        "{message:?}"
+    );
+    assert!(
+        message.contains("\\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}")
+            && message.contains("contains 5 invisible or control characters, shown escaped"),
+        "{message}"
+    );
+    let long = format!("echo {}; {victim}", "a".repeat(100_000));
+    let r = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": long}}),
+    );
+    let message = form_message(&r);
+    assert!(
+        message.contains(&victim)
+            && message.contains("more characters not shown here")
+            && message.len() < 10_000,
+        "{}",
+        &message[message.len().saturating_sub(600)..]
+    );
+    assert!(path.exists());
+
+    // A made-up state.
+    let r = client.call(
+        "tools/call",
+        mrtr_retry(&command, "ap-00000000000000000000000000000000", approve),
+    );
+    assert!(r["error"].is_object(), "{r}");
+
+    // No elicitation declared: the deny, with what to do.
+    let r = client.call_declaring(
+        &serde_json::json!({}),
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": command}}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["structuredContent"]["deny_reason"]
+            .as_str()
+            .unwrap()
+            .contains("Ask your user"),
+        "{r}"
+    );
+    assert!(path.exists());
+    let status = client.raw.close();
+    assert!(status.success(), "{status:?}");
+}
+
+/// Calls `execute` with `command` (one the guard asks about) through the client's elicitation: the request state the
+/// answer must carry.
+fn ask_over_mrtr(client: &mut RawClient, command: &str) -> String {
+    let r = client.call(
+        "tools/call",
+        serde_json::json!({"name": "execute", "arguments": {"command": command}}),
+    );
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let form = &r["result"]["inputRequests"]["approval"];
+    assert_eq!(form["method"], "elicitation/create", "{r}");
+    assert!(
+        form["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(command),
+        "{r}"
+    );
+    r["result"]["requestState"].as_str().unwrap().to_string()
+}
+
+/// The message of the approval form an `input_required` answer carries.
+fn form_message(r: &serde_json::Value) -> String {
+    r["result"]["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string()
+}
+
+/// The retry of `execute` with `command` that answers the approval asked under `state`.
+fn mrtr_retry(command: &str, state: &str, answer: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "name": "execute",
+        "arguments": {"command": command},
+        "requestState": state,
+        "inputResponses": {"approval": answer},
+    })
+}

@@ -1,0 +1,1398 @@
+//! End-to-end tests of `shellward run` and `shellward config check`, driving the real binary.
+
+// Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
+// holds what every platform shares.
+#![cfg(unix)]
+
+use crate::cli::{MARK, Signal, bin, kill_marked, new_mark, survivors, wait_exit};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `shellward run ARGS` to its end (see [`crate::cli::shellward`]).
+fn run(args: &[&str]) -> Output {
+    crate::cli::shellward(&["run"])
+        .args(args)
+        .output()
+        .expect("run shellward")
+}
+
+#[test]
+fn exit_codes_follow_the_command() {
+    let ok = run(&["--", "echo hello"]);
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(crate::cli::stdout(&ok), "hello\n");
+
+    let failed = run(&["--", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(failed.status.code(), Some(7));
+    assert_eq!(
+        crate::cli::stdout(&failed),
+        "out\nerr\n",
+        "stderr is interleaved into the stream"
+    );
+
+    let signalled = run(&["--", "kill -TERM $$"]);
+    assert_eq!(signalled.status.code(), Some(128 + 15));
+
+    // Without `--`, everything from the first word of the command on is the command (as with timeout(1)).
+    let bare = run(&["--timeout", "5s", "echo", "a", "--json"]);
+    assert_eq!(bare.status.code(), Some(0));
+    assert_eq!(crate::cli::stdout(&bare), "a --json\n");
+}
+
+/// `run --on-timeout kill` makes the timeout a hard limit (exit 124, the tree terminated, its output up to then
+/// kept); without it the default plan keeps the command past its timeout and streams it to its end.
+#[test]
+fn on_timeout_kill_makes_the_timeout_a_hard_limit() {
+    let mark = new_mark("on-timeout");
+    let started = Instant::now();
+    let killed = run(&[
+        "--timeout",
+        "1s",
+        "--on-timeout",
+        "kill",
+        "--env",
+        &format!("{MARK}={mark}"),
+        "--",
+        "echo before; sleep 30; echo after",
+    ]);
+    assert_eq!(
+        killed.status.code(),
+        Some(124),
+        "{}",
+        crate::cli::stderr(&killed)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(crate::cli::stdout(&killed), "before\n");
+    assert!(
+        crate::cli::stderr(&killed).contains("timed out after 1s"),
+        "{}",
+        crate::cli::stderr(&killed)
+    );
+    assert!(
+        survivors(&mark).is_empty(),
+        "left running: {:?}",
+        survivors(&mark)
+    );
+    let kept = run(&[
+        "--timeout",
+        "200ms",
+        "--on-timeout",
+        "background",
+        "--",
+        "sleep 1; echo after",
+    ]);
+    assert_eq!(kept.status.code(), Some(0), "{}", crate::cli::stderr(&kept));
+    assert_eq!(crate::cli::stdout(&kept), "after\n");
+    let bad = run(&["--on-timeout", "stop", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        crate::cli::stderr(&bad).contains("kill"),
+        "{}",
+        crate::cli::stderr(&bad)
+    );
+}
+
+#[test]
+fn each_command_runs_in_its_session_s_namespace_under_the_embedded_init_when_root() {
+    // The shell's own pid, the processes it can see, the command line and name of pid 1 of its /proc, and the file
+    // pid 1 runs (readable with writes unconfined: a command under Landlock may not inspect a process outside its
+    // domain, pid 1 included — see the next test).
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cli::write_file(
+        dir.path(),
+        "unconfined.toml",
+        "[confinement]\nwritable = \"any\"\n",
+    );
+    let o = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        "echo $$; ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/comm; \
+         readlink /proc/1/exe",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    let out = crate::cli::stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    let pid: i32 = lines[0].parse().unwrap();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if root {
+        assert!(pid <= 3, "not in a PID namespace: {out}");
+        assert!(lines[1].parse::<usize>().unwrap() <= 6, "{out}");
+        // Named for `ps`, not after the descriptor it was started from.
+        assert!(
+            lines[2].starts_with("shellward-init __shellward-session"),
+            "{out}"
+        );
+        // The static init built into the binary (a sealed memfd), not a file beside it or the binary itself: an
+        // installed `shellward` alone gets the fast init.
+        assert_eq!(lines[3], "shellward-init", "{out}");
+        assert!(lines[4].starts_with("/memfd:shellward-init"), "{out}");
+    } else {
+        // Without privilege, commands run unconfined (the binary says so in its info log).
+        assert!(pid > 3, "{out}");
+    }
+}
+
+/// With the default confinement a command cannot inspect the session's pid 1 (Landlock confines ptrace-class access
+/// to processes of its own domain), and cannot write outside the writable paths.
+#[test]
+fn a_confined_command_cannot_inspect_pid_1_or_write_outside() {
+    let o = run(&[
+        "--",
+        "readlink /proc/1/exe || echo no-exe; echo x > /etc/shellward-probe || echo no-write",
+    ]);
+    let out = crate::cli::stdout(&o);
+    assert!(out.contains("no-exe") && out.contains("no-write"), "{out}");
+    assert!(!std::path::Path::new("/etc/shellward-probe").exists());
+}
+
+#[test]
+fn a_foreground_timeout_with_kill_exits_124_and_leaves_nothing() {
+    let mark = new_mark("run-timeout");
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cli::write_file(
+        dir.path(),
+        "kill.toml",
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\non_timeout = \"kill\"\n",
+    );
+    let started = Instant::now();
+    let out = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--timeout",
+        "500ms",
+        "--env",
+        &format!("{MARK}={mark}"),
+        "--",
+        "echo before; sh -c 'setsid sleep 62 & sleep 61' | cat; echo never",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", crate::cli::stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(crate::cli::stdout(&out), "before\n");
+    assert!(
+        crate::cli::stderr(&out).contains("timed out after 500ms"),
+        "{}",
+        crate::cli::stderr(&out)
+    );
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert!(left.is_empty(), "survivors: {left:?}");
+}
+
+/// The files that decide what runs — the config, its drop-in policy directory, the compiled-policy cache — are
+/// read-only for commands: one command cannot change what judges the next.
+/// The attack run's route, through `run`: with the default cache (`~/.cache/shellward`, under the writable
+/// `~/.cache`) and a configuration in the working directory (`.shellward/shellward.toml`), a command renames the
+/// directories away to rebuild them with its own key or without the guard. Every rename is refused now, and the next
+/// start still has the guard: `rm -rf /` is denied.
+#[test]
+fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().canonicalize().unwrap().join("home");
+    let work = dir.path().canonicalize().unwrap().join("work");
+    std::fs::create_dir_all(work.join(".shellward")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let config = crate::cli::write_file(
+        &work,
+        ".shellward/shellward.toml",
+        format!(
+            "[[policy]]\nbuiltin = \"default\"\n[[policy]]\nbuiltin = \"guard\"\n[executor]\nworkdir = \"{}\"\n",
+            work.display()
+        ),
+    );
+    let shellward = |args: &[&str]| {
+        crate::cli::shellward(&[])
+            .args(args)
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("SHELLWARD_CACHE_DIR")
+            .env_remove("SHELLWARD_CONFIG")
+            .current_dir(&work)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // A first start makes the cache.
+    let first = shellward(&["run", "--config", config.to_str().unwrap(), "--", "true"]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        crate::cli::stderr(&first)
+    );
+    let cache = home.join(".cache/shellward");
+    assert!(cache.join("policies").is_dir());
+    let attack = format!(
+        "mv ~/.cache/shellward ~/.cache/gone && echo cache-renamed; \
+         mv {w}/.shellward {w}/gone && echo config-renamed; \
+         mv {w} {w}-gone && echo workdir-renamed; true",
+        w = work.display()
+    );
+    let out = shellward(&["run", "--config", config.to_str().unwrap(), "--", &attack]);
+    let stdout = crate::cli::stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(!stdout.contains("renamed"), "{stdout}");
+    assert!(!home.join(".cache/gone").exists() && !work.join("gone").exists());
+    let check = shellward(&[
+        "policy",
+        "check",
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        "rm -rf /",
+    ]);
+    assert_eq!(
+        check.status.code(),
+        Some(3),
+        "{}",
+        crate::cli::stdout(&check)
+    );
+}
+
+#[test]
+fn a_command_cannot_rewrite_the_config_or_the_policies_that_judge_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shellward.toml");
+    let drop_ins = dir.path().join("policies.d");
+    let cache = dir.path().join("cache");
+    std::fs::create_dir(&drop_ins).unwrap();
+    let text_before = format!(
+        "[policies]\ndir = \"policies.d\"\n[sandbox]\ncache_dir = \"{}\"\n",
+        cache.display()
+    );
+    std::fs::write(&config, &text_before).unwrap();
+    let out = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        &format!(
+            "echo '[[policy]]' >> {c}; echo config=$?; touch {d}/evil.wasm; echo dropin=$?; \
+             touch {k}/evil.cwasm; echo cache=$?; touch {dir}/beside; echo beside=$?",
+            c = config.display(),
+            d = drop_ins.display(),
+            k = cache.display(),
+            dir = dir.path().display(),
+        ),
+    ]);
+    let stdout = crate::cli::stdout(&out);
+    for step in ["config", "dropin", "cache"] {
+        assert!(
+            !stdout.contains(&format!("{step}=0")),
+            "{step} was writable: {stdout}{}",
+            crate::cli::stderr(&out)
+        );
+    }
+    assert!(
+        stdout.contains("beside=0"),
+        "{stdout}{}",
+        crate::cli::stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text_before);
+    assert!(!drop_ins.join("evil.wasm").exists());
+    assert!(!cache.join("evil.cwasm").exists());
+
+    // The cache's key, with which entries are authenticated, cannot even be read: no command can forge an entry.
+    let key = std::fs::read(cache.join("key")).expect("the run made the cache key");
+    assert_eq!(key.len(), 32);
+    let out = run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        &format!(
+            "od -An -tx1 {}/key | tr -d ' \\n'; echo; echo done",
+            cache.display()
+        ),
+    ]);
+    let stdout = crate::cli::stdout(&out);
+    let key_hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        stdout.contains("done"),
+        "{stdout}{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(!stdout.contains(&key_hex), "the key was read: {stdout}");
+}
+
+/// `sandbox check` says what commands get, from a probe run in a session's sandbox: as root, as a normal user (a
+/// user namespace), and with the sandbox turned off (exit 1, with the reason).
+#[test]
+fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
+    let out = crate::cli::shellward(&[])
+        .args(["sandbox", "check"])
+        .env_remove("SHELLWARD_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = crate::cli::stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(
+        stdout.contains("yes  session sandbox: PID and mount namespace per session"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("yes  no_new_privs"), "{stdout}");
+    assert!(stdout.contains("yes  other sessions' output"), "{stdout}");
+    assert!(stdout.contains("yes  host Unix sockets cut"), "{stdout}");
+    assert!(
+        stdout.contains("every directory on the way to them"),
+        "{stdout}"
+    );
+
+    let out = shellward_test_support::command_as_user(std::path::Path::new(bin()))
+        .args(["sandbox", "check"])
+        .env_remove("SHELLWARD_CONFIG")
+        .current_dir(std::env::temp_dir())
+        .env("HOME", std::env::temp_dir())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let stdout = crate::cli::stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(
+        stdout.contains("in a user namespace of its own"),
+        "{stdout}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cli::write_file(
+        dir.path(),
+        "off.toml",
+        "[executor]\npid_namespace = false\n",
+    );
+    let out = crate::cli::shellward(&[])
+        .args(["sandbox", "check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = crate::cli::stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(
+        stdout.contains("no   session sandbox: turned off ([executor] pid_namespace = false)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no   other sessions' output"), "{stdout}");
+}
+
+#[test]
+fn a_denied_command_exits_126_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = run(&[
+        "--timeout",
+        "0s",
+        "--",
+        &format!("touch {}", marker.display()),
+    ]);
+    // A zero timeout is a bad option value: a usage error (2), as `--timeout 5` is.
+    assert_eq!(out.status.code(), Some(2), "{}", crate::cli::stderr(&out));
+    assert!(
+        crate::cli::stderr(&out).contains("greater than zero"),
+        "{}",
+        crate::cli::stderr(&out)
+    );
+
+    // The scripted test policy traps on the command `trap`; the chain fails closed, so the command is denied.
+    let config = crate::cli::write_file(
+        dir.path(),
+        "scripted.toml",
+        format!(
+            "[[policy]]\npath = {:?}\n",
+            shellward_policy::embedded::guests::SCRIPTED_POLICY
+        ),
+    );
+    let out = run(&["--config", config.to_str().unwrap(), "--", "trap"]);
+    assert_eq!(out.status.code(), Some(126), "{}", crate::cli::stderr(&out));
+    let err = crate::cli::stderr(&out);
+    assert!(
+        err.contains("denied by") && err.contains("fail closed"),
+        "{err}"
+    );
+
+    // A policy that fails to load is shellward's own failure, named by its config key.
+    let bad = crate::cli::write_file(
+        dir.path(),
+        "bad-settings.toml",
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"forever\"\n",
+    );
+    let out = run(&[
+        "--config",
+        bad.to_str().unwrap(),
+        "--",
+        &format!("touch {}", marker.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", crate::cli::stderr(&out));
+    assert!(
+        crate::cli::stderr(&out).contains("policy[0]"),
+        "{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn explain_prints_the_decision_and_background_plans_are_streamed_to_the_end() {
+    let out = run(&["--explain", "--", "echo one; sleep 0.3; echo two &"]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::cli::stderr(&out));
+    let err = crate::cli::stderr(&out);
+    assert!(err.contains("decision:   run"), "{err}");
+    assert!(err.contains("mode:       background"), "{err}");
+    assert!(err.contains("running in the background as p1-"), "{err}");
+    // No log path is announced: it would be gone when `run` exits (every byte is streamed instead).
+    assert!(!err.contains(".log"), "{err}");
+    assert_eq!(crate::cli::stdout(&out), "one\ntwo\n");
+}
+
+#[test]
+fn json_reports_the_tool_result() {
+    let out = run(&["--json", "--", "printf 'a\\nb\\n'; exit 2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["exit_code"], 2);
+    assert_eq!(v["success"], false);
+    assert_eq!(v["output"], "a\nb\n");
+    assert_eq!(v["decision"]["decision"], "run");
+}
+
+#[test]
+fn output_is_streamed_live() {
+    let (mut child, mut stdout) = crate::cli::spawn_reading(
+        crate::cli::shellward(&["run", "--", "echo first; sleep 3; echo second"])
+            .stderr(Stdio::piped()),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "first\n");
+    // The first line arrived while the command is still sleeping.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "output was not streamed before the end"
+    );
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "second\n");
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn sigint_terminates_the_whole_tree() {
+    let mark = new_mark("run-sigint");
+    let mut command = crate::cli::shellward(&[]);
+    command
+        .args([
+            "run",
+            "--env",
+            &format!("{MARK}={mark}"),
+            "--timeout",
+            "1h",
+            "--",
+            "sleep 300 & setsid sleep 301 & (trap '' TERM; sleep 302) & echo ready; wait",
+        ])
+        .stderr(Stdio::piped());
+    let (mut child, mut stdout) = crate::cli::spawn_reading(&mut command);
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while crate::cli::survivors_now(&mark).len() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crate::cli::signal(&child, Signal::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let left = survivors(&mark);
+    kill_marked(&mark);
+    assert_eq!(status.code(), Some(130));
+    assert!(left.is_empty(), "survivors after Ctrl-C: {left:?}");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("interrupted"), "{err}");
+}
+
+#[test]
+fn config_check_reports_every_problem_with_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err) = config_check(
+        dir.path(),
+        "bad.toml",
+        "[executor]\ngrace = \"soon\"\nmax_running = 0\n[sandbox]\nmemory = 3\n[[policy]]\npath = \"nope.wasm\"\n",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    for key in [
+        "executor.grace",
+        "executor.max_running",
+        "sandbox.memory",
+        "policy[0].path",
+    ] {
+        assert!(err.contains(key), "{key} missing from:\n{err}");
+    }
+    // One pass: a policy's refused settings are reported with the file's own problems, not after they are fixed.
+    let (code, err) = config_check(
+        dir.path(),
+        "both.toml",
+        "[executor]\ngrace = \"soon\"\n[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"banana\"\n",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("executor.grace")
+            && err.contains("default_timeout")
+            && err.contains("2 problems"),
+        "{err}"
+    );
+
+    let good = crate::cli::write_file(
+        dir.path(),
+        "good.toml",
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"30s\"\n[executor]\ngrace = \"1s\"\n",
+    );
+    let out = crate::cli::shellward(&[])
+        .args(["config", "check", good.to_str().unwrap()])
+        .env("DATABASE_URL", "postgres://app:hunter2@db/prod")
+        .env("GH_PAT", "ghp_not_a_real_one")
+        .env("SHELLWARD_TOKEN", "host-only-token")
+        .env("PLAIN_SETTING", "visible")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", crate::cli::stderr(&out));
+    let stdout = crate::cli::stdout(&out);
+    assert!(stdout.contains("ok"));
+    // What the defaults withhold: the rules, and this environment's names (never their values).
+    assert!(
+        stdout.contains("*TOKEN*") && stdout.contains("*PAT"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("DATABASE_URL (value carries a credential)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("GH_PAT (secret-looking name)"), "{stdout}");
+    assert!(
+        stdout.contains("SHELLWARD_TOKEN (shellward's own)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("PLAIN_SETTING"), "{stdout}");
+    for value in ["hunter2", "ghp_not_a_real_one", "host-only-token"] {
+        assert!(!stdout.contains(value), "a value was printed: {stdout}");
+    }
+
+    // Invalid policy settings are found by loading the policy.
+    let (code, err) = config_check(
+        dir.path(),
+        "settings.toml",
+        "[[policy]]\nbuiltin = \"default\"\n[policy.settings]\ndefault_timeout = \"forever\"\n",
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("policy[0]") && err.contains("default_timeout"),
+        "{err}"
+    );
+}
+
+#[test]
+fn secrets_in_shellwards_environment_never_reach_a_command() {
+    let env_of = |config: Option<&std::path::Path>| {
+        let mut cmd = crate::cli::shellward(&[]);
+        cmd.arg("run");
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let out = cmd
+            .args(["--", "env"])
+            .stdin(Stdio::null())
+            .env_remove("SHELLWARD_CONFIG")
+            .env("SHELLWARD_TOKEN", "tok-9f8e7d")
+            .env("MY_API_KEY", "key-1a2b3c")
+            .env("github_token", "gh-4d5e6f")
+            .env("PLAIN_SETTING", "plain-ok")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", crate::cli::stderr(&out));
+        crate::cli::stdout(&out)
+    };
+    let env = env_of(None);
+    for secret in ["tok-9f8e7d", "key-1a2b3c", "gh-4d5e6f", "SHELLWARD_TOKEN"] {
+        assert!(
+            !env.contains(secret),
+            "{secret} reached the command:\n{env}"
+        );
+    }
+    assert!(env.contains("PLAIN_SETTING=plain-ok"), "{env}");
+    assert!(env.contains("PATH="), "{env}");
+    // The operator opts in by name; the host's own token is never inherited.
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cli::write_file(
+        dir.path(),
+        "env.toml",
+        "[env]\nallow = [\"MY_API_KEY\", \"SHELLWARD_TOKEN\"]\nexclude = [\"PLAIN_*\"]\n",
+    );
+    let env = env_of(Some(&config));
+    assert!(env.contains("MY_API_KEY=key-1a2b3c"), "{env}");
+    assert!(!env.contains("tok-9f8e7d"), "{env}");
+    assert!(!env.contains("gh-4d5e6f"), "{env}");
+    assert!(!env.contains("PLAIN_SETTING"), "{env}");
+    // `core` keeps only the basics.
+    std::fs::write(&config, "[env]\ninherit = \"core\"\n").unwrap();
+    let env = env_of(Some(&config));
+    assert!(!env.contains("PLAIN_SETTING"), "{env}");
+    assert!(env.contains("PATH="), "{env}");
+}
+
+/// A Python daemon that double-forks with `setsid`, in a `shellward run` that is interrupted (SIGINT) shortly after
+/// it starts, while CPU burners load both cores: nothing of the tree may survive, on either containment path, in 20
+/// runs in a row each. The delay before the signal varies so that it lands before, during and after the forks.
+#[test]
+fn an_interrupted_run_leaves_no_daemon_behind_under_load() {
+    if Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .is_err()
+    {
+        panic!("python3 is needed for this test; install it (apt-get install python3)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = crate::cli::write_file(
+        dir.path(),
+        "daemon.py",
+        "import os, time\n\
+         if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n    os._exit(0)\n\
+         time.sleep(300)\n",
+    );
+    let pg = crate::cli::write_file(
+        dir.path(),
+        "pg.toml",
+        "[executor]\ncontainment = \"process-group\"\n",
+    );
+    // Load: two busy loops, ours to stop (by the handles we hold), also if the test fails.
+    struct Burners(Vec<std::process::Child>);
+    impl Drop for Burners {
+        fn drop(&mut self) {
+            for b in &mut self.0 {
+                let _ = b.kill();
+                let _ = b.wait();
+            }
+        }
+    }
+    let burners = Burners(
+        (0..2)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let mut failures = Vec::new();
+    for (path, config) in [("auto", None), ("process-group", Some(&pg))] {
+        for i in 0..20u64 {
+            let mark = new_mark("run-load");
+            let mut cmd = crate::cli::shellward(&[]);
+            cmd.arg("run");
+            if let Some(c) = config {
+                cmd.arg("--config").arg(c);
+            }
+            let mut child = cmd
+                .args(["--env", &format!("{MARK}={mark}"), "--timeout", "1h", "--"])
+                .arg(format!("python3 {}", daemon.display()))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .env_remove("SHELLWARD_CONFIG")
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20 + (i * 37) % 160));
+            crate::cli::signal(&child, Signal::SIGINT);
+            crate::cli::wait_exit_labeled(
+                &mut child,
+                Duration::from_secs(30),
+                &format!("({path} containment, run {i})"),
+            );
+            let left = survivors(&mark);
+            kill_marked(&mark);
+            if !left.is_empty() {
+                failures.push(format!("{path} run {i}: survivors {left:?}"));
+            }
+        }
+    }
+    drop(burners);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn completions_and_the_manual_page_are_generated() {
+    for (shell, needle) in [
+        ("bash", "complete"),
+        ("zsh", "#compdef shellward"),
+        ("fish", "complete -c shellward"),
+    ] {
+        let out = crate::cli::shellward(&[])
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{shell}: {}",
+            crate::cli::stderr(&out)
+        );
+        let script = crate::cli::stdout(&out);
+        assert!(script.contains(needle), "{shell}: {script}");
+        for sub in ["run", "mcp", "serve", "policy"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let man = crate::cli::shellward(&[]).arg("man").output().unwrap();
+    assert!(man.status.success());
+    let page = crate::cli::stdout(&man);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH shellward"),
+        "{page}"
+    );
+    // A real manual: every command (nested ones too) with its options, and exit status, files and environment;
+    // no references to pages that do not exist.
+    for needle in [
+        ".SH COMMANDS",
+        ".SS shellward run",
+        ".SS shellward policy check",
+        ".SS shellward config init",
+        "\\-\\-timeout",
+        ".SH EXIT STATUS",
+        ".SH FILES",
+        ".SH ENVIRONMENT",
+        "SHELLWARD_CONFIG",
+    ] {
+        assert!(page.contains(needle), "the manual lacks {needle:?}");
+    }
+    assert!(
+        !page.contains("shellward\\-run(1)"),
+        "a reference to a page that does not exist"
+    );
+    // Rendered by man(1) where it is installed, without warnings.
+    if let Ok(o) = Command::new("man")
+        .args(["--warnings", "-l", "-"])
+        .env("MANWIDTH", "100")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(page.as_bytes())?;
+            child.wait_with_output()
+        })
+    {
+        assert!(
+            crate::cli::stdout(&o).contains("EXIT STATUS"),
+            "{}",
+            crate::cli::stderr(&o)
+        );
+        assert!(o.stderr.is_empty(), "man warns: {}", crate::cli::stderr(&o));
+    }
+    // Every policy subcommand is described in the top-level help.
+    let help = crate::cli::stdout(&crate::cli::output(&["--help"]));
+    for word in ["check", "test", "bench", "inspect", "new"] {
+        assert!(
+            help.contains(word),
+            "--help does not mention policy {word}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn a_python_programs_output_arrives_while_it_runs() {
+    // Python buffers a pipe unless told not to: the line must be streamed before the program ends.
+    let (mut child, mut stdout) = crate::cli::spawn_reading(
+        crate::cli::shellward(&[
+            "run",
+            "--",
+            "python3 -c 'import time; print(\"banner\"); time.sleep(30)'",
+        ])
+        .stderr(Stdio::null())
+        .env_remove("PYTHONUNBUFFERED"),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(10));
+    crate::cli::signal(&child, Signal::SIGINT);
+    wait_exit(&mut child, Duration::from_secs(20));
+    assert_eq!(
+        line.as_deref(),
+        Ok("banner\n"),
+        "the banner did not arrive while the program ran"
+    );
+}
+
+#[test]
+fn run_goes_through_the_facade_and_is_audited_like_every_surface() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cli::write_file(
+        dir.path(),
+        "shellward.toml",
+        "[audit]\npath = \"audit.jsonl\"\n[executor]\ndrain = \"300ms\"\n",
+    );
+    let cfg = config.to_str().unwrap();
+    let ok = run(&["--config", cfg, "--", "echo hi"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", crate::cli::stderr(&ok));
+    assert_eq!(crate::cli::stdout(&ok), "hi\n");
+    let denied = run(&["--config", cfg, "--", "rm -rf /"]);
+    assert_eq!(denied.status.code(), Some(126));
+    assert!(
+        crate::cli::stderr(&denied).contains("denied by guard"),
+        "{}",
+        crate::cli::stderr(&denied)
+    );
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["type"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [("decision", "run"), ("end", ""), ("decision", "deny")],
+        "{audit}"
+    );
+    assert!(records.iter().all(|r| r["surface"] == "run"), "{audit}");
+    assert_eq!(records[1]["exit_code"], 0, "{audit}");
+}
+
+/// `run --interactive` relays stdin to the command and ends its input with this stdin; `--tty` gives it a terminal.
+#[test]
+fn interactive_runs_relay_stdin() {
+    use std::io::Write;
+    let relay = |args: &[&str], input: &str| -> Output {
+        let mut child = crate::cli::shellward(&[])
+            .arg("run")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("SHELLWARD_CONFIG")
+            .spawn()
+            .expect("run shellward");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = relay(&["--interactive", "--", "python3 -q"], "print(6*7)\n");
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    assert_eq!(crate::cli::stdout(&o), "42\n");
+    let o = relay(
+        &["--interactive", "--", "tty -s; echo tty=$?; cat"],
+        "line\n",
+    );
+    assert_eq!(
+        crate::cli::stdout(&o),
+        "tty=1\nline\n",
+        "{}",
+        crate::cli::stderr(&o)
+    );
+    let o = relay(
+        &[
+            "--tty",
+            "--",
+            "tty -s && echo on-a-terminal; read x; echo got $x",
+        ],
+        "hi\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    let out = crate::cli::stdout(&o);
+    assert!(
+        out.contains("on-a-terminal") && out.contains("got hi"),
+        "{out:?}"
+    );
+    assert!(!out.contains('\r'), "{out:?}");
+    // A REPL on a terminal ends when its input does (the end-of-input ^D it missed while it set the terminal up is
+    // sent again): this run used to wait forever.
+    let mut child = crate::cli::shellward(&[])
+        .args(["run", "--tty", "--", "python3 -q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env_remove("SHELLWARD_CONFIG")
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"print(6*7)\n")
+        .unwrap();
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("42"), "{out}");
+    // Without the flags a command reading stdin sees end of input at once.
+    let o = relay(&["--", "cat; echo done"], "ignored\n");
+    assert_eq!(crate::cli::stdout(&o), "done\n");
+}
+
+/// Usage errors exit 2 with the usage, and a mistyped subcommand gets a suggestion.
+#[test]
+fn usage_errors_exit_2_and_typos_get_a_suggestion() {
+    let o = run(&["--", ""]);
+    assert_eq!(o.status.code(), Some(2), "{}", crate::cli::stderr(&o));
+    assert!(
+        crate::cli::stderr(&o).contains("Usage: shellward run"),
+        "{}",
+        crate::cli::stderr(&o)
+    );
+    let o = crate::cli::shellward(&[]).arg("rn").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        crate::cli::stderr(&o).contains("did you mean 'run'"),
+        "{}",
+        crate::cli::stderr(&o)
+    );
+    let o = crate::cli::shellward(&[])
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+}
+
+/// `config init` writes the manual's reference configuration (`docs/src/configuration.md`); it checks as written, every commented setting is valid
+/// when uncommented (only the ones naming files or variables this machine lacks are refused), and an existing file is
+/// kept unless --force.
+#[test]
+fn config_init_writes_the_readme_reference_and_it_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shellward.toml");
+    let check = |f: &std::path::Path| {
+        crate::cli::shellward(&[])
+            .args(["config", "check", f.to_str().unwrap()])
+            .current_dir(dir.path())
+            .env("AGENT_A_TOKEN", "a-token-for-the-check")
+            .output()
+            .unwrap()
+    };
+    let o = crate::cli::shellward(&[])
+        .args(["config", "init", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let manual = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/src/configuration.md"
+    ))
+    .unwrap();
+    let section = manual.split("# Configuration file").nth(1).unwrap();
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap();
+    assert_eq!(
+        block.trim_end(),
+        written.trim_end(),
+        "the manual's reference is not `config init`'s file"
+    );
+    let o = check(&file);
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    assert!(crate::cli::stdout(&o).contains("default (embedded) -> guard (embedded)"));
+    // Again without --force: refused, the file kept.
+    let o = crate::cli::shellward(&[])
+        .args(["config", "init", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        crate::cli::stderr(&o).contains("--force"),
+        "{}",
+        crate::cli::stderr(&o)
+    );
+    // Every commented setting uncommented: valid, but for paths that do not exist here.
+    let all: String = written
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest)
+                if rest.starts_with('[')
+                    || rest.split_once(" = ").is_some_and(|(k, _)| {
+                        k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    }) =>
+            {
+                rest.to_string()
+            }
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let uncommented = crate::cli::write_file(dir.path(), "all.toml", &all);
+    let o = check(&uncommented);
+    let err = crate::cli::stderr(&o);
+    for line in err.lines().skip(1) {
+        let key = line.trim().split(':').next().unwrap_or_default();
+        assert!(
+            [
+                "policies.dir",
+                "executor.workdir",
+                "executor.log_dir",
+                "audit.path",
+                "sandbox.cache_dir"
+            ]
+            .contains(&key),
+            "{key} refused when uncommented:\n{err}\n{all}"
+        );
+    }
+}
+
+/// `config init` into a directory that does not exist yet (`/etc/shellward/` on a fresh machine) creates it (0755) and
+/// writes the file 0600 (it may hold a token); where the directory cannot be created it says which `mkdir` to run.
+#[test]
+fn config_init_creates_missing_directories_and_writes_a_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("etc/shellward/shellward.toml");
+    let o = crate::cli::shellward(&[])
+        .args(["config", "init", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(file.parent().unwrap()), 0o755);
+    assert_eq!(mode(&dir.path().join("etc")), 0o755);
+    // A parent that is a file: the directory cannot be made, and the message says what to run.
+    std::fs::write(dir.path().join("plain"), "").unwrap();
+    let blocked = dir.path().join("plain/sub/shellward.toml");
+    let o = crate::cli::shellward(&[])
+        .args(["config", "init", blocked.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = crate::cli::stderr(&o);
+    assert!(
+        err.contains(&format!("mkdir -p {}", blocked.parent().unwrap().display())),
+        "{err}"
+    );
+}
+
+/// What a serving command left in its temporary directory (`TMPDIR`), as names.
+fn left_in(tmp: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `shellward run -- COMMAND` with `TMPDIR` set to `tmp`; it must succeed.
+fn run_in(tmp: &std::path::Path, command: &str) {
+    let o = crate::cli::shellward(&[])
+        .args(["run", "--", command])
+        .env("TMPDIR", tmp)
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", crate::cli::stderr(&o));
+}
+
+/// `shellward serve` on a free loopback port with `TMPDIR` set to `tmp` (and no `XDG_RUNTIME_DIR`, so its directories
+/// go there), once it has announced its address; its stdout, to keep open until it exits.
+fn serve_in(tmp: &std::path::Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let tmp = tmp.to_str().unwrap();
+    let (serve, _, stdout) = crate::cli::start_serve_keeping_stdout(
+        &["--listen", "127.0.0.1:0"],
+        &[("TMPDIR", tmp), ("XDG_RUNTIME_DIR", "")],
+        &new_mark("tmpdir"),
+        Stdio::null(),
+    );
+    (serve, stdout)
+}
+
+/// `run`, `mcp` (its client gone) and `serve` (stopped by SIGTERM) leave nothing in the temporary directory: not the
+/// directory their commands report their working directory into, which each made at start. They exit without
+/// dropping the facade (for speed), so its shutdown removes it; before, every run left one behind.
+#[test]
+fn run_mcp_and_serve_leave_nothing_in_the_temporary_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    run_in(tmp.path(), "cd /; true");
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after run");
+
+    let mut command = crate::cli::shellward(&[]);
+    command
+        .arg("mcp")
+        .env("TMPDIR", tmp.path())
+        .env_remove("XDG_RUNTIME_DIR");
+    let (mut mcp, stdin, out) = crate::cli::start_stdio(command);
+    {
+        use std::io::Write;
+        // Moved in: both close at the end of the block, as a client going away closes them.
+        let (mut stdin, mut out) = (stdin, out);
+        let mut line = String::new();
+        for message in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"cd /tmp; true"}}}"#,
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+            if message.contains("\"id\"") {
+                line.clear();
+                out.read_line(&mut line).unwrap();
+                assert!(line.contains("\"result\""), "{line}");
+            }
+        }
+        // The client goes away.
+    }
+    let status = wait_exit(&mut mcp, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after mcp");
+
+    let (mut serve, stdout) = serve_in(tmp.path());
+    crate::cli::signal(&serve, Signal::SIGTERM);
+    let status = wait_exit(&mut serve, Duration::from_secs(10));
+    drop(stdout);
+    assert!(status.success(), "{status}");
+    assert_eq!(left_in(tmp.path()), Vec::<String>::new(), "after serve");
+}
+
+/// A server killed outright (`SIGKILL`: no shutdown runs) leaves its log directory (in the per-user log root) and the
+/// directory its commands report their working directory into; the next start in the same place removes both (their
+/// locks died with it), and the root with its last log directory.
+#[test]
+fn the_next_start_removes_what_a_killed_server_left_in_the_temporary_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut serve, stdout) = serve_in(tmp.path());
+    crate::cli::signal(&serve, Signal::SIGKILL);
+    let status = wait_exit(&mut serve, Duration::from_secs(10));
+    drop(stdout);
+    assert!(!status.success(), "{status}");
+    // The report directory beside the per-user log root, the log directory inside it.
+    let left = left_in(tmp.path());
+    let report = left.iter().filter(|n| n.starts_with("shellward-")).count();
+    let roots: Vec<&String> = left
+        .iter()
+        .filter(|n| n.starts_with(".shellward-logs-"))
+        .collect();
+    assert_eq!(
+        (report, roots.len()),
+        (1, 1),
+        "the killed server's directories: {left:?}"
+    );
+    let logs = left_in(&tmp.path().join(roots[0]));
+    assert_eq!(
+        logs.iter().filter(|n| n.starts_with("shellward-")).count(),
+        1,
+        "the killed server's log directory: {logs:?}"
+    );
+    run_in(tmp.path(), "true");
+    assert_eq!(
+        left_in(tmp.path()),
+        Vec::<String>::new(),
+        "after the next run"
+    );
+}
+
+/// A command the guard asks about: without a terminal `run` refuses it (126) and says how to approve it; the
+/// operator's `--approve` runs it; on a terminal `run` asks there, and only `y` runs it.
+#[test]
+fn run_asks_on_a_terminal_and_refuses_without_one_unless_pre_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = |name: &str| {
+        let path = crate::cli::write_file(dir.path(), name, "data\n");
+        (path.clone(), format!("shred -u {}", path.display()))
+    };
+    let (path, command) = victim("no-terminal");
+    let out = run(&["--", &command]);
+    assert_eq!(out.status.code(), Some(126), "{}", crate::cli::stderr(&out));
+    let err = crate::cli::stderr(&out);
+    assert!(
+        err.contains("needs approval") && err.contains("--approve"),
+        "{err}"
+    );
+    assert!(path.exists(), "refused: nothing ran");
+
+    let (path, command) = victim("pre-approved");
+    let out = run(&["--approve", "--", &command]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::cli::stderr(&out));
+    assert!(!path.exists());
+
+    // On a terminal (script(1) gives `run` a pseudo-terminal and relays the answer typed on its stdin).
+    for (answer, runs) in [("y\n", true), ("n\n", false), ("\n", false)] {
+        let (path, command) = victim("terminal");
+        let out = on_terminal(&command, answer);
+        let shown = crate::cli::stdout(&out);
+        assert!(
+            shown.contains("Run it? [y/N]") && shown.contains("guard[shred]"),
+            "{shown}"
+        );
+        assert_eq!(!path.exists(), runs, "answer {answer:?}: {shown}");
+        assert_eq!(
+            out.status.code(),
+            Some(if runs { 0 } else { 126 }),
+            "answer {answer:?}: {shown}"
+        );
+    }
+}
+
+/// Writes `contents` to `dir/name` and runs `shellward config check` on it: its exit code and what it printed on
+/// stderr.
+fn config_check(dir: &std::path::Path, name: &str, contents: &str) -> (Option<i32>, String) {
+    let file = crate::cli::write_file(dir, name, contents);
+    let out = crate::cli::shellward(&[])
+        .args(["config", "check", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (out.status.code(), crate::cli::stderr(&out))
+}
+
+/// On a terminal, the question a person answers shows a hostile command's every character as text (the escape
+/// sequences, carriage return, bidirectional override and zero-width space escaped and counted), after a clean line
+/// and a visible separator; declined, nothing runs.
+#[test]
+fn the_terminal_question_shows_a_hostile_command_as_text() {
+    terminal_question_shows_text();
+}
+
+/// [`the_terminal_question_shows_a_hostile_command_as_text`] as an unprivileged user.
+#[test]
+fn the_terminal_question_shows_a_hostile_command_as_text_to_a_normal_user_too() {
+    if !shellward_test_support::as_unprivileged_user(
+        shellward_test_support::test_path!(
+            "the_terminal_question_shows_a_hostile_command_as_text_to_a_normal_user_too"
+        ),
+        "SHELLWARD_TEST_RUN_TTY_AS_USER",
+    ) {
+        return;
+    }
+    terminal_question_shows_text();
+}
+
+/// `shellward run -- COMMAND` on a pseudo-terminal (script(1)), `answer` typed ahead: what it printed there.
+fn on_terminal(command: &str, answer: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} run -- \"$SW_COMMAND\"", bin()),
+            "/dev/null",
+        ])
+        .env("SW_COMMAND", command)
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1)");
+    // The answer is typed ahead (the terminal keeps it until read); stdin stays open until `run` ends, since its
+    // end would end script(1)'s session.
+    let mut typed = child.stdin.take().unwrap();
+    typed.write_all(answer.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(typed);
+    out
+}
+
+fn terminal_question_shows_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::cli::write_file(dir.path(), "hostile", "data\n");
+    let command = format!(
+        "shred -u {} \x1b[2K\x1b[1G\r\u{202e}echo safe\u{200b}",
+        path.display()
+    );
+    let out = on_terminal(&command, "n\n");
+    let shown = crate::cli::stdout(&out);
+    assert!(
+        shown.contains("shellward: approval needed") && shown.contains("Run it? [y/N]"),
+        "{shown:?}"
+    );
+    for raw in ["\x1b[2K", "\x1b[1G", "\u{202e}", "\u{200b}", "\rech"] {
+        assert!(
+            !shown.contains(raw),
+            "{raw:?} reached the terminal: {shown:?}"
+        );
+    }
+    assert!(
+        shown.contains("\\x1b[2K\\x1b[1G\\r\\u{202e}echo safe\\u{200b}")
+            && shown.contains("contains 5 invisible or control characters, shown escaped"),
+        "{shown:?}"
+    );
+    assert_eq!(out.status.code(), Some(126), "{shown}");
+    assert!(path.exists(), "declined: nothing ran");
+    // Declined at the terminal: the refusal once, as one sentence per reason, and no advice on how to be asked.
+    assert!(
+        shown.contains("They said: answered no at the terminal. ")
+            && !shown.contains("Not run: Not run")
+            && !shown.contains("not run: Not run")
+            && !shown.contains("run it on a terminal"),
+        "{shown:?}"
+    );
+}
+
+/// A bad option value is a usage error (exit 2, with the usage line), as clap's own, not a failure of shellward (125):
+/// a duration without a unit, a variable without a value, in text and JSON mode; nothing runs.
+#[test]
+fn bad_option_values_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    for (args, says) in [
+        (vec!["--timeout", "5"], "a number has no unit"),
+        (vec!["--env", "FOO"], "must look like NAME=VALUE"),
+        (vec!["--json", "--timeout", "5"], "a number has no unit"),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--", touch.as_str()]);
+        let out = run(&all);
+        let text = crate::cli::text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: {text}");
+        assert!(!marker.exists(), "{args:?}: it ran");
+    }
+}

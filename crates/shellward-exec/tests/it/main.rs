@@ -1,0 +1,14 @@
+//! The integration tests of `shellward-exec`, one test binary: each file is a module (`cargo test -p shellward-exec --test it MODULE::`).
+
+#[cfg(unix)]
+mod common;
+
+mod confinement;
+mod containment;
+mod execute;
+mod files_network;
+mod interactive;
+mod portable;
+mod session;
+mod supervisor;
+mod trust;

@@ -1,0 +1,50 @@
+//! Helpers of the facade's tests: instances whose processes carry a marker, and the scan that proves none survive.
+
+#![allow(dead_code)]
+
+use shellward::tools::ExecuteArgs;
+use shellward::{Config, Shellward};
+use std::time::Duration;
+
+pub const MARK: &str = "SHELLWARD_TEST_MARK";
+
+/// A marker unique to this call.
+pub fn new_mark() -> String {
+    shellward_test_support::unique_mark("facade")
+}
+
+/// The processes still carrying `mark` after up to 5 s.
+pub fn survivors(mark: &str) -> Vec<i32> {
+    shellward_test_support::survivors_after(&format!("{MARK}={mark}"), Duration::from_secs(5))
+        .into_iter()
+        .collect()
+}
+
+pub fn instance(mark: &str) -> Shellward {
+    let mut config = Config::default();
+    config.executor.grace = Duration::from_millis(300);
+    config.executor.env.set_var(MARK, mark);
+    Shellward::builder().config(config).build().expect("build")
+}
+
+pub fn exec(command: &str) -> ExecuteArgs {
+    ExecuteArgs::new(command)
+}
+
+#[allow(unused_imports)]
+pub use shellward::ExecuteOptions;
+
+/// The tests' name for a session as the surfaces parse it: `Some(name)` or none.
+pub trait At {
+    /// The handle of `session` (`None`: outside any).
+    fn at<S: AsRef<str>>(&self, session: Option<S>) -> shellward::SessionHandle;
+}
+
+impl At for shellward::Shellward {
+    fn at<S: AsRef<str>>(&self, session: Option<S>) -> shellward::SessionHandle {
+        match session {
+            Some(s) => self.session(s.as_ref()),
+            None => self.without_session(),
+        }
+    }
+}

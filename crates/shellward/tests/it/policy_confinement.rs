@@ -1,0 +1,308 @@
+//! What a command may touch, decided per command by the policies (contract 0.3) within the operator's ceiling, and
+//! enforced by the host: the default policy's strict profile takes the network away except from the commands it
+//! names, a policy that widens past the ceiling is refused (naming it and the ceiling), and an allow-list (the
+//! operator's or a policy's) reaches only its names, through the executor's filtering proxy.
+
+// Unix only: these tests prove what the facade does on Linux (`/proc` scans, signals, sandboxes); the executor's
+// `portable.rs` and the CLI's Windows tests cover what every platform shares.
+#![cfg(unix)]
+
+use crate::common::*;
+use shellward::{Config, Shellward};
+
+/// A listener on loopback and a command that reaches it, as a script (so a pattern can name it) and inline.
+struct Target {
+    _listener: std::net::TcpListener,
+    script: String,
+    inline: String,
+}
+
+fn target(dir: &std::path::Path) -> Target {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('reached')"
+    );
+    std::fs::write(dir.join("reach.py"), &code).unwrap();
+    Target {
+        _listener: listener,
+        script: format!("python3 {}/reach.py", dir.display()),
+        inline: format!("python3 -c \"{code}\""),
+    }
+}
+
+fn build(dir: &std::path::Path, mark: &str, confinement: &str, policies: &str) -> Shellward {
+    let file = dir.join("shellward.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "{policies}\n[confinement]\n{confinement}\n[executor]\nworkdir = \"{}\"\ngrace = \"300ms\"\n\
+             [env.set]\n{MARK} = \"{mark}\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    Shellward::builder()
+        .config(Config::load(&file).expect("config"))
+        .build()
+        .expect("build")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_strict_profile_cuts_the_network_except_for_the_commands_it_names() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(dir.path());
+    let policies = format!(
+        "[[policy]]\nbuiltin = \"default\"\nsettings = {{ profile = \"strict\", network_exceptions = [\"python3 {}/reach.py\"] }}\n\
+         [[policy]]\nbuiltin = \"guard\"\n",
+        dir.path().display()
+    );
+    let sw = build(dir.path(), &mark, "network = \"host\"", &policies);
+    let r = sw
+        .without_session()
+        .execute(exec(&t.inline), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(!r.success && !r.output.contains("reached"), "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("network none")),
+        "{r:?}"
+    );
+    let r = sw
+        .without_session()
+        .execute(exec(&t.script), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(r.success && r.output.contains("reached"), "{r:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_may_widen_only_within_the_ceiling() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let t = target(dir.path());
+    let widen = "[[policy]]\nbuiltin = \"default\"\nsettings = { network = \"host\" }\n";
+    // The ceiling defaults to the defaults: giving the host's network to a command is the policy's fault.
+    let sw = build(dir.path(), &mark, "network = \"none\"", widen);
+    let r = sw
+        .without_session()
+        .execute(exec(&t.inline), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(!r.success && !r.output.contains("reached"), "{r:?}");
+    let reason = r.deny_reason.clone().expect("denied");
+    assert!(
+        reason.contains("default") && reason.contains("max_network"),
+        "{reason}"
+    );
+    sw.shutdown().await;
+    // Raised by the operator, the same plan runs and reaches the listener.
+    let sw = build(
+        dir.path(),
+        &mark,
+        "network = \"none\"\nmax_network = \"host\"",
+        widen,
+    );
+    let r = sw
+        .without_session()
+        .execute(exec(&t.inline), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(r.success && r.output.contains("reached"), "{r:?}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// A small HTTP server on the host's loopback answering `hello`; its port.
+fn http_server() -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let _ = s.read(&mut [0u8; 2048]);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allow_list_reaches_only_its_names_through_the_proxy_and_the_model_is_told() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let port = http_server();
+    let confinement = "network = { allow = [\"allowed.test\"] }\n\
+                       proxy_hosts = { \"allowed.test\" = \"127.0.0.1\", \"other.test\" = \"127.0.0.1\" }";
+    let sw = build(dir.path(), &mark, confinement, "");
+    let get = |host: &str| {
+        exec(&format!(
+            "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://{host}:{port}/', timeout=5).read().decode())\""
+        ))
+    };
+    let r = sw
+        .without_session()
+        .execute(get("allowed.test"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(r.success && r.output.contains("hello"), "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("network only to allowed.test")),
+        "{r:?}"
+    );
+    let r = sw
+        .without_session()
+        .execute(get("other.test"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(!r.success && r.output.contains("403"), "{r:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("may reach only allowed.test")),
+        "{:?}",
+        r.notes
+    );
+    sw.shutdown().await;
+    // A policy may choose an allow-list for one command (here the scripted test policy, `net:allow=…`), within the
+    // ceiling; the next command has the operator's network again.
+    let scripted = shellward_policy::embedded::guests::SCRIPTED_POLICY;
+    let policies = format!("[[policy]]\npath = \"{scripted}\"\n");
+    let sw = build(dir.path(), &mark, "network = \"host\"", &policies);
+    let r = sw
+        .without_session()
+        .execute(
+            exec("net:allow=pypi.org,*.npmjs.org:443"),
+            ExecuteOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r.success, "{r:?}");
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_some_and(|l| l.contains("pypi.org, *.npmjs.org:443")),
+        "{r:?}"
+    );
+    let r = sw
+        .without_session()
+        .execute(exec("true"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        r.confinement
+            .as_deref()
+            .is_none_or(|l| !l.contains("network")),
+        "{r:?}"
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// A policy sets how long a background start waits for readiness (contract 0.3's `startup-wait-ms`): the default
+/// policy's `promoted_startup_wait` holds a promoted watcher's start for that long, while other background starts keep
+/// the operator's `[tools] startup_wait`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_sets_the_start_up_wait_of_the_commands_it_promotes() {
+    let mark = new_mark();
+    let dir = tempfile::tempdir().unwrap();
+    let policies = "[[policy]]\nbuiltin = \"default\"\nsettings = { promoted_startup_wait = \"1500ms\" }\n\
+                    [tools]\nstartup_wait = \"100ms\"\n";
+    let sw = build(dir.path(), &mark, "network = \"host\"", policies);
+    let started = std::time::Instant::now();
+    let r = sw
+        .without_session()
+        .execute(exec("tail -f /dev/null"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    let promoted = started.elapsed();
+    assert!(r.running, "{r:?}");
+    assert!(
+        promoted >= std::time::Duration::from_millis(1400),
+        "the policy's wait: {promoted:?}"
+    );
+    let started = std::time::Instant::now();
+    let r = sw
+        .without_session()
+        .execute(exec("sleep 30").background(true), ExecuteOptions::new())
+        .await
+        .unwrap();
+    let plain = started.elapsed();
+    assert!(r.running, "{r:?}");
+    assert!(
+        plain < promoted,
+        "the operator's shorter wait: {plain:?} vs {promoted:?}"
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// What the policies are told about where a command runs: the platform, the configured shell, the operator's
+/// confinement and ceiling, and the paths no command can read.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_request_tells_policies_the_shell_the_confinement_and_the_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "x").unwrap();
+    let file = dir.path().join("shellward.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[executor]\nshell = [\"bash\", \"-c\"]\nworkdir = \"{}\"\n[confinement]\nnetwork = \"loopback\"\n\
+             max_network = \"host\"\nwritable = [\"$WORKDIR\"]\ndeny_read = [\"{}\"]\n",
+            dir.path().display(),
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let sw = Shellward::builder()
+        .config(Config::load(&file).unwrap())
+        .build()
+        .unwrap();
+    let d = sw.without_session().decide(&exec("ls"), &[], &[]).unwrap();
+    assert_eq!(d.request.shell, "bash");
+    assert_eq!(d.request.os, std::env::consts::OS);
+    assert_eq!(
+        d.request.confinement.network,
+        shellward_policy::NetworkAccess::Loopback
+    );
+    assert_eq!(
+        d.request.confinement.writable,
+        Some(vec![dir.path().display().to_string()]),
+        "the cd trap's private directory is host machinery, not shown"
+    );
+    assert_eq!(
+        d.request.ceiling.network,
+        shellward_policy::NetworkAccess::Host
+    );
+    assert_eq!(d.request.hidden, vec![secret.display().to_string()]);
+    sw.shutdown().await;
+}
+
+const SUITE_AS_USER: &str = "SHELLWARD_TEST_POLICY_CONFINEMENT_AS_USER";
+
+/// Every test above again as a normal user (the session sandbox in a user namespace of its own, a network namespace
+/// per confined command).
+#[test]
+fn every_policy_confinement_test_passes_as_a_normal_user() {
+    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
+    {
+        return;
+    }
+    let out = shellward_test_support::rerun_all_as_user(
+        module_path!(),
+        &["every_policy_confinement_test_passes_as_a_normal_user"],
+        SUITE_AS_USER,
+    );
+    println!("{out}");
+}

@@ -1,1 +1,1 @@
-../../policies/guard-py/shellward_reader.py
+../shellward-kit/python/shellward_reader.py

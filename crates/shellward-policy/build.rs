@@ -56,7 +56,7 @@ fn main() {
     }
     for dir in [
         "wit",
-        "policies/kit",
+        "crates/shellward-kit",
         "policies/default",
         "policies/guard",
         "policies/testing",

@@ -151,8 +151,8 @@ fn check(file: &Path) -> Result<ExitCode> {
 }
 
 /// What commands will not get of this environment, and the rules that decide it (names only, never values).
-fn print_withheld(env: &shellward::EnvPolicy) {
-    use shellward::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
+fn print_withheld(env: &shellward::exec::EnvPolicy) {
+    use shellward::exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
     if env.ignore_default_excludes {
         println!(
             "environment: ignore_default_excludes = true: secret-looking names and credential values ARE passed to \

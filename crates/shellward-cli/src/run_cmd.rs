@@ -5,11 +5,12 @@ use crate::service::{ServiceArgs, runtime};
 use crate::sys::{EchoOff, Interrupts};
 use anyhow::Result;
 use clap::Args;
-use shellward::tools::{ExecuteArgs, OnTimeoutChoice, ProcessOutputArgs, ToolCall, ToolOutput};
+use shellward::exec::OnTimeout;
+use shellward::tools::{ExecuteArgs, ProcessOutputArgs, ToolCall, ToolOutput};
 use shellward::{
     ExecuteOptions, Process, ReadOptions, Shellward, StartOptions, ToolError, ToolErrorKind,
 };
-use shellward::{ExitState, SignalKind, TimeoutAction};
+use shellward::{ExitState, SignalKind};
 use shellward_policy::duration::format_millis;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -183,7 +184,7 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         eprint!("{}", decision_text(&decided.decision));
         eprintln!("---");
     }
-    let (plan, notes) = match decided.verdict() {
+    let (plan, notes) = match decided.verdict().clone() {
         shellward::Verdict::Run { plan, notes } => (plan, notes),
         shellward::Verdict::Ask { plan, notes, .. } => (plan, notes),
         shellward::Verdict::Deny { reason, by } => {
@@ -245,8 +246,8 @@ fn execute_args(args: &RunArgs) -> ExecuteArgs {
     let mut built = ExecuteArgs::new(args.command.join(" "));
     built.timeout = args.timeout.clone();
     built.on_timeout = args.on_timeout.as_deref().map(|a| match a {
-        "kill" => OnTimeoutChoice::Kill,
-        _ => OnTimeoutChoice::Background,
+        "kill" => shellward::tools::OnTimeout::Kill,
+        _ => shellward::tools::OnTimeout::Background,
     });
     built.workdir = args.workdir.clone();
     built.run_in_background = args.background.then_some(true);
@@ -258,7 +259,7 @@ fn execute_args(args: &RunArgs) -> ExecuteArgs {
 /// The plan's timeout and what it does.
 struct Timing {
     timeout: Option<Duration>,
-    on_timeout: TimeoutAction,
+    on_timeout: OnTimeout,
 }
 
 /// Streams `process`'s output to stdout until it ends, times out (when the plan kills), a signal arrives, or the
@@ -289,8 +290,8 @@ async fn stream(
             sig = interrupts.recv() => break Stop::Signalled(sig),
             _ = sleep_until(deadline) => {
                 match timing.on_timeout {
-                    TimeoutAction::Kill => break Stop::TimedOut,
-                    TimeoutAction::Background => {
+                    OnTimeout::Kill => break Stop::TimedOut,
+                    OnTimeout::Background => {
                         let t = format_millis(timing.timeout.unwrap_or_default().as_millis() as u64);
                         eprintln!(
                             "shellward: still running as {id} after the {t} timeout; the policy keeps it running. \

@@ -5,7 +5,7 @@ use crate::error::ExecError;
 use crate::ids::{ProcessId, Session, session_str};
 use crate::logdir::LogDir;
 use crate::output::Capture;
-use crate::plan::{ExecPlan, TimeoutAction};
+use crate::plan::{ExecPlan, OnTimeout};
 use crate::registry::{Limits, Proc, Registry};
 use crate::results::{ExecResult, ExitState, ProcessInfo, ProcessList, SignalKind, SignalOutcome};
 pub(crate) use crate::shared::Inner;
@@ -222,11 +222,11 @@ impl Executor {
         };
         if !exited {
             match plan.on_timeout {
-                TimeoutAction::Background => {
+                OnTimeout::Background => {
                     proc.background.store(true, Ordering::Relaxed);
                     return Ok(self.result(proc, true, false, 0));
                 }
-                TimeoutAction::Kill => {
+                OnTimeout::Kill => {
                     self.terminate(proc).await;
                     proc.wait_exit().await;
                 }
@@ -238,7 +238,7 @@ impl Executor {
             proc.background.store(true, Ordering::Relaxed);
             // A foreground command that must not outlive its timeout: what it left behind is stopped at the deadline
             // (a fork bomb's survivors, a server started with `&`), not left to run until someone signals it.
-            if let (Some(t), TimeoutAction::Kill) = (plan.timeout, plan.on_timeout) {
+            if let (Some(t), OnTimeout::Kill) = (plan.timeout, plan.on_timeout) {
                 let inner = Arc::downgrade(&self.inner);
                 let p = proc.clone();
                 let deadline = p.started_at + t;
@@ -407,7 +407,10 @@ impl Executor {
         let config = &self.inner.config;
         let (env, proxy_rules) = self.command_env(plan)?;
         let mut args: Vec<OsString> = config.shell[1..].iter().map(OsString::from).collect();
-        args.push(plan.command.clone().into());
+        args.push(match &plan.report_cwd {
+            Some(file) => crate::plan::with_cwd_report(file, &plan.command).into(),
+            None => plan.command.clone().into(),
+        });
         let log_dir = self
             .inner
             .log_dir
@@ -871,6 +874,15 @@ mod tests;
 /// A background plan has no foreground timeout (it would be ignored: the run returns at once); its limit is its
 /// `deadline`.
 fn check_mode(plan: &ExecPlan) -> Result<(), ExecError> {
+    if let Some(file) = &plan.report_cwd
+        && !crate::plan::plain_report_path(file)
+    {
+        return Err(ExecError::InvalidPlan(format!(
+            "report_cwd {} must be an absolute path of letters, digits and /._-+:@%,= (it goes into the shell's \
+             script); choose such a file",
+            file.display()
+        )));
+    }
     if plan.background && plan.timeout.is_some() {
         return Err(ExecError::InvalidPlan(
             "a background plan returns at once and has no foreground timeout; give its `deadline` to end it after \

@@ -65,7 +65,7 @@ pub use executor::Executor;
 pub use ids::{ProcessId, Session};
 pub use logdir::PrivateDir;
 pub use output::{OutputChunk, OutputLimits, OutputView, ReadOptions};
-pub use plan::{Confinement, DEFAULT_DENIED_SYSCALLS, ExecPlan, Network, StdinMode, TimeoutAction};
+pub use plan::{Confinement, DEFAULT_DENIED_SYSCALLS, ExecPlan, Network, OnTimeout, StdinMode};
 pub use proxy::{PROXY_ADDR, ProxyRules};
 pub use results::{
     Enforced, ExecResult, ExitState, OutputRead, ProcessInfo, ProcessList, SignalKind,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// What happens when a foreground command outlives its timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TimeoutAction {
+pub enum OnTimeout {
     /// Terminate the whole tree (SIGTERM, grace, SIGKILL) and report `timed_out`.
     Kill,
     /// Keep it running as a tracked background process; the caller gets its id and the output so far.
@@ -179,7 +179,7 @@ pub struct ExecPlan {
     /// [`deadline`](Self::deadline)): one with both is refused with [`ExecError::InvalidPlan`](crate::ExecError).
     pub timeout: Option<Duration>,
     /// What happens when the foreground timeout expires.
-    pub on_timeout: TimeoutAction,
+    pub on_timeout: OnTimeout,
     /// The session (caller) the process belongs to; only that session can see or signal it.
     pub session: Option<Session>,
     /// Background plans: wait up to this long for the command to fail at start-up (a server whose port is taken
@@ -197,6 +197,31 @@ pub struct ExecPlan {
     pub labels: Vec<(String, String)>,
     /// Where the command may write and what network it reaches (default: not confined).
     pub confinement: Confinement,
+    /// A file the shell writes its last working directory into when the command ends, however it ends (a host
+    /// that keeps a session's directory from one command to the next reads it). The executor adds an `EXIT` trap
+    /// to the shell's script at the spawn; the command the plan names, and [`crate::ProcessInfo::command`], stay
+    /// as they are. For a POSIX shell only (`sh -c`); the path must be absolute and plain (letters, digits and
+    /// `/._-+:@%,=`), or the plan is refused. A command that sets its own `EXIT` trap replaces this one.
+    pub report_cwd: Option<PathBuf>,
+}
+
+/// The script a POSIX shell runs for `command` when its last working directory is to be left in `file`: `command`
+/// prefixed (on its first line, so line numbers in the shell's messages stay the same) with an `EXIT` trap that
+/// writes the directory; it changes neither the command's output nor its exit status.
+pub(crate) fn with_cwd_report(file: &std::path::Path, command: &str) -> String {
+    format!(
+        "trap 'pwd -P >| {} 2>/dev/null' EXIT; {command}",
+        file.display()
+    )
+}
+
+/// Whether `file` can stand unquoted in the trap's single-quoted text: absolute, and plain characters only.
+pub(crate) fn plain_report_path(file: &std::path::Path) -> bool {
+    file.is_absolute()
+        && file.to_str().is_some_and(|t| {
+            t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%,=".contains(&b))
+        })
 }
 
 impl ExecPlan {

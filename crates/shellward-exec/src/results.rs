@@ -89,7 +89,7 @@ pub struct ExecResult {
     pub exit: ExitState,
     /// The foreground timeout expired.
     pub timed_out: bool,
-    /// The process still runs (background run, or timeout with [`TimeoutAction::Background`](crate::TimeoutAction::Background)).
+    /// The process still runs (background run, or timeout with [`OnTimeout::Background`](crate::OnTimeout::Background)).
     pub running: bool,
     /// Wall time from start until the result, in milliseconds.
     pub wall_ms: u64,

@@ -36,7 +36,7 @@
 use crate::chain::PolicyChain;
 use crate::engine::{FaultMode, PolicyEngine};
 use crate::error::PolicyError;
-use crate::types::{Confinement, NetworkAccess, OnTimeout, Outcome, Plan, Request};
+use crate::types::{Confinement, Network, OnTimeout, Outcome, Plan, Request};
 use serde::Deserialize;
 use shellward_kit::duration::{format_millis, parse_millis};
 use std::collections::BTreeMap;
@@ -207,11 +207,11 @@ impl Writable {
 }
 
 /// A network name of a case as a confinement's network (`allow` cannot be given: it needs its list).
-fn network_named(name: &str) -> Result<NetworkAccess, String> {
+fn network_named(name: &str) -> Result<Network, String> {
     match name {
-        "none" => Ok(NetworkAccess::None),
-        "loopback" => Ok(NetworkAccess::Loopback),
-        "host" => Ok(NetworkAccess::Host),
+        "none" => Ok(Network::None),
+        "loopback" => Ok(Network::Loopback),
+        "host" => Ok(Network::Host),
         other => Err(format!(
             "{other:?} is not a network; use \"none\", \"loopback\" or \"host\""
         )),
@@ -444,7 +444,7 @@ impl Case {
         let network = |n: &Option<String>| n.as_deref().and_then(|n| network_named(n).ok());
         let writable = |w: &Option<Writable>| w.as_ref().and_then(|w| w.paths().ok());
         let confinement = Confinement::new(
-            network(&self.network).unwrap_or(NetworkAccess::Host),
+            network(&self.network).unwrap_or(Network::Host),
             writable(&self.writable).flatten(),
         );
         let ceiling = Confinement::new(

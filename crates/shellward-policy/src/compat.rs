@@ -7,10 +7,10 @@ use wasmtime::component::Component;
 
 /// The WIT package policies implement.
 pub const WIT_PACKAGE: &str = "shellward:policy";
-/// The WIT package version this host was built with (see `wit/policy.wit`).
+/// The WIT package version this host was built with (see `wit/v0.4/policy.wit`).
 pub const WIT_VERSION: &str = "0.4.0";
 
-/// Earlier versions this host still loads, each through an adapter (frozen copies in `wit-v0.3/`, `wit-v0.2/`, `wit-v0.1/`), newest
+/// Earlier versions this host still loads, each through an adapter (frozen in `wit/v0.3/`, `wit/v0.2/`, `wit/v0.1/`), newest
 /// first.
 pub const ADAPTED_WIT_VERSIONS: &[&str] = &["0.3.0", "0.2.0", "0.1.0"];
 
@@ -197,19 +197,19 @@ mod tests {
 
     #[test]
     fn wit_version_matches_the_wit_file() {
-        let wit = include_str!("../wit/policy.wit");
+        let wit = include_str!("../wit/v0.4/policy.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
         for (frozen, version) in [
             (
-                include_str!("../wit-v0.3/policy.wit"),
+                include_str!("../wit/v0.3/policy.wit"),
                 ADAPTED_WIT_VERSIONS[0],
             ),
             (
-                include_str!("../wit-v0.2/policy.wit"),
+                include_str!("../wit/v0.2/policy.wit"),
                 ADAPTED_WIT_VERSIONS[1],
             ),
             (
-                include_str!("../wit-v0.1/policy.wit"),
+                include_str!("../wit/v0.1/policy.wit"),
                 ADAPTED_WIT_VERSIONS[2],
             ),
         ] {

@@ -40,4 +40,4 @@ pub use error::{FaultKind, PolicyError};
 pub use limits::OutcomeLimits;
 pub use policy::Policy;
 pub use shellward_kit::duration;
-pub use types::{Ask, Confinement, Denial, NetworkAccess, OnTimeout, Outcome, Plan, Request, Rule};
+pub use types::{Ask, Confinement, Denial, Network, OnTimeout, Outcome, Plan, Request, Rule};

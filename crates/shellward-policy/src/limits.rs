@@ -3,7 +3,7 @@
 //! no shell accepts is at fault: its outcome is refused as a fault naming the policy and the field, before the next
 //! policy or the executor sees it.
 
-use crate::types::{NetworkAccess, Outcome, Plan};
+use crate::types::{Network, Outcome, Plan};
 
 /// Bounds on one policy's outcome. Start from `OutcomeLimits::default()` and change fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +125,7 @@ impl OutcomeLimits {
                 }
             }
         }
-        if let NetworkAccess::Allow(list) = &plan.confinement.network {
+        if let Network::Allow(list) = &plan.confinement.network {
             if list.is_empty() || list.len() > self.max_list {
                 return Err(format!(
                     "its plan's network allow-list has {} entries; give 1 to {} (for no network at all, ask \
@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn confinement_in_a_plan_is_checked() {
         let l = OutcomeLimits::default();
-        let with = |writable: Vec<&str>, network: NetworkAccess| {
+        let with = |writable: Vec<&str>, network: Network| {
             let mut p = plan("ls");
             p.confinement = Confinement::new(
                 network,
@@ -339,15 +339,15 @@ mod tests {
             );
             l.check(&Outcome::Run(p))
         };
-        assert!(with(vec!["/srv/app", "/tmp"], NetworkAccess::None).is_ok());
+        assert!(with(vec!["/srv/app", "/tmp"], Network::None).is_ok());
         for bad in ["relative/dir", "/srv/../etc", "/srv/./x", "/a\0b"] {
-            let e = with(vec![bad], NetworkAccess::Host).unwrap_err();
+            let e = with(vec![bad], Network::Host).unwrap_err();
             assert!(e.contains("writable"), "{bad}: {e}");
         }
         let allow = |list: &[&str]| {
             with(
                 vec!["/tmp"],
-                NetworkAccess::Allow(list.iter().map(|s| s.to_string()).collect()),
+                Network::Allow(list.iter().map(|s| s.to_string()).collect()),
             )
         };
         assert!(allow(&["pypi.org", "*.npmjs.org:443", "localhost:8080"]).is_ok());

@@ -5,7 +5,7 @@
 //! `#[non_exhaustive]` and grow with constructors (`Request::new`, `Plan::from_request`, `Denial::new`).
 
 /// What happens when a foreground command outlives its timeout. Exhaustive on purpose, as [`Outcome`] and
-/// [`NetworkAccess`] are: a new way to end a command is one every host must handle (or refuse).
+/// [`Network`] are: a new way to end a command is one every host must handle (or refuse).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OnTimeout {
     /// Terminate the whole process tree and report it timed out.
@@ -17,7 +17,7 @@ pub enum OnTimeout {
 /// The network a command reaches, from narrowest to widest: `None`, `Loopback`, `Allow`, `Host`. Exhaustive on
 /// purpose: a new kind of network is one every enforcing host must handle (or refuse).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum NetworkAccess {
+pub enum Network {
     /// No network at all.
     None,
     /// Only its own loopback.
@@ -28,22 +28,22 @@ pub enum NetworkAccess {
     Host,
 }
 
-impl NetworkAccess {
+impl Network {
     /// Its rank from narrowest (0) to widest (3).
     fn rank(&self) -> u8 {
         match self {
-            NetworkAccess::None => 0,
-            NetworkAccess::Loopback => 1,
-            NetworkAccess::Allow(_) => 2,
-            NetworkAccess::Host => 3,
+            Network::None => 0,
+            Network::Loopback => 1,
+            Network::Allow(_) => 2,
+            Network::Host => 3,
         }
     }
 
     /// Whether `self` reaches no more than `ceiling` does (an allow-list is within another only when each of its
     /// entries is one of the other's).
-    pub fn within(&self, ceiling: &NetworkAccess) -> bool {
+    pub fn within(&self, ceiling: &Network) -> bool {
         match (self, ceiling) {
-            (NetworkAccess::Allow(mine), NetworkAccess::Allow(theirs)) => {
+            (Network::Allow(mine), Network::Allow(theirs)) => {
                 mine.iter().all(|m| theirs.contains(m))
             }
             _ => self.rank() <= ceiling.rank(),
@@ -53,10 +53,10 @@ impl NetworkAccess {
     /// Its name as the configuration and the WIT spell it: `none`, `loopback`, `allow`, `host`.
     pub fn as_str(&self) -> &'static str {
         match self {
-            NetworkAccess::None => "none",
-            NetworkAccess::Loopback => "loopback",
-            NetworkAccess::Allow(_) => "allow",
-            NetworkAccess::Host => "host",
+            Network::None => "none",
+            Network::Loopback => "loopback",
+            Network::Allow(_) => "allow",
+            Network::Host => "host",
         }
     }
 }
@@ -66,7 +66,7 @@ impl NetworkAccess {
 #[non_exhaustive]
 pub struct Confinement {
     /// The network it reaches.
-    pub network: NetworkAccess,
+    pub network: Network,
     /// `Some(paths)`: it may write only beneath these absolute paths. `None`: writes are not confined.
     pub writable: Option<Vec<String>>,
 }
@@ -82,13 +82,13 @@ impl Confinement {
     /// Nothing confined: the host's network, writes wherever the user may.
     pub fn unconfined() -> Confinement {
         Confinement {
-            network: NetworkAccess::Host,
+            network: Network::Host,
             writable: None,
         }
     }
 
     /// A confinement with this network and these writable paths.
-    pub fn new(network: NetworkAccess, writable: Option<Vec<String>>) -> Confinement {
+    pub fn new(network: Network, writable: Option<Vec<String>>) -> Confinement {
         Confinement { network, writable }
     }
 
@@ -121,9 +121,9 @@ impl Confinement {
 }
 
 /// `network` for a message: its name, and an allow-list's entries.
-fn describe_network(network: &NetworkAccess) -> String {
+fn describe_network(network: &Network) -> String {
     match network {
-        NetworkAccess::Allow(list) => format!("allow {}", list.join(", ")),
+        Network::Allow(list) => format!("allow {}", list.join(", ")),
         other => other.as_str().to_string(),
     }
 }
@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn network_ceiling_orders_from_none_to_host() {
-        use NetworkAccess as N;
+        use Network as N;
         assert!(N::None.within(&N::Loopback));
         assert!(N::Loopback.within(&N::Host));
         assert!(!N::Host.within(&N::Loopback));
@@ -436,19 +436,16 @@ mod tests {
 
     #[test]
     fn writable_paths_must_be_beneath_the_ceiling() {
-        let ceiling = Confinement::new(
-            NetworkAccess::Host,
-            Some(vec!["/srv".into(), "/tmp".into()]),
-        );
-        let ok = Confinement::new(NetworkAccess::None, Some(vec!["/srv/app".into()]));
+        let ceiling = Confinement::new(Network::Host, Some(vec!["/srv".into(), "/tmp".into()]));
+        let ok = Confinement::new(Network::None, Some(vec!["/srv/app".into()]));
         assert_eq!(ok.beyond(&ceiling), None);
-        let sibling = Confinement::new(NetworkAccess::Host, Some(vec!["/srv2".into()]));
+        let sibling = Confinement::new(Network::Host, Some(vec!["/srv2".into()]));
         assert!(sibling.beyond(&ceiling).unwrap().contains("/srv2"));
-        let any = Confinement::new(NetworkAccess::Host, None);
+        let any = Confinement::new(Network::Host, None);
         assert!(any.beyond(&ceiling).unwrap().contains("unconfined"));
         assert_eq!(any.beyond(&Confinement::unconfined()), None);
-        let wide = Confinement::new(NetworkAccess::Host, Some(vec!["/srv".into()]));
-        let narrow_ceiling = Confinement::new(NetworkAccess::Loopback, None);
+        let wide = Confinement::new(Network::Host, Some(vec!["/srv".into()]));
+        let narrow_ceiling = Confinement::new(Network::Loopback, None);
         assert!(
             wide.beyond(&narrow_ceiling)
                 .unwrap()

@@ -1,19 +1,17 @@
 //! The Python tools some end-to-end tests need, provisioned by the tests themselves: one virtualenv under the target
-//! directory with pinned versions of the official MCP SDK and componentize-py, and the Python guard component built
-//! from its sources. `cargo test --workspace` on a fresh clone needs nothing but `python3` and the package index.
+//! directory with pinned versions of the official MCP SDK and componentize-py (which builds the Python policy
+//! scaffold). `cargo test --workspace` on a fresh clone needs nothing but `python3` and the package index.
 //!
 //! Parallel test binaries share the work through a file lock (`target/py-venv.lock`): the first one creates the
-//! venv, the others wait and reuse it. A venv whose pins differ (a stamp file records them) is rebuilt; the guard is
-//! rebuilt when it is missing or older than its sources.
+//! venv, the others wait and reuse it. A venv whose pins differ (a stamp file records them) is rebuilt.
 //!
 //! Overrides, absolute or relative to the workspace root: `SHELLWARD_TEST_PYTHON` (an interpreter that can import
-//! `mcp`), `SHELLWARD_TEST_COMPONENTIZE_PY`, `SHELLWARD_TEST_GUARD_PY` (a built guard component).
+//! `mcp`), `SHELLWARD_TEST_COMPONENTIZE_PY`.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::SystemTime;
 
 /// The packages the venv holds, pinned.
 pub const PINS: &[&str] = &["mcp==2.3.0", "componentize-py==0.25.1"];
@@ -146,44 +144,4 @@ pub fn componentize_py() -> Result<PathBuf, String> {
         Some(p) => Ok(p),
         None => Ok(venv()?.join("bin/componentize-py")),
     }
-}
-
-fn newest_source(dirs: &[PathBuf]) -> SystemTime {
-    dirs.iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            e.path()
-                .extension()
-                .is_some_and(|x| x == "py" || x == "wit" || x == "sh")
-        })
-        .filter_map(|e| e.metadata().ok()?.modified().ok())
-        .max()
-        .unwrap_or(SystemTime::UNIX_EPOCH)
-}
-
-/// The Python guard component (`target/guests/guard-py.wasm`), built by `policies/guard-py/build.sh` when missing or
-/// older than its sources.
-pub fn guard_py() -> Result<PathBuf, String> {
-    if let Some(p) = env_path("SHELLWARD_TEST_GUARD_PY") {
-        return Ok(p);
-    }
-    let root = workspace_root();
-    let target = target_dir();
-    let out = target.join("guests/guard-py.wasm");
-    let tool = componentize_py()?;
-    let _lock = Lock::take(&target.join("guard-py.lock"))?;
-    let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
-    let sources = newest_source(&[root.join("policies/guard-py"), root.join("wit")]);
-    if built.is_some_and(|b| b >= sources) {
-        return Ok(out);
-    }
-    run(
-        Command::new(root.join("policies/guard-py/build.sh"))
-            .arg(&out)
-            .env("COMPONENTIZE_PY", &tool),
-        "policies/guard-py/build.sh",
-    )?;
-    Ok(out)
 }

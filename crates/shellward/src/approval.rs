@@ -478,7 +478,7 @@ impl Shellward {
             }
             _ => (String::new(), None, None),
         };
-        let exec = decided.plan.as_ref();
+        let exec = decided.plan();
         ApprovalRequest {
             id: ApprovalId::new(),
             session: decided.session.clone(),

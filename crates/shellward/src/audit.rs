@@ -22,10 +22,10 @@ pub const RECORD_VERSION: u32 = 3;
 /// A policy confinement as records carry it: `{"network": "none" | "loopback" | "host" | {"allow": [...]},
 /// "writable": [...] | null}` (`null`: unconfined).
 pub fn confinement_json(c: &shellward_policy::Confinement) -> Value {
-    use shellward_policy::NetworkAccess;
+    use shellward_policy::Network;
     json!({
         "network": match &c.network {
-            NetworkAccess::Allow(list) => json!({ "allow": list }),
+            Network::Allow(list) => json!({ "allow": list }),
             other => json!(other.as_str()),
         },
         "writable": c.writable,
@@ -34,15 +34,15 @@ pub fn confinement_json(c: &shellward_policy::Confinement) -> Value {
 
 /// [`confinement_json`] read back; `None` when `v` is not one.
 fn confinement_from(v: &Value) -> Option<shellward_policy::Confinement> {
-    use shellward_policy::NetworkAccess;
+    use shellward_policy::Network;
     let network = match v.get("network")? {
         Value::String(s) => match s.as_str() {
-            "none" => NetworkAccess::None,
-            "loopback" => NetworkAccess::Loopback,
-            "host" => NetworkAccess::Host,
+            "none" => Network::None,
+            "loopback" => Network::Loopback,
+            "host" => Network::Host,
             _ => return None,
         },
-        other => NetworkAccess::Allow(
+        other => Network::Allow(
             other
                 .get("allow")?
                 .as_array()?

@@ -4,9 +4,10 @@
 use crate::config::{Config, ToolLimits};
 use crate::runner::Runner;
 use crate::{
-    BuildError, Decider, Executor, ExecutorConfig, Inner, PolicyChain, Shellward, active, audit,
-    idempotency, metrics, oci, run::MAX_CLIENT_TOKENS,
+    BuildError, Decider, Inner, PolicyChain, Shellward, active, audit, idempotency, metrics, oci,
+    run::MAX_CLIENT_TOKENS,
 };
+use shellward_exec::{Executor, ExecutorConfig};
 use shellward_policy::PolicyEngine;
 use std::sync::Arc;
 

@@ -21,7 +21,7 @@
 //! strings); [`ConfinementConfig::policy_view`] and [`to_exec`] map between the two.
 
 use shellward_exec::{Confinement, Enforced, Network};
-use shellward_policy::{Confinement as PolicyConfinement, NetworkAccess};
+use shellward_policy::{Confinement as PolicyConfinement, Network as PolicyNetwork};
 use std::path::{Path, PathBuf};
 
 /// The default writable paths: the working directory, the temporary directories and the package managers' caches.
@@ -183,12 +183,12 @@ fn expand(list: &[String], workdir: &Path) -> Vec<PathBuf> {
 }
 
 /// The executor's network (and allow-list) as policies see it.
-fn network_access(n: Network, allow: &[String]) -> NetworkAccess {
+fn network_access(n: Network, allow: &[String]) -> PolicyNetwork {
     match n {
-        Network::None => NetworkAccess::None,
-        Network::Loopback => NetworkAccess::Loopback,
-        Network::Allow => NetworkAccess::Allow(allow.to_vec()),
-        _ => NetworkAccess::Host,
+        Network::None => PolicyNetwork::None,
+        Network::Loopback => PolicyNetwork::Loopback,
+        Network::Allow => PolicyNetwork::Allow(allow.to_vec()),
+        _ => PolicyNetwork::Host,
     }
 }
 
@@ -202,10 +202,10 @@ pub(crate) fn to_exec(
 ) -> Result<Confinement, String> {
     let mut allow = Vec::new();
     let network = match &decided.network {
-        NetworkAccess::None => Network::None,
-        NetworkAccess::Loopback => Network::Loopback,
-        NetworkAccess::Host => Network::Host,
-        NetworkAccess::Allow(list) => {
+        PolicyNetwork::None => Network::None,
+        PolicyNetwork::Loopback => Network::Loopback,
+        PolicyNetwork::Host => Network::Host,
+        PolicyNetwork::Allow(list) => {
             shellward_exec::ProxyRules::new(list, &Default::default()).map_err(|e| {
                 format!("asked for a network allow-list the proxy cannot use ({e}), so the command was not run")
             })?;
@@ -436,7 +436,7 @@ mod tests {
         let mut plan = c.for_command(workdir);
         plan.writable.as_mut().unwrap().push(hidden.clone());
         let (view, ceiling) = c.policy_view(&plan, workdir, Some(&hidden));
-        assert_eq!(view.network, NetworkAccess::Loopback);
+        assert_eq!(view.network, PolicyNetwork::Loopback);
         assert_eq!(
             view.writable,
             Some(vec!["/srv".to_string(), "/w/app".to_string()])
@@ -445,7 +445,7 @@ mod tests {
         c.max_network = Some(Network::Host);
         c.max_writable = Some(Some(vec!["$WORKDIR".into(), "/data".into()]));
         let (_, ceiling) = c.policy_view(&plan, workdir, Some(&hidden));
-        assert_eq!(ceiling.network, NetworkAccess::Host);
+        assert_eq!(ceiling.network, PolicyNetwork::Host);
         assert_eq!(
             ceiling.writable,
             Some(vec!["/data".to_string(), "/w/app".to_string()])
@@ -453,7 +453,7 @@ mod tests {
         c.max_writable = Some(None);
         assert_eq!(c.policy_view(&plan, workdir, None).1.writable, None);
         // Back to the executor: the host's hidden directory stays writable, the system-call filter stays.
-        let narrowed = PolicyConfinement::new(NetworkAccess::None, Some(vec!["/w/app".into()]));
+        let narrowed = PolicyConfinement::new(PolicyNetwork::None, Some(vec!["/w/app".into()]));
         let exec = to_exec(&narrowed, &plan, Some(&hidden)).unwrap();
         assert_eq!(exec.network, Network::None);
         assert_eq!(
@@ -461,13 +461,13 @@ mod tests {
             Some(vec![PathBuf::from("/w/app"), hidden.clone()])
         );
         assert_eq!(exec.deny_syscalls, vec!["ptrace".to_string()]);
-        let allow = PolicyConfinement::new(NetworkAccess::Allow(vec!["pypi.org".into()]), None);
+        let allow = PolicyConfinement::new(PolicyNetwork::Allow(vec!["pypi.org".into()]), None);
         let exec = to_exec(&allow, &plan, None).unwrap();
         assert_eq!(
             (exec.network, exec.allow.clone()),
             (Network::Allow, vec!["pypi.org".to_string()])
         );
-        let bad = PolicyConfinement::new(NetworkAccess::Allow(vec!["no such host!".into()]), None);
+        let bad = PolicyConfinement::new(PolicyNetwork::Allow(vec!["no such host!".into()]), None);
         assert!(
             to_exec(&bad, &plan, None)
                 .unwrap_err()

@@ -1,4 +1,4 @@
-//! The deciding room: an `execute` call's arguments checked, the policy chain's request built, the chain run, and
+//! The deciding half: an `execute` call's arguments checked, the policy chain's request built, the chain run, and
 //! its outcome turned into what the executor would run ([`Decided`]). A [`Decider`] owns no executor and starts
 //! nothing: `shellward policy check` decides with one alone, and a [`crate::Shellward`] composes one with its runner.
 
@@ -7,7 +7,7 @@ use crate::config::{Config, ToolLimits};
 use crate::metrics::Metrics;
 use crate::tools::{self, ExecuteArgs};
 use crate::{BuildError, Decided, ToolError, confinement};
-use shellward_exec::{ExecPlan, Session, StdinMode, TimeoutAction};
+use shellward_exec::{ExecPlan, Session, StdinMode};
 use shellward_policy::duration::{ACCEPTED_FORMS, parse_millis};
 use shellward_policy::{Decision, OnTimeout, Outcome, PolicyChain, PolicyEngine, Request};
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ impl Decider {
         let base_workdir = base_workdir(config);
         let mut plan_confinement = config.confinement.for_command(&base_workdir);
         if let (Some(paths), Some(dir)) = (plan_confinement.writable.as_mut(), cwd_dir) {
-            // Where a command reports its last directory (see `shape::cwd_trap`).
+            // Where a command reports its last directory (see `ExecPlan::report_cwd`).
             paths.push(dir.to_path_buf());
         }
         let policy_confinement =
@@ -172,13 +172,13 @@ impl Decider {
                 .or(decision.asked_by.as_deref()),
             chain_seconds,
         );
-        Ok(Decided {
-            asked: args.command.clone(),
-            session: session.map(str::to_string),
+        Ok(Decided::new(
+            args.command.clone(),
+            session.map(str::to_string),
             decision,
             plan,
             request,
-        })
+        ))
     }
 
     /// The call's arguments checked and turned into the policies' request, with the call's standard input.
@@ -228,8 +228,8 @@ impl Decider {
         request.timeout_ms = timeout_ms;
         request.background = args.run_in_background;
         request.on_timeout = args.on_timeout.map(|c| match c {
-            tools::OnTimeoutChoice::Kill => OnTimeout::Kill,
-            tools::OnTimeoutChoice::Background => OnTimeout::Background,
+            tools::OnTimeout::Kill => OnTimeout::Kill,
+            tools::OnTimeout::Background => OnTimeout::Background,
         });
         request.env = env;
         request.context = context;
@@ -331,8 +331,8 @@ impl Decider {
             p.timeout_ms.map(Duration::from_millis)
         };
         plan.on_timeout = match p.on_timeout {
-            OnTimeout::Kill => TimeoutAction::Kill,
-            OnTimeout::Background => TimeoutAction::Background,
+            OnTimeout::Kill => shellward_exec::OnTimeout::Kill,
+            OnTimeout::Background => shellward_exec::OnTimeout::Background,
         };
         plan.session = session.map(Session::from);
         plan.startup_wait = p.background.then(|| {

@@ -5,7 +5,8 @@ use crate::shape::reason_text;
 use shellward_exec::ExecPlan;
 use shellward_policy::{Decision, Outcome, Request};
 
-/// What the policy chain decided for an `execute` call, and the plan the executor would run.
+/// What the policy chain decided for an `execute` call: the [`Verdict`] (made once, with the plan the executor runs
+/// inside it, so a denied decision has no plan to run), and what it was decided from.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Decided {
@@ -13,12 +14,11 @@ pub struct Decided {
     pub asked: String,
     /// The caller's session.
     pub session: Option<String>,
-    /// The chain's decision (outcome, who denied, faults).
+    /// The chain's decision (outcome, who denied, faults): what the audit log and `policy check` show.
     pub decision: Decision,
-    /// The plan for the executor, when the outcome is run (or ask: what runs once approved).
-    pub plan: Option<ExecPlan>,
     /// The request the chain decided (what a replay re-decides).
     pub request: Request,
+    verdict: Verdict,
 }
 
 /// A decision as the caller acts on it: run this plan (with the policies' notes), or refuse (with the reason and the
@@ -58,35 +58,73 @@ pub enum Verdict {
 }
 
 impl Decided {
-    /// The decision as a [`Verdict`].
-    pub fn verdict(&self) -> Verdict {
-        match (&self.plan, &self.decision.outcome) {
-            (Some(plan), Outcome::Run(p)) => Verdict::Run {
-                plan: plan.clone(),
-                notes: p.notes.clone(),
-            },
-            (Some(plan), Outcome::Ask(a)) => Verdict::Ask {
-                plan: plan.clone(),
-                notes: a.plan.notes.clone(),
-                question: a.question.clone(),
-                rule: a.rule.clone(),
-                by: self
-                    .decision
-                    .asked_by
-                    .clone()
-                    .unwrap_or_else(|| "a policy".into()),
-            },
-            (_, outcome) => Verdict::Deny {
-                reason: reason_text(match outcome {
-                    Outcome::Deny(d) => d.reason.clone(),
-                    Outcome::Run(_) | Outcome::Ask(_) => String::new(),
-                }),
-                by: self
-                    .decision
-                    .denied_by
-                    .clone()
-                    .unwrap_or_else(|| "a policy".into()),
-            },
+    /// The decision of `request`: `plan` is the executor's plan for a run or an ask (`None`: refused, whatever the
+    /// outcome said — a plan that could not be made is a deny).
+    pub(crate) fn new(
+        asked: String,
+        session: Option<String>,
+        decision: Decision,
+        plan: Option<ExecPlan>,
+        request: Request,
+    ) -> Decided {
+        let verdict = verdict_of(&decision, plan);
+        Decided {
+            asked,
+            session,
+            decision,
+            request,
+            verdict,
         }
+    }
+
+    /// What to do: run the plan, ask about it, or refuse.
+    pub fn verdict(&self) -> &Verdict {
+        &self.verdict
+    }
+
+    /// The plan the executor runs (for an ask: once approved); `None` for a refusal.
+    pub fn plan(&self) -> Option<&ExecPlan> {
+        match &self.verdict {
+            Verdict::Run { plan, .. } | Verdict::Ask { plan, .. } => Some(plan),
+            Verdict::Deny { .. } => None,
+        }
+    }
+
+    /// The plan, to put the host's labels and deadline on it before it runs.
+    pub(crate) fn plan_mut(&mut self) -> Option<&mut ExecPlan> {
+        match &mut self.verdict {
+            Verdict::Run { plan, .. } | Verdict::Ask { plan, .. } => Some(plan),
+            Verdict::Deny { .. } => None,
+        }
+    }
+}
+
+/// The verdict of `decision` with the executor's `plan` (see [`Decided::new`]).
+fn verdict_of(decision: &Decision, plan: Option<ExecPlan>) -> Verdict {
+    match (plan, &decision.outcome) {
+        (Some(plan), Outcome::Run(p)) => Verdict::Run {
+            plan,
+            notes: p.notes.clone(),
+        },
+        (Some(plan), Outcome::Ask(a)) => Verdict::Ask {
+            plan,
+            notes: a.plan.notes.clone(),
+            question: a.question.clone(),
+            rule: a.rule.clone(),
+            by: decision
+                .asked_by
+                .clone()
+                .unwrap_or_else(|| "a policy".into()),
+        },
+        (_, outcome) => Verdict::Deny {
+            reason: reason_text(match outcome {
+                Outcome::Deny(d) => d.reason.clone(),
+                Outcome::Run(_) | Outcome::Ask(_) => String::new(),
+            }),
+            by: decision
+                .denied_by
+                .clone()
+                .unwrap_or_else(|| "a policy".into()),
+        },
     }
 }

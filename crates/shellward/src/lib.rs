@@ -79,17 +79,17 @@ pub use config::{
     AuthEntry, Config, ConfigError, OnCancel, PolicyEntry, PolicySource, Problem, ToolLimits,
     valid_session,
 };
-/// The environment variable names the executor withholds from commands as secrets (`config check` lists them).
-pub use shellward_exec::env::{DEFAULT_SECRET_PATTERNS, SECRET_LOOKALIKES};
-pub use shellward_exec::{
-    Confinement, ContainmentPreference, Enforced, EnvPolicy, ExecPlan, Executor, ExecutorConfig,
-    Inherit, Network, TimeoutAction, Unenforceable, init_main_if_requested,
-};
+/// The executor (`shellward-exec`) for those who want it: its settings (`exec::ExecutorConfig`, the type of
+/// [`Config::executor`]), the environment policy, confinement and network types, and the policy-free
+/// `exec::Executor` itself. The facade's own API names only the few re-exported below.
+pub use shellward_exec as exec;
 /// What a [`Process`] handle answers with: its details, its output, a signal's outcome.
 pub use shellward_exec::{
     ContainmentKind, ExitState, OutputChunk, OutputRead, OutputView, ProcessId, ProcessInfo,
     ProcessList, ReadOptions, Session, SignalKind, SignalOutcome,
 };
+/// A decided plan (inside a [`Verdict`]), and the call a host's `main` makes first (PID-namespace init).
+pub use shellward_exec::{ExecPlan, init_main_if_requested};
 
 /// The Rust examples of the manual's chapters that have some, compiled as doc tests so they stay true.
 #[cfg(doctest)]
@@ -105,15 +105,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tools::ExecuteResult;
 
-/// One instance's state, in its two rooms and what they share.
+/// One instance's state, its deciding and running halves and what they share.
 struct Inner {
-    /// The deciding room: arguments → request → chain → plan.
+    /// The deciding half: arguments → request → chain → plan.
     decider: Decider,
-    /// The running room's state: the executor, sessions' directories and pending notes.
+    /// The running half's state: the executor, sessions' directories and pending notes.
     runner: runner::Runner,
     /// Commands the policies ask about: who answers, how long they may take, those waiting and remembered.
     approvals: approval::Approvals,
-    /// Counters both rooms add to (shared with the decider).
+    /// Counters both halves add to (shared with the decider).
     metrics: Arc<metrics::Metrics>,
     audit: Option<audit::AuditLog>,
     /// The surface this instance serves (`serve`, `mcp`, `run`, `library`), for the audit log.

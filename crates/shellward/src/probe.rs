@@ -3,8 +3,9 @@
 //! directory and no network). `shellward sandbox check` prints it; a host can run it at start-up and refuse to serve
 //! without the confinement it needs.
 
-use crate::{BuildError, ExecPlan, Executor, ExecutorConfig};
+use crate::BuildError;
 use shellward_exec::{Confinement, ContainmentKind, Network};
+use shellward_exec::{ExecPlan, Executor, ExecutorConfig};
 
 /// The session the probe commands run in.
 const PROBE_SESSION: &str = "sandbox-check";

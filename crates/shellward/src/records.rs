@@ -4,7 +4,7 @@
 use crate::shape::exit_fields;
 use crate::{Decided, Shellward, audit};
 use serde_json::Value;
-use shellward_exec::{ExecResult, ReadOptions, Session, TimeoutAction};
+use shellward_exec::{ExecResult, OnTimeout, ReadOptions, Session};
 use shellward_policy::Outcome;
 
 impl Shellward {
@@ -34,7 +34,7 @@ impl Shellward {
             "faults": faults,
         });
         let outcome = &decided.decision.outcome;
-        match (outcome.planned(), &decided.plan, outcome) {
+        match (outcome.planned(), decided.plan(), outcome) {
             (Some(p), Some(plan), _) => {
                 record["outcome"] = outcome.kind().into();
                 if let Outcome::Ask(ask) = outcome {
@@ -48,7 +48,7 @@ impl Shellward {
                     "mode": if plan.background { "background" } else { "foreground" },
                     "timeout_ms": plan.timeout.map(|t| t.as_millis() as u64),
                     "on_timeout": match plan.on_timeout {
-                        TimeoutAction::Kill => "kill",
+                        OnTimeout::Kill => "kill",
                         _ => "background",
                     },
                     "confinement": audit::confinement_json(&p.confinement),

@@ -4,7 +4,7 @@
 
 use crate::approval::{Approval, Approver};
 use crate::decide::check_text;
-use crate::shape::{cwd_trap, exit_fields, read_cwd_file, shape_execute};
+use crate::shape::{exit_fields, read_cwd_file, shape_execute};
 use crate::tools::{ExecuteArgs, ExecuteResult};
 use crate::{
     Decided, Process, Shellward, ToolError, ToolErrorKind, Verdict, confinement, idempotency,
@@ -180,7 +180,7 @@ impl Shellward {
     }
 
     /// [`Shellward::run_decided_using`]; with `follow`, a foreground command's last working directory becomes its
-    /// session's (see [`cwd_trap`]).
+    /// session's (see `ExecPlan::report_cwd`).
     async fn run_decided_with(
         &self,
         decided: Decided,
@@ -190,7 +190,7 @@ impl Shellward {
         let mut decided = decided;
         options.edit(&mut decided);
         let started = options.on_start.unwrap_or_else(|| Box::new(|_| {}));
-        let (plan, notes) = match decided.verdict() {
+        let (plan, notes) = match decided.verdict().clone() {
             Verdict::Run { plan, notes } => (plan, notes),
             Verdict::Ask { .. } => {
                 return match self
@@ -231,7 +231,7 @@ impl Shellward {
     ) -> Result<ExecuteResult, ToolError> {
         let Verdict::Ask {
             plan, mut notes, ..
-        } = decided.verdict()
+        } = decided.verdict().clone()
         else {
             return Err(ToolError::new(
                 ToolErrorKind::Internal,
@@ -260,12 +260,11 @@ impl Shellward {
         let mut plan = plan;
         let timeout = plan.timeout;
         // What the executor does with leftovers at the deadline: stop them when the timeout kills.
-        let kills_leftovers = matches!(plan.on_timeout, shellward_exec::TimeoutAction::Kill);
+        let kills_leftovers = matches!(plan.on_timeout, shellward_exec::OnTimeout::Kill);
         let command = plan.command.clone();
         let cwd_file = self.inner.runner.cwd_report_file(follow, &plan);
-        if let Some(file) = &cwd_file {
-            plan.command = cwd_trap(file, &plan.command);
-        }
+        // The executor adds the report at the spawn: the plan (and what process_list shows) stays as approved.
+        plan.report_cwd = cwd_file.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         let background = plan.background;
         let asked = plan.confinement.clone();
@@ -385,7 +384,7 @@ impl Shellward {
         options.edit(&mut decided);
         let approver = options.approver.take();
         let session = decided.session.clone();
-        let mut plan = match decided.verdict() {
+        let mut plan = match decided.verdict().clone() {
             Verdict::Run { plan, .. } => plan,
             Verdict::Ask { plan, .. } => {
                 match self.approval(&decided, false, approver.as_ref()).await {
@@ -421,7 +420,7 @@ impl Shellward {
 
     /// Records a denied decision's audit record (see [`crate::SessionHandle::record_denied`]).
     pub(crate) fn record_denied(&self, decided: &Decided) {
-        if decided.plan.is_some() {
+        if decided.plan().is_some() {
             return;
         }
         if let Some(audit) = &self.inner.audit {
@@ -618,12 +617,12 @@ impl ExecuteOptions {
 
     /// Puts the labels and the deadline into `decided`'s plan (an asked plan too: it runs as approved, with them).
     fn edit(&mut self, decided: &mut Decided) {
-        let Some(plan) = decided.plan.as_mut() else {
+        let Some(plan) = decided.plan_mut() else {
             return;
         };
         if self.timeout_as_deadline
             && !plan.background
-            && plan.on_timeout == shellward_exec::TimeoutAction::Kill
+            && plan.on_timeout == shellward_exec::OnTimeout::Kill
         {
             plan.deadline = plan.timeout;
         }

@@ -1,4 +1,4 @@
-//! The running room's state: the executor, the working directory each session continues in (as its last foreground
+//! The running half's state: the executor, the working directory each session continues in (as its last foreground
 //! command left it), the notes waiting for a session's next answer, and the private directory commands report their
 //! last working directory into. What runs a decided plan with it is `run.rs`; this file owns the state and its rules.
 

@@ -1,5 +1,5 @@
 //! Shaping results for the model: an executor result into the `execute` result with the notes that say what to do
-//! next, and the `EXIT` trap through which a foreground command reports its last working directory.
+//! next, and the file through which a foreground command reports its last working directory.
 
 use crate::tools::ExecuteResult;
 use shellward_exec::{ExecResult, ExitState};
@@ -7,8 +7,8 @@ use shellward_policy::duration::format_millis;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A fresh file name for a command to leave its last working directory in (`None` when the temporary directory's
-/// path could not be quoted safely in the trap).
+/// A fresh file name for a command to leave its last working directory in (`None` when the directory's path is not
+/// plain enough for the executor's `EXIT` trap: see `ExecPlan::report_cwd`).
 pub(crate) fn cwd_file(dir: Option<&Path>) -> Option<PathBuf> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -25,18 +25,7 @@ pub(crate) fn cwd_file(dir: Option<&Path>) -> Option<PathBuf> {
         .then_some(file)
 }
 
-/// `command` prefixed (on its first line, so line numbers in the shell's messages stay the same) with an `EXIT` trap
-/// that writes the shell's last working directory to `file`: it runs however the command ends (`exit 3` too) and
-/// changes neither its output nor its exit status. A command that sets its own `EXIT` trap replaces it (the session
-/// keeps its directory then).
-pub(crate) fn cwd_trap(file: &Path, command: &str) -> String {
-    format!(
-        "trap 'pwd -P >| {} 2>/dev/null' EXIT; {command}",
-        file.display()
-    )
-}
-
-/// Reads and removes what [`cwd_trap`] wrote: an existing absolute directory, else `None`. The file is opened without
+/// Reads and removes what the executor's `EXIT` trap (`ExecPlan::report_cwd`) wrote: an existing absolute directory, else `None`. The file is opened without
 /// following a link or blocking on a FIFO, and only a small regular file is read.
 pub(crate) fn read_cwd_file(file: &Path) -> Option<PathBuf> {
     use std::io::Read;

@@ -46,7 +46,7 @@ pub struct ExecuteArgs {
     /// it for commands you want to check on later). Default set by policy (usually `"background"`); a policy may
     /// override your choice and says so in `notes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_timeout: Option<OnTimeoutChoice>,
+    pub on_timeout: Option<OnTimeout>,
     /// Environment variables for this command only, e.g. `{"RUST_LOG": "debug"}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<std::collections::BTreeMap<String, String>>,
@@ -76,8 +76,10 @@ pub struct ExecuteArgs {
 /// What `execute` does with a foreground command whose timeout expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+// The schema's name for it stays what clients have seen.
+#[schemars(rename = "OnTimeoutChoice")]
 #[non_exhaustive]
-pub enum OnTimeoutChoice {
+pub enum OnTimeout {
     /// Stop the whole process tree; nothing is left running.
     Kill,
     /// Keep it running as a tracked background process and return its id.
@@ -190,7 +192,7 @@ impl ExecuteArgs {
     }
 
     /// What happens when the timeout expires.
-    pub fn on_timeout(mut self, choice: OnTimeoutChoice) -> ExecuteArgs {
+    pub fn on_timeout(mut self, choice: OnTimeout) -> ExecuteArgs {
         self.on_timeout = Some(choice);
         self
     }

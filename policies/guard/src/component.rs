@@ -3,7 +3,7 @@
 use crate::rules::Guard;
 use std::cell::RefCell;
 
-wit_bindgen::generate!({ path: "../../wit", world: "policy-world" });
+wit_bindgen::generate!({ path: "../../wit/v0.4", world: "policy-world" });
 
 use exports::shellward::policy::policy::Guest;
 use shellward::policy::host::{Level, log};

@@ -5,7 +5,7 @@
 //! (`$(…)`, `` `…` ``) are checked recursively. Quoted text is data: `echo "rm -rf /"` is allowed. Before a command
 //! is judged, the variables the line has set are expanded in its words ([`crate::vars`]), and its targets are resolved
 //! ([`crate::paths`]) against the working directory: the request's, moved by each `cd` the line makes. The exact
-//! procedure is in README.md; `policies/guard-py` implements the same procedure in Python and passes the same cases.
+//! procedure is in README.md; cases.toml proves each rule.
 
 use crate::paths::{Cwd, is_protected, resolve};
 use crate::vars::{MAX_ALTERNATIVES, Vars};

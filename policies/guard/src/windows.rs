@@ -2,7 +2,7 @@
 //! `windows` or whose `shell` is `cmd`, `powershell` or `pwsh`. The POSIX reading ([`crate::rules`]) still runs on
 //! such a line too; this one adds what only Windows' own commands do.
 //!
-//! The procedure (README.md; `policies/guard-py` implements the same):
+//! The procedure (README.md):
 //!
 //! 1. The line is split into commands at `&`, `|`, `;`, `(`, `)` and line breaks outside quotes. Quotes are `"`, and
 //!    for PowerShell `'` too; in `cmd`, `^` makes the next character plain.

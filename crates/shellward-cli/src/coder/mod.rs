@@ -399,7 +399,7 @@ async fn launch(
     let decided = at
         .decide(&args, &env, &[])
         .map_err(|e| start_error_body(&e))?;
-    let notes = match decided.verdict() {
+    let notes = match decided.verdict().clone() {
         // An ask is answered when it starts (the operator's reviewer; Coder has no one to show it to).
         Verdict::Run { notes, .. } | Verdict::Ask { notes, .. } => notes,
         Verdict::Deny { reason, by } => {

@@ -13,7 +13,7 @@ use serde_json::json;
 use shellward::Decider;
 use shellward::tools::ExecuteArgs;
 use shellward_policy::duration::format_millis;
-use shellward_policy::{Decision, NetworkAccess, OnTimeout, Outcome};
+use shellward_policy::{Decision, Network, OnTimeout, Outcome};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -370,8 +370,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let decision = &decided.decision;
     let deny_syscalls = decided
-        .plan
-        .as_ref()
+        .plan()
         .map(|p| p.confinement.deny_syscalls.clone())
         .unwrap_or_default();
     if args.json {
@@ -453,9 +452,9 @@ fn plan_json(p: &shellward_policy::Plan) -> serde_json::Value {
 }
 
 /// A policy network as JSON: its name, or `{"allow": [...]}`.
-fn network_json(n: &NetworkAccess) -> serde_json::Value {
+fn network_json(n: &Network) -> serde_json::Value {
     match n {
-        NetworkAccess::Allow(list) => json!({ "allow": list }),
+        Network::Allow(list) => json!({ "allow": list }),
         other => json!(other.as_str()),
     }
 }
@@ -478,7 +477,7 @@ fn confinement_text(
     out.push_str(&format!(
         "network:    {}\n",
         match &c.network {
-            NetworkAccess::Allow(list) => format!(
+            Network::Allow(list) => format!(
                 "only {} (through shellward's filtering proxy)",
                 list.join(", ")
             ),

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The WIT contract this host implements, copied into every scaffold so it builds on its own.
-const WIT: &str = include_str!("../../wit/policy.wit");
-/// The Python shell reader (the Python guard's), copied beside a Python scaffold's `app.py`.
+const WIT: &str = include_str!("../../wit/v0.4/policy.wit");
+/// The kit's Python shell reader (`crates/shellward-kit/python/`), copied beside a Python scaffold's `app.py`.
 const PYTHON_READER: &str = include_str!("../../shellward_reader.py");
 
 /// `shellward-kit`'s sources, copied into every Rust scaffold (`shellward-kit/`) so the scaffold reads commands the
@@ -196,7 +196,7 @@ export!(Policy);
 const PYTHON_APP: &str = r#""""{{name}}: a shellward policy.
 
 It denies commands whose program is in the `deny_programs` setting (default: telnet, ftp) and lets every other command
-run unchanged. It reads commands as a shell would (shellward_reader.py, the reader of shellward's Python guard): the
+run unchanged. It reads commands as a shell would (shellward_reader.py, the Python part of shellward-kit): the
 program behind `sudo -u deploy timeout 5 …`, after `FOO=1`, later in a list, inside `bash -lc '…'`, and not a quoted
 word. Edit `decide` to make it yours; cases.toml says what it must do.
 """
@@ -376,7 +376,7 @@ path = "{{wasm_abs}}"
 deny_programs = ["telnet", "ftp", "rsh"]
 ```
 
-`wit/policy.wit` is a copy of the contract (`shellward:policy@0.3.0`); see shellward's policies/README.md for the
+`wit/policy.wit` is a copy of the contract (`shellward:policy@{{wit_version}}`); see shellward's policies/README.md for the
 authoring guide.
 "#;
 
@@ -441,6 +441,7 @@ pub fn new(args: NewArgs) -> Result<ExitCode> {
         ("wasm_abs", wasm_abs.as_str()),
         ("build", build.as_str()),
         ("lang", lang),
+        ("wit_version", shellward_policy::WIT_VERSION),
     ];
     write(&dir, "wit/policy.wit", WIT)?;
     let cases = format!("{}{}", render(CASES, &vars), READER_CASES);
@@ -511,6 +512,7 @@ mod tests {
             ("wasm_abs", "/w"),
             ("build", "b"),
             ("lang", "l"),
+            ("wit_version", "0.0.0"),
         ];
         for t in [
             RUST_CARGO,

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use shellward::SandboxProbe;
 use std::process::ExitCode;
 
-pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
+pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

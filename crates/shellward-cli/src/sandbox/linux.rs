@@ -8,7 +8,7 @@ use shellward::ContainmentKind;
 use shellward::SandboxProbe;
 use std::process::ExitCode;
 
-pub(super) fn check(config: &shellward::ExecutorConfig) -> Result<ExitCode> {
+pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode> {
     let uid = crate::sys::effective_uid();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -68,7 +68,7 @@ fn print_header(uid: u32) {
 }
 
 /// The session sandbox's lines: namespaces, `/proc`, host files, other sessions' output.
-fn print_sandbox(isolated: bool, uid: u32, config: &shellward::ExecutorConfig) {
+fn print_sandbox(isolated: bool, uid: u32, config: &shellward::exec::ExecutorConfig) {
     if isolated {
         let how = if uid == 0 {
             "PID and mount namespace per session"
@@ -153,7 +153,7 @@ fn print_privileges(no_new_privs: bool, uid: u32, caps: u64) {
 fn print_containment(
     containment: ContainmentKind,
     limit: Option<u64>,
-    config: &shellward::ExecutorConfig,
+    config: &shellward::exec::ExecutorConfig,
 ) {
     match containment {
         ContainmentKind::Cgroup => line(

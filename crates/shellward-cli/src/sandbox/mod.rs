@@ -53,7 +53,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{e}"))?
                 .executor
         }
-        None => shellward::ExecutorConfig::default(),
+        None => shellward::exec::ExecutorConfig::default(),
     };
     #[cfg(windows)]
     return windows::check(&config);

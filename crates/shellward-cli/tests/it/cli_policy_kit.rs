@@ -1,9 +1,6 @@
 //! `shellward policy test | bench | inspect` end to end: every example policy passes its case file, a wrong case
-//! fails with a diff, the Python guard passes the Rust guard's cases, and inspect explains compatibility.
-//!
-//! The Python guard component comes from `shellward_test_support::python::guard_py`: built with componentize-py (from
-//! the tests' own pinned venv) by `policies/guard-py/build.sh` when missing or older than its sources;
-//! `$SHELLWARD_TEST_GUARD_PY` overrides it.
+//! fails with a diff, and inspect explains compatibility. (A Python component is built and tested by
+//! `cli_policy_new`'s Python scaffold.)
 
 // Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
 // holds what every platform shares.
@@ -80,30 +77,6 @@ fn the_guard_reads_windows_lines() {
     let passed = all_pass(&o);
     let cases = std::fs::read_to_string(root().join(path)).unwrap();
     assert_eq!(passed, cases.matches("[[case]]").count(), "every case ran");
-}
-
-#[test]
-fn the_python_guard_passes_the_same_case_file() {
-    let wasm = shellward_test_support::python::guard_py().unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        wasm.is_file(),
-        "{} is missing (SHELLWARD_TEST_GUARD_PY names a file that does not exist)",
-        wasm.display()
-    );
-    let wasm = wasm.to_str().unwrap();
-    let rust = shellward(&[
-        "policy",
-        "test",
-        guests::GUARD_POLICY,
-        "policies/guard/cases.toml",
-    ]);
-    let py = shellward(&["policy", "test", wasm, "policies/guard/cases.toml"]);
-    assert_eq!(all_pass(&py), all_pass(&rust));
-    // Its own directory's case file is discovered (a link to the Rust guard's).
-    let o = shellward(&["policy", "test", wasm, "--filter", "fork bomb"]);
-    assert_eq!(all_pass(&o), 2);
-    let inspect = shellward(&["policy", "inspect", wasm]);
-    assert!(inspect.status.success(), "{}", text(&inspect));
 }
 
 /// `component` with a custom section appended that makes it `size` bytes or more: a large component (as a Python

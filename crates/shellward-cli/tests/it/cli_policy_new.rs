@@ -85,6 +85,14 @@ fn a_rust_scaffold_builds_and_passes_its_cases() {
     // The scaffold's install snippet, as written, keeps the built-in chain: the guard still denies `sudo reboot`,
     // the new policy denies telnet, and an ordinary command runs.
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    // It names the contract its wit/policy.wit is a copy of: the current one.
+    assert!(
+        readme.contains(&format!(
+            "shellward:policy@{}",
+            shellward_policy::WIT_VERSION
+        )),
+        "{readme}"
+    );
     let snippet = readme
         .split("```toml\n")
         .nth(1)

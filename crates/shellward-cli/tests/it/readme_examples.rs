@@ -1,7 +1,7 @@
 //! The shell examples of the README and the manual (`docs/src`), run as written (with this build's binary for
 //! `./target/release/shellward` and a free port for `localhost:7878`), their output compared with what they show,
 //! and every chapter's place in the manual's table of contents. The Rust examples are compiled by the doc tests of
-//! `crates/shellward` (README and manual) and `policies/kit` (authoring guide).
+//! `crates/shellward` (README and manual) and `crates/shellward-kit` (authoring guide).
 
 // Unix only: these tests drive the binary on Linux (signals, `/proc`, unix sockets, sandboxes); `cli_portable.rs`
 // holds what every platform shares.
@@ -440,8 +440,18 @@ fn the_documented_wit_versions_are_the_hosts() {
             );
         }
     }
-    let wit = std::fs::read_to_string(root.join("wit/policy.wit")).unwrap();
-    assert!(wit.contains(&format!("package shellward:policy@{current};")));
+    // Each contract version in a folder of its own, `wit/v0.4/` for 0.4.0, the current and the adapted ones alike.
+    for v in std::iter::once(current).chain(shellward_policy::ADAPTED_WIT_VERSIONS.iter().copied())
+    {
+        let file = root.join(format!("wit/v{}/policy.wit", minor(v)));
+        let wit =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(
+            wit.contains(&format!("package shellward:policy@{v};")),
+            "{}",
+            file.display()
+        );
+    }
 }
 
 /// Every configuration block of the manual (` ```toml ` in `docs/src`) is a valid configuration: `config check` passes

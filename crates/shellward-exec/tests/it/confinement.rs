@@ -8,7 +8,7 @@
 
 use crate::common::*;
 use shellward_exec::ReadOptions;
-use shellward_exec::{ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind, TimeoutAction};
+use shellward_exec::{ExecPlan, Executor, ExecutorConfig, ExitState, OnTimeout, SignalKind};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +232,7 @@ async fn a_fork_bomb_in_python_is_contained() {
         &mark,
     );
     plan.timeout = Some(Duration::from_secs(3));
-    plan.on_timeout = TimeoutAction::Kill;
+    plan.on_timeout = OnTimeout::Kill;
     let bomb = {
         let ex = ex.clone();
         tokio::spawn(async move { ex.execute(plan).await.unwrap() })

@@ -8,8 +8,8 @@
 
 use crate::common::*;
 use shellward_exec::{
-    ContainmentKind, ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, ProcessId,
-    SignalKind, TimeoutAction,
+    ContainmentKind, ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, OnTimeout,
+    ProcessId, SignalKind,
 };
 use std::time::Duration;
 
@@ -73,7 +73,7 @@ async fn foreground_timeout_with_kill_leaves_no_survivors() {
         let mark = new_mark();
         let mut plan = marked_plan(NASTY_TREE, &mark);
         plan.timeout = Some(Duration::from_millis(800));
-        plan.on_timeout = TimeoutAction::Kill;
+        plan.on_timeout = OnTimeout::Kill;
         let r = ex.execute(plan).await.unwrap();
         assert!(r.timed_out && !r.running, "{name}: {r:?}");
         assert!(r.exit.signal().is_some(), "{name}: {:?}", r.exit);

@@ -7,8 +7,7 @@
 
 use crate::common::*;
 use shellward_exec::{
-    ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, OutputLimits, SignalKind,
-    TimeoutAction,
+    ExecError, ExecPlan, Executor, ExecutorConfig, ExitState, OnTimeout, OutputLimits, SignalKind,
 };
 use shellward_exec::{ProcessId, ReadOptions, Session};
 use std::time::{Duration, Instant};
@@ -43,6 +42,40 @@ async fn foreground_reports_exit_code_output_and_duration() {
     assert_eq!(r.exit.shell_status(), Some(143));
     // Finished foreground runs are not listed.
     assert!(ex.list(None, 100).processes.is_empty());
+    ex.shutdown().await;
+}
+
+/// A plan that asks for its last working directory gets it in the file it names, however the command ends, and the
+/// command stays the plan's own in the process's details (the `EXIT` trap is the executor's, added at the spawn); a
+/// report path that could not stand in the shell's script is refused before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_reports_its_last_directory_and_keeps_its_command() {
+    let ex = Executor::new(quick()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cwd");
+    let mut plan = ExecPlan::new("cd /tmp && echo in; exit 3");
+    plan.report_cwd = Some(file.clone());
+    let r = ex.execute(plan).await.unwrap();
+    assert_eq!(r.exit, ExitState::Code(3));
+    assert_eq!(r.output.text, "in\n");
+    let reported = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        reported.trim_end(),
+        std::fs::canonicalize("/tmp").unwrap().to_str().unwrap()
+    );
+    let info = ex.info(None, &r.id).unwrap();
+    assert_eq!(info.command, "cd /tmp && echo in; exit 3");
+    let mut bad = ExecPlan::new("echo never");
+    bad.report_cwd = Some(dir.path().join("a'b"));
+    let e = ex.execute(bad).await.unwrap_err();
+    assert!(matches!(e, ExecError::InvalidPlan(_)), "{e:?}");
+    assert!(e.to_string().contains("report_cwd"), "{e}");
+    let mut relative = ExecPlan::new("echo never");
+    relative.report_cwd = Some("cwd".into());
+    assert!(matches!(
+        ex.execute(relative).await.unwrap_err(),
+        ExecError::InvalidPlan(_)
+    ));
     ex.shutdown().await;
 }
 
@@ -111,7 +144,7 @@ async fn foreground_timeout_can_keep_the_process_in_the_background() {
     let mark = new_mark();
     let mut plan = marked_plan("echo begin; sleep 30; echo never", &mark);
     plan.timeout = Some(Duration::from_millis(500));
-    plan.on_timeout = TimeoutAction::Background;
+    plan.on_timeout = OnTimeout::Background;
     let started = Instant::now();
     let r = ex.execute(plan).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
@@ -245,7 +278,7 @@ async fn output_of_yes_stays_within_the_memory_bound() {
     .unwrap();
     let mut plan = ExecPlan::new("yes");
     plan.timeout = Some(Duration::from_secs(5));
-    plan.on_timeout = TimeoutAction::Kill;
+    plan.on_timeout = OnTimeout::Kill;
     let r = ex.execute(plan).await.unwrap();
     assert!(r.timed_out);
     assert!(
@@ -651,7 +684,7 @@ async fn leftovers_of_a_killing_foreground_run_die_at_its_deadline() {
     let mark = new_mark();
     let mut plan = marked_plan("sleep 60 & sleep 61 & echo started", &mark);
     plan.timeout = Some(Duration::from_millis(1500));
-    plan.on_timeout = TimeoutAction::Kill;
+    plan.on_timeout = OnTimeout::Kill;
     let started = Instant::now();
     let r = ex.execute(plan).await.unwrap();
     assert_eq!(r.exit.code(), Some(0), "{r:?}");
@@ -669,7 +702,7 @@ async fn leftovers_of_a_killing_foreground_run_die_at_its_deadline() {
     let mark = new_mark();
     let mut plan = marked_plan("sleep 60 & echo started", &mark);
     plan.timeout = Some(Duration::from_millis(300));
-    plan.on_timeout = TimeoutAction::Background;
+    plan.on_timeout = OnTimeout::Background;
     let r = ex.execute(plan).await.unwrap();
     assert_eq!(r.leftover_processes, 1, "{r:?}");
     tokio::time::sleep(Duration::from_millis(800)).await;

@@ -7,7 +7,7 @@
 
 use shellward_exec::{Confinement, Network, Unenforceable};
 use shellward_exec::{
-    ExecPlan, Executor, ExecutorConfig, ExitState, SignalKind, StdinMode, TimeoutAction,
+    ExecPlan, Executor, ExecutorConfig, ExitState, OnTimeout, SignalKind, StdinMode,
 };
 use shellward_exec::{ProcessId, ReadOptions};
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ fn a_timeout_kills_the_tree_with_its_child() {
         let ex = Executor::new(config()).unwrap();
         let mut plan = ExecPlan::new(long_with_child(40));
         plan.timeout = Some(Duration::from_secs(2));
-        plan.on_timeout = TimeoutAction::Kill;
+        plan.on_timeout = OnTimeout::Kill;
         let started = Instant::now();
         let r = ex.execute(plan).await.unwrap();
         assert!(r.timed_out, "{r:?}");

@@ -9,7 +9,7 @@
 use crate::common::*;
 use shellward_exec::{
     ContainmentKind, ContainmentPreference, ExecError, ExecPlan, Executor, ExecutorConfig,
-    SignalKind, TimeoutAction,
+    OnTimeout, SignalKind,
 };
 use shellward_exec::{ReadOptions, Session};
 use std::time::{Duration, Instant};
@@ -77,7 +77,7 @@ async fn reuse_round(way: &str) -> String {
     let mut plan = marked_plan(command, &mark);
     if timeout_kill {
         plan.timeout = Some(Duration::from_secs(5));
-        plan.on_timeout = TimeoutAction::Kill;
+        plan.on_timeout = OnTimeout::Kill;
     }
     let mut runner = Some({
         let ex = ex.clone();

@@ -1,6 +1,6 @@
 //! Private bindings per contract version, generated from the WIT by `wasmtime::component::bindgen!` and mapped to
-//! the host's own types (`crate::types`): `v0_4` is the current contract (`wit/`), `v0_3`, `v0_2` and `v0_1` are frozen
-//! copies (`wit-v0.3/`, `wit-v0.2/`, `wit-v0.1/`) whose policies load through adapters. None of these types leave the crate.
+//! the host's own types (`crate::types`): `v0_4` is the current contract (`wit/v0.4/`), `v0_3`, `v0_2` and `v0_1` are
+//! the frozen earlier ones (`wit/v0.3/`, `wit/v0.2/`, `wit/v0.1/`) whose policies load through adapters. None of these types leave the crate.
 
 pub(crate) mod v0_1;
 pub(crate) mod v0_2;
@@ -50,21 +50,21 @@ pub(crate) use on_timeout_mapping;
 /// 0.4 differ only in the outcome). Expands inside a bindings module, where `g` is its generated `types`.
 macro_rules! shape_v0_3 {
     () => {
-        fn network_to(n: &crate::types::NetworkAccess) -> g::Network {
+        fn network_to(n: &crate::types::Network) -> g::Network {
             match n {
-                crate::types::NetworkAccess::None => g::Network::None,
-                crate::types::NetworkAccess::Loopback => g::Network::Loopback,
-                crate::types::NetworkAccess::Allow(list) => g::Network::Allow(list.clone()),
-                crate::types::NetworkAccess::Host => g::Network::Host,
+                crate::types::Network::None => g::Network::None,
+                crate::types::Network::Loopback => g::Network::Loopback,
+                crate::types::Network::Allow(list) => g::Network::Allow(list.clone()),
+                crate::types::Network::Host => g::Network::Host,
             }
         }
 
-        fn network_from(n: g::Network) -> crate::types::NetworkAccess {
+        fn network_from(n: g::Network) -> crate::types::Network {
             match n {
-                g::Network::None => crate::types::NetworkAccess::None,
-                g::Network::Loopback => crate::types::NetworkAccess::Loopback,
-                g::Network::Allow(list) => crate::types::NetworkAccess::Allow(list),
-                g::Network::Host => crate::types::NetworkAccess::Host,
+                g::Network::None => crate::types::Network::None,
+                g::Network::Loopback => crate::types::Network::Loopback,
+                g::Network::Allow(list) => crate::types::Network::Allow(list),
+                g::Network::Host => crate::types::Network::Host,
             }
         }
 

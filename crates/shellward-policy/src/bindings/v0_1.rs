@@ -1,10 +1,10 @@
-//! `shellward:policy@0.1.0`, frozen in `wit-v0.1/`: its policies do not see what 0.2 and 0.3 added; `interactive`,
+//! `shellward:policy@0.1.0`, frozen in `wit/v0.1/`: its policies do not see what 0.2 and 0.3 added; `interactive`,
 //! `tty`, the confinement and the start-up wait pass through their plans unchanged, and they name no rules.
 
 use crate::types::{Denial, Outcome, Plan, Request};
 
 wasmtime::component::bindgen!({
-    path: "wit-v0.1",
+    path: "wit/v0.1",
     world: "policy-world",
 });
 

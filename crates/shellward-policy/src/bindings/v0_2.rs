@@ -1,10 +1,10 @@
-//! `shellward:policy@0.2.0`, frozen in `wit-v0.2/`: its policies do not see what 0.3 added (confinement, start-up
+//! `shellward:policy@0.2.0`, frozen in `wit/v0.2/`: its policies do not see what 0.3 added (confinement, start-up
 //! wait, platform); those pass through their plans unchanged, and their plans and denials name no rule.
 
 use crate::types::{Denial, Outcome, Plan, Request};
 
 wasmtime::component::bindgen!({
-    path: "wit-v0.2",
+    path: "wit/v0.2",
     world: "policy-world",
 });
 

@@ -1,10 +1,10 @@
-//! `shellward:policy@0.3.0`, frozen in `wit-v0.3/`: the shape of 0.4 without the `ask` outcome, so every field maps
+//! `shellward:policy@0.3.0`, frozen in `wit/v0.3/`: the shape of 0.4 without the `ask` outcome, so every field maps
 //! one to one and its policies simply never ask.
 
 use crate::types::{Denial, Outcome};
 
 wasmtime::component::bindgen!({
-    path: "wit-v0.3",
+    path: "wit/v0.3",
     world: "policy-world",
 });
 

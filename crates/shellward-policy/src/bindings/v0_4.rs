@@ -1,9 +1,9 @@
-//! `shellward:policy@0.4.0`, the current contract (`wit/`): every field maps one to one.
+//! `shellward:policy@0.4.0`, the current contract (`wit/v0.4/`): every field maps one to one.
 
 use crate::types::{Ask, Denial, Outcome};
 
 wasmtime::component::bindgen!({
-    path: "wit",
+    path: "wit/v0.4",
     world: "policy-world",
 });
 

@@ -67,7 +67,7 @@ fn confinement_rules_and_start_up_wait_are_compared() {
     let m = compare(&case.expect, &Outcome::Run(p.clone()));
     let fields: Vec<&str> = m.iter().map(|m| m.field.as_str()).collect();
     assert_eq!(fields, ["network", "writable"], "{m:?}");
-    p.confinement = Confinement::new(NetworkAccess::None, Some(vec!["/w".into()]));
+    p.confinement = Confinement::new(Network::None, Some(vec!["/w".into()]));
     assert!(compare(&case.expect, &Outcome::Run(p.clone())).is_empty());
     p.rules.clear();
     assert_eq!(compare(&case.expect, &Outcome::Run(p)).len(), 1);

@@ -7,8 +7,7 @@ use crate::common::{engine, plan};
 
 use shellward_policy::embedded::guests::SCRIPTED_POLICY;
 use shellward_policy::{
-    Confinement, FaultMode, InstanceMode, NetworkAccess, Outcome, PolicyChain, PolicyEngine,
-    Request,
+    Confinement, FaultMode, InstanceMode, Network, Outcome, PolicyChain, PolicyEngine, Request,
 };
 
 /// The default policy as built for 0.1.0 (before `interactive`/`tty` existed).
@@ -28,10 +27,7 @@ fn confined(command: &str, confinement: Confinement, ceiling: Confinement) -> Re
 }
 
 fn strict_default() -> Confinement {
-    Confinement::new(
-        NetworkAccess::Loopback,
-        Some(vec!["/work".into(), "/tmp".into()]),
-    )
+    Confinement::new(Network::Loopback, Some(vec!["/work".into(), "/tmp".into()]))
 }
 
 fn interactive(command: &str, tty: bool) -> Request {
@@ -165,13 +161,13 @@ fn current_policies_name_their_rules_and_may_narrow_the_confinement() {
     }
     // The strict profile: no network, except package installs, which keep the operator's.
     let strict = e.load_default(r#"{"profile": "strict"}"#).unwrap();
-    let host = Confinement::new(NetworkAccess::Host, Some(vec!["/work".into()]));
+    let host = Confinement::new(Network::Host, Some(vec!["/work".into()]));
     let p = plan(
         strict
             .evaluate(&confined("curl example.com", host.clone(), host.clone()))
             .unwrap(),
     );
-    assert_eq!(p.confinement.network, NetworkAccess::None);
+    assert_eq!(p.confinement.network, Network::None);
     assert_eq!(p.confinement.writable, host.writable, "writes unchanged");
     let p = plan(
         strict
@@ -182,7 +178,7 @@ fn current_policies_name_their_rules_and_may_narrow_the_confinement() {
             ))
             .unwrap(),
     );
-    assert_eq!(p.confinement.network, NetworkAccess::Host);
+    assert_eq!(p.confinement.network, Network::Host);
     assert!(p.rules.iter().any(|r| r == "network-exception"));
     // A promoted server gets the configured start-up wait; other commands keep the request's.
     let waits = e
@@ -251,7 +247,7 @@ fn a_plan_beyond_the_ceiling_is_the_policys_fault_and_denies_the_command() {
         }
     }
     // Within a wider ceiling the same widening is fine.
-    let wide = Confinement::new(NetworkAccess::Host, Some(vec!["/".into()]));
+    let wide = Confinement::new(Network::Host, Some(vec!["/".into()]));
     let p = plan(
         scripted
             .evaluate(&confined("write:/etc", strict_default(), wide.clone()))
@@ -290,10 +286,10 @@ fn a_v0_2_policy_in_a_chain_keeps_the_confinement_a_current_one_set() {
     let strict = e.load_default(r#"{"profile": "strict"}"#).unwrap();
     let old = e.load_bytes("default-0.2.wasm", V0_2_DEFAULT, "").unwrap();
     let chain = PolicyChain::new(vec![strict, old], FaultMode::Deny);
-    let host = Confinement::new(NetworkAccess::Host, None);
+    let host = Confinement::new(Network::Host, None);
     let d = chain.evaluate(&confined("curl example.com", host.clone(), host));
     match d.outcome {
-        Outcome::Run(p) => assert_eq!(p.confinement.network, NetworkAccess::None),
+        Outcome::Run(p) => assert_eq!(p.confinement.network, Network::None),
         other => panic!("{other:?}"),
     }
 }
@@ -383,7 +379,7 @@ fn an_ask_holds_through_the_chain_and_only_a_deny_beats_it() {
     assert!(d.denied_by.is_some_and(|by| by.contains("scripted")));
     // An ask's plan is checked like a run's: beyond the ceiling is the policy's fault.
     let mut r = confined("ls", strict_default(), strict_default());
-    r.confinement.network = NetworkAccess::Host;
+    r.confinement.network = Network::Host;
     let d = chain(&e, &[("scripted", "ask:Widen?")]).evaluate(&r);
     assert!(d.outcome.denial().is_some(), "{d:?}");
     let kinds: Vec<&str> = d.faults.iter().map(|f| f.kind_name()).collect();

@@ -197,6 +197,16 @@ async fn a_session_keeps_its_working_directory() {
         "the output is the command's own: {r:?}"
     );
     assert_eq!(pwd(&sw, Some("one")).await, format!("{}\n", deep.display()));
+    // The directory is reported by the executor, not by a rewrite of the command: the process's details (what
+    // process_list and Coder's routes show) carry the command as the policies decided it, byte for byte.
+    let moved = sw
+        .session("one")
+        .processes()
+        .processes
+        .into_iter()
+        .find(|p| p.id.as_str() == r.process_id.as_deref().unwrap_or_default())
+        .expect("the finished run is still kept");
+    assert_eq!(moved.command, format!("cd {}; echo moved", deep.display()));
     // Relative moves go on from there.
     sw.session("one")
         .execute(exec("cd .."), ExecuteOptions::new())

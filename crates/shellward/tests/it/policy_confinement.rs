@@ -274,17 +274,14 @@ async fn the_request_tells_policies_the_shell_the_confinement_and_the_ceiling() 
     assert_eq!(d.request.os, std::env::consts::OS);
     assert_eq!(
         d.request.confinement.network,
-        shellward_policy::NetworkAccess::Loopback
+        shellward_policy::Network::Loopback
     );
     assert_eq!(
         d.request.confinement.writable,
         Some(vec![dir.path().display().to_string()]),
         "the cd trap's private directory is host machinery, not shown"
     );
-    assert_eq!(
-        d.request.ceiling.network,
-        shellward_policy::NetworkAccess::Host
-    );
+    assert_eq!(d.request.ceiling.network, shellward_policy::Network::Host);
     assert_eq!(d.request.hidden, vec![secret.display().to_string()]);
     sw.shutdown().await;
 }

@@ -18,7 +18,7 @@
 mod component {
     use std::cell::{Cell, RefCell};
 
-    wit_bindgen::generate!({ path: "../../../wit", world: "policy-world" });
+    wit_bindgen::generate!({ path: "../../../wit/v0.4", world: "policy-world" });
 
     use exports::shellward::policy::policy::Guest;
     use shellward::policy::host::{Level, log};

@@ -1,4 +1,4 @@
-//! Process control on the Unix systems other than Linux (macOS, FreeBSD), with what POSIX gives, one room per
+//! Process control on the Unix systems other than Linux (macOS, FreeBSD), with what POSIX gives, one part per
 //! concern:
 //!
 //! - [`platform`]: the per-executor state and spawning a command's leader as the leader of a process group of its

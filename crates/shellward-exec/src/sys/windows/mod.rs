@@ -1,4 +1,4 @@
-//! Windows process control, one room per concern:
+//! Windows process control, one part per concern:
 //!
 //! - [`job`]: a job object per command: every process the command starts is in it (children inherit the job), it is
 //!   killed whole with `TerminateJobObject`, and it kills what is left when the executor's handle closes (the

@@ -2,8 +2,8 @@
 
 `effective_commands(line)` returns the commands a line would run: wrappers (`sudo -u x`, `timeout 5`, `env A=1`, …)
 stripped, nested shell strings (`bash -lc '…'`) read, run-time-only words marked. It raises `ParseError` when the
-line does not tokenize. Shared by the Python guard and the Python policy scaffold (`shellward policy new --lang
-python` copies this file beside the new policy).
+line does not tokenize. The kit's part for Python policies: `shellward policy new --lang python` copies this file
+beside the new policy (whose reader cases then prove it reads as the Rust kit does).
 """
 
 # Longest first, so `&&` wins over `&`.

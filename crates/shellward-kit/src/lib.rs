@@ -25,5 +25,5 @@ pub mod shell;
 /// The Rust examples of the policy authoring guide (`policies/README.md`), compiled and run as doc tests so they stay
 /// true. (Its component glue, which needs `wit-bindgen` and `wasm32-wasip2`, is built by the scaffold test.)
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../../../policies/README.md")]
 struct GuideExamples;

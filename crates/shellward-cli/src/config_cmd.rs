@@ -29,7 +29,7 @@ Exit status: 0 when written, 1 when FILE exists (give --force to replace it) or 
 
 #[derive(Args, Debug)]
 pub struct InitArgs {
-    /// Where to write it (default: stdout).
+    /// Where to write it (default, or `-`: standard output).
     pub file: Option<PathBuf>,
     /// Replace FILE when it exists.
     #[arg(long)]
@@ -53,7 +53,8 @@ pub fn run(cmd: ConfigCommand) -> Result<ExitCode> {
 }
 
 fn init(args: &InitArgs) -> Result<ExitCode> {
-    let Some(file) = &args.file else {
+    // No file, or `-` (as most tools read it): standard output.
+    let Some(file) = args.file.as_ref().filter(|f| f.as_os_str() != "-") else {
         print!("{STARTER}");
         return Ok(ExitCode::SUCCESS);
     };

@@ -3,12 +3,14 @@
 //! This crate owns argument parsing, output formatting and exit codes; the work is done by the library crates.
 
 mod approve_tty;
+mod audit_cmd;
 mod coder;
 mod config_cmd;
 mod http;
 mod man;
 mod mcp;
 mod policy;
+mod remote;
 mod run_cmd;
 mod sandbox;
 mod service;
@@ -48,7 +50,8 @@ Examples:
   shellward mcp --config /etc/shellward.toml
 
 Add it to a client (prints the snippet with this binary's absolute path, which GUI clients need):
-  shellward mcp --client-config claude-code     # or cursor, codex, claude-desktop, json
+  shellward mcp --client-config claude-code     # or claude-desktop, cursor, codex, vscode, zed, windsurf, json
+  shellward mcp --workdir ~/project             # where commands run (default: the client's first MCP root)
 
 When the client disconnects, every process the session started is terminated.")]
     Mcp(mcp::McpArgs),
@@ -75,6 +78,18 @@ Sessions: header X-Shellward-Session. Auth: header Authorization: Bearer TOKEN (
     /// Check what confinement commands get on this host (`sandbox check`).
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+    /// Read an audit log as a person does: `show` the records that match, `tail` the last ones (and `--follow`).
+    #[command(subcommand)]
+    Audit(audit_cmd::AuditCommand),
+    /// List every session's processes of a running `shellward serve` (its address and token).
+    #[command(after_help = "\
+Examples:
+  shellward ps                                        # http://127.0.0.1:7878
+  SHELLWARD_TOKEN=$(cat /etc/shellward/token) shellward ps --server http://10.0.0.5:7878")]
+    Ps(remote::PsArgs),
+    /// Answer the approvals a running `shellward serve` holds: `list` a session's, `approve ID`, `deny ID`.
+    #[command(subcommand)]
+    Approvals(remote::ApprovalsCommand),
     /// Print a completion script for a shell.
     #[command(after_help = "\
 Examples:
@@ -122,7 +137,7 @@ fn usage(e: clap::Error) -> ExitCode {
 }
 
 /// Levenshtein distance (insertions, deletions, substitutions) between two short words.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
@@ -172,6 +187,9 @@ fn main() -> ExitCode {
         Command::Policy(cmd) => policy::run(cmd),
         Command::Config(cmd) => config_cmd::run(cmd),
         Command::Sandbox(cmd) => sandbox::run(cmd),
+        Command::Audit(cmd) => audit_cmd::run(cmd),
+        Command::Ps(args) => remote::ps(args),
+        Command::Approvals(cmd) => remote::approvals(cmd),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "shellward", &mut std::io::stdout());

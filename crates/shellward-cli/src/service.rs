@@ -22,10 +22,24 @@ impl ServiceArgs {
     /// The configuration these options describe.
     pub fn config(&self) -> Result<Config> {
         let mut config = match &self.config {
-            Some(path) => Config::load(path)?,
+            Some(path) => Config::load(path).map_err(|e| {
+                let e = anyhow::Error::from(e);
+                if from_environment(path) {
+                    e.context(format!(
+                        "the configuration file {} comes from $SHELLWARD_CONFIG (no --config was given): fix \
+                         that file, point the variable at another, or unset it (`unset SHELLWARD_CONFIG`)",
+                        path.display()
+                    ))
+                } else {
+                    e
+                }
+            })?,
             None => Config::default(),
         };
         if !self.policies.is_empty() {
+            for p in &self.policies {
+                check_policy_arg(p)?;
+            }
             config.policies = self
                 .policies
                 .iter()
@@ -48,7 +62,26 @@ impl ServiceArgs {
     /// Builds the service for a surface (`run`, `mcp`; named in audit records): loads policies, opens the audit log,
     /// starts the executor. Needs a Tokio runtime.
     pub fn build(&self, surface: &str) -> Result<Shellward> {
+        self.build_in(surface, None)
+    }
+
+    /// [`ServiceArgs::build`] with the commands' default working directory `workdir` (`mcp --workdir`) in place of
+    /// the configuration's (`[executor] workdir`) and of this process's own.
+    pub fn build_in(&self, surface: &str, workdir: Option<&std::path::Path>) -> Result<Shellward> {
         let mut config = self.config()?;
+        if let Some(dir) = workdir {
+            let dir = dir
+                .canonicalize()
+                .ok()
+                .filter(|d| d.is_dir())
+                .with_context(|| {
+                    format!(
+                        "--workdir {}: no such directory; give the directory the agent's commands should run in",
+                        dir.display()
+                    )
+                })?;
+            config.executor.default_workdir = Some(dir);
+        }
         if surface == "run" {
             // One command, one or two evaluations: the pooling allocator's set-up and teardown (milliseconds) would
             // cost more than it saves.
@@ -102,4 +135,44 @@ pub fn session_handle(sw: &Shellward, session: Option<&str>) -> shellward::Sessi
         Some(s) => sw.session(s),
         None => sw.without_session(),
     }
+}
+
+/// A `--policy` value that is neither a file nor a built-in's name: an error that names the built-ins (and the one
+/// meant, for a typo such as `gaurd`), instead of the file system's "no such file".
+pub fn check_policy_arg(p: &std::path::Path) -> Result<()> {
+    if p.exists() {
+        return Ok(());
+    }
+    let given = p.to_string_lossy();
+    let names: Vec<&str> = shellward_policy::embedded::BUILTINS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    if names.contains(&given.as_ref()) {
+        return Ok(());
+    }
+    let meant = names
+        .iter()
+        .find(|n| crate::edit_distance(n, &given) <= 2)
+        .map(|n| format!(" (did you mean `{n}`?)"))
+        .unwrap_or_default();
+    anyhow::bail!(
+        "--policy {given}: there is no such file, and no built-in policy has that name{meant}. Give the path of a \
+         policy component (.wasm) or a built-in's name: {}",
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// Whether the configuration file `path` came from `$SHELLWARD_CONFIG` rather than `--config` (clap fills the option
+/// from the variable when the command line has none).
+fn from_environment(path: &std::path::Path) -> bool {
+    let given = std::env::args_os().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--config" || a.starts_with("--config=")
+    });
+    !given && std::env::var_os("SHELLWARD_CONFIG").is_some_and(|v| std::path::Path::new(&v) == path)
 }

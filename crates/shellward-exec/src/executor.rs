@@ -718,22 +718,28 @@ impl Executor {
     /// Lists the session's processes (background ones, and foreground ones whose tree lives on): running first, then
     /// newest first, at most `limit`.
     pub fn list(&self, session: Option<&Session>, limit: usize) -> ProcessList {
-        self.list_some(session, limit, false)
+        self.list_some(Some(session_str(session)), limit, false)
     }
 
     /// Like [`Executor::list`], with the finished foreground runs still retained listed too (for process APIs that
     /// list every start).
     pub fn list_all(&self, session: Option<&Session>, limit: usize) -> ProcessList {
-        self.list_some(session, limit, true)
+        self.list_some(Some(session_str(session)), limit, true)
     }
 
+    /// Every process kept, of every session (an operator's view, not a session's: `shellward ps`), running first, then
+    /// newest first, at most `limit`; each names its session.
+    pub fn list_every_session(&self, limit: usize) -> ProcessList {
+        self.list_some(None, limit, true)
+    }
+
+    /// The processes of `session` (`None`: of every session).
     fn list_some(
         &self,
-        session: Option<&Session>,
+        session: Option<Option<&str>>,
         limit: usize,
         include_foreground: bool,
     ) -> ProcessList {
-        let session = session_str(session);
         let procs: Vec<Arc<Proc>> = self
             .inner
             .registry
@@ -742,7 +748,7 @@ impl Executor {
             .values()
             .rev()
             .filter(|p| {
-                p.session.as_deref() == session
+                session.is_none_or(|s| p.session.as_deref() == s)
                     && (include_foreground || p.background.load(Ordering::Relaxed))
             })
             .cloned()

@@ -133,6 +133,12 @@ impl Shellward {
             .list_all(session.map(Session::from).as_ref(), usize::MAX)
     }
 
+    /// Every process kept, of every session, running first, then newest first (at most `limit`): the operator's view
+    /// (`shellward ps`, `GET /v1/processes`), never a session's — a session sees its own through its handle.
+    pub fn every_process(&self, limit: usize) -> ProcessList {
+        self.inner.runner.executor.list_every_session(limit)
+    }
+
     /// How process trees are contained here (cgroup, PID namespace, process group).
     pub fn containment(&self) -> ContainmentKind {
         self.inner.runner.executor.containment()

@@ -266,6 +266,13 @@ impl Shellward {
         // The executor adds the report at the spawn: the plan (and what process_list shows) stays as approved.
         plan.report_cwd = cwd_file.clone();
         let startup = plan.background.then_some(plan.startup_wait).flatten();
+        // Where it runs: the plan's directory, else the executor's default (`[executor] workdir`, `mcp --workdir`),
+        // else this process's own.
+        let workdir = plan
+            .workdir
+            .clone()
+            .or_else(|| self.inner.runner.default_workdir.clone())
+            .or_else(|| std::env::current_dir().ok());
         let background = plan.background;
         let asked = plan.confinement.clone();
         let interactive = plan.stdin.interactive();
@@ -290,7 +297,12 @@ impl Shellward {
         }
         let held = r.confinement.clone();
         let exit = r.exit.clone();
+        let unwritable =
+            workdir.and_then(|dir| self.inner.runner.unwritable_note(session.as_deref(), &dir));
         let mut result = shape_execute(r, command, notes, timeout, kills_leftovers, interactive);
+        if let Some(note) = unwritable {
+            result.notes.insert(0, note);
+        }
         result.confinement = confinement::line(
             &asked,
             &held,

@@ -4,13 +4,16 @@
 
 use crate::shape::cwd_file;
 use shellward_exec::{ExecPlan, Executor, PrivateDir};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// Most notes kept for a session's next answer.
 const MAX_PENDING_NOTES: usize = 8;
+
+/// Most sessions remembered as told about an unwritable working directory (then they are told again).
+const MAX_TOLD: usize = 4096;
 
 /// What a [`crate::Shellward`] runs plans with (see the module docs).
 pub(crate) struct Runner {
@@ -23,12 +26,16 @@ pub(crate) struct Runner {
     pub(crate) keep_cancelled: bool,
     /// The paths no command can read (`[confinement] deny_read`), for the confinement line of a result.
     pub(crate) deny_read: Vec<PathBuf>,
+    /// Where a plan without a working directory runs (`[executor] workdir`; `None`: this process's own).
+    pub(crate) default_workdir: Option<PathBuf>,
     /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
     posix_shell: bool,
     /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
     session_dirs: Mutex<HashMap<Option<String>, PathBuf>>,
     /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
     pending_notes: Mutex<HashMap<Option<String>, Vec<String>>>,
+    /// The sessions already told their working directory is not writable (forgotten past [`MAX_TOLD`]).
+    told_unwritable: Mutex<HashSet<Option<String>>>,
     /// A private directory for the files through which commands report their last working directory (writable to
     /// every confined command); removed with this instance.
     cwd_dir: Option<PrivateDir>,
@@ -48,9 +55,11 @@ impl Runner {
             retention: config.executor.retention,
             keep_cancelled: config.tools.on_cancel == crate::config::OnCancel::Background,
             deny_read: config.confinement.deny_read.clone(),
+            default_workdir: config.executor.default_workdir.clone(),
             posix_shell: matches!(shell_name, "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"),
             session_dirs: Mutex::new(HashMap::new()),
             pending_notes: Mutex::new(HashMap::new()),
+            told_unwritable: Mutex::new(HashSet::new()),
             cwd_dir,
         }
     }
@@ -95,6 +104,46 @@ impl Runner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(session, dir);
+    }
+
+    /// The note for `session`'s first command in a working directory it cannot write (a client started in `/`): what
+    /// fails there and how to choose another. Said once per session; `None` when `dir` is writable or it was said.
+    pub(crate) fn unwritable_note(&self, session: Option<&str>, dir: &Path) -> Option<String> {
+        if crate::sys::writable(dir) {
+            return None;
+        }
+        let mut told = self
+            .told_unwritable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if told.len() >= MAX_TOLD {
+            told.clear();
+        }
+        if !told.insert(session.map(str::to_string)) {
+            return None;
+        }
+        Some(format!(
+            "The working directory {} is not writable by shellward's user, so commands that create or change files \
+             there fail. Give `workdir` a directory you can write, or start shellward where you work (`shellward \
+             mcp --workdir DIR`, `[executor] workdir`); an MCP client that sends roots gets its first root.",
+            dir.display()
+        ))
+    }
+
+    /// `session`'s commands continue in `dir` from now on, when it is an existing absolute directory.
+    pub(crate) fn choose_session_dir(
+        &self,
+        session: Option<&str>,
+        dir: &Path,
+    ) -> Result<(), crate::ToolError> {
+        if !dir.is_absolute() || !dir.is_dir() {
+            return Err(crate::ToolError::invalid(format!(
+                "{} is not an existing absolute directory; give one the session's commands should run in",
+                dir.display()
+            )));
+        }
+        self.set_session_dir(session.map(str::to_string), dir.to_path_buf());
+        Ok(())
     }
 
     /// Adds a note for `session`'s next answer (at most [`MAX_PENDING_NOTES`]; the oldest go first).

@@ -191,6 +191,16 @@ impl SessionHandle {
         self.sw.all_processes(self.name())
     }
 
+    /// The working directory this session's commands run in from now on (those that name no `workdir`), as if its
+    /// last command had `cd`-ed there: an MCP client's first root, a host's project directory. `dir` must be an
+    /// existing absolute directory.
+    pub fn set_workdir(&self, dir: impl AsRef<std::path::Path>) -> Result<(), ToolError> {
+        self.sw
+            .inner
+            .runner
+            .choose_session_dir(self.name(), dir.as_ref())
+    }
+
     /// The approvals waiting for an answer in this session, oldest first.
     pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
         self.sw.pending_approvals(self.name())

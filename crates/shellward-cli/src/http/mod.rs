@@ -94,7 +94,12 @@ type Shared = Arc<AppState>;
 fn session_problem(headers: &HeaderMap) -> Option<String> {
     let values: Vec<_> = headers.get_all(SESSION_HEADER).iter().collect();
     match values.as_slice() {
-        [] => None,
+        [] => mistyped_session_header(headers).map(|name| {
+            format!(
+                "the request names a session in a {name} header, which shellward does not read: the session header \
+                 is {SESSION_HEADER}. Send that one (or neither, for the anonymous session); nothing was run"
+            )
+        }),
         [one] => {
             let b = one.as_bytes();
             if b.is_empty()
@@ -111,6 +116,17 @@ fn session_problem(headers: &HeaderMap) -> Option<String> {
         }
         _ => Some(format!("send the {SESSION_HEADER} header once")),
     }
+}
+
+/// A header that looks meant to name the session but is not [`SESSION_HEADER`] (`X-Session`, `Session-Id`,
+/// `X-Shellward-Sesion`): read silently as "no session", it would run the call in the anonymous session.
+fn mistyped_session_header(headers: &HeaderMap) -> Option<&str> {
+    // MCP's streamable HTTP transport names its own sessions; a client may send it through a shared HTTP stack.
+    const FOREIGN: &[&str] = &["mcp-session-id"];
+    headers.keys().map(|k| k.as_str()).find(|name| {
+        !FOREIGN.contains(name)
+            && (name.contains("session") || crate::edit_distance(name, SESSION_HEADER) <= 2)
+    })
 }
 
 /// The bearer token of a request: `Authorization: <scheme> <token>` with the scheme `Bearer` in any case.
@@ -245,6 +261,9 @@ async fn check_request(State(state): State<Shared>, mut request: Request, next: 
     };
     if let Some(problem) = session_problem(request.headers()) {
         return bad_request(problem);
+    }
+    if allowed.is_some() {
+        request.extensions_mut().insert(SessionBound);
     }
     if let Some(sessions) = allowed {
         match session(request.headers()) {
@@ -429,7 +448,7 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "not_found",
         "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /v1/approvals, POST \
-         /v1/approvals/{id}, GET /metrics, and \
+         /v1/approvals/{id}, GET /v1/processes, GET /metrics, GET /healthz, and \
          /api/v0/processes/{start,start-tracked,cancel-tracked,list,{id}/output,{id}/output-tracked,{id}/signal,\
          tokens/{token}}"
             .into(),
@@ -483,6 +502,7 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/v1/policies", get(list_policies))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(decide_approval))
+        .route("/v1/processes", get(every_process))
         .route("/metrics", get(metrics))
         .route("/api/v0/processes/start", post(coder::start))
         .route(
@@ -502,9 +522,95 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/api/v0/processes/{id}/signal", post(coder::signal))
         .route("/api/v0/processes/tokens/{token}", get(coder::token))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), check_request))
+        // Added after the request check: a load balancer or a supervisor asks without a token, and learns nothing
+        // but that the server answers.
+        .route("/healthz", get(healthz))
         .with_state(state)
+}
+
+/// Set on a request whose token may use only its own sessions (an `[[auth]]` entry's).
+#[derive(Clone, Copy)]
+struct SessionBound;
+
+/// Most processes `GET /v1/processes` lists.
+const PS_LIMIT: usize = 1000;
+
+/// `GET /v1/processes`: every session's processes (the operator's view: `shellward ps`), for the server's own token
+/// only — a token bound to sessions sees its sessions' through the tools.
+async fn every_process(
+    State(state): State<Shared>,
+    bound: Option<axum::Extension<SessionBound>>,
+) -> Response {
+    if bound.is_some() {
+        return plain_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this token may use only its own sessions; every session's processes are listed for the server's token \
+             (--token-file or SHELLWARD_TOKEN), and a session's own with the process_list tool"
+                .into(),
+        );
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let list = state.sw.every_process(PS_LIMIT);
+    let processes: Vec<Value> = list
+        .processes
+        .iter()
+        .map(|p| {
+            json!({
+                "session": p.session.as_ref().map(|s| s.as_str()),
+                "process_id": p.id.as_str(),
+                "command": p.command,
+                "running": p.running,
+                "state": p.exit.to_string(),
+                "background": p.background,
+                "started_at": p.started_at_unix,
+                "age_s": now.saturating_sub(p.started_at_unix),
+            })
+        })
+        .collect();
+    safe_json(
+        StatusCode::OK,
+        &json!({"processes": processes, "omitted": list.omitted}),
+    )
+}
+
+/// `GET /healthz`: 200 `{"status": "ok"}` while the server answers; unauthenticated, so it says nothing more.
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+/// A known route asked with another method (`GET /v1/tools/execute`): a JSON error like every other, saying which.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    let allowed = if path.starts_with("/v1/tools/")
+        || path.starts_with("/v1/approvals/")
+        || path.ends_with("/signal")
+        || path.ends_with("/start")
+        || path.ends_with("/start-tracked")
+        || path.ends_with("/cancel-tracked")
+    {
+        "POST"
+    } else {
+        "GET"
+    };
+    let mut response = plain_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{method} is not allowed on {path}; send {allowed} (the manual's HTTP API lists every route)"
+        ),
+    );
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static(allowed),
+    );
+    response
 }
 
 fn is_loopback(addr: &SocketAddr) -> bool {
@@ -580,8 +686,8 @@ pub fn run(mut args: ServeArgs) -> Result<ExitCode> {
             let addr = resolve_listen(&args.listen)?;
             if !is_loopback(&addr) && !has_token {
                 bail!(
-                    "listening on {addr}, a non-loopback address, needs a bearer token: pass --token TOKEN or set \
-                     SHELLWARD_TOKEN (or listen on 127.0.0.1)"
+                    "listening on {addr}, a non-loopback address, needs a bearer token: give it with --token-file \
+                     FILE (a file only you can read) or the SHELLWARD_TOKEN variable, or listen on 127.0.0.1"
                 );
             }
             if !has_token {

@@ -33,6 +33,10 @@ pub struct McpArgs {
     /// --config when given) and exit, instead of serving.
     #[arg(long, value_name = "CLIENT", value_enum)]
     pub client_config: Option<Client>,
+    /// The directory commands run in (default: the client's first MCP root when it sends roots, else
+    /// `[executor] workdir`, else where the client started shellward — `/` for some desktop clients).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 /// The MCP clients `--client-config` knows.
@@ -46,6 +50,12 @@ pub enum Client {
     Codex,
     /// Claude Desktop: `claude_desktop_config.json`.
     ClaudeDesktop,
+    /// VS Code: `.vscode/mcp.json` (its `servers` object).
+    Vscode,
+    /// Zed: its `settings.json` (`context_servers`).
+    Zed,
+    /// Windsurf: `~/.codeium/windsurf/mcp_config.json`.
+    Windsurf,
     /// Any client taking the common `mcpServers` JSON.
     Json,
 }
@@ -76,6 +86,25 @@ pub fn client_config(client: Client, binary: &str, args: &[String]) -> (&'static
         Client::ClaudeDesktop => (
             "Claude Desktop: put this in claude_desktop_config.json (Settings > Developer > Edit Config), then \
              restart the app",
+            json,
+        ),
+        Client::Vscode => (
+            "VS Code: put this in .vscode/mcp.json in the workspace (or run MCP: Open User Configuration for every \
+             workspace)",
+            format!(
+                "{{\"servers\": {{\"shellward\": {{\"type\": \"stdio\", \"command\": {}, \"args\": {json_args}}}}}}}",
+                serde_json::to_string(binary).unwrap_or_default()
+            ),
+        ),
+        Client::Zed => (
+            "Zed: merge this into your settings.json (zed: open settings)",
+            format!(
+                "{{\"context_servers\": {{\"shellward\": {{\"command\": {}, \"args\": {json_args}}}}}}}",
+                serde_json::to_string(binary).unwrap_or_default()
+            ),
+        ),
+        Client::Windsurf => (
+            "Windsurf: put this in ~/.codeium/windsurf/mcp_config.json, then refresh its MCP servers",
             json,
         ),
         Client::Json => ("the common mcpServers JSON", json),
@@ -123,6 +152,101 @@ struct Server {
     tasks: crate::mcp::tasks::Tasks,
     /// Calls waiting for the retry that carries their approval (the 2026-07-28 wire: see `mrtr`).
     waiting: crate::mcp::mrtr::Waiting,
+    /// The client's roots choose the session's directory (no `--workdir` was given).
+    follow_roots: bool,
+    /// `false` while the client's roots are being read: a call waits for them (briefly), so the first command already
+    /// runs in the first root.
+    roots_read: (
+        tokio::sync::watch::Sender<bool>,
+        tokio::sync::watch::Receiver<bool>,
+    ),
+}
+
+/// How long a tool call waits for the client's roots to be read.
+const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the client may take to list its roots.
+const ROOTS_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Server {
+    /// Reads the client's roots (when it declared them and no `--workdir` was given) and moves the session to the
+    /// first one that is a local directory; on a task of its own, since the answer comes through the same connection.
+    // Roots are deprecated by the 2026 wire (SEP-2577), which has no server-to-client requests; clients of the 2025
+    // revisions still send them.
+    #[allow(deprecated)]
+    fn read_roots(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let declared = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        if !self.follow_roots || !declared {
+            return;
+        }
+        self.roots_read.0.send_replace(false);
+        let done = self.roots_read.0.clone();
+        let session = self.sw.session(self.session.as_str());
+        tokio::spawn(async move {
+            let listed = tokio::time::timeout(ROOTS_LIMIT, peer.list_roots()).await;
+            match listed {
+                Ok(Ok(result)) => {
+                    let first = result.roots.iter().find_map(|r| file_uri_path(&r.uri));
+                    match first.map(|dir| (session.set_workdir(&dir), dir)) {
+                        Some((Ok(()), dir)) => {
+                            tracing::info!(workdir = %dir.display(), "commands run in the client's first root")
+                        }
+                        Some((Err(e), dir)) => tracing::warn!(
+                            "the client's first root {} is not used: {}",
+                            dir.display(),
+                            e.message
+                        ),
+                        None => tracing::info!("the client lists no local directory as a root"),
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!("the client's roots could not be read: {e}"),
+                Err(_) => {
+                    tracing::warn!("the client did not list its roots within {ROOTS_LIMIT:?}")
+                }
+            }
+            done.send_replace(true);
+        });
+    }
+
+    /// Waits (at most [`ROOTS_WAIT`]) while the client's roots are being read.
+    async fn roots_settled(&self) {
+        let mut read = self.roots_read.1.clone();
+        let _ = tokio::time::timeout(ROOTS_WAIT, read.wait_for(|done| *done)).await;
+    }
+}
+
+/// The local path a `file://` URI names (`file:///home/me/proj`, `file://localhost/…`, percent-escapes decoded);
+/// `None` for another scheme or host.
+fn file_uri_path(uri: &str) -> Option<std::path::PathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'%' => return None,
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    let text = String::from_utf8(out).ok()?;
+    // `file:///C:/work` on Windows.
+    #[cfg(windows)]
+    let text = text.strip_prefix('/').map(str::to_string).unwrap_or(text);
+    Some(std::path::PathBuf::from(text))
 }
 
 fn as_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -154,6 +278,14 @@ impl ServerHandler for Server {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.read_roots(context.peer);
+    }
+
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.read_roots(context.peer);
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -167,6 +299,7 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.roots_settled().await;
         // The 2026-07-28 wire asks the person by a multi round-trip request: a retry carries the answer.
         let wire_2026 = context
             .protocol_version()
@@ -324,9 +457,17 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
         crate::print_line(snippet)?;
         return Ok(ExitCode::SUCCESS);
     }
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // Started by hand: say what this is, rather than wait in silence for JSON-RPC a person will not type.
+        eprintln!(
+            "shellward mcp: an MCP server on standard input and output, for an MCP client to start; it waits for \
+             one now (Ctrl-C stops it).\nTo connect a client, print its configuration: shellward mcp \
+             --client-config claude-code (or claude-desktop, cursor, codex, vscode, zed, windsurf, json)."
+        );
+    }
     let rt = runtime()?;
     let result = rt.block_on(async move {
-        let sw = args.service.build("mcp")?;
+        let sw = args.service.build_in("mcp", args.workdir.as_deref())?;
         let _watcher = crate::service::watch_and_reload(&sw);
         let session = format!("mcp-{}", std::process::id());
         tracing::info!(%session, containment = %sw.containment(), "MCP server on stdio");
@@ -336,6 +477,8 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
             tools: Arc::new(tools()),
             tasks: crate::mcp::tasks::Tasks::default(),
             waiting: crate::mcp::mrtr::Waiting::default(),
+            follow_roots: args.workdir.is_none(),
+            roots_read: tokio::sync::watch::channel(true),
         };
         let outcome = async {
             let running = server
@@ -356,4 +499,24 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
     // The stdin reader blocks in a thread until the client writes or closes; after a signal, exit without it.
     rt.shutdown_background();
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_uri_path;
+
+    /// Roots are `file://` URIs: the path, percent-escapes decoded; another scheme or host, or a broken escape, is
+    /// no local directory.
+    #[test]
+    #[cfg(unix)]
+    fn a_root_uri_is_read_as_a_local_path() {
+        let p = |u: &str| file_uri_path(u).map(|p| p.display().to_string());
+        assert_eq!(p("file:///home/me/proj").as_deref(), Some("/home/me/proj"));
+        assert_eq!(p("file://localhost/srv/a%20b").as_deref(), Some("/srv/a b"));
+        assert_eq!(p("file:///x/%C3%A9t%C3%A9").as_deref(), Some("/x/été"));
+        assert_eq!(p("https://example.com/x"), None);
+        assert_eq!(p("file://other-host/x"), None);
+        assert_eq!(p("file:///x/%zz"), None);
+        assert_eq!(p("file:///x/%4"), None);
+    }
 }

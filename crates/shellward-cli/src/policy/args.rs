@@ -58,6 +58,9 @@ impl PolicyArgs {
 
     /// Loads the chain these options name.
     pub fn chain(&self) -> Result<PolicyChain> {
+        for p in &self.policies {
+            crate::service::check_policy_arg(p)?;
+        }
         let engine = PolicyEngine::new(self.sandbox()?)?;
         let expected = self.policies.len().max(1);
         if self.settings.len() > expected {

@@ -7,7 +7,7 @@ pub(crate) mod new;
 pub(crate) mod replay;
 
 use crate::policy::args::PolicyArgs;
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use shellward::Decider;
@@ -177,30 +177,20 @@ pub struct ListArgs {
     json: bool,
 }
 
-/// The active chain of a running server (`GET /v1/policies`).
 /// `GET /v1/policies` of a running server: the chain in force with each policy's state, and what its last load
 /// attempt could not load.
 fn server_status(url: &str, token: Option<&str>) -> Result<serde_json::Value> {
-    let url = format!("{}/v1/policies", url.trim_end_matches('/'));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut request = agent.get(&url);
-    if let Some(t) = token {
-        request = request.header("Authorization", &format!("Bearer {t}"));
-    }
-    let mut response = request
-        .call()
-        .with_context(|| format!("cannot reach {url}; is `shellward serve` listening there?"))?;
-    let status = response.status().as_u16();
-    let body = response.body_mut().read_to_string().unwrap_or_default();
+    let server = crate::remote::ServerArgs {
+        server: url.to_string(),
+        token: token.map(str::to_string),
+        json: false,
+    };
+    let (status, value) = crate::remote::request(&server, "GET", "/v1/policies", None, None)?;
     if status != 200 {
-        anyhow::bail!("{url} answered {status}: {body} (a 401 wants --token or SHELLWARD_TOKEN)");
+        anyhow::bail!(
+            "{url}/v1/policies answered {status}: {value} (a 401 wants --token or SHELLWARD_TOKEN)"
+        );
     }
-    let value: serde_json::Value = serde_json::from_str(&body)
-        .with_context(|| format!("{url} did not answer with a policy list"))?;
     if !value["policies"].is_array() {
         anyhow::bail!("{url} did not answer with a policy list");
     }

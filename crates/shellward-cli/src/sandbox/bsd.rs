@@ -17,11 +17,11 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         .block_on(SandboxProbe::run(config))
         .context("the probe could not run")?;
     let os = std::env::consts::OS;
-    println!(
+    super::header(&format!(
         "shellward sandbox check ({os}; uid {}; shell {}; built here, not tested on {os})",
         crate::sys::effective_uid(),
         config.shell.join(" ")
-    );
+    ));
     line(
         true,
         "tree containment",

@@ -54,7 +54,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
 
 /// The first line: who runs it, on which kernel.
 fn print_header(uid: u32) {
-    println!(
+    super::header(&format!(
         "shellward sandbox check (running as {}; kernel {})",
         if uid == 0 {
             "root".to_string()
@@ -64,7 +64,7 @@ fn print_header(uid: u32) {
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
             .trim()
-    );
+    ));
 }
 
 /// The session sandbox's lines: namespaces, `/proc`, host files, other sessions' output.

@@ -16,10 +16,10 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
     let probe = runtime
         .block_on(SandboxProbe::run(config))
         .context("the probe could not run")?;
-    println!(
+    super::header(&format!(
         "shellward sandbox check (Windows; shell {})",
         config.shell.join(" ")
-    );
+    ));
     line(
         probe.containment == ContainmentKind::JobObject,
         "tree containment",

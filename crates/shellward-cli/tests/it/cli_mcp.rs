@@ -700,3 +700,193 @@ fn mrtr_retry(command: &str, state: &str, answer: serde_json::Value) -> serde_js
         "inputResponses": {"approval": answer},
     })
 }
+
+/// `shellward mcp` started by hand on a terminal says what it is and how to connect a client (on stderr: stdout is
+/// the protocol's), instead of waiting in silence; the end of its input still ends it.
+#[test]
+fn mcp_on_a_terminal_says_how_to_connect_a_client() {
+    use std::io::{Read, Write};
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &format!("{} mcp", crate::cli::bin()), "/dev/null"])
+        .env_remove("SHELLWARD_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("script(1)");
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = [0u8; 4096];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+            }
+            if String::from_utf8_lossy(&text).contains("--client-config") {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let text = reader.join().unwrap();
+    // Ctrl-D at the terminal: the end of its input.
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"\x04");
+    drop(stdin);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("shellward mcp did not end with its input: {text}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        text.contains("an MCP server on standard input and output"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shellward mcp --client-config claude-code"),
+        "{text}"
+    );
+}
+
+/// A client that declares roots gets its commands run in its first root (a `file://` URI, percent-escapes decoded)
+/// from the first call on, and in the new first root after `notifications/roots/list_changed`; `--workdir` names the
+/// directory instead (and then roots are not asked for); a `--workdir` that does not exist is refused at start.
+#[test]
+fn commands_run_in_the_clients_first_root_or_in_workdir() {
+    use std::io::{BufRead, Write};
+    let base = tempfile::tempdir().unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let (first, second) = (base.join("first root"), base.join("second"));
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::create_dir_all(&second).unwrap();
+    let uri = |p: &Path| format!("file://{}", p.display().to_string().replace(' ', "%20"));
+    let start = |extra: &[&str]| {
+        let mut command = Command::new(bin());
+        command.arg("mcp").args(extra);
+        let (child, stdin, stdout) = crate::cli::start_stdio(command);
+        (child, stdin, stdout)
+    };
+    let read = |stdout: &mut std::io::BufReader<std::process::ChildStdout>| -> serde_json::Value {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    let send = |stdin: &mut std::process::ChildStdin, v: serde_json::Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let init = |roots: bool| {
+        let capabilities = if roots {
+            serde_json::json!({"roots": {"listChanged": true}})
+        } else {
+            serde_json::json!({})
+        };
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "0"}}})
+    };
+    let pwd = |id: u64| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "execute", "arguments": {"command": "pwd"}}})
+    };
+    // Answers the server's roots/list with `dir` (its requests can come before the reply to a call).
+    let answer_roots = |stdin: &mut std::process::ChildStdin,
+                        stdout: &mut std::io::BufReader<std::process::ChildStdout>,
+                        dir: &Path| {
+        let request = read(stdout);
+        assert_eq!(request["method"], "roots/list", "{request}");
+        send(
+            stdin,
+            serde_json::json!({"jsonrpc": "2.0", "id": request["id"],
+                "result": {"roots": [{"uri": uri(dir), "name": "project"}, {"uri": "https://example.invalid/x"}]}}),
+        );
+    };
+    let output_of = |reply: &serde_json::Value| {
+        reply["result"]["structuredContent"]["output"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{reply}"))
+            .to_string()
+    };
+
+    let (mut child, mut stdin, mut stdout) = start(&[]);
+    send(&mut stdin, init(true));
+    assert!(read(&mut stdout)["result"].is_object());
+    send(
+        &mut stdin,
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    answer_roots(&mut stdin, &mut stdout, &first);
+    send(&mut stdin, pwd(2));
+    assert_eq!(
+        output_of(&read(&mut stdout)),
+        format!("{}\n", first.display())
+    );
+    send(
+        &mut stdin,
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+    );
+    answer_roots(&mut stdin, &mut stdout, &second);
+    send(&mut stdin, pwd(3));
+    assert_eq!(
+        output_of(&read(&mut stdout)),
+        format!("{}\n", second.display())
+    );
+    drop(stdin);
+    crate::cli::wait_exit(&mut child, std::time::Duration::from_secs(10));
+
+    // --workdir wins over roots: none are asked for.
+    let workdir = second.display().to_string();
+    let (mut child, mut stdin, mut stdout) = start(&["--workdir", &workdir]);
+    send(&mut stdin, init(true));
+    assert!(read(&mut stdout)["result"].is_object());
+    send(
+        &mut stdin,
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    send(&mut stdin, pwd(2));
+    let reply = read(&mut stdout);
+    assert_eq!(reply["id"], 2, "the server asked something first: {reply}");
+    assert_eq!(output_of(&reply), format!("{}\n", second.display()));
+    drop(stdin);
+    crate::cli::wait_exit(&mut child, std::time::Duration::from_secs(10));
+
+    let o = crate::cli::output(&["mcp", "--workdir", "/nonexistent/project"]);
+    assert!(!o.status.success());
+    assert!(
+        crate::cli::stderr(&o).contains("--workdir /nonexistent/project"),
+        "{}",
+        crate::cli::stderr(&o)
+    );
+}
+
+/// `--client-config` for the editors: VS Code's `servers` (with `"type": "stdio"`), Zed's `context_servers`,
+/// Windsurf's `mcpServers`; each names this binary by its absolute path and runs `mcp`, and says where it goes.
+#[test]
+fn the_editor_snippets_have_each_editors_shape() {
+    let real = std::fs::canonicalize(bin()).unwrap().display().to_string();
+    for (client, key) in [
+        ("vscode", "servers"),
+        ("zed", "context_servers"),
+        ("windsurf", "mcpServers"),
+    ] {
+        let o = crate::cli::output(&["mcp", "--client-config", client]);
+        assert!(o.status.success(), "{client}: {}", crate::cli::stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(crate::cli::stdout(&o).trim())
+            .unwrap_or_else(|e| panic!("{client}: {e}"));
+        let server = &v[key]["shellward"];
+        assert_eq!(server["command"], real.as_str(), "{client}: {v}");
+        assert_eq!(server["args"], serde_json::json!(["mcp"]), "{client}: {v}");
+        if client == "vscode" {
+            assert_eq!(server["type"], "stdio", "{v}");
+        }
+        assert!(
+            !crate::cli::stderr(&o).trim().is_empty(),
+            "{client}: where it goes"
+        );
+    }
+}

@@ -652,3 +652,53 @@ fn every_subcommand_ends_quietly_when_its_reader_closes_the_pipe() {
         );
     }
 }
+
+/// A `--policy` that is neither a file nor a built-in is named as such, with the built-ins listed and the one meant
+/// suggested (`gaurd` → `guard`), in `policy check` and in the commands that run things; a built-in's name works.
+#[test]
+fn a_mistyped_builtin_policy_names_the_builtins() {
+    for args in [
+        &["policy", "check", "--policy", "gaurd", "--", "ls"][..],
+        &["run", "--policy", "gaurd", "--", "echo", "never"][..],
+    ] {
+        let o = crate::cli::output(args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = crate::cli::stderr(&o);
+        assert!(err.contains("did you mean `guard`?"), "{args:?}: {err}");
+        assert!(err.contains("`default`, `guard`"), "{args:?}: {err}");
+        assert!(!crate::cli::stdout(&o).contains("never"), "{args:?}");
+    }
+    let o = crate::cli::output(&["run", "--policy", "guard", "--", "echo", "fine"]);
+    assert_eq!(
+        crate::cli::stdout(&o),
+        "fine\n",
+        "{}",
+        crate::cli::stderr(&o)
+    );
+}
+
+/// A configuration file that came from `$SHELLWARD_CONFIG` (no `--config`) and fails is named as the variable's, with
+/// how to get out of it; given with `--config`, the error stays the file's own.
+#[test]
+fn a_failing_configuration_from_the_environment_is_named_as_such() {
+    let o = crate::cli::shellward(&["run", "--", "echo", "never"])
+        .env("SHELLWARD_CONFIG", "/nonexistent/shellward.toml")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = crate::cli::stderr(&o);
+    assert!(err.contains("comes from $SHELLWARD_CONFIG"), "{err}");
+    assert!(err.contains("unset SHELLWARD_CONFIG"), "{err}");
+    let o = crate::cli::output(&[
+        "run",
+        "--config",
+        "/nonexistent/shellward.toml",
+        "--",
+        "echo",
+        "never",
+    ]);
+    let err = crate::cli::stderr(&o);
+    assert!(!o.status.success());
+    assert!(!err.contains("SHELLWARD_CONFIG"), "{err}");
+    assert!(err.contains("/nonexistent/shellward.toml"), "{err}");
+}

@@ -348,7 +348,10 @@ fn a_token_is_required_when_configured_and_off_loopback() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--token"));
+    // It points at the safe way to give a token, not at `--token VALUE`, which every local user can read.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--token-file FILE"), "{err}");
+    assert!(!err.contains("--token TOKEN"), "{err}");
 
     let server = Server::start(&["--listen", "0.0.0.0:0", "--token", "s3cret"]);
     let port = server.base.rsplit(':').next().unwrap().to_string();
@@ -361,6 +364,55 @@ fn a_token_is_required_when_configured_and_off_loopback() {
     let (status, r) = send("POST", &url, None, Some("s3cret"), Some("{}"));
     assert_eq!(status, 200, "{r}");
     assert_eq!(r["success"], true);
+    server.stop();
+}
+
+/// What a newcomer and a supervisor meet first: `GET /healthz` answers without the token (and says nothing but
+/// that the server is up); a route asked with the wrong method is a JSON error naming the right one, like every
+/// other error; a session named in a mistyped header (`X-Session`) is refused, naming the header shellward reads,
+/// instead of running in the anonymous session.
+#[test]
+fn health_wrong_methods_and_mistyped_session_headers_are_answered_plainly() {
+    let server = Server::start(&["--token", "s3cret"]);
+    let b = server.base.clone();
+    let (status, health) = send("GET", &format!("{b}/healthz"), None, None, None);
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health, serde_json::json!({"status": "ok"}));
+    let (status, r) = send(
+        "GET",
+        &format!("{b}/v1/tools/execute"),
+        None,
+        Some("s3cret"),
+        None,
+    );
+    assert_eq!(status, 405, "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(message.contains("send POST"), "{r}");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let body = serde_json::json!({"command": format!("touch {}", marker.display())}).to_string();
+    let mut response = agent()
+        .post(&format!("{b}/v1/tools/execute"))
+        .header("Content-Type", "application/json")
+        .header("Authorization", "Bearer s3cret")
+        .header("X-Session", "agent-a")
+        .send(body.as_str())
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let text = response.body_mut().read_to_string().unwrap();
+    assert!(text.contains("x-shellward-session"), "{text}");
+    assert!(text.contains("x-session"), "{text}");
+    assert!(!marker.exists(), "the call ran in the anonymous session");
+    // The header shellward reads works as before.
+    let (status, r) = send(
+        "POST",
+        &format!("{b}/v1/tools/execute"),
+        Some("agent-a"),
+        Some("s3cret"),
+        Some(&body),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert!(marker.exists(), "{r}");
     server.stop();
 }
 

@@ -2,6 +2,7 @@
 
 mod cli;
 
+mod cli_audit;
 mod cli_coder;
 mod cli_mcp;
 mod cli_oci;

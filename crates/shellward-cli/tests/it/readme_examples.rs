@@ -584,3 +584,101 @@ fn the_repository_ships_the_license_its_crates_declare() {
     );
     assert!(readme().contains("[LICENSE](LICENSE)"));
 }
+
+/// The manual stands alone: every link of every chapter — with what the chapters `{{#include}}` (README parts, the
+/// policy READMEs, ARCHITECTURE.md) — is a web address, an anchor, or a file inside the book (a chapter the table of
+/// contents lists); none leads out of `docs/src`, where the built book has nothing.
+#[test]
+fn every_link_of_the_manual_stays_inside_the_book() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let src = root.join("docs/src");
+    let listed = chapters();
+    let mut broken = Vec::new();
+    for chapter in &listed {
+        let text = with_includes(&src, &std::fs::read_to_string(src.join(chapter)).unwrap());
+        for target in links(&text) {
+            if target.starts_with('#') || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let file = target.split('#').next().unwrap();
+            let inside = Path::new(file)
+                .components()
+                .all(|c| !matches!(c, std::path::Component::ParentDir));
+            let ok = inside
+                && src.join(file).exists()
+                && (!file.ends_with(".md") || listed.iter().any(|c| c == file));
+            if !ok {
+                broken.push(format!("{chapter}: {target}"));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links that leave the book or lead nowhere:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// `text` with each `{{#include PATH}}` / `{{#include PATH:ANCHOR}}` replaced by what mdBook puts there.
+fn with_includes(dir: &Path, text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let Some(spec) = line
+            .trim()
+            .strip_prefix("{{#include ")
+            .and_then(|s| s.strip_suffix("}}"))
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let (path, anchor) = match spec.split_once(':') {
+            Some((p, a)) => (p, Some(a)),
+            None => (spec, None),
+        };
+        let included = std::fs::read_to_string(dir.join(path))
+            .unwrap_or_else(|e| panic!("{{{{#include {spec}}}}}: {e}"));
+        match anchor {
+            None => out.push_str(&included),
+            Some(a) => {
+                let part = included
+                    .split(&format!("ANCHOR: {a} -->"))
+                    .nth(1)
+                    .and_then(|rest| rest.split(&format!("<!-- ANCHOR_END: {a}")).next())
+                    .unwrap_or_else(|| panic!("no anchor {a} in {path}"));
+                out.push_str(part);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The link targets of Markdown `text` outside code (`[text](target)`).
+fn links(text: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if !in_code {
+            // Inline code cannot hold a link.
+            let mut inside = false;
+            for part in line.split('`') {
+                if !inside {
+                    prose.push_str(part);
+                }
+                inside = !inside;
+            }
+            prose.push('\n');
+        }
+    }
+    prose
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(|t| t.split_whitespace().next().unwrap_or_default().to_string())
+        .collect()
+}

@@ -65,3 +65,14 @@ pub(crate) fn open_append_owned(
     }
     Ok(file)
 }
+
+/// Whether this process may create files in the directory `dir` (`access(W_OK)`: its user's permissions, a
+/// read-only file system).
+pub(crate) fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call; access reads it and nothing else.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}

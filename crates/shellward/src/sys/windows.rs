@@ -46,3 +46,9 @@ pub(crate) fn open_append_owned(
     }
     Ok(file)
 }
+
+/// Whether this process may create files in the directory `dir` (as far as its read-only attribute says: Windows'
+/// access lists are not read here).
+pub(crate) fn writable(dir: &Path) -> bool {
+    std::fs::metadata(dir).is_ok_and(|m| !m.permissions().readonly())
+}

@@ -568,3 +568,79 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
     drop(listener);
     assert!(survivors(&mark).is_empty());
 }
+
+/// A session whose working directory its user cannot write (a client that started shellward in `/`) is told so in its
+/// first result — what fails there and how to choose another — and only once; a directory the host chooses for the
+/// session (`SessionHandle::set_workdir`, what an MCP client's first root becomes) is where its commands run next, and
+/// a path that is no directory is refused. Run as a normal user (root may write anywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_working_directory_is_said_once_and_a_chosen_one_is_used() {
+    if !shellward_test_support::as_unprivileged_user(
+        shellward_test_support::test_path!(
+            "an_unwritable_working_directory_is_said_once_and_a_chosen_one_is_used"
+        ),
+        "SHELLWARD_TEST_UNWRITABLE_AS_USER",
+    ) {
+        return;
+    }
+    let mark = new_mark();
+    let mut config = Config::default();
+    config.executor.grace = Duration::from_millis(300);
+    config.executor.env.set_var(MARK, &mark);
+    config.executor.default_workdir = Some("/".into());
+    let sw = Shellward::builder().config(config).build().expect("build");
+    let session = sw.session("desktop");
+    let said = |r: &shellward::tools::ExecuteResult| {
+        r.notes
+            .iter()
+            .filter(|n| n.contains("is not writable"))
+            .count()
+    };
+    let first = session
+        .execute(exec("pwd"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(first.output, "/\n", "{first:?}");
+    assert_eq!(said(&first), 1, "{first:?}");
+    let note = first
+        .notes
+        .iter()
+        .find(|n| n.contains("is not writable"))
+        .unwrap();
+    assert!(
+        note.contains("workdir") && note.contains("--workdir"),
+        "{note}"
+    );
+    let again = session
+        .execute(exec("pwd"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(said(&again), 0, "said twice: {again:?}");
+    // Another session in the same place is told too.
+    let other = sw
+        .session("other")
+        .execute(exec("true"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(said(&other), 1, "{other:?}");
+    // The host chooses a directory for the session: its commands run there, and nothing is said.
+    let project = tempfile::tempdir().unwrap();
+    let project_dir = project.path().canonicalize().unwrap();
+    session.set_workdir(&project_dir).unwrap();
+    let there = session
+        .execute(exec("pwd; touch made"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        there.output,
+        format!("{}\n", project_dir.display()),
+        "{there:?}"
+    );
+    assert!(project_dir.join("made").exists(), "{there:?}");
+    assert_eq!(said(&there), 0);
+    let e = session.set_workdir("relative/dir").unwrap_err();
+    assert_eq!(e.kind, ToolErrorKind::InvalidArguments);
+    assert!(session.set_workdir(project_dir.join("made")).is_err());
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

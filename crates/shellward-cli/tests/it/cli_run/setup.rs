@@ -408,3 +408,55 @@ fn bad_option_values_are_usage_errors() {
         assert!(!marker.exists(), "{args:?}: it ran");
     }
 }
+
+/// `config init -` prints the starter configuration, as `config init` alone does, instead of writing a file named `-`.
+#[test]
+fn config_init_dash_is_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crate::cli::shellward(&["config", "init", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::cli::stderr(&o));
+    let plain = crate::cli::output(&["config", "init"]);
+    assert_eq!(crate::cli::stdout(&o), crate::cli::stdout(&plain));
+    assert!(crate::cli::stdout(&o).contains("[[policy]]"));
+    assert!(!dir.path().join("-").exists(), "a file named - was written");
+}
+
+/// `sandbox check --json`: the same report as one JSON object — the header, every check with `ok`, `what` and
+/// `detail` — and the same exit status as the text report.
+#[test]
+fn sandbox_check_json_is_the_text_report_as_data() {
+    let text = crate::cli::output(&["sandbox", "check"]);
+    let json = crate::cli::output(&["sandbox", "check", "--json"]);
+    assert_eq!(
+        json.status.code(),
+        text.status.code(),
+        "{}",
+        crate::cli::stderr(&json)
+    );
+    let report: serde_json::Value = serde_json::from_str(&crate::cli::stdout(&json))
+        .unwrap_or_else(|e| panic!("{e}: {}", crate::cli::stdout(&json)));
+    assert_eq!(
+        report["sandboxed"],
+        json.status.code() == Some(0),
+        "{report}"
+    );
+    let checks = report["checks"].as_array().expect("checks");
+    let lines: Vec<String> = crate::cli::stdout(&text)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(report["header"], lines[0], "{report}");
+    assert_eq!(checks.len(), lines.len() - 1, "{report}\n{lines:?}");
+    for (check, line) in checks.iter().zip(&lines[1..]) {
+        let what = check["what"].as_str().unwrap();
+        assert!(line.contains(what), "{line} / {check}");
+        assert_eq!(
+            line.starts_with("yes"),
+            check["ok"] == true,
+            "{line} / {check}"
+        );
+    }
+}

@@ -292,3 +292,127 @@ fn pending_approvals_shown_as_text() {
     assert!(path.exists());
     server.stop();
 }
+
+/// The operator's views of a running server from the command line, with its token: `shellward ps` lists every
+/// session's processes (a token bound to sessions may not; no token is a 401 saying what to give), `approvals list`
+/// shows a session's pending approvals with their questions, `approvals approve ID` runs the command asked about and
+/// prints its result, `approvals deny ID` runs nothing; a decided id is refused.
+#[test]
+fn the_operator_lists_processes_and_answers_approvals_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::cli::write_file(
+        dir.path(),
+        "sw.toml",
+        "[[auth]]\ntoken = \"bound-token\"\nsessions = [\"agent-a\"]\n",
+    );
+    let server = Server::start(&["--token", "s3cret", "--config", config.to_str().unwrap()]);
+    let b = server.base.clone();
+    let (status, r) = send(
+        "POST",
+        &format!("{b}/v1/tools/execute"),
+        Some("agent-a"),
+        Some("s3cret"),
+        Some(&json!({"command": "sleep 30", "run_in_background": true}).to_string()),
+    );
+    assert_eq!(status, 200, "{r}");
+    let cli = |args: &[&str], token: Option<&str>| {
+        let mut c = crate::cli::shellward(args);
+        c.args(["--server", &b]);
+        if let Some(t) = token {
+            c.env("SHELLWARD_TOKEN", t);
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code(),
+            crate::cli::stdout(&o),
+            crate::cli::stderr(&o),
+        )
+    };
+    let (code, out, err) = cli(&["ps"], Some("s3cret"));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("SESSION"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.contains("sleep 30"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.starts_with("agent-a") && row.contains("running"),
+        "{row}"
+    );
+    let (code, _, err) = cli(&["ps"], None);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("401") && err.contains("SHELLWARD_TOKEN"),
+        "{err}"
+    );
+    let (code, _, err) = cli(&["ps"], Some("bound-token"));
+    assert_ne!(code, Some(0));
+    assert!(err.contains("403"), "{err}");
+    let (code, out, err) = cli(&["ps", "--json"], Some("s3cret"));
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["session"] == "agent-a"),
+        "{v}"
+    );
+
+    // Approvals: deny one, approve another (the guard asks before `shred -u`).
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "data").unwrap();
+    let shred = format!("shred -u {}", victim.display());
+    let ask = || {
+        let (status, r) = send(
+            "POST",
+            &format!("{b}/v1/tools/execute"),
+            Some("agent-b"),
+            Some("s3cret"),
+            Some(&json!({"command": shred}).to_string()),
+        );
+        assert_eq!(status, 200, "{r}");
+        r["pending_approval"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_string()
+    };
+    let first = ask();
+    let (code, out, err) = cli(
+        &["approvals", "list", "--session", "agent-b"],
+        Some("s3cret"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(&first) && out.contains("guard[shred]"),
+        "{out}"
+    );
+    let (code, out, err) = cli(
+        &["approvals", "deny", &first, "--session", "agent-b"],
+        Some("s3cret"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("denied; nothing ran"), "{out}");
+    assert!(victim.exists(), "a denied command ran");
+    let (code, _, err) = cli(
+        &["approvals", "approve", &first, "--session", "agent-b"],
+        Some("s3cret"),
+    );
+    assert_ne!(code, Some(0), "a decided approval was answered again");
+    assert!(err.contains("404"), "{err}");
+    let second = ask();
+    let (code, out, err) = cli(
+        &["approvals", "approve", &second, "--session", "agent-b"],
+        Some("s3cret"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("approved; it ran: exit 0"), "{out}");
+    assert!(!victim.exists(), "the approved command did not run");
+    let (_, out, _) = cli(
+        &["approvals", "list", "--session", "agent-b"],
+        Some("s3cret"),
+    );
+    assert!(out.contains("no approval is pending"), "{out}");
+    server.stop();
+}

@@ -24,7 +24,10 @@ use shellward_exec::{Confinement, Enforced, Network};
 use shellward_policy::{Confinement as PolicyConfinement, Network as PolicyNetwork};
 use std::path::{Path, PathBuf};
 
-/// The default writable paths: the working directory, the temporary directories and the package managers' caches.
+/// The default writable paths: the working directory, the temporary directories, and the package managers' caches and
+/// the directories they install a user's tools into (`cargo install`, `go install`, `pip install --user`, `uv tool`),
+/// so ordinary work runs unchanged. Shells' startup files, keys, rustup's toolchains and the rest of the home stay
+/// read-only.
 pub const DEFAULT_WRITABLE: &[&str] = &[
     "$WORKDIR",
     "$TMPDIR",
@@ -36,7 +39,16 @@ pub const DEFAULT_WRITABLE: &[&str] = &[
     "~/.pnpm-store",
     "~/.cargo/registry",
     "~/.cargo/git",
+    "~/.cargo/bin",
     "~/go/pkg",
+    "~/go/bin",
+    "~/.local/bin",
+    "~/.local/lib",
+    "~/.local/share/uv",
+    "~/.m2/repository",
+    "~/.gradle/caches",
+    "~/.gradle/wrapper",
+    "~/.ccache",
 ];
 
 /// The default paths commands may not read: credentials and keys of the usual tools.
@@ -320,6 +332,62 @@ pub(crate) fn line(
 
 /// Messages a refused write prints (Landlock's `EACCES`; a read-only mount's `EROFS`).
 const WRITE_REFUSED: &[&str] = &["Permission denied", "Read-only file system"];
+/// Words beside "Operation not permitted" of a program refused a Unix socket (`socket(AF_UNIX)` under a network
+/// other than the host's).
+const SOCKET_REFUSED: &[&str] = &[
+    "socket",
+    "unix_listener",
+    "AF_UNIX",
+    "error connecting to",
+    "agent",
+];
+
+/// The paths the lines of `output` that report a refused write name (`bash: line 1: /etc/x: Permission denied`,
+/// `touch: cannot touch '/x': …`, `PermissionError: [Errno 13] Permission denied: '/x'`), relative ones resolved
+/// against `workdir`; at most a few.
+fn refused_paths(output: &str, workdir: Option<&Path>) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    for line in output
+        .lines()
+        .filter(|l| WRITE_REFUSED.iter().any(|m| l.contains(m)))
+    {
+        for word in line.split_whitespace() {
+            let word = word.trim_matches(|c: char| {
+                matches!(
+                    c,
+                    '\'' | '"' | ':' | ',' | '(' | ')' | '‘' | '’' | '`' | '[' | ']'
+                )
+            });
+            let path = if word.starts_with('/') {
+                PathBuf::from(word)
+            } else if (word.starts_with("./") || word.starts_with("../")) && workdir.is_some() {
+                workdir.map(|w| w.join(word)).unwrap_or_default()
+            } else {
+                continue;
+            };
+            if !found.contains(&path) && found.len() < 8 {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Whether `path` (or, when it does not exist, its nearest existing ancestor) is beneath one of `roots`.
+fn beneath_any(path: &Path, roots: &[PathBuf]) -> bool {
+    let resolved = path
+        .ancestors()
+        .find_map(|a| {
+            a.canonicalize()
+                .ok()
+                .map(|c| c.join(path.strip_prefix(a).unwrap_or(Path::new(""))))
+        })
+        .unwrap_or_else(|| path.to_path_buf());
+    roots.iter().any(|r| {
+        let r = r.canonicalize().unwrap_or_else(|_| r.clone());
+        resolved.starts_with(&r)
+    })
+}
 /// Messages of a command without the network it wanted.
 const NETWORK_REFUSED: &[&str] = &[
     "Network is unreachable",
@@ -333,18 +401,56 @@ const NETWORK_REFUSED: &[&str] = &[
     "EAI_AGAIN",
 ];
 
-/// A note for a failed command whose output shows the sandbox refused it something: what is allowed and what to do.
-pub(crate) fn refusal_note(asked: &Confinement, held: &Enforced, output: &str) -> Option<String> {
+/// A note for a failed command whose output shows the sandbox refused it something: what was refused (the paths the
+/// refusals name, checked against the rules — a path inside the writable ones was refused by something else, and is
+/// not blamed on the sandbox), which rule refused it, and what to do. `workdir` resolves relative paths.
+pub(crate) fn refusal_note(
+    asked: &Confinement,
+    held: &Enforced,
+    output: &str,
+    workdir: Option<&Path>,
+) -> Option<String> {
     if held.writes
         && let Some(paths) = &asked.writable
         && WRITE_REFUSED.iter().any(|m| output.contains(m))
     {
         let existing: Vec<PathBuf> = paths.iter().filter(|p| p.exists()).cloned().collect();
+        let named = refused_paths(output, workdir);
+        let outside: Vec<PathBuf> = named
+            .iter()
+            .filter(|p| !beneath_any(p, &existing))
+            .cloned()
+            .collect();
+        if !named.is_empty() && outside.is_empty() {
+            // Every refused path is one the sandbox lets it write: a permission of the file system, not ours.
+            return None;
+        }
+        if !outside.is_empty() {
+            return Some(format!(
+                "Refused by the sandbox ([confinement] writable): writing {}, which is outside the paths commands \
+                 may write ({}). Write in the working directory or a temporary directory instead; if the task needs \
+                 that place, ask the user to have it added to [confinement] writable.",
+                some_paths(&outside, 4),
+                some_paths(&existing, 8)
+            ));
+        }
         return Some(format!(
             "If that was a write outside the sandbox: writes are allowed only under {}. Write there instead (the \
              working directory or a temporary directory), or ask the operator to add the path to [confinement] \
              writable.",
             some_paths(&existing, 8)
+        ));
+    }
+    if held.network != Network::Host
+        && output.contains("Operation not permitted")
+        && SOCKET_REFUSED.iter().any(|m| output.contains(m))
+    {
+        return Some(format!(
+            "Refused by the sandbox ([confinement] network = \"{}\"): with this network a command cannot create a \
+             Unix socket either (socket(AF_UNIX) fails with \"Operation not permitted\"), so programs that make one \
+             of their own — tmux, ssh-agent, gpg-agent, Python's forkserver — cannot run here. Avoid the socket \
+             (Python: the fork start method), or ask the user for network = \"host\".",
+            held.network.as_str()
         ));
     }
     if held.syscalls
@@ -480,13 +586,38 @@ mod tests {
         let asked = Confinement::new(Some(vec![std::env::temp_dir()]), Network::None);
         let held = Enforced::default();
         // Nothing confined: no note whatever the output.
-        assert!(refusal_note(&asked, &held, "Permission denied").is_none());
+        assert!(refusal_note(&asked, &held, "Permission denied", None).is_none());
         let mut held = Enforced::default();
         held.writes = true;
         held.network = Network::None;
-        let note_for = |output: &str| refusal_note(&asked, &held, output);
+        let note_for = |output: &str| refusal_note(&asked, &held, output, None);
         let note = note_for("sh: 1: cannot create /etc/x: Permission denied").unwrap();
-        assert!(note.contains("writable"), "{note}");
+        assert!(
+            note.contains("writable") && note.contains("/etc/x"),
+            "{note}"
+        );
+        // A refused path inside the writable ones was not refused by the sandbox: nothing blamed on it.
+        let inside = std::env::temp_dir().join("locked-file");
+        assert!(
+            note_for(&format!(
+                "touch: cannot touch '{}': Permission denied",
+                inside.display()
+            ))
+            .is_none()
+        );
+        // Python's and mkdir's forms; the path is named.
+        let note =
+            note_for("PermissionError: [Errno 13] Permission denied: '/usr/lib/x.py'").unwrap();
+        assert!(note.contains("/usr/lib/x.py"), "{note}");
+        let note =
+            note_for("mkdir: cannot create directory ‘/opt/app’: Permission denied").unwrap();
+        assert!(note.contains("/opt/app") && !note.contains('‘'), "{note}");
+        // A Unix socket refused under a network other than the host's.
+        let note = note_for("unix_listener: socket: Operation not permitted").unwrap();
+        assert!(
+            note.contains("Unix socket") && note.contains("network = \"host\""),
+            "{note}"
+        );
         let note = note_for("curl: (6) Could not resolve host: example.com").unwrap();
         assert!(note.contains("network"), "{note}");
         assert!(note_for("error: tests failed").is_none());

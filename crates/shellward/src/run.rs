@@ -297,8 +297,9 @@ impl Shellward {
         }
         let held = r.confinement.clone();
         let exit = r.exit.clone();
-        let unwritable =
-            workdir.and_then(|dir| self.inner.runner.unwritable_note(session.as_deref(), &dir));
+        let unwritable = workdir
+            .as_deref()
+            .and_then(|dir| self.inner.runner.unwritable_note(session.as_deref(), dir));
         let mut result = shape_execute(r, command, notes, timeout, kills_leftovers, interactive);
         if let Some(note) = unwritable {
             result.notes.insert(0, note);
@@ -311,7 +312,8 @@ impl Shellward {
         );
         if !result.success
             && !result.running
-            && let Some(note) = confinement::refusal_note(&asked, &held, &result.output)
+            && let Some(note) =
+                confinement::refusal_note(&asked, &held, &result.output, workdir.as_deref())
         {
             result.notes.push(note);
         }

@@ -4,6 +4,7 @@ mod common;
 
 mod agents;
 mod approvals;
+mod compat;
 mod facade;
 mod host_files;
 mod oci_hostile;

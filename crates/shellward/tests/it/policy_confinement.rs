@@ -303,3 +303,121 @@ fn every_policy_confinement_test_passes_as_a_normal_user() {
     );
     println!("{out}");
 }
+
+/// The default writable paths keep ordinary installs working — `cargo install`, `go install`, `pip install --user`,
+/// `uv tool`, Maven's and Gradle's caches, ccache — while a shell's startup files, rustup's toolchains, Maven's
+/// settings and the rest of the home stay read-only. (The defaults' home entries mapped onto a scratch home that looks
+/// like a developer's, with the working directory the only other writable path; needs Landlock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_writable_paths_cover_installs_and_not_startup_files() {
+    if shellward::exec::Executor::landlock_abi() < 1 {
+        eprintln!("skipped: this kernel has no Landlock, so writes are not confined");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().canonicalize().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let mapped: Vec<String> = shellward::DEFAULT_WRITABLE
+        .iter()
+        .filter_map(|p| p.strip_prefix("~/"))
+        .map(|rest| {
+            let dir = home.join(rest);
+            std::fs::create_dir_all(&dir).unwrap();
+            dir.display().to_string()
+        })
+        .collect();
+    for dir in [".rustup/toolchains", ".config", ".m2"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
+    let mut config = Config::default();
+    config.executor.grace = std::time::Duration::from_millis(300);
+    config.executor.env.set_var(MARK, &mark);
+    config.executor.default_workdir = Some(work.path().to_path_buf());
+    config.confinement.writable = Some(
+        std::iter::once("$WORKDIR".to_string())
+            .chain(mapped)
+            .collect(),
+    );
+    let sw = Shellward::builder().config(config).build().expect("build");
+    let at = sw.without_session();
+    let touch = |path: &str| {
+        let at = at.clone();
+        let file = home.join(path);
+        async move {
+            at.execute(
+                exec(&format!("echo x > '{}'", file.display())),
+                ExecuteOptions::new(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    for installed in [
+        ".cargo/bin/ripgrep",
+        ".cargo/registry/index",
+        "go/bin/gopls",
+        ".local/bin/black",
+        ".local/lib/site.pth",
+        ".local/share/uv/tool",
+        ".m2/repository/junit.jar",
+        ".gradle/caches/x",
+        ".cache/pip-x",
+        ".ccache/x",
+    ] {
+        let r = touch(installed).await;
+        assert_eq!(r.exit_code, Some(0), "{installed} is not writable: {r:?}");
+    }
+    for kept in [
+        ".bashrc",
+        ".profile",
+        ".rustup/toolchains/evil",
+        ".m2/settings.xml",
+        ".config/autostart",
+    ] {
+        let r = touch(kept).await;
+        assert_ne!(r.exit_code, Some(0), "{kept} was writable: {r:?}");
+        assert!(!home.join(kept).exists(), "{kept} was written");
+        // The agent is told what was refused (the home may be shown as `~`), by which rule, and what to do.
+        let name = home.file_name().unwrap().to_string_lossy().to_string();
+        let path = format!("{name}/{kept}");
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains(&path) && n.contains("[confinement] writable")),
+            "{kept}: {:?}",
+            r.notes
+        );
+    }
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+/// Under a network other than the host's a command cannot make a Unix socket of its own; the agent is told so — the
+/// rule, which programs that breaks, and what to do — instead of reading a bare "Operation not permitted".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_unix_socket_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = build(dir.path(), &mark, "network = \"none\"", "");
+    let r = sw
+        .without_session()
+        .execute(
+            exec("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('s.sock')\""),
+            ExecuteOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("Unix socket"))
+        .unwrap_or_else(|| panic!("{:?}", r.notes));
+    assert!(
+        note.contains("network = \"none\"") && note.contains("network = \"host\""),
+        "{note}"
+    );
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

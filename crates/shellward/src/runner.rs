@@ -15,6 +15,42 @@ const MAX_PENDING_NOTES: usize = 8;
 /// Most sessions remembered as told about an unwritable working directory (then they are told again).
 const MAX_TOLD: usize = 4096;
 
+/// Most sessions whose working directory is remembered: a client that names a new session per call cannot grow the
+/// map without bound; past it the session that moved longest ago starts again in the default directory.
+const MAX_SESSION_DIRS: usize = 4096;
+
+/// Each session's working directory, bounded by [`MAX_SESSION_DIRS`] (the least recently moved one goes first).
+#[derive(Default)]
+struct SessionDirs {
+    dirs: HashMap<Option<String>, (PathBuf, u64)>,
+    next: u64,
+}
+
+impl SessionDirs {
+    fn get(&self, session: &Option<String>) -> Option<PathBuf> {
+        self.dirs.get(session).map(|(dir, _)| dir.clone())
+    }
+
+    fn remove(&mut self, session: &Option<String>) {
+        self.dirs.remove(session);
+    }
+
+    fn insert(&mut self, session: Option<String>, dir: PathBuf) {
+        if self.dirs.len() >= MAX_SESSION_DIRS
+            && !self.dirs.contains_key(&session)
+            && let Some(oldest) = self
+                .dirs
+                .iter()
+                .min_by_key(|(_, (_, n))| *n)
+                .map(|(k, _)| k.clone())
+        {
+            self.dirs.remove(&oldest);
+        }
+        self.next += 1;
+        self.dirs.insert(session, (dir, self.next));
+    }
+}
+
 /// What a [`crate::Shellward`] runs plans with (see the module docs).
 pub(crate) struct Runner {
     pub(crate) executor: Executor,
@@ -31,7 +67,7 @@ pub(crate) struct Runner {
     /// The executor's shell understands `trap … EXIT` (how a command's last directory is learned).
     posix_shell: bool,
     /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
-    session_dirs: Mutex<HashMap<Option<String>, PathBuf>>,
+    session_dirs: Mutex<SessionDirs>,
     /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
     pending_notes: Mutex<HashMap<Option<String>, Vec<String>>>,
     /// The sessions already told their working directory is not writable (forgotten past [`MAX_TOLD`]).
@@ -57,7 +93,7 @@ impl Runner {
             deny_read: config.confinement.deny_read.clone(),
             default_workdir: config.executor.default_workdir.clone(),
             posix_shell: matches!(shell_name, "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"),
-            session_dirs: Mutex::new(HashMap::new()),
+            session_dirs: Mutex::new(SessionDirs::default()),
             pending_notes: Mutex::new(HashMap::new()),
             told_unwritable: Mutex::new(HashSet::new()),
             cwd_dir,
@@ -89,7 +125,7 @@ impl Runner {
         let mut dirs = self.session_dirs.lock().unwrap_or_else(|p| p.into_inner());
         let key = session.map(str::to_string);
         match dirs.get(&key) {
-            Some(dir) if dir.is_dir() => Some(dir.clone()),
+            Some(dir) if dir.is_dir() => Some(dir),
             Some(_) => {
                 dirs.remove(&key);
                 None
@@ -165,5 +201,34 @@ impl Runner {
             .remove(&session.map(str::to_string))
             .unwrap_or_default();
         notes.splice(0..0, pending);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client naming a new session per call cannot grow the remembered directories without bound: past the limit
+    /// the session that moved longest ago is forgotten, and a session that moves again is kept.
+    #[test]
+    fn session_directories_are_bounded() {
+        let mut dirs = SessionDirs::default();
+        dirs.insert(Some("first".into()), "/a".into());
+        for i in 0..MAX_SESSION_DIRS + 100 {
+            dirs.insert(Some(format!("s{i}")), "/b".into());
+            if i % 1000 == 0 {
+                // Moving again keeps it recent.
+                dirs.insert(Some("first".into()), "/a".into());
+            }
+        }
+        assert_eq!(dirs.dirs.len(), MAX_SESSION_DIRS);
+        assert_eq!(dirs.get(&Some("first".into())), Some("/a".into()));
+        assert_eq!(
+            dirs.get(&Some("s0".into())),
+            None,
+            "the oldest is forgotten"
+        );
+        let last = format!("s{}", MAX_SESSION_DIRS + 99);
+        assert_eq!(dirs.get(&Some(last)), Some("/b".into()));
     }
 }

@@ -121,11 +121,13 @@ fn session_problem(headers: &HeaderMap) -> Option<String> {
 /// A header that looks meant to name the session but is not [`SESSION_HEADER`] (`X-Session`, `Session-Id`,
 /// `X-Shellward-Sesion`): read silently as "no session", it would run the call in the anonymous session.
 fn mistyped_session_header(headers: &HeaderMap) -> Option<&str> {
-    // MCP's streamable HTTP transport names its own sessions; a client may send it through a shared HTTP stack.
-    const FOREIGN: &[&str] = &["mcp-session-id"];
+    // The generic names people guess; other tools' own session headers (`Mcp-Session-Id`, `Coder-Session-Token`)
+    // are not among them and pass through.
+    const GUESSES: &[&str] = &["session", "x-session", "session-id", "x-session-id"];
     headers.keys().map(|k| k.as_str()).find(|name| {
-        !FOREIGN.contains(name)
-            && (name.contains("session") || crate::edit_distance(name, SESSION_HEADER) <= 2)
+        GUESSES.contains(name)
+            || (name.contains("shellward") && name.contains("session"))
+            || crate::edit_distance(name, SESSION_HEADER) <= 2
     })
 }
 

@@ -403,6 +403,20 @@ fn health_wrong_methods_and_mistyped_session_headers_are_answered_plainly() {
     assert!(text.contains("x-shellward-session"), "{text}");
     assert!(text.contains("x-session"), "{text}");
     assert!(!marker.exists(), "the call ran in the anonymous session");
+    // Other tools' own session headers are not taken for a mistyped one.
+    let (status, r) = {
+        let mut response = agent()
+            .post(&format!("{b}/v1/tools/execute"))
+            .header("Content-Type", "application/json")
+            .header("Authorization", "Bearer s3cret")
+            .header("Mcp-Session-Id", "abc")
+            .header("Coder-Session-Token", "t")
+            .send(serde_json::json!({"command": "true"}).to_string().as_str())
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_string().unwrap())
+    };
+    assert_eq!(status, 200, "{r}");
     // The header shellward reads works as before.
     let (status, r) = send(
         "POST",

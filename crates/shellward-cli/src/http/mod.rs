@@ -261,6 +261,17 @@ async fn check_request(State(state): State<Shared>, mut request: Request, next: 
         );
         return response;
     };
+    // A body declared too large is refused before any of it is read: a client that waits for `100 Continue` (curl,
+    // for a large body) then never sends it, instead of writing into a connection the server is closing.
+    if request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+    {
+        return too_large();
+    }
     if let Some(problem) = session_problem(request.headers()) {
         return bad_request(problem);
     }
@@ -290,16 +301,21 @@ async fn check_request(State(state): State<Shared>, mut request: Request, next: 
     }
     let response = next.run(request).await;
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return plain_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!(
-                "the request body is over {} MiB; send a shorter one (a command is at most 128 KiB)",
-                MAX_BODY_BYTES >> 20
-            ),
-        );
+        return too_large();
     }
     response
+}
+
+/// The JSON 413 of a body over [`MAX_BODY_BYTES`].
+fn too_large() -> Response {
+    plain_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!(
+            "the request body is over {} MiB; send a shorter one (a command is at most 128 KiB)",
+            MAX_BODY_BYTES >> 20
+        ),
+    )
 }
 
 async fn list_tools() -> Response {

@@ -105,4 +105,7 @@ pub enum ExecError {
     /// The executor could not be set up.
     #[error("the executor could not be set up: {0}")]
     Setup(String),
+    /// A preview cannot run here (the platform, the kernel, or the plan): the reason says which and what to do.
+    #[error("cannot preview the command: {0}")]
+    PreviewUnavailable(String),
 }

@@ -392,6 +392,16 @@ impl Executor {
     }
 
     async fn start(&self, plan: &ExecPlan) -> Result<Arc<Proc>, ExecError> {
+        self.start_with(plan, None).await
+    }
+
+    /// [`Executor::start`], for a preview with its copy-on-write layers and the session whose log directory it
+    /// writes to (the plan's session is the preview's own sandbox).
+    async fn start_with(
+        &self,
+        plan: &ExecPlan,
+        preview: Option<(PreviewSpawn, Option<&str>)>,
+    ) -> Result<Arc<Proc>, ExecError> {
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
         }
@@ -411,10 +421,14 @@ impl Executor {
             Some(file) => crate::plan::with_cwd_report(file, &plan.command).into(),
             None => plan.command.clone().into(),
         });
+        let log_session = match &preview {
+            Some((_, owner)) => *owner,
+            None => session,
+        };
         let log_dir = self
             .inner
             .log_dir
-            .session_dir(session)
+            .session_dir(log_session)
             .map_err(ExecError::Spawn)?;
         let spawn_started = Instant::now();
         let spawned = self
@@ -431,6 +445,8 @@ impl Executor {
                 session: session.map(str::to_string),
                 log_dir: log_dir.clone(),
                 confinement: plan.confinement.clone(),
+                #[cfg(target_os = "linux")]
+                preview: preview.map(|(layers, _)| layers),
             })
             .await
             .map_err(ExecError::Spawn)?;
@@ -871,8 +887,10 @@ fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
 }
 
 mod lifetime;
+mod preview;
 mod read;
 use lifetime::{StopIfAbandoned, serve_proxy};
+use preview::PreviewSpawn;
 
 #[cfg(all(test, unix))]
 mod tests;

@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod capabilities;
+pub mod changes;
 pub mod config;
 pub mod env;
 mod error;
@@ -56,6 +57,7 @@ mod tasks;
 mod terminal;
 
 pub use capabilities::{KEPT_CAPABILITIES, capability_number};
+pub use changes::{Change, ChangeKind, ChangeSet, ChangeTotals, EntryType, Preview, PreviewLimits};
 pub use config::{
     ContainmentPreference, DEFAULT_SHELL, ExecutorConfig, ResourceLimits, Unenforceable,
 };

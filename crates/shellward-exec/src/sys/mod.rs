@@ -92,6 +92,9 @@ pub(crate) struct SpawnSpec {
     pub(crate) log_dir: std::path::PathBuf,
     /// Where it may write and what network it reaches.
     pub(crate) confinement: crate::plan::Confinement,
+    /// A preview's copy-on-write layers: the command runs in a sandbox of its own with them over its writable paths.
+    #[cfg(target_os = "linux")]
+    pub(crate) preview: Option<std::sync::Arc<linux::overlay::PreviewLayers>>,
 }
 
 /// How command trees are contained.

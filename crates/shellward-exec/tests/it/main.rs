@@ -9,6 +9,7 @@ mod execute;
 mod files_network;
 mod interactive;
 mod portable;
+mod preview;
 mod session;
 mod supervisor;
 mod trust;

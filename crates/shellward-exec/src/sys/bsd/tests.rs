@@ -60,6 +60,8 @@ fn spec(command: &str, mark: &str, stdin: crate::StdinMode) -> SpawnSpec {
         session: None,
         log_dir: std::env::temp_dir(),
         confinement: Confinement::none(),
+        #[cfg(target_os = "linux")]
+        preview: None,
     }
 }
 

@@ -73,6 +73,13 @@ pub(crate) struct Hardening {
     /// The session's own log directory to bind back under the covered root (set per sandbox by
     /// [`Hardening::for_session_logs`]); without it the whole root is hidden.
     logs: Option<super::host_mounts::LogView>,
+    /// A preview's copy-on-write layers, mounted first (set per preview sandbox by [`Hardening::with_overlay`]).
+    overlay: Option<std::sync::Arc<super::overlay::PreviewLayers>>,
+    /// The write accesses a preview's ruleset handles (Landlock bits), which its overlays' rules allow.
+    write_mask: u64,
+    /// A preview sandbox's pid 1: the host's paths are covered later, by the preview's command after its overlays
+    /// (whose layers are in the log directory the cover hides).
+    cover_later: bool,
 }
 
 /// Why a child's set-up failed: the step and the `errno`.
@@ -110,6 +117,8 @@ pub(crate) const STEP_HIDDEN: i32 = 100_000;
 pub(crate) const STEP_PIN: i32 = 200_000;
 /// Covering the log root (and binding the session's own logs back) failed.
 pub(crate) const STEP_LOGS: i32 = 10;
+/// Mounting a preview's overlay `n` failed: this plus `n`.
+pub(crate) const STEP_OVERLAY: i32 = 300_000;
 
 impl Hardening {
     /// Prepares the set-up from the executor's settings; `log_dir` is the executor's log directory.
@@ -189,6 +198,9 @@ impl Hardening {
             pins,
             log_root,
             logs: None,
+            overlay: None,
+            write_mask: 0,
+            cover_later: false,
         })
     }
 
@@ -205,6 +217,27 @@ impl Hardening {
         h
     }
 
+    /// The hardening of a preview sandbox's pid 1, whose logs are in `own`: its private mounts and `/proc` only, the
+    /// rest left to the preview's command ([`Hardening::for_preview`]).
+    pub(crate) fn for_preview_init(&self, own: &Path) -> Hardening {
+        let mut h = self.for_session_logs(own);
+        h.cover_later = true;
+        h
+    }
+
+    /// The hardening of a preview's command, whose logs are in `own`: its overlays `layers` mounted when it starts,
+    /// then the host's paths covered ([`Hardening::preview_view`]).
+    pub(crate) fn for_preview(
+        &self,
+        layers: std::sync::Arc<super::overlay::PreviewLayers>,
+        own: &Path,
+    ) -> Hardening {
+        let mut h = self.for_session_logs(own);
+        h.write_mask = super::landlock::write_mask();
+        h.overlay = Some(layers);
+        h
+    }
+
     /// Nothing beyond `no_new_privs`: for tests of the spawn path itself.
     #[cfg(test)]
     pub(crate) fn none() -> Hardening {
@@ -216,6 +249,9 @@ impl Hardening {
             pins: Vec::new(),
             log_root: None,
             logs: None,
+            overlay: None,
+            write_mask: 0,
+            cover_later: false,
         }
     }
 
@@ -241,6 +277,15 @@ impl Hardening {
                     .as_deref()
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_default()
+            ),
+            n if n >= STEP_OVERLAY => format!(
+                "cannot lay the preview's copy-on-write view (overlayfs) over {} (the kernel needs overlayfs, and \
+                 without privilege a user namespace that may mount it: see `shellward sandbox check`)",
+                self.overlay
+                    .as_ref()
+                    .and_then(|o| o.covered().get((n - STEP_OVERLAY) as usize).cloned())
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "a writable path".into())
             ),
             n if n >= STEP_PIN => match self.pins.get((n - STEP_PIN) as usize) {
                 Some(p) => format!(
@@ -297,6 +342,49 @@ impl Hardening {
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 std::ptr::null(),
             );
+        }
+        if self.cover_later {
+            return Ok(());
+        }
+        // SAFETY: as above.
+        unsafe { self.cover_host() }
+    }
+
+    /// A preview command's view, in its child once it has entered the preview's sandbox (whose pid 1 made the
+    /// sandbox's private mounts and `/proc`; without privilege only now is the sandbox's user namespace mapped, as
+    /// overlayfs needs): the overlays mounted (their layers are in the log directory, still visible), then the
+    /// host's read-only and hidden paths and the log root covered on top, then the write ruleset `landlock_fd` told
+    /// to allow writes beneath the overlays' own directories (not the real ones beneath them).
+    ///
+    /// # Safety
+    /// Async-signal-safe: system calls on memory prepared before the fork.
+    pub(crate) unsafe fn preview_view(&self, landlock_fd: RawFd) -> Result<(), Failure> {
+        let Some(layers) = &self.overlay else {
+            return Ok(());
+        };
+        // SAFETY: strings prepared before the fork.
+        if let Err((i, errno)) = unsafe { layers.mount() } {
+            return Err(Failure {
+                step: STEP_OVERLAY + i as i32,
+                errno,
+            });
+        }
+        // SAFETY: as above.
+        unsafe { self.cover_host() }?;
+        // SAFETY: as above.
+        unsafe { layers.allow_writes(landlock_fd, self.write_mask) }.map_err(|errno| Failure {
+            step: STEP_LANDLOCK,
+            errno,
+        })
+    }
+
+    /// The mounts over the host's own paths: pins, read-only paths, hidden paths, the log root's cover.
+    ///
+    /// # Safety
+    /// Async-signal-safe: system calls on memory prepared before the fork.
+    unsafe fn cover_host(&self) -> Result<(), Failure> {
+        // SAFETY: plain system calls on NUL-terminated strings that outlive them; no allocation.
+        unsafe {
             for (i, path) in self.pins.iter().enumerate() {
                 if let Err(errno) = super::host_mounts::pin(path) {
                     if errno == libc::ENOENT {

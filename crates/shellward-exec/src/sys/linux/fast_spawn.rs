@@ -106,6 +106,8 @@ struct ChildArgs {
     new_mount_namespace: c_int,
     /// A session's mount namespace to enter, or -1.
     enter_mnt_ns: RawFd,
+    /// Nonzero when the child starts in a session's sandbox (by `setns` here or by the helper).
+    in_sandbox: c_int,
     /// errno of the failing step, written by the child (shared memory).
     errno: c_int,
     /// Non-zero: the hardening step that failed (`child_setup::Failure::step`), written by the child.
@@ -200,6 +202,13 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
             }
         } else if a.new_mount_namespace != 0
             && let Err(f) = hardening.mounts()
+        {
+            hardening_failed(a, f);
+        }
+        // In a sandbox (entered here, or by the helper without privilege): a preview's command lays its
+        // copy-on-write view over the writable paths.
+        if a.in_sandbox != 0
+            && let Err(f) = hardening.preview_view(a.landlock_fd)
         {
             hardening_failed(a, f);
         }
@@ -478,6 +487,7 @@ fn child_args(req: &FastSpawn<'_>) -> ChildArgs {
             .enter
             .filter(|e| e.user_ns.is_none())
             .map_or(-1, |e| e.mnt_ns),
+        in_sandbox: req.around.enter.is_some() as c_int,
         errno: 0,
         failed_step: 0,
         net_mode: req.around.net_mode,

@@ -86,7 +86,7 @@ impl Rulesets {
         if let Some(fd) = built.get(&key) {
             return Ok(Some(fd.clone()));
         }
-        let Some(fd) = build(key.as_deref(), &self.closed_ports)? else {
+        let Some(fd) = build(key.as_deref(), &self.closed_ports, ALWAYS_WRITABLE)? else {
             return Ok(None);
         };
         if built.len() >= MAX_RULESETS {
@@ -98,9 +98,36 @@ impl Rulesets {
     }
 }
 
-/// Builds a ruleset: write accesses handled (with `writable`), allowed beneath `writable` and [`ALWAYS_WRITABLE`];
-/// TCP connect handled (with `closed` ports), allowed to every other port.
-fn build(writable: Option<&[PathBuf]>, closed: &[u16]) -> io::Result<Option<OwnedFd>> {
+impl Rulesets {
+    /// The ruleset of one preview (never cached: its paths name one sandbox's overlays): writes allowed beneath
+    /// `overlays` and the always-writable devices but `/dev/shm` (a preview lays its own copy over it). No TCP rule:
+    /// a preview has no network. An error where this kernel has no Landlock, since without it a preview's writes
+    /// outside its overlays would reach the real files.
+    ///
+    /// The overlays are mounted by the preview's command itself, so their rules are added in its child
+    /// (`PreviewLayers::allow_writes`, with [`write_mask`]): `overlays` is empty here.
+    pub(crate) fn for_preview(&self, overlays: &[PathBuf]) -> io::Result<OwnedFd> {
+        let always: Vec<&str> = ALWAYS_WRITABLE
+            .iter()
+            .copied()
+            .filter(|p| *p != "/dev/shm")
+            .collect();
+        build(Some(overlays), &[], &always)?.ok_or_else(|| {
+            io::Error::other(
+                "cannot preview: this kernel has no Landlock, so writes outside the copy-on-write view could not be \
+                 refused (Landlock needs Linux 5.13 with it enabled: see `shellward sandbox check`)",
+            )
+        })
+    }
+}
+
+/// Builds a ruleset: write accesses handled (with `writable`), allowed beneath `writable` and `always`; TCP connect
+/// handled (with `closed` ports), allowed to every other port.
+fn build(
+    writable: Option<&[PathBuf]>,
+    closed: &[u16],
+    always: &[&str],
+) -> io::Result<Option<OwnedFd>> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         io::Error::other(format!(
             "cannot prepare the write confinement (Landlock) {what}: {e}"
@@ -132,7 +159,7 @@ fn build(writable: Option<&[PathBuf]>, closed: &[u16]) -> io::Result<Option<Owne
     let paths = writable
         .iter()
         .cloned()
-        .chain(ALWAYS_WRITABLE.iter().map(PathBuf::from))
+        .chain(always.iter().map(PathBuf::from))
         // A path that does not exist (yet) cannot be named in a ruleset: skipped, as documented.
         .filter(|p| p.exists());
     for path in paths {
@@ -151,6 +178,13 @@ fn build(writable: Option<&[PathBuf]>, closed: &[u16]) -> io::Result<Option<Owne
             .map_err(|e| fail(&format!("rule for {}", path.display()), &e))?;
     }
     Ok(Option::<OwnedFd>::from(ruleset))
+}
+
+/// The write accesses a ruleset built here handles on this kernel (Landlock bits): what a rule added later (a
+/// preview's overlays) may allow.
+pub(crate) fn write_mask() -> u64 {
+    let abi = ABI::from(kernel_abi().min(6));
+    (AccessFs::from_write(KNOWN_ABI) & AccessFs::from_write(abi)).bits()
 }
 
 /// The Landlock ABI of the running kernel (0: none).

@@ -14,6 +14,7 @@
 //!   ancestors and its view of the logs (its session's own only);
 //! - [`cgroup`], [`fast_spawn`], [`procfs`]: cgroup v2, the `clone3` spawn path, the `/proc` process table;
 //! - [`session`]: one sandbox (PID and mount namespace) per session, which its commands start in;
+//! - [`overlay`]: a preview's copy-on-write view of the writable paths and the change set read from it;
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
 //! - [`stale`]: removing what executors that died left in the cgroup hierarchies;
 //! - [`io`]: the leader's exit; the streams, terminals, environment and private files are `sys/unix`'s.
@@ -28,6 +29,7 @@ pub(crate) mod landlock;
 pub(crate) mod limits;
 mod mount_calls;
 pub(crate) mod nsinit;
+pub(crate) mod overlay;
 pub(crate) mod pidfd;
 pub(crate) mod pipes;
 mod platform;

@@ -415,6 +415,22 @@ impl Platform {
         }
     }
 
+    /// Ends the sandbox of `session` (a preview's, once its command is done), on the spawner thread so no start
+    /// races the end; returns when it has ended.
+    pub(crate) async fn end_sandbox(&self, session: Option<String>) {
+        let sessions = self.sessions.clone();
+        let (tx, done) = tokio::sync::oneshot::channel();
+        if self
+            .submit(Box::new(move || {
+                sessions.end(session.as_deref());
+                let _ = tx.send(());
+            }))
+            .is_ok()
+        {
+            let _ = done.await;
+        }
+    }
+
     /// Whether any session has a sandbox.
     pub(crate) fn has_sessions(&self) -> bool {
         !self.sessions.is_empty()

@@ -356,6 +356,18 @@ impl Sessions {
         }
     }
 
+    /// Ends the sandbox of `session`, if it has one (a preview's, once its command is done).
+    pub(crate) fn end(&self, session: Option<&str>) {
+        let ended = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session.map(str::to_string));
+        if let Some(s) = ended {
+            s.end();
+        }
+    }
+
     /// Ends every sandbox (executor shutdown).
     pub(crate) fn end_all(&self) {
         let all: Vec<Sandbox> = self

@@ -120,6 +120,12 @@ impl Job {
                     listener,
                 ))
             }
+            Err(e) if e.kind() == io::ErrorKind::Unsupported && self.spec.preview.is_some() => {
+                Err(io::Error::other(format!(
+                    "cannot preview here: a preview runs in a sandbox of its own, which this platform's spawn path \
+                     cannot make ({e})"
+                )))
+            }
             Err(e) if e.kind() == io::ErrorKind::Unsupported => self.portable(prepared),
             Err(e) => Err(e),
         }
@@ -159,6 +165,8 @@ impl Job {
         p: &Prepared,
         enter: Option<fast_spawn::Enter>,
         net_fd: RawFd,
+        landlock_fd: RawFd,
+        hardening: &child_setup::Hardening,
     ) -> io::Result<(i32, OwnedFd)> {
         if self.portable {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
@@ -166,12 +174,12 @@ impl Job {
         let confine = fast_spawn::Around {
             join_procs_fd: self.join_procs.as_ref().map(|f| f.as_raw_fd()),
             rlimits: &self.rlimits,
-            hardening: &self.hardening,
+            hardening,
             enter,
             net_mode: p.net_mode,
             net_fd,
             proxy_fd: p.proxy_fd(),
-            landlock_fd: p.landlock_fd(),
+            landlock_fd,
             seccomp: p.seccomp_raw(),
         };
         let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
@@ -194,8 +202,14 @@ impl Job {
         let mut init = self.best_init();
         loop {
             let Some(candidate) = init.as_ref() else {
+                if self.spec.preview.is_some() {
+                    return Err(io::Error::other(
+                        "cannot preview: this host runs commands without a session sandbox (no PID and mount \
+                         namespace: see `shellward sandbox check`), and a preview needs one of its own",
+                    ));
+                }
                 return self
-                    .spawn_plain(p, None, -1)
+                    .spawn_plain(p, None, -1, p.landlock_fd(), &self.hardening)
                     .map(|spawned| (spawned, None, p.take_listener(), false));
             };
             let own = self.cache.own_pid_ns()?;
@@ -283,12 +297,16 @@ impl Job {
         // Without privilege the sandbox gets a user namespace of its own (this user mapped to itself).
         // SAFETY: geteuid has no preconditions.
         let user_ns = unsafe { libc::geteuid() } != 0;
+        let hardening = match &self.spec.preview {
+            Some(_) => self.hardening.for_preview_init(&self.spec.log_dir),
+            None => self.hardening.for_session_logs(&self.spec.log_dir),
+        };
         let (pid, pidfd) = fast_spawn::spawn_session_init(
             candidate.path(),
             candidate.argv0(),
             &marker,
             &self.cache,
-            &self.hardening.for_session_logs(&self.spec.log_dir),
+            &hardening,
             user_ns,
         )?;
         session::Sandbox::new(pid, pidfd, user_ns)
@@ -311,24 +329,39 @@ impl Job {
             mnt_ns,
             own_pid_ns,
         };
-        self.spawn_plain(p, Some(enter), net_fd).map(|spawned| {
-            // A proxied one's listener is then served for the session's life.
-            let mut shared = false;
-            let listener = if net_fd < 0 && p.net_mode != child_setup::NET_HOST {
-                let listener = p.take_listener();
-                let copy = match &listener {
-                    Ok(Some(l)) => l.try_clone().ok(),
-                    _ => None,
+        // A preview's ruleset allows writes beneath its overlays, which its command mounts and names itself (the
+        // real directories beneath them are not where its writes go).
+        let preview = match &self.spec.preview {
+            Some(layers) => Some((
+                self.rulesets.for_preview(&[])?,
+                self.hardening
+                    .for_preview(layers.clone(), &self.spec.log_dir),
+            )),
+            None => None,
+        };
+        let (landlock_fd, hardening) = match &preview {
+            Some((fd, h)) => (fd.as_raw_fd(), h),
+            None => (p.landlock_fd(), &*self.hardening),
+        };
+        self.spawn_plain(p, Some(enter), net_fd, landlock_fd, hardening)
+            .map(|spawned| {
+                // A proxied one's listener is then served for the session's life.
+                let mut shared = false;
+                let listener = if net_fd < 0 && p.net_mode != child_setup::NET_HOST {
+                    let listener = p.take_listener();
+                    let copy = match &listener {
+                        Ok(Some(l)) => l.try_clone().ok(),
+                        _ => None,
+                    };
+                    if listener.is_ok() && (copy.is_some() || p.proxy_pair.is_none()) {
+                        shared = sandbox.adopt_network(p.net_mode, allow, spawned.0, copy);
+                    }
+                    listener
+                } else {
+                    Ok(None)
                 };
-                if listener.is_ok() && (copy.is_some() || p.proxy_pair.is_none()) {
-                    shared = sandbox.adopt_network(p.net_mode, allow, spawned.0, copy);
-                }
-                listener
-            } else {
-                Ok(None)
-            };
-            (spawned, sandbox.pid(), listener, shared)
-        })
+                (spawned, sandbox.pid(), listener, shared)
+            })
     }
 
     /// The portable start (`std::process::Command` with a `pre_exec` hook), where the fast path does not exist: no

@@ -69,6 +69,7 @@ fn signals_the_host_ignores_are_not_ignored_by_the_command() {
         session: None,
         log_dir: std::env::temp_dir(),
         confinement: Default::default(),
+        preview: None,
     };
     let spawned = spawn_spec(
         &spec,
@@ -123,6 +124,7 @@ fn the_resolved_program_is_reused_and_looked_up_again_when_it_moves_or_path_chan
         session: None,
         log_dir: std::env::temp_dir(),
         confinement: Default::default(),
+        preview: None,
     };
     let cache = SpawnCache::default();
     program(a.path(), 3);

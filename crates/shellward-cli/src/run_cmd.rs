@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// echoes instead).
     #[arg(long)]
     pub tty: bool,
+    /// Preview only: run the command in a throwaway copy-on-write view of the writable paths (no network, at most
+    /// 10 s), print what it would change, and exit 0 without applying anything. A denied command is not previewed
+    /// (exit 126); one a policy would ask about is previewed without asking.
+    #[arg(long, conflicts_with_all = ["interactive", "tty", "background"])]
+    pub preview: bool,
     /// The command, after the options (or after `--`): one argument or several, joined with spaces. Quote it to
     /// keep `&`, `|`, `;` from your shell.
     ///
@@ -168,6 +173,9 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         .map(|e| pair(e, "--env"))
         .collect::<Result<Vec<_>>>()?;
     let exec = execute_args(args);
+    if args.preview {
+        return preview_run(sw, args, exec, env).await;
+    }
     if args.json {
         return json_run(sw, args, exec, env, interrupts).await;
     }
@@ -254,6 +262,104 @@ fn execute_args(args: &RunArgs) -> ExecuteArgs {
     built.interactive = args.interactive.then_some(true);
     built.tty = args.tty.then_some(true);
     built
+}
+
+/// `run --preview`: the command's output, then its change set (or, with `--json`, the execute tool's JSON result);
+/// exit 0 whatever the command's status, 126 for a deny.
+async fn preview_run(
+    sw: &Shellward,
+    args: &RunArgs,
+    exec: ExecuteArgs,
+    env: Vec<(String, String)>,
+) -> Result<ExitCode> {
+    let at = sw.without_session();
+    let decided = match at.decide(&exec, &env, &[]) {
+        Ok(d) => d,
+        Err(e) if e.kind == ToolErrorKind::InvalidArguments => {
+            return Ok(usage_error(&shellward::shown::text(&e.message)));
+        }
+        Err(e) => return Ok(fail(e)),
+    };
+    if args.explain {
+        eprint!("{}", decision_text(&decided.decision));
+        eprintln!("---");
+    }
+    let result = match at.run(decided, ExecuteOptions::new().preview(true)).await {
+        Ok(r) => r,
+        Err(e) => return Ok(fail(e)),
+    };
+    if args.json {
+        crate::print_line(serde_json::to_string_pretty(&result)?)?;
+        return Ok(ExitCode::from(if result.denied { EXIT_DENIED } else { 0 }));
+    }
+    if result.denied {
+        eprintln!(
+            "shellward: denied: {}",
+            shellward::shown::text(result.deny_reason.as_deref().unwrap_or(""))
+        );
+        return Ok(ExitCode::from(EXIT_DENIED));
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(shellward::shown::text(&result.output).as_bytes())?;
+    if !result.output.is_empty() && !result.output.ends_with('\n') {
+        writeln!(out)?;
+    }
+    let status = match (&result.exit_code, &result.signal) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("killed by {signal}"),
+        _ => "no exit status".into(),
+    };
+    writeln!(
+        out,
+        "--- preview ({status}{}): nothing was applied",
+        if result.timed_out {
+            ", stopped at its time limit"
+        } else {
+            ""
+        }
+    )?;
+    if let Some(report) = result.preview.as_deref() {
+        write!(out, "{}", preview_text(report))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A change set for a terminal: the summary, one line per change (diffs indented), the totals left out, what a
+/// preview cannot show; every path and diff line made safe to show.
+pub(crate) fn preview_text(report: &shellward::preview::PreviewReport) -> String {
+    use std::fmt::Write as _;
+    let shown = shellward::shown::line;
+    let mut text = format!("{}\n", shown(&report.summary));
+    for c in &report.changes {
+        let from = c
+            .renamed_from
+            .as_deref()
+            .map(|f| format!(" (from {})", shown(f)))
+            .unwrap_or_default();
+        let mode = match (&c.mode_before, &c.mode_after) {
+            (Some(b), Some(a)) if b != a => format!(" mode {b} -> {a}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(text, "  {:<12} {}{from}{mode}", c.kind, shown(&c.path));
+        if let Some(diff) = &c.diff {
+            for line in diff.lines() {
+                let _ = writeln!(text, "      {}", shown(line));
+            }
+        }
+    }
+    if report.omitted > 0 {
+        let _ = writeln!(text, "  … and {} more", report.omitted);
+    }
+    for r in &report.read_only {
+        let _ = writeln!(
+            text,
+            "  read-only in the preview: {} ({})",
+            shown(&r.path),
+            r.why
+        );
+    }
+    let _ = writeln!(text, "{}", report.cannot_show);
+    text
 }
 
 /// The plan's timeout and what it does.

@@ -93,6 +93,7 @@ pub struct Change {
 
 impl Change {
     /// A change of `kind` at `path`, with nothing else known yet.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn new(path: PathBuf, kind: ChangeKind, entry: EntryType) -> Change {
         Change {
             path,
@@ -148,6 +149,7 @@ pub struct ChangeTotals {
 }
 
 impl ChangeTotals {
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn count(&mut self, kind: ChangeKind) {
         match kind {
             ChangeKind::Created => self.created += 1,

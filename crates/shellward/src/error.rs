@@ -116,6 +116,7 @@ impl From<ExecError> for ToolError {
             ExecError::NotInteractive(_) => ToolErrorKind::InvalidArguments,
             ExecError::InputClosed(_) => ToolErrorKind::NotAlive,
             ExecError::InputStalled { .. } => ToolErrorKind::Busy,
+            ExecError::PreviewUnavailable(_) => ToolErrorKind::Unavailable,
             _ => ToolErrorKind::Internal,
         };
         // The executor says what to do in its own terms; a model acts through the tools, so name them.
@@ -129,6 +130,10 @@ impl From<ExecError> for ToolError {
             ExecError::NotInteractive(id) => format!(
                 "process {id} was not started interactive: its stdin is /dev/null. Start it again with \
                  interactive: true (a pipe) or tty: true (a terminal) to write to it"
+            ),
+            ExecError::PreviewUnavailable(_) => format!(
+                "{e}. Nothing was run; without `preview` the command runs for real (`shellward sandbox check` \
+                 shows what this host can preview)"
             ),
             _ => e.to_string(),
         };

@@ -42,6 +42,7 @@ mod metrics_off;
 #[cfg(not(feature = "metrics"))]
 use metrics_off as metrics;
 pub mod oci;
+pub mod preview;
 mod probe;
 mod process;
 mod records;

@@ -28,6 +28,10 @@ pub struct SandboxProbe {
     /// The confined probe: whether the executor reported writes confined, and what it printed (its network namespace,
     /// then `written` or `refused` for a write outside its writable directory); or why it could not start.
     pub confined: Result<(bool, String), String>,
+    /// A preview (`Executor::preview`) of a command that creates one file and deletes another in a scratch directory:
+    /// `Ok` when its change set listed exactly those and nothing was applied; why not otherwise (the platform, the
+    /// kernel, or what went wrong).
+    pub preview: Result<(), String>,
 }
 
 impl SandboxProbe {
@@ -67,6 +71,7 @@ impl SandboxProbe {
             Ok(c) => Ok((c.confinement.writes, c.output.text)),
             Err(e) => Err(e.to_string()),
         };
+        let preview = Self::preview(executor, &scratch.path().join("in")).await;
         Ok(SandboxProbe {
             pid_namespaces: executor.pid_namespaces(),
             containment: executor.containment(),
@@ -74,6 +79,48 @@ impl SandboxProbe {
             landlock_abi: Executor::landlock_abi(),
             output: plain.output.text,
             confined,
+            preview,
         })
+    }
+
+    /// The preview probe (see [`SandboxProbe::preview`]) in `dir`.
+    async fn preview(executor: &Executor, dir: &std::path::Path) -> Result<(), String> {
+        executor.preview_support()?;
+        let keep = dir.join("keep");
+        std::fs::write(&keep, "kept")
+            .map_err(|e| format!("cannot write {}: {e}", keep.display()))?;
+        let mut plan = ExecPlan::new(format!(
+            "echo new > {d}/made && rm {d}/keep",
+            d = dir.display()
+        ));
+        plan.session = Some(PROBE_SESSION.into());
+        plan.confinement = Confinement::new(Some(vec![dir.to_path_buf()]), Network::None);
+        let preview = executor
+            .preview(plan, &shellward_exec::PreviewLimits::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let listed: Vec<(std::path::PathBuf, shellward_exec::ChangeKind)> = preview
+            .changes
+            .changes
+            .iter()
+            .map(|c| (c.path.clone(), c.kind))
+            .collect();
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let expected = vec![
+            (dir.join("keep"), shellward_exec::ChangeKind::Deleted),
+            (dir.join("made"), shellward_exec::ChangeKind::Created),
+        ];
+        if listed != expected {
+            return Err(format!(
+                "the preview listed {listed:?} instead of {expected:?} (exit {:?}, output {:?}): report this as a bug",
+                preview.result.exit, preview.result.output.text
+            ));
+        }
+        if dir.join("made").exists() || !keep.exists() {
+            return Err(
+                "the preview's changes reached the real files: report this as a bug".into(),
+            );
+        }
+        Ok(())
     }
 }

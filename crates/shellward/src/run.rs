@@ -162,6 +162,8 @@ impl Shellward {
         if follow && let Some(dir) = self.inner.runner.session_dir(session) {
             args.workdir = Some(dir.display().to_string());
         }
+        let mut options = options;
+        options.preview |= args.preview == Some(true);
         let decided =
             self.inner
                 .decider
@@ -190,6 +192,16 @@ impl Shellward {
         let mut decided = decided;
         options.edit(&mut decided);
         let started = options.on_start.unwrap_or_else(|| Box::new(|_| {}));
+        // A preview applies nothing: it runs what a policy allows or asks about (the person is asked only before a
+        // real run), never what it denies.
+        if options.preview {
+            match decided.verdict().clone() {
+                Verdict::Run { plan, notes } | Verdict::Ask { plan, notes, .. } => {
+                    return self.run_preview(&decided, plan, notes).await;
+                }
+                Verdict::Deny { .. } => {}
+            }
+        }
         let (plan, notes) = match decided.verdict().clone() {
             Verdict::Run { plan, notes } => (plan, notes),
             Verdict::Ask { .. } => {
@@ -579,6 +591,7 @@ pub struct ExecuteOptions {
     labels: Vec<(String, String)>,
     deadline: Option<Duration>,
     timeout_as_deadline: bool,
+    preview: bool,
 }
 
 /// The options of a tracked start ([`crate::SessionHandle::start`]): the same type as `execute`'s.
@@ -588,6 +601,13 @@ impl ExecuteOptions {
     /// No extra environment, no start callback, only the instance's own approvers, no labels, no deadline.
     pub fn new() -> ExecuteOptions {
         ExecuteOptions::default()
+    }
+
+    /// Run the command as a preview (as `execute`'s `preview: true`): in a throwaway copy-on-write view, answering
+    /// its change set with `applied: false` (see [`crate::preview`]).
+    pub fn preview(mut self, preview: bool) -> ExecuteOptions {
+        self.preview = preview;
+        self
     }
 
     /// Extra environment variables for the command (they win over the call's own; the policies see them).

@@ -205,6 +205,8 @@ pub(crate) fn shape_execute(
         attached: false,
         confinement: None,
         pending_approval: None,
+        applied: None,
+        preview: None,
     }
 }
 

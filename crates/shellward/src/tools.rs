@@ -71,6 +71,13 @@ pub struct ExecuteArgs {
     /// a different call is refused. Use a new token for each new command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_token: Option<String>,
+    /// Preview only: run the command in a throwaway copy-on-write view of the writable paths, with no network and
+    /// at most 10 s, and return what it would change (`preview.changes`: each path created, modified, deleted,
+    /// renamed or mode-changed, with small diffs) without applying anything (`applied: false`). Use it before a
+    /// command that deletes, resets or rewrites files. It cannot show effects outside the files (a push, a database,
+    /// a network call: those fail in the preview), and the real run may differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<bool>,
 }
 
 /// What `execute` does with a foreground command whose timeout expires.
@@ -377,6 +384,12 @@ pub struct ExecuteResult {
     /// may wait. The answer comes from the user (e.g. `POST /v1/approvals/{id}`), never from the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_approval: Option<Box<PendingApproval>>,
+    /// `false` for a preview (`preview: true`): the command ran in a throwaway view and nothing of it was applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<bool>,
+    /// A preview's change set: what the command would change in the writable paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Box<crate::preview::PreviewReport>>,
 }
 
 /// A command waiting for a person's approval (see [`ExecuteResult::pending_approval`]).

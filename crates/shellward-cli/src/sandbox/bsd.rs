@@ -60,6 +60,15 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         "a /bin/sh process kills the commands' process groups if shellward itself is killed (processes that left \
          their group are not reached)",
     );
+    line(
+        false,
+        "preview (copy-on-write view)",
+        &format!(
+            "previews need Linux (an overlay file system in a mount namespace of the command's own); on {} \
+             execute with preview: true is refused",
+            os
+        ),
+    );
     Ok(ExitCode::from(1))
 }
 

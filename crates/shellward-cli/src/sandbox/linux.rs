@@ -24,6 +24,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         landlock_abi: abi,
         output: text,
         confined,
+        preview,
         ..
     } = probe;
     let own_ns = std::fs::read_link("/proc/self/ns/pid")
@@ -45,6 +46,16 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
     print_privileges(no_new_privs, uid, caps);
     print_containment(containment, limit, config);
     print_confinement(&confined, abi);
+    line(
+        preview.is_ok(),
+        "preview (copy-on-write view)",
+        &match &preview {
+            Ok(()) => "execute with preview: true (shellward run --preview) runs a command in a throwaway overlay of \
+                       the writable paths and lists what it would change"
+                .to_string(),
+            Err(e) => format!("previews cannot run here: {e}"),
+        },
+    );
     Ok(if isolated {
         ExitCode::SUCCESS
     } else {

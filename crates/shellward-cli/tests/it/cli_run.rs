@@ -992,3 +992,57 @@ fn config_check(dir: &std::path::Path, name: &str, contents: &str) -> (Option<i3
         .unwrap();
     (out.status.code(), crate::cli::stderr(&out))
 }
+
+/// `run --preview` prints the command's output and its change set, exits 0, and applies nothing; `--json` answers
+/// the tool's result with `applied: false`; a denied command is not previewed (126).
+#[test]
+fn run_preview_shows_the_change_set_and_applies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("notes"), "one\n").unwrap();
+    std::fs::write(ws.join("gone"), "x").unwrap();
+    let w = ws.display().to_string();
+    let out = run(&[
+        "--preview",
+        "--workdir",
+        &w,
+        "--",
+        "rm gone; echo two >> notes; echo said; exit 3",
+    ]);
+    let text = crate::cli::stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        crate::cli::stderr(&out)
+    );
+    assert!(
+        text.starts_with("said\n--- preview (exit 3): nothing was applied\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("would delete 1 path (gone), modify 1 (notes), create 0"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("  deleted      {w}/gone")), "{text}");
+    assert!(text.contains("      +two"), "{text}");
+    assert_eq!(std::fs::read_to_string(ws.join("notes")).unwrap(), "one\n");
+    assert!(ws.join("gone").exists());
+    let json = run(&["--preview", "--json", "--workdir", &w, "--", "rm gone"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["applied"], false, "{v}");
+    assert_eq!(v["preview"]["totals"]["deleted"], 1, "{v}");
+    assert!(ws.join("gone").exists());
+    // The guard asks about `shred -u`: previewed without asking. `--preview` with `--background` is a usage error.
+    let asked = run(&["--preview", "--workdir", &w, "--", "shred -u gone"]);
+    assert_eq!(
+        asked.status.code(),
+        Some(0),
+        "{}",
+        crate::cli::stderr(&asked)
+    );
+    assert!(crate::cli::stdout(&asked).contains("would delete 1 path (gone)"));
+    assert!(ws.join("gone").exists());
+    let usage = run(&["--preview", "--background", "--", "true"]);
+    assert_eq!(usage.status.code(), Some(2));
+}

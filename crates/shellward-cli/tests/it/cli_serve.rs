@@ -867,3 +867,42 @@ fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// `POST /v1/tools/execute` with `preview: true`: the change set in the answer, `applied: false`, nothing applied.
+#[test]
+fn execute_over_http_previews_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let server = Server::start(&["--listen", "127.0.0.1:0"]);
+    let b = server.base.clone();
+    let (status, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("previewer"),
+        json!({"command": "rm a.txt && echo b > b.txt", "workdir": ws.display().to_string(), "preview": true}),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["applied"], false, "{r}");
+    let kinds: Vec<(String, String)> = r["preview"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_string(),
+                c["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let at = |n: &str| ws.join(n).display().to_string();
+    assert_eq!(
+        kinds,
+        vec![
+            (at("a.txt"), "deleted".to_string()),
+            (at("b.txt"), "created".to_string())
+        ]
+    );
+    assert!(ws.join("a.txt").exists() && !ws.join("b.txt").exists());
+    server.stop();
+}

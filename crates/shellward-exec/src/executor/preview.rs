@@ -104,10 +104,20 @@ impl Executor {
         let owner = plan.session.as_ref().map(|s| s.as_str().to_string());
         // A sandbox of its own: a session name no caller can give (it holds a control character).
         let own = format!("{}\u{1f}preview-{n}", owner.as_deref().unwrap_or(""));
-        let scratch = self.inner.log_dir.path().join(format!(".preview-{n}"));
+        // Named after this executor's log directory (unique per executor), and the preview's number.
+        let name = format!(
+            "{}-{n}",
+            self.inner
+                .log_dir
+                .path()
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "shellward".into())
+        );
         // SAFETY: geteuid has no preconditions.
         let privileged = unsafe { libc::geteuid() } == 0;
         let layers = tokio::task::spawn_blocking(move || {
+            let scratch = crate::sys::linux::overlay::scratch_for(&writable, &name)?;
             PreviewLayers::prepare(&writable, scratch, privileged)
         })
         .await

@@ -72,16 +72,23 @@ fn overlays_over(path: &Path) -> usize {
 }
 
 fn leftover_scratch(ex: &Executor) -> Vec<PathBuf> {
-    std::fs::read_dir(ex.log_dir())
+    let name = ex
+        .log_dir()
+        .file_name()
         .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let parents = [
+        std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).join("shellward-preview")),
+        Some(PathBuf::from("/run/shellward-preview")),
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/shellward/preview")),
+    ];
+    parents
+        .into_iter()
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(".preview")
-        })
+        .filter_map(|p| std::fs::read_dir(p).ok())
+        .flat_map(|d| d.flatten().map(|e| e.path()))
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&name))
         .collect()
 }
 

@@ -9,3 +9,4 @@ mod facade;
 mod host_files;
 mod oci_hostile;
 mod policy_confinement;
+mod preview;

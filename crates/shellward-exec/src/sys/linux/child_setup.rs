@@ -117,6 +117,8 @@ pub(crate) const STEP_HIDDEN: i32 = 100_000;
 pub(crate) const STEP_PIN: i32 = 200_000;
 /// Covering the log root (and binding the session's own logs back) failed.
 pub(crate) const STEP_LOGS: i32 = 10;
+/// Covering a preview's layer directory failed.
+pub(crate) const STEP_OVERLAY_SCRATCH: i32 = 11;
 /// Mounting a preview's overlay `n` failed: this plus `n`.
 pub(crate) const STEP_OVERLAY: i32 = 300_000;
 
@@ -270,6 +272,7 @@ impl Hardening {
                              user namespace — see `shellward sandbox check`)"
                 .to_string(),
             STEP_LANDLOCK => "cannot confine the command's writes (Landlock)".to_string(),
+            STEP_OVERLAY_SCRATCH => "cannot cover the preview's layer directory in its sandbox".to_string(),
             STEP_SECCOMP => "cannot install the command's system-call filter (seccomp)".to_string(),
             STEP_LOGS => format!(
                 "cannot cover the log directories ({}) in the session's sandbox, keeping only its own",
@@ -371,6 +374,14 @@ impl Hardening {
         }
         // SAFETY: as above.
         unsafe { self.cover_host() }?;
+        // The layers' own directory: the command sees its writes through the overlays only.
+        // SAFETY: as above.
+        if let Err(errno) = unsafe { hide(layers.c_scratch(), &self.cover) } {
+            return Err(Failure {
+                step: STEP_OVERLAY_SCRATCH,
+                errno,
+            });
+        }
         // SAFETY: as above.
         unsafe { layers.allow_writes(landlock_fd, self.write_mask) }.map_err(|errno| Failure {
             step: STEP_LANDLOCK,

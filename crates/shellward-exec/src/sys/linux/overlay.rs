@@ -3,9 +3,9 @@
 //! layers once the sandbox has ended.
 //!
 //! - [`PreviewLayers::prepare`] (executor side, before the spawn): the writable paths reduced to the outermost existing
-//!   directories (plus `/dev/shm`, which every command may write), an upper and a work directory for each in a
-//!   scratch directory inside the executor's log directory (which every sandbox covers, so the command never sees
-//!   them), and each overlay's options as a C string.
+//!   directories (plus `/dev/shm` as root, which every command may write), an upper and a work directory for each in
+//!   a scratch directory outside every writable path ([`scratch_for`]; the command covers it once its overlays are
+//!   mounted, so it never sees them), and each overlay's options as a C string.
 //! - [`PreviewLayers::mount`] (in the child that becomes the sandbox's pid 1, first of its mounts): one `mount(2)` per
 //!   layer, allocating nothing. Mounted before the sandbox's other mounts, so the host's read-only and hidden paths
 //!   beneath a workspace are made read-only and hidden on top of the overlay, as without a preview. `redirect_dir`
@@ -44,8 +44,90 @@ struct Layer {
 #[derive(Debug)]
 pub(crate) struct PreviewLayers {
     scratch: PathBuf,
+    c_scratch: CString,
     layers: Vec<Layer>,
     read_only: Vec<(PathBuf, String)>,
+}
+
+/// Where a preview's layers go: a new private directory named `name` in the first of `$XDG_RUNTIME_DIR`, `/run`
+/// (as root), `/dev/shm` (without privilege), `$XDG_STATE_HOME` (default `~/.local/state`) + `/shellward` that can be
+/// used (its parent made where missing; an existing one only when it is this user's private directory) and neither
+/// holds nor is held by a writable path: the kernel refuses an upper layer inside the lower one it covers, and the
+/// usual writable paths (`/tmp`, `~/.cache`) hold the log directory.
+pub(crate) fn scratch_for(writable: &[PathBuf], name: &str) -> io::Result<PathBuf> {
+    let writable: Vec<PathBuf> = writable
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    let var = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let state = var("XDG_STATE_HOME")
+        .or_else(|| var("HOME").map(|h| h.join(".local/state")))
+        .map(|d| d.join("shellward"));
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let candidates = [
+        var("XDG_RUNTIME_DIR").map(|d| d.join("shellward-preview")),
+        root.then(|| PathBuf::from("/run/shellward-preview")),
+        // Without privilege a preview lays no copy over `/dev/shm`, so its own directory there is outside them.
+        (!root).then(|| PathBuf::from(format!("/dev/shm/shellward-preview-{uid}"))),
+        state.map(|d| d.join("preview")),
+    ];
+    let mut refused = Vec::new();
+    for dir in candidates.into_iter().flatten() {
+        let Some(parent) = dir.parent() else { continue };
+        let parent =
+            match std::fs::create_dir_all(parent).and_then(|()| std::fs::canonicalize(parent)) {
+                Ok(p) => p,
+                Err(e) => {
+                    refused.push(format!("{} ({e})", dir.display()));
+                    continue;
+                }
+            };
+        let dir = parent.join(dir.file_name().unwrap_or_default());
+        if let Some(w) = writable
+            .iter()
+            .find(|w| dir.starts_with(w) || w.starts_with(&dir))
+        {
+            refused.push(format!(
+                "{} (within the writable {})",
+                dir.display(),
+                w.display()
+            ));
+            continue;
+        }
+        match crate::sys::files::create_private_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                refused.push(format!("{} ({e})", dir.display()));
+                continue;
+            }
+        }
+        // One made earlier is used only when it is this user's private directory (not a link someone else put in a
+        // shared place such as /dev/shm).
+        match dir.symlink_metadata() {
+            Ok(m) if m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0 => {}
+            _ => {
+                refused.push(format!(
+                    "{} (not this user's private directory)",
+                    dir.display()
+                ));
+                continue;
+            }
+        }
+        return Ok(dir.join(name));
+    }
+    Err(io::Error::other(format!(
+        "no place for the preview's copy-on-write layer outside the writable paths (tried: {}); set \
+         XDG_RUNTIME_DIR or XDG_STATE_HOME to a directory outside them",
+        refused.join(", ")
+    )))
 }
 
 /// A character the kernel's overlay options cannot carry in a path (separators and the escape).
@@ -116,8 +198,8 @@ impl PreviewLayers {
             .collect();
         if unsafe_for_options(&scratch) {
             return Err(io::Error::other(format!(
-                "cannot preview: the log directory {} holds ',', ':' or '\\' in its name, which the kernel's overlay \
-                 options cannot carry; set the executor's log directory to a plain path",
+                "cannot preview: the layer's directory {} holds ',', ':' or '\\' in its name, which the kernel's \
+                 overlay options cannot carry; set XDG_RUNTIME_DIR or XDG_STATE_HOME to a plain path",
                 scratch.display()
             )));
         }
@@ -153,11 +235,19 @@ impl PreviewLayers {
                 upper,
             });
         }
+        let c_scratch = CString::new(scratch.as_os_str().as_bytes())
+            .map_err(|_| io::Error::other("a path with a NUL byte cannot be previewed"))?;
         Ok(PreviewLayers {
+            c_scratch,
             scratch,
             layers,
             read_only,
         })
+    }
+
+    /// The scratch directory, which the preview's command covers once its overlays are mounted.
+    pub(crate) fn c_scratch(&self) -> &std::ffi::CStr {
+        &self.c_scratch
     }
 
     /// The directories the layers cover, in order.

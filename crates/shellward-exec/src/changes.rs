@@ -306,9 +306,16 @@ mod tests {
             EntryType::File,
         ));
         set.totals.count(ChangeKind::Modified);
+        // Paths as this platform writes them (Windows: `src\\a.rs`).
+        let rel = |name: &str| std::path::Path::new("src").join(name).display().to_string();
         assert_eq!(
             set.summary(Some(std::path::Path::new("/ws"))),
-            "would delete 4 paths (src/a.rs, src/b.rs, src/c.rs, …), modify 1 (Cargo.toml), create 0"
+            format!(
+                "would delete 4 paths ({}, {}, {}, …), modify 1 (Cargo.toml), create 0",
+                rel("a.rs"),
+                rel("b.rs"),
+                rel("c.rs")
+            )
         );
         assert_eq!(
             ChangeSet::default().summary(None),

@@ -51,6 +51,10 @@ pub struct ApprovalsConfig {
     pub allow_file: Option<std::path::PathBuf>,
     /// The operator's reviewer command, asked after the client.
     pub reviewer: Option<ReviewerConfig>,
+    /// Preview an asked command first, where this host can (`shellward sandbox check`), and show what it would
+    /// change with the question (default true): a throwaway run with no network and at most 10 s before anyone is
+    /// asked, its change set in [`ApprovalRequest::changes`].
+    pub preview: bool,
 }
 
 impl Default for ApprovalsConfig {
@@ -60,6 +64,7 @@ impl Default for ApprovalsConfig {
             client: true,
             allow_file: None,
             reviewer: None,
+            preview: true,
         }
     }
 }
@@ -168,6 +173,10 @@ pub struct ApprovalRequest {
     pub network: String,
     /// Where it may write (`None`: anywhere the user may).
     pub writable: Option<Vec<String>>,
+    /// What a preview showed it would change (`[approvals] preview`): a summary line (`would delete 3 paths
+    /// (src/a.rs, …), modify 1, create 0`) and up to 20 changed paths, one per line; `None` where it was not
+    /// previewed (turned off, or this host cannot).
+    pub changes: Option<String>,
     /// When the approval expires (a later answer is refused and the command never runs).
     pub expires_at: SystemTime,
 }
@@ -209,6 +218,7 @@ impl ApprovalRequest {
                 "writable": self.writable,
             },
             "expires_in_ms": self.expires_in().as_millis() as u64,
+            "changes": self.changes,
             "shown": {
                 "prompt": self.prompt(),
                 "command": command.text,
@@ -228,14 +238,38 @@ impl ApprovalRequest {
     /// [`ApprovalRequest::prompt`] with at most `limit` characters of the command shown (its start and end, the cut
     /// stated): for surfaces that may not show a long text whole (an MCP client's form).
     pub fn prompt_within(&self, limit: Option<usize>) -> String {
-        crate::shown::approval_question(
+        let mut text = crate::shown::approval_question(
             &self.policy,
             self.rule.as_deref(),
             &self.question,
             &self.command,
             self.workdir.as_deref(),
             limit,
-        )
+        );
+        if let Some(changes) = &self.changes {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("A preview (nothing applied) shows it");
+            for (i, l) in changes.lines().enumerate() {
+                // Paths come from the workspace: each line escaped as the command is.
+                let l = crate::shown::line(l);
+                if i == 0 {
+                    text.push(' ');
+                    text.push_str(
+                        l.strip_prefix("would")
+                            .map_or(l.as_str(), str::trim_start)
+                            .trim_end(),
+                    );
+                    text.push('\n');
+                } else {
+                    text.push_str("  ");
+                    text.push_str(&l);
+                    text.push('\n');
+                }
+            }
+        }
+        text
     }
 }
 
@@ -302,6 +336,8 @@ pub(crate) struct Approvals {
     pub(crate) expiry: Duration,
     /// Whether a surface may ask the person at its client (`[approvals] client`).
     pub(crate) ask_client: bool,
+    /// Whether an ask is previewed first and its change set shown with the question (`[approvals] preview`).
+    pub(crate) preview: bool,
     /// Approvals parked for a later answer, by id.
     pending: Mutex<HashMap<ApprovalId, Parked>>,
     /// Each session's approved calls: what an approval covers ([`remember_key`]) → the command as asked.
@@ -326,6 +362,7 @@ impl Approvals {
         approvers: Vec<Arc<dyn Approver>>,
         expiry: Duration,
         ask_client: bool,
+        preview: bool,
         allowed: HashSet<String>,
         default_workdir: std::path::PathBuf,
     ) -> Approvals {
@@ -333,6 +370,7 @@ impl Approvals {
             approvers,
             expiry,
             ask_client,
+            preview,
             pending: Mutex::new(HashMap::new()),
             remembered: Mutex::new(HashMap::new()),
             allowed,
@@ -425,7 +463,10 @@ impl Shellward {
                 "Approved earlier in this session (remembered); not asked again.".into(),
             );
         }
-        let request = self.approval_request(decided);
+        let mut request = self.approval_request(decided);
+        if approvals.preview {
+            request.changes = self.question_preview(decided).await;
+        }
         let deadline = tokio::time::Instant::now() + approvals.expiry;
         let approvers = call
             .into_iter()
@@ -499,6 +540,7 @@ impl Shellward {
                 .map(|p| p.confinement.network.as_str().to_string())
                 .unwrap_or_default(),
             writable: plan.and_then(|p| p.confinement.writable.clone()),
+            changes: None,
             expires_at: SystemTime::now() + self.inner.approvals.expiry,
         }
     }
@@ -807,6 +849,7 @@ fn pending_result(decided: &Decided, request: &ApprovalRequest) -> ExecuteResult
             question: request.question.clone(),
             command: request.command.clone(),
             expires_in_ms: request.expires_in().as_millis() as u64,
+            changes: request.changes.clone(),
         })),
         notes: vec![format!(
             "Not run yet: {} asked for a person's approval ({}). Approval {} waits for the user's answer for {} s; \

@@ -161,6 +161,7 @@ impl ShellwardBuilder {
             approvers,
             config.expiry,
             config.client,
+            config.preview,
             allowed,
             self.config
                 .executor

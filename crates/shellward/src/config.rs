@@ -91,6 +91,7 @@
 //! [approvals]                     # commands a policy asks about (manual: docs/src/approvals.md)
 //! expiry = "5m"                   # unanswered this long: denied, and it never starts late
 //! client = true                   # ask the person at the client (MCP elicitation, HTTP pending approvals)
+//! preview = true                  # preview an asked command first and show what it would change with the question
 //! allow_file = "approved.txt"     # commands approved for every session, one per line (read, never written)
 //! [approvals.reviewer]            # then a command: one JSON request on stdin, one JSON answer on stdout
 //! command = ["/usr/local/bin/review", "--strict"]

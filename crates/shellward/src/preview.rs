@@ -156,7 +156,61 @@ impl PreviewReport {
     }
 }
 
+/// Most changed paths listed with a question (the summary counts them all).
+const QUESTION_PATHS: usize = 20;
+
 impl crate::Shellward {
+    /// The change set an asked command would make, for its question (`[approvals] preview`): its summary and up to
+    /// [`QUESTION_PATHS`] changed paths, relative to where it runs; `None` where this host cannot preview, or the
+    /// plan's writes are not confined. A preview that fails to run says so instead.
+    pub(crate) async fn question_preview(&self, decided: &Decided) -> Option<String> {
+        let crate::Verdict::Ask { plan, .. } = decided.verdict().clone() else {
+            return None;
+        };
+        let executor = &self.inner.runner.executor;
+        if executor.preview_support().is_err() || plan.confinement.writable.is_none() {
+            return None;
+        }
+        let mut plan = plan;
+        if plan.workdir.is_none() {
+            plan.workdir = self
+                .inner
+                .runner
+                .default_workdir
+                .clone()
+                .or_else(|| std::env::current_dir().ok());
+        }
+        let base = plan.workdir.clone();
+        let preview = match executor.preview(plan, &PreviewLimits::default()).await {
+            Ok(p) => p,
+            Err(e) => return Some(format!("could not be previewed ({e})")),
+        };
+        let set = &preview.changes;
+        let mut text = set.summary(base.as_deref());
+        if preview.result.exit != shellward_exec::ExitState::Code(0) {
+            text.push_str(&format!(
+                " (the preview ended with {})",
+                preview.result.exit
+            ));
+        }
+        for c in set.changes.iter().take(QUESTION_PATHS) {
+            let shown = base
+                .as_deref()
+                .and_then(|b| c.path.strip_prefix(b).ok())
+                .filter(|r| !r.as_os_str().is_empty())
+                .unwrap_or(&c.path);
+            text.push_str(&format!("\n{} {}", c.kind.as_str(), shown.display()));
+        }
+        let more = set
+            .totals
+            .all()
+            .saturating_sub(QUESTION_PATHS.min(set.changes.len()));
+        if more > 0 {
+            text.push_str(&format!("\n… and {more} more"));
+        }
+        Some(text)
+    }
+
     /// Runs a decided plan (a run, or an ask: a preview needs no approval, since nothing of it is applied) as a
     /// preview and shapes the answer: the command's run, `applied: false`, the change set.
     pub(crate) async fn run_preview(

@@ -404,6 +404,9 @@ pub struct PendingApproval {
     pub command: String,
     /// Milliseconds left before it expires (then it is denied and never runs).
     pub expires_in_ms: u64,
+    /// What a preview showed the command would change (see [`crate::approval::ApprovalRequest::changes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
 }
 
 /// The result of `process_output`.

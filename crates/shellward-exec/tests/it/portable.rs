@@ -287,3 +287,36 @@ fn a_core_environment_keeps_what_programs_need() {
         ex.shutdown().await;
     });
 }
+
+/// A preview is refused where the platform cannot make one (every platform but Linux), naming the platform, and
+/// nothing runs; on Linux `preview_support` says yes (this project's machines have namespaces and Landlock).
+#[test]
+fn a_preview_is_refused_where_the_platform_cannot_make_one() {
+    runtime().block_on(async {
+        let ex = Executor::new(config()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let mut plan = ExecPlan::new(cmd(
+            &format!("echo x > {}", marker.display()),
+            &format!("echo x > {}", marker.display()),
+        ));
+        plan.confinement = Confinement::new(Some(vec![dir.path().to_path_buf()]), Network::Host);
+        let support = ex.preview_support();
+        if cfg!(target_os = "linux") {
+            assert_eq!(support, Ok(()));
+        } else {
+            let why = support.unwrap_err();
+            assert!(why.contains(std::env::consts::OS), "{why}");
+            let err = ex
+                .preview(plan, &shellward_exec::PreviewLimits::default())
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, shellward_exec::ExecError::PreviewUnavailable(_)),
+                "{err}"
+            );
+            assert!(!marker.exists(), "nothing ran");
+        }
+        ex.shutdown().await;
+    });
+}

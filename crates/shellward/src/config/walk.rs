@@ -190,7 +190,7 @@ impl Walker {
             self.unknown_keys(
                 t,
                 "approvals",
-                &["expiry", "client", "allow_file", "reviewer"],
+                &["expiry", "client", "preview", "allow_file", "reviewer"],
             );
         }
         self.auth_entries(&mut root, &mut config);

@@ -896,3 +896,79 @@ async fn a_flood_of_asks_is_bounded_and_does_not_hold_up_other_sessions() {
     }
     sw.shutdown().await;
 }
+
+/// An asked command is previewed first and the question shows what it would change (`[approvals] preview`, on by
+/// default): `git reset --hard` over uncommitted work names the files it would revert and delete, in the request an
+/// approver gets, its prompt and its JSON (what a reviewer reads); with `preview = false` nothing is previewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_question_shows_what_a_preview_says_the_command_would_change() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let repo = std::fs::canonicalize(dir.path()).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@e", "-C"])
+            .arg(&repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("lib.rs"), "fn committed() {}\n").unwrap();
+    git(&["add", "lib.rs"]);
+    git(&["commit", "-qm", "first"]);
+    std::fs::write(repo.join("lib.rs"), "fn uncommitted_work() {}\n").unwrap();
+    let mark = new_mark();
+    let host = Fixed::new(Some(ApprovalAnswer::Deny { reason: None }));
+    let sw = asking_with(&repo, &mark, |_| {}, Some(host.clone()));
+    let r = sw
+        .session("reviewed")
+        .execute(exec("git reset --hard"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(!r.success, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("lib.rs")).unwrap(),
+        "fn uncommitted_work() {}\n",
+        "neither the preview nor the denied run reverted it"
+    );
+    let request = host.last.lock().unwrap().clone().expect("asked");
+    let changes = request.changes.clone().expect("previewed");
+    let summary = changes.lines().next().unwrap();
+    assert!(
+        summary.starts_with("would delete 0 paths, modify "),
+        "{changes}"
+    );
+    assert!(summary.contains("lib.rs"), "{changes}");
+    assert!(changes.lines().any(|l| l == "modified lib.rs"), "{changes}");
+    let prompt = request.prompt();
+    assert!(
+        prompt.contains("A preview (nothing applied) shows it delete 0 paths, modify "),
+        "{prompt}"
+    );
+    assert!(prompt.contains("  modified lib.rs"), "{prompt}");
+    assert_eq!(request.to_json()["changes"], changes.as_str());
+    sw.shutdown().await;
+    // Turned off: asked without a preview.
+    let host = Fixed::new(Some(ApprovalAnswer::Deny { reason: None }));
+    let sw = asking_with(
+        &repo,
+        &mark,
+        |c| c.approvals.preview = false,
+        Some(host.clone()),
+    );
+    sw.session("reviewed")
+        .execute(exec("git reset --hard"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(host.last.lock().unwrap().clone().unwrap().changes.is_none());
+    assert!(crate::common::survivors(&mark).is_empty());
+    sw.shutdown().await;
+}

@@ -27,6 +27,13 @@ fn approvals_over_http_pend_then_run_or_refuse_exactly_once() {
     assert!(path.exists(), "nothing runs before the answer");
     let (_, listed) = get(&b, "/v1/approvals", Some("s1"));
     assert_eq!(listed["pending"][0]["id"], id.as_str(), "{listed}");
+    assert!(
+        listed["pending"][0]["shown"]["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("A preview (nothing applied) shows it delete 1 path"),
+        "{listed}"
+    );
     assert_eq!(
         listed["pending"][0]["command"],
         command.as_str(),
@@ -129,6 +136,21 @@ fn ask_over_http(b: &str, session: &str, command: &str) -> String {
         "{r}"
     );
     assert_eq!(r["success"], false, "{r}");
+    // Previewed before the question: the file it would delete is named, and it is still there.
+    let victim = command.strip_prefix("shred -u ").unwrap();
+    let changes = pending["changes"].as_str().unwrap();
+    let name = std::path::Path::new(victim)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    // The path is shown relative to where the command runs (the server's directory) when it is beneath it.
+    assert!(changes.starts_with("would delete 1 path ("), "{r}");
+    assert!(
+        changes.contains(&format!("{name}), modify 0, create 0\ndeleted ")),
+        "{r}"
+    );
+    assert!(std::path::Path::new(victim).exists());
     pending["id"].as_str().unwrap().to_string()
 }
 

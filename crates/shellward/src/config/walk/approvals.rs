@@ -1,4 +1,5 @@
-//! `[approvals]`: how long an ask waits, whether the client is asked, the operator's allow-list file and reviewer.
+//! `[approvals]`: how long an ask waits, whether the client is asked, whether an ask is previewed first, the
+//! operator's allow-list file and reviewer.
 
 use super::Walker;
 use crate::approval::{ApprovalsConfig, ReviewerConfig};
@@ -15,6 +16,9 @@ impl Walker {
         }
         if let Some(b) = self.boolean(t, "client", "approvals") {
             a.client = b;
+        }
+        if let Some(b) = self.boolean(t, "preview", "approvals") {
+            a.preview = b;
         }
         if let Some(file) = self.string(t, "allow_file", "approvals") {
             let path = base.join(file);

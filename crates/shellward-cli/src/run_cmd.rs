@@ -180,18 +180,10 @@ async fn run_in(sw: &Shellward, args: &RunArgs, interrupts: &mut Interrupts) -> 
         return json_run(sw, args, exec, env, interrupts).await;
     }
     let at = sw.without_session();
-    let decided = match at.decide(&exec, &env, &[]) {
+    let decided = match decide(&at, args, &exec, &env) {
         Ok(d) => d,
-        // A bad option value (`--timeout 5`) is a usage error, as clap's own.
-        Err(e) if e.kind == ToolErrorKind::InvalidArguments => {
-            return Ok(usage_error(&shellward::shown::text(&e.message)));
-        }
-        Err(e) => return Ok(fail(e)),
+        Err(code) => return Ok(code),
     };
-    if args.explain {
-        eprint!("{}", decision_text(&decided.decision));
-        eprintln!("---");
-    }
     let (plan, notes) = match decided.verdict().clone() {
         shellward::Verdict::Run { plan, notes } => (plan, notes),
         shellward::Verdict::Ask { plan, notes, .. } => (plan, notes),
@@ -264,6 +256,28 @@ fn execute_args(args: &RunArgs) -> ExecuteArgs {
     built
 }
 
+/// The policy chain's decision on `exec` (printed to stderr with `--explain`), or the exit code of why there is none:
+/// a bad option value is a usage error (2), as clap's own; anything else is shellward's failure (125).
+fn decide(
+    at: &shellward::SessionHandle,
+    args: &RunArgs,
+    exec: &ExecuteArgs,
+    env: &[(String, String)],
+) -> std::result::Result<shellward::Decided, ExitCode> {
+    let decided = match at.decide(exec, env, &[]) {
+        Ok(d) => d,
+        Err(e) if e.kind == ToolErrorKind::InvalidArguments => {
+            return Err(usage_error(&shellward::shown::text(&e.message)));
+        }
+        Err(e) => return Err(fail(e)),
+    };
+    if args.explain {
+        eprint!("{}", decision_text(&decided.decision));
+        eprintln!("---");
+    }
+    Ok(decided)
+}
+
 /// `run --preview`: the command's output, then its change set (or, with `--json`, the execute tool's JSON result);
 /// exit 0 whatever the command's status, 126 for a deny.
 async fn preview_run(
@@ -273,17 +287,10 @@ async fn preview_run(
     env: Vec<(String, String)>,
 ) -> Result<ExitCode> {
     let at = sw.without_session();
-    let decided = match at.decide(&exec, &env, &[]) {
+    let decided = match decide(&at, args, &exec, &env) {
         Ok(d) => d,
-        Err(e) if e.kind == ToolErrorKind::InvalidArguments => {
-            return Ok(usage_error(&shellward::shown::text(&e.message)));
-        }
-        Err(e) => return Ok(fail(e)),
+        Err(code) => return Ok(code),
     };
-    if args.explain {
-        eprint!("{}", decision_text(&decided.decision));
-        eprintln!("---");
-    }
     let result = match at.run(decided, ExecuteOptions::new().preview(true)).await {
         Ok(r) => r,
         Err(e) => return Ok(fail(e)),

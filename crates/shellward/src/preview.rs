@@ -172,14 +172,7 @@ impl crate::Shellward {
             return None;
         }
         let mut plan = plan;
-        if plan.workdir.is_none() {
-            plan.workdir = self
-                .inner
-                .runner
-                .default_workdir
-                .clone()
-                .or_else(|| std::env::current_dir().ok());
-        }
+        plan.workdir = self.inner.runner.workdir_of(&plan);
         let base = plan.workdir.clone();
         let preview = match executor.preview(plan, &PreviewLimits::default()).await {
             Ok(p) => p,
@@ -221,14 +214,7 @@ impl crate::Shellward {
     ) -> Result<ExecuteResult, ToolError> {
         let executor = &self.inner.runner.executor;
         let mut plan = plan;
-        if plan.workdir.is_none() {
-            plan.workdir = self
-                .inner
-                .runner
-                .default_workdir
-                .clone()
-                .or_else(|| std::env::current_dir().ok());
-        }
+        plan.workdir = self.inner.runner.workdir_of(&plan);
         let base = plan.workdir.clone();
         let command = plan.command.clone();
         let timeout = plan.timeout;

@@ -280,11 +280,7 @@ impl Shellward {
         let startup = plan.background.then_some(plan.startup_wait).flatten();
         // Where it runs: the plan's directory, else the executor's default (`[executor] workdir`, `mcp --workdir`),
         // else this process's own.
-        let workdir = plan
-            .workdir
-            .clone()
-            .or_else(|| self.inner.runner.default_workdir.clone())
-            .or_else(|| std::env::current_dir().ok());
+        let workdir = self.inner.runner.workdir_of(&plan);
         let background = plan.background;
         let asked = plan.confinement.clone();
         let interactive = plan.stdin.interactive();

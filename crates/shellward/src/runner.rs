@@ -78,6 +78,15 @@ pub(crate) struct Runner {
 }
 
 impl Runner {
+    /// Where `plan` runs: its own directory, else the executor's default (`[executor] workdir`, `mcp --workdir`),
+    /// else this process's.
+    pub(crate) fn workdir_of(&self, plan: &shellward_exec::ExecPlan) -> Option<PathBuf> {
+        plan.workdir
+            .clone()
+            .or_else(|| self.default_workdir.clone())
+            .or_else(|| std::env::current_dir().ok())
+    }
+
     /// A runner over `executor`; `shell_name` is the shell's program name (`sh`, `bash`, …).
     pub(crate) fn new(
         executor: Executor,

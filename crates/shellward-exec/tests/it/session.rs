@@ -150,27 +150,62 @@ async fn an_empty_idle_sandbox_ends_and_a_busy_one_stays() {
     let mut config = namespaced();
     config.session_idle = Duration::from_millis(300);
     let ex = confined(config).await;
+    // The check command of `confined` left an empty sandbox: it ends by itself.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sandboxes().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        sandboxes().is_empty(),
+        "the check's empty sandbox did not end"
+    );
     let mark = new_mark();
     started_in(&ex, "busy", "echo started; exec sleep 300", &mark).await;
-    ex.execute(in_session("true", "quiet")).await.unwrap();
-    // The check command of `confined`, the busy session and the quiet one.
-    assert_eq!(sandboxes().len(), 3, "{:?}", sandboxes());
+    let busy = ex
+        .execute(in_session("readlink /proc/self/ns/pid", "busy"))
+        .await
+        .unwrap();
+    let quiet = ex
+        .execute(in_session("readlink /proc/self/ns/pid", "quiet"))
+        .await
+        .unwrap();
+    let (busy, quiet) = (busy.output.text.trim(), quiet.output.text.trim());
+    assert_ne!(busy, quiet, "two sessions shared one sandbox");
+    // The quiet session's sandbox ends once idle; the busy one's stays, well past the idle time.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while sandboxes().len() > 1 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    while sandbox_namespaces().contains(&quiet.to_string()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(sandboxes().len(), 1, "the empty sandboxes did not end");
+    assert!(
+        !sandbox_namespaces().contains(&quiet.to_string()),
+        "the empty sandbox did not end"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        sandbox_namespaces(),
+        vec![busy.to_string()],
+        "the busy sandbox ended"
+    );
     assert_eq!(
         marked(&mark).len(),
         1,
         "the busy session's process was killed"
     );
+    // The next command of the quiet session gets a new sandbox (namespace numbers are reused, so none is compared).
     let again = ex.execute(in_session("echo again", "quiet")).await.unwrap();
-    assert_eq!(again.output.text, "again\n");
+    assert_eq!(again.output.text, "again\n", "{again:?}");
     ex.shutdown().await;
     assert!(sandboxes().is_empty(), "shutdown left {:?}", sandboxes());
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+/// The PID namespace of each sandbox of this process (as `readlink /proc/self/ns/pid` prints it inside).
+fn sandbox_namespaces() -> Vec<String> {
+    sandboxes()
+        .into_iter()
+        .filter_map(|pid| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

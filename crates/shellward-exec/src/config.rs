@@ -108,6 +108,9 @@ pub struct ExecutorConfig {
     /// sandbox's session). Enforced with Landlock (ABI 4, Linux 6.7) on Linux; elsewhere, or on an older kernel, a
     /// warning says it is not. Default none.
     pub closed_tcp_ports: Vec<u16>,
+    /// What undo keeps per session ([`crate::undo`]): on by default, for plans that name a workspace
+    /// ([`crate::ExecPlan::record`]).
+    pub changes: crate::undo::ChangesConfig,
     /// Fixed addresses for names a proxied command ([`Network::Allow`](crate::Network)) asks for, instead of DNS
     /// (e.g. an internal registry; in tests, names for servers on loopback). They are trusted as given: the proxy's
     /// check that an allowed name does not resolve to a loopback or link-local address applies to DNS answers only.
@@ -185,6 +188,7 @@ impl Default for ExecutorConfig {
             keep_abandoned: false,
             hidden_paths: Vec::new(),
             closed_tcp_ports: Vec::new(),
+            changes: crate::undo::ChangesConfig::default(),
             proxy_hosts: std::collections::HashMap::new(),
             unenforceable: Unenforceable::default(),
         }

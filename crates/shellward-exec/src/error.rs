@@ -108,4 +108,10 @@ pub enum ExecError {
     /// A preview cannot run here (the platform, the kernel, or the plan): the reason says which and what to do.
     #[error("cannot preview the command: {0}")]
     PreviewUnavailable(String),
+    /// Undo is not available here (the platform, or `[changes]` turned off): the reason says which.
+    #[error("changes are not recorded here: {0}")]
+    ChangesUnavailable(String),
+    /// An undo was refused, and nothing was changed: the reason says why and what to do.
+    #[error("cannot undo: {0}")]
+    UndoRefused(String),
 }

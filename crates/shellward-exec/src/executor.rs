@@ -98,6 +98,7 @@ impl Executor {
             reaper_passes: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             closing: AtomicBool::new(false),
+            recorders: Default::default(),
             shut_down: AtomicBool::new(false),
         });
         tokio::spawn(reaper(Arc::downgrade(&inner), inner.reaper_wake.clone()));
@@ -233,6 +234,10 @@ impl Executor {
             }
         }
         let (drained, leftovers) = self.settle(proc).await;
+        #[cfg(target_os = "linux")]
+        if exited {
+            self.record_end(proc.session.as_deref(), &proc.id).await;
+        }
         if leftovers > 0 {
             // Something the command started lives on: keep it tracked (and signallable) under the same id.
             proc.background.store(true, Ordering::Relaxed);
@@ -430,6 +435,12 @@ impl Executor {
             .log_dir
             .session_dir(log_session)
             .map_err(ExecError::Spawn)?;
+        // Recording starts before the command can write (a preview writes nothing real: not recorded).
+        #[cfg(target_os = "linux")]
+        let recording = match preview {
+            None => self.record_begin(plan, &id).await,
+            Some(_) => None,
+        };
         let spawn_started = Instant::now();
         let spawned = self
             .inner
@@ -448,8 +459,12 @@ impl Executor {
                 #[cfg(target_os = "linux")]
                 preview: preview.map(|(layers, _)| layers),
             })
-            .await
-            .map_err(ExecError::Spawn)?;
+            .await;
+        #[cfg(target_os = "linux")]
+        if spawned.is_err() {
+            self.record_end(session, &id).await;
+        }
+        let spawned = spawned.map_err(ExecError::Spawn)?;
         let confinement = crate::results::Enforced {
             writes: spawned.writes_confined,
             network: if spawned.network_enforced {
@@ -509,6 +524,16 @@ impl Executor {
         }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();
+        // A command's recording ends with its exit (a foreground run's before its result, in `foreground`).
+        #[cfg(target_os = "linux")]
+        if let Some(rec) = recording {
+            let p = proc.clone();
+            tokio::spawn(async move {
+                p.wait_exit().await;
+                let id = p.id.clone();
+                let _ = tokio::task::spawn_blocking(move || rec.end(&id)).await;
+            });
+        }
         self.follow(&proc, spawned.stdout, spawned.stderr, spawned.leader);
         if let Some(limit) = plan.deadline.filter(|_| plan.background) {
             self.terminate_at(&proc, limit);
@@ -889,8 +914,10 @@ fn input_identity(proc: &Proc) -> Option<(u64, u64)> {
 mod lifetime;
 mod preview;
 mod read;
+mod undo;
 use lifetime::{StopIfAbandoned, serve_proxy};
 use preview::PreviewSpawn;
+pub(crate) use undo::Recorders;
 
 #[cfg(all(test, unix))]
 mod tests;

@@ -55,6 +55,7 @@ mod shared;
 mod sys;
 mod tasks;
 mod terminal;
+pub mod undo;
 
 pub use capabilities::{KEPT_CAPABILITIES, capability_number};
 pub use changes::{Change, ChangeKind, ChangeSet, ChangeTotals, EntryType, Preview, PreviewLimits};
@@ -75,6 +76,7 @@ pub use results::{
 };
 pub use sys::ContainmentKind;
 pub use sys::init_main_if_requested;
+pub use undo::{ChangesConfig, ChangesList, CommandChanges, Undone};
 
 /// This process's directory in the cgroup v1 `pids` hierarchy — where an executor makes its `pids` root — on a
 /// machine that has one (hybrid cgroups), found from `/proc/self/mountinfo` and `/proc/self/cgroup`; `None` elsewhere

@@ -203,6 +203,10 @@ pub struct ExecPlan {
     /// as they are. For a POSIX shell only (`sh -c`); the path must be absolute and plain (letters, digits and
     /// `/._-+:@%,=`), or the plan is refused. A command that sets its own `EXIT` trap replaces this one.
     pub report_cwd: Option<PathBuf>,
+    /// The workspace whose changes are recorded so the session can undo them ([`crate::Executor::undo`]), where the
+    /// platform records ([`crate::Executor::changes_support`]). A session records one workspace: the first plan's;
+    /// later plans naming another directory are not recorded. Default none (nothing recorded).
+    pub record: Option<PathBuf>,
 }
 
 /// The script a POSIX shell runs for `command` when its last working directory is to be left in `file`: `command`

@@ -23,6 +23,9 @@ pub(crate) struct Inner {
     pub(crate) reaper_passes: AtomicU64,
     pub(crate) next_id: AtomicU64,
     pub(crate) closing: AtomicBool,
+    /// Each session's undo recorder (`executor/undo.rs`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) recorders: crate::executor::Recorders,
     pub(crate) shut_down: AtomicBool,
 }
 

@@ -13,3 +13,4 @@ mod preview;
 mod session;
 mod supervisor;
 mod trust;
+mod undo;

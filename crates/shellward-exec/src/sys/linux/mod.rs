@@ -35,6 +35,7 @@ pub(crate) mod pipes;
 mod platform;
 pub(crate) mod procfs;
 pub(crate) mod proxy_fd;
+pub(crate) mod record;
 pub(crate) mod seccomp;
 mod session;
 mod spawn_job;

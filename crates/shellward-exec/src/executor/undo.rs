@@ -1,0 +1,193 @@
+//! [`Executor::changes`] and [`Executor::undo`]: each session's recorder (`sys/linux/record.rs`, made at the
+//! session's first recorded command, its store in the executor's log directory) and the calls that start and end a
+//! command's recording. Other platforms record nothing and refuse naming the platform.
+
+use super::Executor;
+use crate::error::ExecError;
+#[cfg(target_os = "linux")]
+use crate::ids::session_str;
+use crate::ids::{ProcessId, Session};
+use crate::undo::{ChangesList, Undone};
+
+#[cfg(target_os = "linux")]
+use crate::sys::linux::record::Recorder;
+#[cfg(target_os = "linux")]
+use std::sync::Arc;
+
+/// Each session's recorder, made once (the first recorded command waits for its baseline), or why it cannot be.
+#[cfg(target_os = "linux")]
+pub(crate) type Recorders = std::sync::Mutex<
+    std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Result<Arc<Recorder>, String>>>>,
+>;
+/// Nothing is recorded off Linux.
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Recorders = ();
+
+impl Executor {
+    /// Whether commands' changes can be recorded and undone here; the reason when not.
+    pub fn changes_support(&self) -> Result<(), String> {
+        if !self.inner.config.changes.enabled {
+            return Err("undo is turned off ([changes] enabled = false)".into());
+        }
+        #[cfg(target_os = "linux")]
+        {
+            Ok(())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Err(format!(
+                "undo needs Linux (the kernel's change notifications, inotify); this is {}",
+                std::env::consts::OS
+            ))
+        }
+    }
+
+    /// The recorded commands of `session`, newest first (see [`crate::undo`]).
+    pub async fn changes(&self, session: Option<&Session>) -> Result<ChangesList, ExecError> {
+        self.changes_support()
+            .map_err(ExecError::ChangesUnavailable)?;
+        #[cfg(target_os = "linux")]
+        {
+            match self.recorder_of(session_str(session)) {
+                None => Ok(ChangesList::default()),
+                Some(Err(why)) => Ok(ChangesList {
+                    not_recording: Some(why),
+                    ..ChangesList::default()
+                }),
+                Some(Ok(rec)) => Ok(tokio::task::spawn_blocking(move || rec.list())
+                    .await
+                    .unwrap_or_default()),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = session;
+            Ok(ChangesList::default())
+        }
+    }
+
+    /// Takes back what command `id` of `session` changed in its workspace (the newest command not yet undone when
+    /// `None`): what it modified or deleted is put back, what it created removed. Refused, with nothing changed,
+    /// when a later change touched the same paths (unless `force`), when it was already undone, and for a command
+    /// of another session.
+    pub async fn undo(
+        &self,
+        session: Option<&Session>,
+        id: Option<&ProcessId>,
+        force: bool,
+    ) -> Result<Undone, ExecError> {
+        self.changes_support()
+            .map_err(ExecError::ChangesUnavailable)?;
+        #[cfg(target_os = "linux")]
+        {
+            let rec = match self.recorder_of(session_str(session)) {
+                Some(Ok(rec)) => rec,
+                Some(Err(why)) => {
+                    return Err(ExecError::UndoRefused(format!(
+                        "nothing is recorded for this session: {why}"
+                    )));
+                }
+                None => {
+                    return Err(ExecError::UndoRefused(
+                        "no command of this session has recorded changes yet".into(),
+                    ));
+                }
+            };
+            let id = id.map(|i| i.as_str().to_string());
+            tokio::task::spawn_blocking(move || rec.undo(id.as_deref(), force))
+                .await
+                .map_err(|e| ExecError::UndoRefused(format!("the undo stopped: {e}")))?
+                .map_err(ExecError::UndoRefused)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (session, id, force);
+            unreachable!("changes_support refused")
+        }
+    }
+
+    /// The recorder of `session` when one was made (or why it could not be).
+    #[cfg(target_os = "linux")]
+    fn recorder_of(&self, session: Option<&str>) -> Option<Result<Arc<Recorder>, String>> {
+        let cell = self
+            .inner
+            .recorders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session.unwrap_or(""))
+            .cloned()?;
+        cell.get().cloned()
+    }
+
+    /// Starts recording command `id` of `plan` (when the plan names a workspace and undo is on): the session's
+    /// recorder is made first if need be (its baseline taken). Returns the recorder to end with.
+    #[cfg(target_os = "linux")]
+    pub(super) async fn record_begin(
+        &self,
+        plan: &crate::plan::ExecPlan,
+        id: &str,
+    ) -> Option<Arc<Recorder>> {
+        let root = plan.record.as_ref()?;
+        if !self.inner.config.changes.enabled {
+            return None;
+        }
+        let session = session_str(plan.session.as_ref()).unwrap_or("").to_string();
+        let cell = self
+            .inner
+            .recorders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(session)
+            .or_default()
+            .clone();
+        let made = cell
+            .get_or_init(|| async {
+                let name = crate::logdir::random_name(8)
+                    .map_err(|e| format!("cannot name the undo store ({e})"))?;
+                let store = self.inner.log_dir.path().join(".changes").join(name);
+                let config = self.inner.config.changes.clone();
+                let mut never = self.inner.config.hidden_paths.clone();
+                never.push(self.inner.log_dir.parent().to_path_buf());
+                if let Some(root) = self.inner.log_dir.path().parent() {
+                    never.push(root.to_path_buf());
+                }
+                let root = root.clone();
+                // Owner-only, like every directory of the log directory.
+                let _ = crate::sys::files::create_private_dir(
+                    &self.inner.log_dir.path().join(".changes"),
+                );
+                tokio::task::spawn_blocking(move || {
+                    Recorder::new(&root, store, &config, &never).map(Arc::new)
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("the baseline stopped: {e}")))
+            })
+            .await;
+        let rec = match made {
+            Ok(rec) => rec.clone(),
+            Err(why) => {
+                tracing::debug!("not recording: {why}");
+                return None;
+            }
+        };
+        // One workspace per session: a plan naming another is not recorded.
+        let asked = root.canonicalize().ok()?;
+        if !asked.starts_with(rec.root()) {
+            return None;
+        }
+        let (r, id, command) = (rec.clone(), id.to_string(), plan.command.clone());
+        tokio::task::spawn_blocking(move || r.begin(&id, &command))
+            .await
+            .ok()?;
+        Some(rec)
+    }
+
+    /// Ends the recording of command `id` of `session` (a second end does nothing).
+    #[cfg(target_os = "linux")]
+    pub(super) async fn record_end(&self, session: Option<&str>, id: &str) {
+        if let Some(Ok(rec)) = self.recorder_of(session) {
+            let id = id.to_string();
+            let _ = tokio::task::spawn_blocking(move || rec.end(&id)).await;
+        }
+    }
+}

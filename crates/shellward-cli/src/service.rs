@@ -86,6 +86,8 @@ impl ServiceArgs {
             // One command, one or two evaluations: the pooling allocator's set-up and teardown (milliseconds) would
             // cost more than it saves.
             config.sandbox.pooling = false;
+            // Nothing could undo a one-shot run's changes (the record goes with the process): no baseline copied.
+            config.executor.changes.enabled = false;
         }
         if surface == "mcp"
             && config

@@ -175,8 +175,17 @@ impl ChangeSet {
     /// One line for a person or a model: `would delete 3 files (src/a.rs, src/b.rs, …), modify 1, create 0`, paths
     /// shown relative to `base` where they are beneath it (at most three per kind).
     pub fn summary(&self, base: Option<&std::path::Path>) -> String {
+        self.line(base, &WOULD)
+    }
+
+    /// [`ChangeSet::summary`] of what a command did: `deleted 3 paths (…), modified 1, created 0`.
+    pub fn summary_done(&self, base: Option<&std::path::Path>) -> String {
+        self.line(base, &DID)
+    }
+
+    fn line(&self, base: Option<&std::path::Path>, words: &Words) -> String {
         if self.is_empty() {
-            return "would change nothing in the writable paths".into();
+            return words.nothing.into();
         }
         let shown = |kind: ChangeKind| -> String {
             let names: Vec<String> = self
@@ -202,24 +211,37 @@ impl ChangeSet {
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         let mut parts = vec![
             format!(
-                "would delete {} path{}{}",
+                "{} {} path{}{}",
+                words.delete,
                 t.deleted,
                 plural(t.deleted),
                 shown(ChangeKind::Deleted)
             ),
-            format!("modify {}{}", t.modified, shown(ChangeKind::Modified)),
-            format!("create {}{}", t.created, shown(ChangeKind::Created)),
+            format!(
+                "{} {}{}",
+                words.modify,
+                t.modified,
+                shown(ChangeKind::Modified)
+            ),
+            format!(
+                "{} {}{}",
+                words.create,
+                t.created,
+                shown(ChangeKind::Created)
+            ),
         ];
         if t.renamed > 0 {
             parts.push(format!(
-                "rename {}{}",
+                "{} {}{}",
+                words.rename,
                 t.renamed,
                 shown(ChangeKind::Renamed)
             ));
         }
         if t.mode_changed > 0 {
             parts.push(format!(
-                "change the mode of {}{}",
+                "{} {}{}",
+                words.mode,
                 t.mode_changed,
                 shown(ChangeKind::ModeChanged)
             ));
@@ -231,6 +253,34 @@ impl ChangeSet {
         line
     }
 }
+
+/// The verbs of a summary line: what a preview would do, or what a command did.
+struct Words {
+    nothing: &'static str,
+    delete: &'static str,
+    modify: &'static str,
+    create: &'static str,
+    rename: &'static str,
+    mode: &'static str,
+}
+
+const WOULD: Words = Words {
+    nothing: "would change nothing in the writable paths",
+    delete: "would delete",
+    modify: "modify",
+    create: "create",
+    rename: "rename",
+    mode: "change the mode of",
+};
+
+const DID: Words = Words {
+    nothing: "changed nothing",
+    delete: "deleted",
+    modify: "modified",
+    create: "created",
+    rename: "renamed",
+    mode: "changed the mode of",
+};
 
 /// The bounds of a preview ([`crate::Executor::preview`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

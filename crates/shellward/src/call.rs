@@ -29,6 +29,12 @@ impl Shellward {
             ToolCall::ProcessSignal(args) => {
                 ToolOutput::ProcessSignal(self.process_signal(session, args).await?)
             }
+            ToolCall::ChangesList(args) => {
+                ToolOutput::ChangesList(self.changes_list(session, args).await?)
+            }
+            ToolCall::ChangesUndo(args) => {
+                ToolOutput::ChangesUndo(self.changes_undo(session, args).await?)
+            }
         })
     }
 }

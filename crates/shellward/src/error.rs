@@ -116,7 +116,10 @@ impl From<ExecError> for ToolError {
             ExecError::NotInteractive(_) => ToolErrorKind::InvalidArguments,
             ExecError::InputClosed(_) => ToolErrorKind::NotAlive,
             ExecError::InputStalled { .. } => ToolErrorKind::Busy,
-            ExecError::PreviewUnavailable(_) => ToolErrorKind::Unavailable,
+            ExecError::PreviewUnavailable(_) | ExecError::ChangesUnavailable(_) => {
+                ToolErrorKind::Unavailable
+            }
+            ExecError::UndoRefused(_) => ToolErrorKind::Conflict,
             _ => ToolErrorKind::Internal,
         };
         // The executor says what to do in its own terms; a model acts through the tools, so name them.
@@ -130,6 +133,9 @@ impl From<ExecError> for ToolError {
             ExecError::NotInteractive(id) => format!(
                 "process {id} was not started interactive: its stdin is /dev/null. Start it again with \
                  interactive: true (a pipe) or tty: true (a terminal) to write to it"
+            ),
+            ExecError::UndoRefused(_) => format!(
+                "{e}. Nothing was changed; changes_list shows this session's recorded commands"
             ),
             ExecError::PreviewUnavailable(_) => format!(
                 "{e}. Nothing was run; without `preview` the command runs for real (`shellward sandbox check` \

@@ -53,6 +53,7 @@ mod shape;
 pub mod shown;
 mod sys;
 pub mod tools;
+mod undo;
 mod watch;
 
 pub use active::{PolicyFailure, PolicyStatus, PolicySummary};

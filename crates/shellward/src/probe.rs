@@ -32,6 +32,9 @@ pub struct SandboxProbe {
     /// `Ok` when its change set listed exactly those and nothing was applied; why not otherwise (the platform, the
     /// kernel, or what went wrong).
     pub preview: Result<(), String>,
+    /// Undo (`Executor::undo`) of a recorded command that changed a file in a scratch directory: `Ok` when the file
+    /// was put back as it was; why not otherwise (the platform, `[changes]` turned off, or what went wrong).
+    pub undo: Result<(), String>,
 }
 
 impl SandboxProbe {
@@ -72,6 +75,7 @@ impl SandboxProbe {
             Err(e) => Err(e.to_string()),
         };
         let preview = Self::preview(executor, &scratch.path().join("in")).await;
+        let undo = Self::undo(executor, &scratch.path().join("out")).await;
         Ok(SandboxProbe {
             pid_namespaces: executor.pid_namespaces(),
             containment: executor.containment(),
@@ -80,7 +84,32 @@ impl SandboxProbe {
             output: plain.output.text,
             confined,
             preview,
+            undo,
         })
+    }
+
+    /// The undo probe (see [`SandboxProbe::undo`]) in `dir`.
+    async fn undo(executor: &Executor, dir: &std::path::Path) -> Result<(), String> {
+        executor.changes_support()?;
+        let file = dir.join("undone");
+        std::fs::write(&file, "before")
+            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        let mut plan = ExecPlan::new(format!("echo after > {}", file.display()));
+        plan.session = Some(PROBE_SESSION.into());
+        plan.record = Some(dir.to_path_buf());
+        let session = shellward_exec::Session::from(PROBE_SESSION);
+        let ran = executor.execute(plan).await.map_err(|e| e.to_string())?;
+        executor
+            .undo(Some(&session), Some(&ran.id), false)
+            .await
+            .map_err(|e| e.to_string())?;
+        match std::fs::read_to_string(&file) {
+            Ok(t) if t == "before" => Ok(()),
+            other => Err(format!(
+                "the undo left {} as {other:?} instead of \"before\": report this as a bug",
+                file.display()
+            )),
+        }
     }
 
     /// The preview probe (see [`SandboxProbe::preview`]) in `dir`.

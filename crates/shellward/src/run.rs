@@ -472,6 +472,8 @@ impl Shellward {
         // A caller that stops waiting (a cancelled call) stops the command (the executor's part); the audit log
         // still gets the decision, marked cancelled, and a record of the cancel.
         let started_id = Arc::new(std::sync::Mutex::new(None::<ProcessId>));
+        let mut plan = plan;
+        plan.record = self.inner.runner.workspace_of(&plan);
         let mut abandoned = Abandoned {
             sw: self.clone(),
             record: record.filter(|_| self.inner.audit.is_some()),

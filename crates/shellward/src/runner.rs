@@ -87,6 +87,30 @@ impl Runner {
             .or_else(|| std::env::current_dir().ok())
     }
 
+    /// The workspace whose changes `plan` records for undo (`ExecPlan::record`): the instance's working directory
+    /// (`[executor] workdir`, `mcp --workdir`, else this process's) when the plan runs beneath it, else the plan's
+    /// own directory; `None` for `/` and for a directory commands may not write.
+    pub(crate) fn workspace_of(&self, plan: &ExecPlan) -> Option<PathBuf> {
+        let workdir = self.workdir_of(plan)?;
+        let root = match self
+            .default_workdir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+        {
+            Some(d) if workdir.starts_with(&d) && d != Path::new("/") => d,
+            _ => workdir,
+        };
+        if root == Path::new("/") {
+            return None;
+        }
+        if let Some(paths) = &plan.confinement.writable
+            && !paths.iter().any(|p| root.starts_with(p))
+        {
+            return None;
+        }
+        Some(root)
+    }
+
     /// A runner over `executor`; `shell_name` is the shell's program name (`sh`, `bash`, …).
     pub(crate) fn new(
         executor: Executor,

@@ -178,6 +178,25 @@ impl SessionHandle {
         self.sw.process_signal(self.name(), args).await
     }
 
+    /// The `changes_list` tool: this session's commands that changed its workspace, newest first, with what each
+    /// changed.
+    pub async fn changes_list(
+        &self,
+        args: crate::tools::ChangesListArgs,
+    ) -> Result<crate::tools::ChangesListResult, ToolError> {
+        self.sw.changes_list(self.name(), args).await
+    }
+
+    /// The `changes_undo` tool: takes back what one of this session's commands changed (the newest not undone by
+    /// default). Refused ([`ToolErrorKind::Conflict`](crate::ToolErrorKind::Conflict)), with nothing changed, over a
+    /// later change to the same paths (unless forced), for a command already undone and for another session's.
+    pub async fn changes_undo(
+        &self,
+        args: crate::tools::ChangesUndoArgs,
+    ) -> Result<crate::tools::ChangesUndoResult, ToolError> {
+        self.sw.changes_undo(self.name(), args).await
+    }
+
     /// The handle of this session's process `id`. Nothing is checked here: an operation on a process that is not
     /// kept (or is another session's) fails with
     /// [`ToolErrorKind::UnknownProcess`](crate::ToolErrorKind::UnknownProcess).

@@ -3,9 +3,14 @@
 //! The argument types are the single source of the schemas ([`ToolSpec::input_schema`] is generated from them with
 //! schemars), so the schema a model sees and the parser that reads its call cannot drift apart.
 
+mod changes;
 mod text;
 mod typed;
 
+pub use changes::{
+    ChangedCommand, ChangedPath, ChangesListArgs, ChangesListResult, ChangesUndoArgs,
+    ChangesUndoResult,
+};
 pub use typed::{ToolCall, ToolOutput};
 
 use schemars::JsonSchema;
@@ -522,16 +527,22 @@ pub enum ToolName {
     ProcessSignal,
     /// `process_input`
     ProcessInput,
+    /// `changes_list`
+    ChangesList,
+    /// `changes_undo`
+    ChangesUndo,
 }
 
 impl ToolName {
     /// Every tool, in the order they are listed.
-    pub const ALL: [ToolName; 5] = [
+    pub const ALL: [ToolName; 7] = [
         ToolName::Execute,
         ToolName::ProcessOutput,
         ToolName::ProcessInput,
         ToolName::ProcessList,
         ToolName::ProcessSignal,
+        ToolName::ChangesList,
+        ToolName::ChangesUndo,
     ];
 
     /// The tool's wire name.
@@ -542,6 +553,8 @@ impl ToolName {
             ToolName::ProcessList => "process_list",
             ToolName::ProcessSignal => "process_signal",
             ToolName::ProcessInput => "process_input",
+            ToolName::ChangesList => "changes_list",
+            ToolName::ChangesUndo => "changes_undo",
         }
     }
 
@@ -558,6 +571,8 @@ impl ToolName {
             ToolName::ProcessList => PROCESS_LIST_DESCRIPTION,
             ToolName::ProcessSignal => PROCESS_SIGNAL_DESCRIPTION,
             ToolName::ProcessInput => PROCESS_INPUT_DESCRIPTION,
+            ToolName::ChangesList => changes::CHANGES_LIST_DESCRIPTION,
+            ToolName::ChangesUndo => changes::CHANGES_UNDO_DESCRIPTION,
         }
     }
 
@@ -569,6 +584,8 @@ impl ToolName {
             ToolName::ProcessList => schema_of::<ProcessListArgs>(),
             ToolName::ProcessSignal => schema_of::<ProcessSignalArgs>(),
             ToolName::ProcessInput => schema_of::<ProcessInputArgs>(),
+            ToolName::ChangesList => schema_of::<ChangesListArgs>(),
+            ToolName::ChangesUndo => schema_of::<ChangesUndoArgs>(),
         }
     }
 
@@ -588,6 +605,8 @@ impl ToolName {
             ToolName::ProcessList => schema_of::<ProcessListResult>(),
             ToolName::ProcessSignal => schema_of::<ProcessSignalResult>(),
             ToolName::ProcessInput => schema_of::<ProcessOutputResult>(),
+            ToolName::ChangesList => schema_of::<ChangesListResult>(),
+            ToolName::ChangesUndo => schema_of::<ChangesUndoResult>(),
         }
     }
 
@@ -607,6 +626,8 @@ impl ToolName {
             ToolName::ProcessInput => {
                 r#"{"process_id": "p1-k3x9q2mz", "text"?: "print(6*7)\n", "bytes_base64"?: "...", "close_stdin"?: true}"#
             }
+            ToolName::ChangesList => r#"{"max_paths"?: 50}"#,
+            ToolName::ChangesUndo => r#"{"process_id"?: "p1-k3x9q2mz", "force"?: false}"#,
         }
     }
 }

@@ -69,6 +69,14 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
             os
         ),
     );
+    line(
+        false,
+        "undo (changes_list, changes_undo)",
+        &format!(
+            "undo needs Linux (the kernel's change notifications, inotify); on {} changes_undo is refused",
+            os
+        ),
+    );
     Ok(ExitCode::from(1))
 }
 

@@ -25,6 +25,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         output: text,
         confined,
         preview,
+        undo,
         ..
     } = probe;
     let own_ns = std::fs::read_link("/proc/self/ns/pid")
@@ -54,6 +55,15 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
                        the writable paths and lists what it would change"
                 .to_string(),
             Err(e) => format!("previews cannot run here: {e}"),
+        },
+    );
+    line(
+        undo.is_ok(),
+        "undo (changes_list, changes_undo)",
+        &match &undo {
+            Ok(()) => "each command's changes to its workspace are recorded and can be taken back"
+                .to_string(),
+            Err(e) => format!("undo is not available here: {e}"),
         },
     );
     Ok(if isolated {

@@ -77,5 +77,13 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
             "windows"
         ),
     );
+    line(
+        false,
+        "undo (changes_list, changes_undo)",
+        &format!(
+            "undo needs Linux (the kernel's change notifications, inotify); on {} changes_undo is refused",
+            "windows"
+        ),
+    );
     Ok(ExitCode::from(1))
 }

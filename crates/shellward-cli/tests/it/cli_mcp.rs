@@ -138,10 +138,15 @@ struct Raw {
 
 impl Raw {
     fn start(tag: &str) -> Raw {
+        Raw::start_with(tag, &[])
+    }
+
+    /// [`Raw::start`] with more arguments for `shellward mcp` (`--workdir DIR`).
+    fn start_with(tag: &str, args: &[&str]) -> Raw {
         use std::io::BufRead;
         let mark = new_mark(tag);
         let mut command = Command::new(bin());
-        command.arg("mcp").env(MARK, &mark);
+        command.arg("mcp").args(args).env(MARK, &mark);
         let (child, stdin, stdout) = crate::cli::start_stdio(command);
         let (tx, replies) = std::sync::mpsc::channel::<String>();
         std::thread::spawn(move || {
@@ -235,7 +240,7 @@ fn malformed_messages_are_answered_and_sigterm_exits_promptly() {
     raw.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#);
     let r = raw.reply();
     assert_eq!(r["id"], 9);
-    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(5));
+    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(7));
     // A finished command, then idle: the server sleeps (no deadline ticker, no reaper polling).
     raw.send(
         br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"execute","arguments":{"command":"echo hi"}}}"#,
@@ -889,4 +894,59 @@ fn the_editor_snippets_have_each_editors_shape() {
             "{client}: where it goes"
         );
     }
+}
+
+/// The undo tools over MCP: a command's deletion and creation are listed by `changes_list` and taken back by
+/// `changes_undo` byte for byte; a second undo is an error result naming why.
+#[cfg(target_os = "linux")]
+#[test]
+fn changes_are_listed_and_undone_over_mcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("a.txt"), "keep me\n").unwrap();
+    let mut raw = Raw::start_with("mcp-undo", &["--workdir", ws.to_str().unwrap()]);
+    raw.initialize();
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"command":"rm a.txt && echo b > b.txt"}}}"#,
+    );
+    let r = raw.reply();
+    assert_eq!(r["result"]["structuredContent"]["exit_code"], 0, "{r}");
+    let id = r["result"]["structuredContent"]["process_id"].clone();
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"changes_list","arguments":{}}}"#);
+    let r = raw.reply();
+    let listed = &r["result"]["structuredContent"]["commands"];
+    assert_eq!(listed[0]["process_id"], id, "{r}");
+    assert_eq!(
+        listed[0]["changes"],
+        serde_json::json!([
+            {"path": "a.txt", "kind": "deleted", "entry": "file", "size_before": 8},
+            {"path": "b.txt", "kind": "created", "entry": "file", "size_after": 2},
+        ]),
+        "{r}"
+    );
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("deleted 1 path (a.txt)"), "{text}");
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"changes_undo","arguments":{}}}"#);
+    let r = raw.reply();
+    assert_eq!(
+        r["result"]["structuredContent"]["restored"],
+        serde_json::json!(["a.txt"]),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "keep me\n"
+    );
+    assert!(!ws.join("b.txt").exists());
+    raw.send(
+        format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"changes_undo","arguments":{{"process_id":{id}}}}}}}"#
+        ),
+    );
+    let r = raw.reply();
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("already undone"), "{text}");
+    assert!(raw.close().success());
+    assert!(survivors(&raw.mark).is_empty());
 }

@@ -245,7 +245,7 @@ fn mcp_over_stdio_runs_a_command() {
     )
     .unwrap();
     let tools = mcp_call(&mut stdin, &mut stdout, 2, "tools/list", json!({}));
-    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(5), "{tools}");
+    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(7), "{tools}");
     let r = mcp_call(
         &mut stdin,
         &mut stdout,

@@ -81,7 +81,7 @@ fn tool_routes_and_process_api() {
 
     let (status, tools) = get(&b, "/v1/tools", None);
     assert_eq!(status, 200);
-    assert_eq!(tools["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 7);
 
     let (status, r) = post(&b, "/v1/tools/execute", None, json!({"command": "echo hi"}));
     assert_eq!(status, 200, "{r}");
@@ -904,5 +904,68 @@ fn execute_over_http_previews_a_command() {
         ]
     );
     assert!(ws.join("a.txt").exists() && !ws.join("b.txt").exists());
+    server.stop();
+}
+
+/// The undo tools over HTTP: `POST /v1/tools/changes_list` lists a session's command, `changes_undo` takes it back,
+/// a second undo is a 409 saying why, and another token's session cannot undo it.
+#[cfg(target_os = "linux")]
+#[test]
+fn changes_are_listed_and_undone_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let server = Server::start(&["--listen", "127.0.0.1:0"]);
+    let b = server.base.clone();
+    let (status, r) = post(
+        &b,
+        "/v1/tools/execute",
+        Some("undoer"),
+        json!({"command": "echo more >> a.txt && mkdir out && echo x > out/x", "workdir": ws.display().to_string()}),
+    );
+    assert_eq!(status, 200, "{r}");
+    let id = r["process_id"].clone();
+    let (status, list) = post(&b, "/v1/tools/changes_list", Some("undoer"), json!({}));
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["commands"][0]["process_id"], id, "{list}");
+    assert_eq!(
+        list["commands"][0]["changes"].as_array().unwrap().len(),
+        3,
+        "{list}"
+    );
+    // Another session cannot undo it.
+    let (status, other) = post(
+        &b,
+        "/v1/tools/changes_undo",
+        Some("someone-else"),
+        json!({"process_id": id}),
+    );
+    assert_eq!(status, 409, "{other}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "a\nmore\n"
+    );
+    let (status, undone) = post(
+        &b,
+        "/v1/tools/changes_undo",
+        Some("undoer"),
+        json!({"process_id": id}),
+    );
+    assert_eq!(status, 200, "{undone}");
+    assert_eq!(undone["removed"], json!(["out", "out/x"]), "{undone}");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "a\n");
+    assert!(!ws.join("out").exists());
+    let (status, again) = post(
+        &b,
+        "/v1/tools/changes_undo",
+        Some("undoer"),
+        json!({"process_id": id}),
+    );
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["error_kind"], "conflict");
+    assert!(
+        again["error"].as_str().unwrap().contains("already undone"),
+        "{again}"
+    );
     server.stop();
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod approvals;
+mod changes;
 mod confinement;
 
 /// Collects problems while reading a table.
@@ -193,11 +194,27 @@ impl Walker {
                 &["expiry", "client", "preview", "allow_file", "reviewer"],
             );
         }
+        if let Some(mut t) = self.table(&mut root, "changes", "") {
+            self.changes(&mut t, &mut config.executor.changes);
+            self.unknown_keys(
+                t,
+                "changes",
+                &[
+                    "enabled",
+                    "keep",
+                    "max_bytes",
+                    "max_file_bytes",
+                    "max_files",
+                    "ignore",
+                ],
+            );
+        }
         self.auth_entries(&mut root, &mut config);
         self.unknown_keys(
             root,
             "",
             &[
+                "changes",
                 "policy",
                 "policies",
                 "sandbox",

@@ -185,6 +185,51 @@ fn list(r: &ProcessListResult) -> String {
     Parts::default().render(lines)
 }
 
+fn changes_list(r: &super::ChangesListResult) -> String {
+    let mut lines = Vec::new();
+    if let Some(why) = &r.not_recording {
+        lines.push(format!("not recording: {why}"));
+    } else if r.commands.is_empty() {
+        lines.push("no command of this session has changed the workspace".to_string());
+    }
+    for c in &r.commands {
+        let undone = if c.undone { "  (undone)" } else { "" };
+        lines.push(format!(
+            "{}  {}{undone}  {}",
+            c.process_id, c.summary, c.command
+        ));
+    }
+    if r.dropped > 0 {
+        lines.push(format!("({} older commands no longer kept)", r.dropped));
+    }
+    Parts::default().render(lines)
+}
+
+fn changes_undo(r: &super::ChangesUndoResult) -> String {
+    let mut lines = vec![format!(
+        "undid {}: restored {}, removed {}{}",
+        r.process_id,
+        r.restored.len(),
+        r.removed.len(),
+        if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", left {} as they are (not kept)", r.skipped.len())
+        }
+    )];
+    for p in r.restored.iter().take(20) {
+        lines.push(format!("restored {p}"));
+    }
+    for p in r.removed.iter().take(20) {
+        lines.push(format!("removed {p}"));
+    }
+    Parts {
+        notes: &r.notes,
+        ..Parts::default()
+    }
+    .render(lines)
+}
+
 fn signal(r: &ProcessSignalResult) -> String {
     Parts {
         status: Some(Status::of(&r.process_id, r.running, r.exit_code, &r.signal)),
@@ -203,6 +248,8 @@ impl ToolOutput {
             ToolOutput::ProcessOutput(r) | ToolOutput::ProcessInput(r) => output(r),
             ToolOutput::ProcessList(r) => list(r),
             ToolOutput::ProcessSignal(r) => signal(r),
+            ToolOutput::ChangesList(r) => changes_list(r),
+            ToolOutput::ChangesUndo(r) => changes_undo(r),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! (MCP: the model's text and the structured result; HTTP: the JSON).
 
 use super::{
-    ExecuteArgs, ExecuteResult, ProcessInputArgs, ProcessListArgs, ProcessListResult,
-    ProcessOutputArgs, ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, ToolName,
+    ChangesListArgs, ChangesListResult, ChangesUndoArgs, ChangesUndoResult, ExecuteArgs,
+    ExecuteResult, ProcessInputArgs, ProcessListArgs, ProcessListResult, ProcessOutputArgs,
+    ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, ToolName,
 };
 use crate::{ToolError, ToolErrorKind};
 use serde_json::Value;
@@ -23,6 +24,10 @@ pub enum ToolCall {
     ProcessList(ProcessListArgs),
     /// `process_signal`
     ProcessSignal(ProcessSignalArgs),
+    /// `changes_list`
+    ChangesList(ChangesListArgs),
+    /// `changes_undo`
+    ChangesUndo(ChangesUndoArgs),
 }
 
 impl ToolCall {
@@ -34,8 +39,8 @@ impl ToolCall {
             return Err(ToolError::new(
                 ToolErrorKind::UnknownTool,
                 format!(
-                    "unknown tool {tool:?}; the tools are execute, process_output, process_input, process_list and \
-                     process_signal"
+                    "unknown tool {tool:?}; the tools are execute, process_output, process_input, process_list, \
+                     process_signal, changes_list and changes_undo"
                 ),
             ));
         };
@@ -59,6 +64,8 @@ impl ToolCall {
             ToolName::ProcessInput => ToolCall::ProcessInput(args(name, arguments)?),
             ToolName::ProcessList => ToolCall::ProcessList(args(name, arguments)?),
             ToolName::ProcessSignal => ToolCall::ProcessSignal(args(name, arguments)?),
+            ToolName::ChangesList => ToolCall::ChangesList(args(name, arguments)?),
+            ToolName::ChangesUndo => ToolCall::ChangesUndo(args(name, arguments)?),
         })
     }
 
@@ -70,6 +77,8 @@ impl ToolCall {
             ToolCall::ProcessInput(_) => ToolName::ProcessInput,
             ToolCall::ProcessList(_) => ToolName::ProcessList,
             ToolCall::ProcessSignal(_) => ToolName::ProcessSignal,
+            ToolCall::ChangesList(_) => ToolName::ChangesList,
+            ToolCall::ChangesUndo(_) => ToolName::ChangesUndo,
         }
     }
 }
@@ -88,6 +97,10 @@ pub enum ToolOutput {
     ProcessList(ProcessListResult),
     /// `process_signal`
     ProcessSignal(ProcessSignalResult),
+    /// `changes_list`
+    ChangesList(ChangesListResult),
+    /// `changes_undo`
+    ChangesUndo(ChangesUndoResult),
 }
 
 impl ToolOutput {
@@ -99,6 +112,8 @@ impl ToolOutput {
             ToolOutput::ProcessInput(_) => ToolName::ProcessInput,
             ToolOutput::ProcessList(_) => ToolName::ProcessList,
             ToolOutput::ProcessSignal(_) => ToolName::ProcessSignal,
+            ToolOutput::ChangesList(_) => ToolName::ChangesList,
+            ToolOutput::ChangesUndo(_) => ToolName::ChangesUndo,
         }
     }
 
@@ -109,6 +124,8 @@ impl ToolOutput {
             ToolOutput::ProcessOutput(r) | ToolOutput::ProcessInput(r) => r.success,
             ToolOutput::ProcessList(r) => r.success,
             ToolOutput::ProcessSignal(r) => r.success,
+            ToolOutput::ChangesList(r) => r.success,
+            ToolOutput::ChangesUndo(r) => r.success,
         }
     }
 
@@ -119,6 +136,8 @@ impl ToolOutput {
             ToolOutput::ProcessOutput(r) | ToolOutput::ProcessInput(r) => serde_json::to_value(r),
             ToolOutput::ProcessList(r) => serde_json::to_value(r),
             ToolOutput::ProcessSignal(r) => serde_json::to_value(r),
+            ToolOutput::ChangesList(r) => serde_json::to_value(r),
+            ToolOutput::ChangesUndo(r) => serde_json::to_value(r),
         };
         // Plain structs of strings, numbers and lists: encoding cannot fail; if it ever did, say so in the result.
         encoded.unwrap_or_else(|e| {

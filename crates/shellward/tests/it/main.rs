@@ -10,3 +10,4 @@ mod host_files;
 mod oci_hostile;
 mod policy_confinement;
 mod preview;
+mod undo;

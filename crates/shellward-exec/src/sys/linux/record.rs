@@ -525,8 +525,7 @@ impl Recorder {
                     } else {
                         format!(
                             "no recorded changes for {id} in this session (it changed nothing in the workspace, \
-                             was dropped by retention, or is another session's); changes_list shows what can be \
-                             undone"
+                             was dropped by retention, or is another session's)"
                         )
                     }
                 })?,
@@ -534,7 +533,7 @@ impl Recorder {
                 .records
                 .iter()
                 .rposition(|r| !r.undone)
-                .ok_or("no command of this session has changes left to undo; changes_list shows them")?,
+                .ok_or("no command of this session has changes left to undo")?,
         };
         let record = &state.records[at];
         if record.undone {
@@ -634,6 +633,8 @@ impl Recorder {
                 out.restored.push(self.root.join(rel));
             }
         }
+        out.restored.sort();
+        out.removed.sort();
         Ok(out)
     }
 
@@ -947,6 +948,20 @@ impl Recorder {
             }
             if let Some(delta) = self.compare(state, &rel, meta) {
                 changed.push((rel, delta));
+            }
+            // A workspace too large to keep stops here, before it is copied whole (with records to drop, at twice
+            // the limit: dropping them at the command's end makes room).
+            let limit = self.config.max_bytes;
+            if state.blobs.bytes > limit && state.records.is_empty()
+                || state.blobs.bytes > limit.saturating_mul(2)
+            {
+                let why = format!(
+                    "the workspace's files take more than [changes] max_bytes ({} bytes): raise it, or add its large \
+                     trees to [changes] ignore",
+                    self.config.max_bytes
+                );
+                self.stop(state, why);
+                return;
             }
         }
         if state.base.len() > self.config.max_files {

@@ -1,0 +1,181 @@
+//! The undo tools on the facade (`SessionHandle::changes_list`, `changes_undo`, and by name through `call`): a
+//! session's command is listed with what it changed and taken back byte for byte; a repeat, an undo over a later
+//! change, and one from another session are refused as conflicts, naming why.
+
+#![cfg(target_os = "linux")]
+
+use crate::common::*;
+use shellward::config::Config;
+use shellward::tools::{ChangesListArgs, ChangesUndoArgs};
+use shellward::{Shellward, ToolErrorKind};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
+    std::fs::write(ws.join("tool.sh"), "echo tool\n").unwrap();
+    std::fs::set_permissions(ws.join("tool.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    (dir, ws)
+}
+
+fn instance_at(ws: &Path, mark: &str) -> Shellward {
+    let mut config = Config::default();
+    config.executor.env.set_var(MARK, mark);
+    config.executor.default_workdir = Some(ws.to_path_buf());
+    Shellward::builder().config(config).build().unwrap()
+}
+
+fn contents(ws: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![ws.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            let m = p.symlink_metadata().unwrap();
+            let rel = p.strip_prefix(ws).unwrap().display().to_string();
+            if m.is_dir() {
+                stack.push(p.clone());
+                out.push((rel, m.permissions().mode() & 0o7777, Vec::new()));
+            } else {
+                out.push((
+                    rel,
+                    m.permissions().mode() & 0o7777,
+                    std::fs::read(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lists_and_undoes_its_command_and_others_cannot() {
+    let (_dir, ws) = workspace();
+    let mark = new_mark();
+    let sw = instance_at(&ws, &mark);
+    let s = sw.session("undo-facade");
+    let before = contents(&ws);
+    let r = s
+        .execute(
+            exec("rm -rf src && echo made > new.txt && chmod 700 tool.sh"),
+            ExecuteOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r.success, "{r:?}");
+    let id = r.process_id.clone().unwrap();
+    let list = s.changes_list(ChangesListArgs::default()).await.unwrap();
+    assert_eq!(list.workspace.as_deref(), Some(ws.to_str().unwrap()));
+    assert_eq!(list.commands.len(), 1, "{list:#?}");
+    let c = &list.commands[0];
+    assert_eq!(c.process_id, id);
+    assert!(
+        c.summary
+            .starts_with("deleted 3 paths (src/a.rs, src/b.rs), modified 0, created 1 (new.txt)"),
+        "{}",
+        c.summary
+    );
+    let kinds: Vec<(&str, &str)> = c
+        .changes
+        .iter()
+        .map(|p| (p.path.as_str(), p.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("new.txt", "created"),
+            ("src", "deleted"),
+            ("src/a.rs", "deleted"),
+            ("src/b.rs", "deleted"),
+            ("tool.sh", "mode_changed"),
+        ]
+    );
+    // Another session sees nothing and cannot undo it.
+    let other = sw.session("someone-else");
+    assert!(
+        other
+            .changes_list(ChangesListArgs::default())
+            .await
+            .unwrap()
+            .commands
+            .is_empty()
+    );
+    let err = other
+        .changes_undo(ChangesUndoArgs::new(Some(&id)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Conflict, "{err}");
+    assert!(err.message.contains("changes_list"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("new.txt")).unwrap(),
+        "made\n"
+    );
+    // By name, as MCP and HTTP call it: the command's changes are taken back, byte for byte, modes too.
+    let undone = s
+        .call("changes_undo", serde_json::json!({}), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(undone["success"], true, "{undone}");
+    assert_eq!(undone["process_id"], id.as_str());
+    assert_eq!(undone["removed"], serde_json::json!(["new.txt"]));
+    assert_eq!(contents(&ws), before);
+    // Twice is refused.
+    let err = s
+        .changes_undo(ChangesUndoArgs::new(Some(&id)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Conflict);
+    assert!(err.message.contains("already undone"), "{err}");
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undo_over_a_later_command_names_it_and_force_overwrites() {
+    let (_dir, ws) = workspace();
+    let mark = new_mark();
+    let sw = instance_at(&ws, &mark);
+    let s = sw.session("undo-conflict");
+    let first = s
+        .execute(exec("echo one >> src/a.rs"), ExecuteOptions::new())
+        .await
+        .unwrap()
+        .process_id
+        .unwrap();
+    let second = s
+        .execute(exec("echo two >> src/a.rs"), ExecuteOptions::new())
+        .await
+        .unwrap()
+        .process_id
+        .unwrap();
+    let err = s
+        .changes_undo(ChangesUndoArgs::new(Some(&first)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Conflict);
+    assert!(
+        err.message.contains("src/a.rs")
+            && err.message.contains(&second)
+            && err.message.contains("force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/a.rs")).unwrap(),
+        "fn a() {}\none\ntwo\n"
+    );
+    let forced = s
+        .changes_undo(ChangesUndoArgs::new(Some(&first)).forced())
+        .await
+        .unwrap();
+    assert_eq!(forced.restored, ["src/a.rs"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/a.rs")).unwrap(),
+        "fn a() {}\n"
+    );
+    sw.shutdown().await;
+}

@@ -14,11 +14,54 @@ use crate::sys::linux::record::Recorder;
 #[cfg(target_os = "linux")]
 use std::sync::Arc;
 
-/// Each session's recorder, made once (the first recorded command waits for its baseline), or why it cannot be.
+/// A session's recorder, made once (the first recorded command waits for its baseline), or why it cannot be.
 #[cfg(target_os = "linux")]
-pub(crate) type Recorders = std::sync::Mutex<
-    std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Result<Arc<Recorder>, String>>>>,
->;
+type Slot = Arc<tokio::sync::OnceCell<Result<Arc<Recorder>, String>>>;
+
+/// Sessions recorded at once at most: each holds an inotify instance (the kernel allows 128 per user by default)
+/// and a copy of its workspace. Past it, the session whose last recorded command is oldest loses its records.
+#[cfg(target_os = "linux")]
+const MAX_RECORDED_SESSIONS: usize = 32;
+
+/// Each session's recorder slot, with when it was last used (a counter), the least recently used one dropped past
+/// [`MAX_RECORDED_SESSIONS`].
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+pub(crate) struct Recorders {
+    slots: std::sync::Mutex<(std::collections::HashMap<String, (Slot, u64)>, u64)>,
+}
+
+#[cfg(target_os = "linux")]
+impl Recorders {
+    fn get(&self, session: &str) -> Option<Slot> {
+        let map = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        map.0.get(session).map(|(slot, _)| slot.clone())
+    }
+
+    /// The slot of `session`, made if need be (dropping the least recently used one past the bound).
+    fn slot(&self, session: &str) -> Slot {
+        let mut guard = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, clock) = &mut *guard;
+        *clock += 1;
+        let now = *clock;
+        if let Some((slot, used)) = map.get_mut(session) {
+            *used = now;
+            return slot.clone();
+        }
+        if map.len() >= MAX_RECORDED_SESSIONS
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            tracing::info!(session = %oldest, "undo: dropping the least recently used session's records");
+            map.remove(&oldest);
+        }
+        let slot = Slot::default();
+        map.insert(session.to_string(), (slot.clone(), now));
+        slot
+    }
+}
 /// Nothing is recorded off Linux.
 #[cfg(not(target_os = "linux"))]
 pub(crate) type Recorders = ();
@@ -109,13 +152,7 @@ impl Executor {
     /// The recorder of `session` when one was made (or why it could not be).
     #[cfg(target_os = "linux")]
     fn recorder_of(&self, session: Option<&str>) -> Option<Result<Arc<Recorder>, String>> {
-        let cell = self
-            .inner
-            .recorders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session.unwrap_or(""))
-            .cloned()?;
+        let cell = self.inner.recorders.get(session.unwrap_or(""))?;
         cell.get().cloned()
     }
 
@@ -131,15 +168,8 @@ impl Executor {
         if !self.inner.config.changes.enabled {
             return None;
         }
-        let session = session_str(plan.session.as_ref()).unwrap_or("").to_string();
-        let cell = self
-            .inner
-            .recorders
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(session)
-            .or_default()
-            .clone();
+        let session = session_str(plan.session.as_ref()).unwrap_or("");
+        let cell = self.inner.recorders.slot(session);
         let made = cell
             .get_or_init(|| async {
                 let name = crate::logdir::random_name(8)

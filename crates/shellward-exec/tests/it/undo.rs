@@ -337,6 +337,36 @@ async fn a_background_command_is_recorded_when_it_ends() {
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_past_the_bounds_is_not_recorded_and_says_why() {
+    for (bytes, files, expected) in [(16, 100_000, "max_bytes"), (1 << 30, 3, "max_files")] {
+        let mut config = namespaced();
+        config.changes.max_bytes = bytes;
+        config.changes.max_files = files;
+        let ex = Executor::new(config).unwrap();
+        let (_dir, ws) = workspace();
+        let mark = new_mark();
+        let s = Session::from("too-big");
+        run(&ex, "echo x > new.txt", &ws, "too-big", &mark).await;
+        let list = ex.changes(Some(&s)).await.unwrap();
+        assert!(list.commands.is_empty());
+        let why = list.not_recording.expect("the reason");
+        assert!(
+            why.contains(expected) && why.contains("[changes] ignore"),
+            "{why}"
+        );
+        let err = ex.undo(Some(&s), None, false).await.unwrap_err();
+        assert!(err.to_string().contains(expected), "{err}");
+        // Nothing was copied: the store is gone.
+        let store = ex.log_dir().join(".changes");
+        let left: Vec<_> = std::fs::read_dir(&store)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+        ex.shutdown().await;
+    }
+}
+
 const SUITE_AS_USER: &str = "SHELLWARD_TEST_UNDO_AS_USER";
 
 /// Every test above again as a normal user.

@@ -941,6 +941,25 @@ impl Recorder {
             }
             found.insert(p, meta);
         }
+        // A baseline larger than the store may hold is refused before anything is copied.
+        if state.base.is_empty() {
+            let limit = self.config.max_file_bytes;
+            let bytes: u64 = found
+                .values()
+                .flatten()
+                .filter(|m| m.ty == EntryType::File && m.size <= limit)
+                .map(|m| m.size)
+                .sum();
+            if bytes > self.config.max_bytes {
+                let why = format!(
+                    "the workspace's files take {bytes} bytes, more than [changes] max_bytes ({}): raise it, or add \
+                     its large trees to [changes] ignore",
+                    self.config.max_bytes
+                );
+                self.stop(state, why);
+                return;
+            }
+        }
         let mut changed: Vec<(PathBuf, Delta)> = Vec::new();
         for (rel, meta) in found {
             if rel.as_os_str().is_empty() {

@@ -270,7 +270,8 @@ async fn ignored_trees_and_large_files_are_bounded_and_said() {
     let s = Session::from("bounded");
     let id = run(
         &ex,
-        "rm -rf node_modules/pkg && echo y > node_modules/new.js && rm big && echo 1 >> notes.txt",
+        "rm -rf node_modules/pkg && echo y > node_modules/new.js && rm big && echo 1 >> notes.txt && \
+         mkdir -p src/node_modules/dep && echo z > src/node_modules/dep/z.js",
         &ws,
         "bounded",
         &mark,

@@ -890,6 +890,7 @@ impl Recorder {
         let deep: Vec<PathBuf> = deep
             .iter()
             .filter(|d| !deep.iter().any(|o| o != *d && d.starts_with(o)))
+            .filter(|d| d.as_os_str().is_empty() || !self.is_ignored(d))
             .cloned()
             .collect();
         let dirty: Vec<PathBuf> = std::mem::take(&mut state.dirty)

@@ -554,6 +554,22 @@ fn approvals_on_the_2026_wire_are_a_multi_round_trip() {
     let (path, command) = crate::cli::victim(dir.path(), "approved");
     let state = ask_over_mrtr(&mut client, &command);
     assert!(path.exists(), "nothing runs before the answer");
+    // The form showed what a preview of it would change (Linux: where a preview can run).
+    #[cfg(target_os = "linux")]
+    {
+        let first = client.call(
+            "tools/call",
+            serde_json::json!({"name": "execute", "arguments": {"command": command}}),
+        );
+        let message = form_message(&first);
+        assert!(
+            message.contains("A preview (nothing applied) shows it delete 1 path")
+                && message.contains("deleted ")
+                && message.contains("approved"),
+            "{message}"
+        );
+        assert!(path.exists(), "the preview deleted nothing");
+    }
     // A retry with other arguments does not use (nor spend) the approval.
     let r = client.call(
         "tools/call",

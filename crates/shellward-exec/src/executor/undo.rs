@@ -28,20 +28,31 @@ const MAX_RECORDED_SESSIONS: usize = 32;
 #[cfg(target_os = "linux")]
 #[derive(Default)]
 pub(crate) struct Recorders {
-    slots: std::sync::Mutex<(std::collections::HashMap<String, (Slot, u64)>, u64)>,
+    slots: std::sync::Mutex<Slots>,
+}
+
+/// The slots by session, each with the clock's value when it was last used, and the clock.
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+struct Slots {
+    by_session: std::collections::HashMap<String, (Slot, u64)>,
+    clock: u64,
 }
 
 #[cfg(target_os = "linux")]
 impl Recorders {
     fn get(&self, session: &str) -> Option<Slot> {
-        let map = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        map.0.get(session).map(|(slot, _)| slot.clone())
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.by_session.get(session).map(|(slot, _)| slot.clone())
     }
 
     /// The slot of `session`, made if need be (dropping the least recently used one past the bound).
     fn slot(&self, session: &str) -> Slot {
         let mut guard = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, clock) = &mut *guard;
+        let Slots {
+            by_session: map,
+            clock,
+        } = &mut *guard;
         *clock += 1;
         let now = *clock;
         if let Some((slot, used)) = map.get_mut(session) {

@@ -406,7 +406,7 @@ fn the_quick_starts_reach_a_working_mcp_server() {
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names.len(), 5, "{client}: {names:?}");
+        assert_eq!(names.len(), 7, "{client}: {names:?}");
         drop(stdin);
         let status = crate::cli::wait_exit(&mut child, Duration::from_secs(30));
         assert!(status.success(), "{client}: {status}");

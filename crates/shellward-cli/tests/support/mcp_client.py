@@ -7,6 +7,8 @@ Prints MCP-OK on success; any failed check raises (non-zero exit) with the offen
 import asyncio
 import json
 import os
+import shutil
+import tempfile
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -38,7 +40,9 @@ def check(cond, what, result=None):
 
 
 async def main(binary):
-    params = StdioServerParameters(command=binary, args=["mcp"], env=dict(os.environ))
+    # The server runs in a directory of its own: its workspace, whose changes the undo tools record.
+    workspace = tempfile.mkdtemp(prefix="mcp-client-workspace-")
+    params = StdioServerParameters(command=binary, args=["mcp"], env=dict(os.environ), cwd=workspace)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as s:
             init = await s.initialize()
@@ -46,7 +50,8 @@ async def main(binary):
 
             tools = (await s.list_tools()).tools
             names = sorted(t.name for t in tools)
-            check(names == ["execute", "process_input", "process_list", "process_output", "process_signal"], "tool names", names)
+            check(names == ["changes_list", "changes_undo", "execute", "process_input", "process_list", "process_output",
+                            "process_signal"], "tool names", names)
             execute = next(t for t in tools if t.name == "execute")
             for field in ["command", "timeout", "workdir", "run_in_background"]:
                 check(field in get(execute, "input_schema", "inputSchema")["properties"], f"execute schema has {field}", execute)
@@ -129,9 +134,26 @@ async def main(binary):
             check(all("running for" in m for _, m in seen), "elapsed time in each", seen)
             check(any("first" in m for _, m in seen) and any("second" in m for _, m in seen), "the last line", seen)
 
+            # Undo: what a command changed is listed and taken back (the SDK checks each result against its schema).
+            r = await s.call_tool("execute", {"command": "echo undo-me > undo.txt"})
+            made = data(r)["process_id"]
+            check(os.path.exists(os.path.join(workspace, "undo.txt")), "the file was made", r)
+            r = await s.call_tool("changes_list", {})
+            d = data(r)
+            check(not is_error(r) and d["commands"][0]["process_id"] == made
+                  and d["commands"][0]["changes"] == [{"path": "undo.txt", "kind": "created", "entry": "file",
+                                                       "size_after": 8}], "changes_list", d)
+            r = await s.call_tool("changes_undo", {})
+            d = data(r)
+            check(not is_error(r) and d["process_id"] == made and d["removed"] == ["undo.txt"], "changes_undo", d)
+            check(not os.path.exists(os.path.join(workspace, "undo.txt")), "the file is gone", d)
+            r = await s.call_tool("changes_undo", {"process_id": made})
+            check(is_error(r) and "already undone" in r.content[0].text, "a second undo is refused", r)
+
             # A process left running is stopped when the client disconnects.
             r = await s.call_tool("execute", {"command": "sleep 301", "run_in_background": True})
             check(data(r)["running"], "left running", r)
+    shutil.rmtree(workspace, ignore_errors=True)
     print("MCP-OK")
 
 

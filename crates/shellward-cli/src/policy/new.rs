@@ -21,8 +21,20 @@ const KIT_FILES: &[(&str, &str)] = &[
         "src/effective.rs",
         include_str!("../../kit-src/effective.rs"),
     ),
+    (
+        "src/effective/reader.rs",
+        include_str!("../../kit-src/effective/reader.rs"),
+    ),
+    (
+        "src/effective/tests.rs",
+        include_str!("../../kit-src/effective/tests.rs"),
+    ),
     ("src/pattern.rs", include_str!("../../kit-src/pattern.rs")),
     ("src/shell.rs", include_str!("../../kit-src/shell.rs")),
+    (
+        "src/shell/tests.rs",
+        include_str!("../../kit-src/shell/tests.rs"),
+    ),
 ];
 
 /// Where the kit's `lib.rs` starts its doc-test hook (cut from the copy).

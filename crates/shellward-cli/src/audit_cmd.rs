@@ -36,7 +36,7 @@ pub struct Filter {
     #[arg(long)]
     pub session: Option<String>,
     /// Only records of this type: decision, end, cancel, approval.
-    #[arg(long = "type", value_name = "TYPE", value_parser = ["decision", "end", "cancel", "approval"])]
+    #[arg(long = "type", value_name = "TYPE", value_parser = ["decision", "end", "cancel", "approval", "undo"])]
     pub kind: Option<String>,
     /// Only decisions with this outcome: run, deny, ask.
     #[arg(long, value_parser = ["run", "deny", "ask"])]
@@ -220,6 +220,16 @@ fn line(r: &Value) -> String {
             )
         }
         "cancel" => format!("cancel   {id} {}", s(&r["action"])),
+        "undo" => match r["refused"].as_str() {
+            Some(why) => format!("undo     {id} refused: {}", shellward::shown::line(why)),
+            None => format!(
+                "undo     {id} restored {}, removed {}{}: {}",
+                r["restored"].as_u64().unwrap_or(0),
+                r["removed"].as_u64().unwrap_or(0),
+                if r["forced"] == true { " (forced)" } else { "" },
+                s(&r["command"])
+            ),
+        },
         "approval" => format!(
             "approval {} by {}: {}",
             s(&r["answer"]),

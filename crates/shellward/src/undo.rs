@@ -87,7 +87,29 @@ impl Shellward {
         let id = args.process_id.as_deref().map(ProcessId::from);
         let done = executor
             .undo(session.as_ref(), id.as_ref(), args.force)
-            .await?;
+            .await;
+        // Every undo asked for is audited, done or refused (what was put back is the workspace's history).
+        if let Some(audit) = &self.inner.audit {
+            let mut record = serde_json::json!({
+                "type": "undo",
+                "surface": self.inner.surface,
+                "session": session.as_ref().map(|s| s.as_str()),
+                "process_id": args.process_id,
+                "forced": args.force,
+            });
+            match &done {
+                Ok(d) => {
+                    record["process_id"] = serde_json::json!(d.id.as_str());
+                    record["command"] = serde_json::json!(d.command);
+                    record["restored"] = serde_json::json!(d.restored.len());
+                    record["removed"] = serde_json::json!(d.removed.len());
+                    record["skipped"] = serde_json::json!(d.skipped.len());
+                }
+                Err(e) => record["refused"] = serde_json::json!(e.to_string()),
+            }
+            audit.record(record);
+        }
+        let done = done?;
         let base = executor
             .changes(session.as_ref())
             .await

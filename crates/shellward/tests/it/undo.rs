@@ -139,7 +139,13 @@ async fn a_session_lists_and_undoes_its_command_and_others_cannot() {
 async fn an_undo_over_a_later_command_names_it_and_force_overwrites() {
     let (_dir, ws) = workspace();
     let mark = new_mark();
-    let sw = instance_at(&ws, &mark);
+    let logs = tempfile::tempdir().unwrap();
+    let audit = logs.path().join("audit.jsonl");
+    let mut config = Config::default();
+    config.executor.env.set_var(MARK, &mark);
+    config.executor.default_workdir = Some(ws.to_path_buf());
+    config.audit = Some(shellward::AuditConfig::to(&audit));
+    let sw = Shellward::builder().config(config).build().unwrap();
     let s = sw.session("undo-conflict");
     let first = s
         .execute(exec("echo one >> src/a.rs"), ExecuteOptions::new())
@@ -178,4 +184,20 @@ async fn an_undo_over_a_later_command_names_it_and_force_overwrites() {
         "fn a() {}\n"
     );
     sw.shutdown().await;
+    // Both asks are audited: the refusal with its reason, the forced undo with what it did.
+    let undos: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["type"] == "undo")
+        .collect();
+    assert_eq!(undos.len(), 2, "{undos:#?}");
+    assert!(
+        undos[0]["refused"].as_str().unwrap().contains("src/a.rs"),
+        "{undos:#?}"
+    );
+    assert_eq!(undos[1]["process_id"], first.as_str());
+    assert_eq!(undos[1]["restored"], 1);
+    assert_eq!(undos[1]["forced"], true);
+    assert_eq!(undos[1]["session"], "undo-conflict");
 }

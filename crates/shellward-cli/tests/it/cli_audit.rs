@@ -83,6 +83,28 @@ fn the_audit_log_reads_as_lines_filtered_and_escaped() {
     let (_, last, _) = audit(&["tail", file, "-n", "1"]);
     assert_eq!(last.lines().count(), 1, "{last}");
     assert!(last.contains("cancel") && last.contains("p9-old"), "{last}");
+    // Undo records: what was put back, or why not; `--type undo` finds them.
+    writeln!(
+        f,
+        r#"{{"type":"undo","time":2000.0,"process_id":"p3-x","command":"rm -rf src","restored":3,"removed":1,"forced":false}}"#
+    )
+    .unwrap();
+    writeln!(
+        f,
+        r#"{{"type":"undo","time":2001.0,"process_id":"p3-x","refused":"cannot undo: p3-x was already undone"}}"#
+    )
+    .unwrap();
+    let (_, undos, _) = audit(&["show", file, "--type", "undo"]);
+    let undos: Vec<&str> = undos.lines().collect();
+    assert_eq!(undos.len(), 2, "{undos:?}");
+    assert!(
+        undos[0].contains("undo     p3-x restored 3, removed 1: rm -rf src"),
+        "{undos:?}"
+    );
+    assert!(
+        undos[1].contains("refused: cannot undo: p3-x was already undone"),
+        "{undos:?}"
+    );
     // Bad input: said, with what to give.
     let (code, _, err) = audit(&["show", file, "--since", "soon"]);
     assert_eq!(code, 2, "{err}");

@@ -29,6 +29,7 @@
 //! notes, the log path, the signal name.
 
 mod go_json;
+pub(crate) mod toolcall;
 pub(crate) mod tracked;
 
 use crate::http::session_header::session;
@@ -113,6 +114,24 @@ fn error_kind_body(
     }
     body["error_kind"] = json!(kind);
     (status, body)
+}
+
+/// shellward's process id for an id a client sent: a tracked identity's or a tool call's process, else the id itself.
+fn resolve(state: &AppState, id: &str, session: &Option<String>) -> String {
+    state
+        .tracked
+        .process_of(id, session)
+        .or_else(|| state.tool_calls.process_of(id, session))
+        .unwrap_or_else(|| id.to_string())
+}
+
+/// The id a client knows shellward's process `ours` by: its tracked identity or tool call UUID, else its own.
+fn shown_id(state: &AppState, ours: &str) -> String {
+    state
+        .tracked
+        .identity_of(ours)
+        .or_else(|| state.tool_calls.identity_of(ours))
+        .unwrap_or_else(|| ours.to_string())
 }
 
 fn not_found(id: &str) -> Response {
@@ -227,8 +246,19 @@ struct SentToken {
 pub(crate) async fn start(
     State(state): State<Shared>,
     headers: HeaderMap,
-    Decoded(req): Decoded<StartRequest>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    body: Bytes,
 ) -> Response {
+    // A chat's tool call runs at most once; its repeats replay the recorded answer.
+    if let Some(answer) =
+        toolcall::start(&state, &headers, query.as_deref().unwrap_or(""), &body).await
+    {
+        return answer;
+    }
+    let req: StartRequest = match decode(&body) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
     if tracked::carries_identity(&req) {
         return tracked::start(&state, &headers, req, false).await;
     }
@@ -563,11 +593,8 @@ pub(crate) async fn list(State(state): State<Shared>, headers: HeaderMap) -> Res
         .map(|p| {
             // `running` as Coder means it: the command itself (a daemon it left behind stays signallable).
             let running = p.exit == ExitState::Running;
-            // A tracked start is listed under its identity.
-            let id = state
-                .tracked
-                .identity_of(p.id.as_str())
-                .unwrap_or_else(|| p.id.to_string());
+            // A tracked start or a tool call's is listed under its identity.
+            let id = shown_id(&state, p.id.as_str());
             let mut v = json!({
                 "id": id,
                 "command": p.command,
@@ -644,11 +671,8 @@ pub(crate) async fn output(
             }
         },
     };
-    // A tracked identity names the process it started.
-    let id = state
-        .tracked
-        .process_of(&id, &session(&headers))
-        .unwrap_or(id);
+    // A tracked identity (or a tool call's UUID) names the process it started.
+    let id = resolve(&state, &id, &session(&headers));
     output_of(&state, &headers, &id, wait).await
 }
 
@@ -659,12 +683,25 @@ pub(crate) async fn output_of(
     id: &str,
     wait: Duration,
 ) -> Response {
+    match output_json(state, headers, id, wait).await {
+        Some(out) => axum::Json(out).into_response(),
+        None => not_found(id),
+    }
+}
+
+/// [`output_of`]'s answer as JSON; `None` for a process this request may not see (or no longer kept).
+pub(crate) async fn output_json(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+    wait: Duration,
+) -> Option<Value> {
     let sess = session(headers);
     let chat = chat_id(headers);
     let process = session_handle(&state.sw, sess.as_deref()).process(id);
     match process.view() {
         Ok(info) if visible(chat.as_deref(), &info.labels) => {}
-        _ => return not_found(id),
+        _ => return None,
     }
     // Wait for the exit (the view is not used), then read the head and the tail as bytes.
     let done = match process
@@ -672,13 +709,13 @@ pub(crate) async fn output_of(
         .await
     {
         Ok(r) => r,
-        Err(_) => return not_found(id),
+        Err(_) => return None,
     };
     let head = process
         .read(&ReadOptions::after(0).max_bytes(HEAD_BYTES))
         .await;
     let Ok(head) = head else {
-        return not_found(id);
+        return None;
     };
     let head_chunk = head.chunk.unwrap_or_else(empty_chunk);
     let mut tail_chunk = None;
@@ -712,7 +749,7 @@ pub(crate) async fn output_of(
             out["log_path"] = json!(p);
         }
     }
-    axum::Json(out).into_response()
+    Some(out)
 }
 
 fn empty_chunk() -> shellward::OutputChunk {
@@ -809,7 +846,7 @@ pub(crate) async fn signal(
     let chat = chat_id(&headers);
     // A tracked identity names the process it started; answers keep the id the client sent.
     let shown = id.clone();
-    let id = state.tracked.process_of(&id, &sess).unwrap_or(id);
+    let id = resolve(&state, &id, &sess);
     if let Ok(info) = session_handle(&state.sw, sess.as_deref())
         .process(id.as_str())
         .view()

@@ -468,7 +468,7 @@ async fn not_found() -> Response {
         "no such route; see GET /v1/tools, POST /v1/tools/{name}, GET /v1/policies, GET /v1/approvals, POST \
          /v1/approvals/{id}, GET /v1/processes, GET /metrics, GET /healthz, and \
          /api/v0/processes/{start,start-tracked,cancel-tracked,list,{id}/output,{id}/output-tracked,{id}/signal,\
-         tokens/{token}}"
+         tokens/{token}}, POST /api/v0/tool-calls/{id}/cancel"
             .into(),
     )
 }
@@ -513,6 +513,7 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         auth,
         coder_tokens: shellward::idempotency::TokenIndex::new(CODER_TOKENS),
         tracked: Default::default(),
+        tool_calls: Default::default(),
     });
     Router::new()
         .route("/v1/tools", get(list_tools))
@@ -539,6 +540,10 @@ pub fn router(sw: Shellward, token: Option<String>, auth: Vec<shellward::AuthEnt
         .route("/api/v0/processes/{id}/output", get(coder::output))
         .route("/api/v0/processes/{id}/signal", post(coder::signal))
         .route("/api/v0/processes/tokens/{token}", get(coder::token))
+        .route(
+            "/api/v0/tool-calls/{id}/cancel",
+            post(coder::toolcall::cancel),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -13,6 +13,8 @@ pub(crate) struct AppState {
     pub(crate) coder_tokens: shellward::idempotency::TokenIndex<String>,
     /// Coder's tracked-process identities (protocol 1) and this server's instance id.
     pub(crate) tracked: crate::coder::tracked::Tracked,
+    /// Coder's chat tool calls (at most once per tool call, their recorded answers, cancel by tool call).
+    pub(crate) tool_calls: crate::coder::toolcall::ToolCalls,
 }
 
 impl AppState {

@@ -18,6 +18,7 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+mod toolcall;
 mod tracked;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -284,10 +285,15 @@ fn start_request_with_token(
     s + "}\n"
 }
 
+#[derive(Clone)]
 struct Response {
     status: u16,
     content_type: String,
     body: Value,
+    /// Every header, names lower-cased, in order.
+    headers: Vec<(String, String)>,
+    /// The body's bytes as sent (after any chunked framing).
+    raw: Vec<u8>,
 }
 
 /// An `agentConn` of Coder's client: `SetExtraHeaders` is `headers`.
@@ -414,8 +420,10 @@ fn parse_response(raw: &[u8]) -> Response {
         .unwrap();
     let mut content_type = String::new();
     let mut chunked = false;
+    let mut headers = Vec::new();
     for line in lines {
         let (k, v) = line.split_once(':').unwrap();
+        headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
         match k.to_ascii_lowercase().as_str() {
             "content-type" => content_type = v.trim().to_string(),
             "transfer-encoding" => chunked = v.trim().eq_ignore_ascii_case("chunked"),
@@ -441,16 +449,19 @@ fn parse_response(raw: &[u8]) -> Response {
         }
         body = out;
     }
-    let body = serde_json::from_slice(&body).unwrap_or_else(|e| {
+    let raw = body;
+    let body = serde_json::from_slice(&raw).unwrap_or_else(|e| {
         panic!(
             "status {status}: the body is not JSON ({e}): {:?}",
-            String::from_utf8_lossy(&body)
+            String::from_utf8_lossy(&raw)
         )
     });
     Response {
         status,
         content_type,
         body,
+        headers,
+        raw,
     }
 }
 

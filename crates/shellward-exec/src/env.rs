@@ -31,6 +31,8 @@ pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
     ("GIT_PAGER", "cat"),
     ("GIT_TERMINAL_PROMPT", "0"),
     ("GIT_EDITOR", "true"),
+    // `git rebase -i` opens this one (Coder's chat sets it too).
+    ("GIT_SEQUENCE_EDITOR", "true"),
     ("EDITOR", "true"),
     ("VISUAL", "true"),
     ("PYTHONUNBUFFERED", "1"),

@@ -304,3 +304,39 @@ fn stale_messages_bad_headers_and_a_restarted_agent_are_refused() {
     );
     server.stop();
 }
+
+#[test]
+fn concurrent_requests_of_one_tool_call_start_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs");
+    let up = Instant::now();
+    let server = Server::start(&["--listen", "127.0.0.1:0"]);
+    settled(up);
+    let chat = uuid::Uuid::new_v4().to_string();
+    let uuid = tool_call_uuid(&chat, 1, "call");
+    let body = start_request(
+        &format!("sleep 0.3; echo run >> {}", log.display()),
+        "",
+        &[],
+        false,
+    );
+    let answers: Vec<Response> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let c = for_call(&server, &chat, 1, "call", 0);
+                let body = body.clone();
+                s.spawn(move || c.start(&body))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for a in &answers {
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert_eq!(a.body["id"], uuid.as_str());
+        assert_eq!(a.raw, answers[0].raw);
+    }
+    let c = for_call(&server, &chat, 1, "call", 0);
+    c.output_ok(&uuid, true);
+    assert_eq!(runs(&log), 1, "eight requests, one run");
+    server.stop();
+}

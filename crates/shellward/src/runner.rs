@@ -68,6 +68,8 @@ pub(crate) struct Runner {
     posix_shell: bool,
     /// Each session's working directory, as its last foreground `execute` left it (a terminal keeps its `cd`).
     session_dirs: Mutex<SessionDirs>,
+    /// The directory each session was given (`choose_session_dir`: an MCP client's root), its undo workspace.
+    session_roots: Mutex<SessionDirs>,
     /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
     pending_notes: Mutex<HashMap<Option<String>, Vec<String>>>,
     /// The sessions already told their working directory is not writable (forgotten past [`MAX_TOLD`]).
@@ -87,19 +89,27 @@ impl Runner {
             .or_else(|| std::env::current_dir().ok())
     }
 
-    /// The workspace whose changes `plan` records for undo (`ExecPlan::record`): the instance's working directory
-    /// (`[executor] workdir`, `mcp --workdir`, else this process's) when the plan runs beneath it, else the plan's
-    /// own directory; `None` for `/` and for a directory commands may not write.
+    /// The workspace whose changes `plan` records for undo (`ExecPlan::record`): the directory the session was
+    /// given (an MCP client's first root, `SessionHandle::set_workdir`), else the instance's working directory
+    /// (`[executor] workdir`, `mcp --workdir`, else this process's), whichever the plan runs beneath first, else the
+    /// plan's own directory; `None` for `/` and for a directory commands may not write.
     pub(crate) fn workspace_of(&self, plan: &ExecPlan) -> Option<PathBuf> {
         let workdir = self.workdir_of(plan)?;
-        let root = match self
+        let session = plan.session.as_ref().map(|s| s.as_str().to_string());
+        let given = self
+            .session_roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&session);
+        let instance = self
             .default_workdir
             .clone()
-            .or_else(|| std::env::current_dir().ok())
-        {
-            Some(d) if workdir.starts_with(&d) && d != Path::new("/") => d,
-            _ => workdir,
-        };
+            .or_else(|| std::env::current_dir().ok());
+        let root = [given, instance]
+            .into_iter()
+            .flatten()
+            .find(|d| workdir.starts_with(d) && d != Path::new("/"))
+            .unwrap_or(workdir);
         if root == Path::new("/") {
             return None;
         }
@@ -127,6 +137,7 @@ impl Runner {
             default_workdir: config.executor.default_workdir.clone(),
             posix_shell: matches!(shell_name, "sh" | "bash" | "dash" | "zsh" | "ksh" | "ash"),
             session_dirs: Mutex::new(SessionDirs::default()),
+            session_roots: Mutex::new(SessionDirs::default()),
             pending_notes: Mutex::new(HashMap::new()),
             told_unwritable: Mutex::new(HashSet::new()),
             cwd_dir,
@@ -212,6 +223,15 @@ impl Runner {
             )));
         }
         self.set_session_dir(session.map(str::to_string), dir.to_path_buf());
+        self.session_roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session.map(str::to_string), dir.to_path_buf());
+        // Its undo baseline is taken now, not at its first command.
+        if crate::sys::writable(dir) {
+            self.executor
+                .prepare_changes(session.map(shellward_exec::Session::from).as_ref(), dir);
+        }
         Ok(())
     }
 

@@ -176,10 +176,48 @@ impl Executor {
         id: &str,
     ) -> Option<Arc<Recorder>> {
         let root = plan.record.as_ref()?;
+        let session = session_str(plan.session.as_ref()).unwrap_or("");
+        let rec = self.recorder_for(session, root).await?;
+        // One workspace per session: a plan naming another is not recorded.
+        let asked = root.canonicalize().ok()?;
+        if !asked.starts_with(rec.root()) {
+            return None;
+        }
+        let (r, id, command) = (rec.clone(), id.to_string(), plan.command.clone());
+        tokio::task::spawn_blocking(move || r.begin(&id, &command))
+            .await
+            .ok()?;
+        Some(rec)
+    }
+
+    /// Takes the baseline of `session`'s workspace `workspace` now, on a task of its own, so the session's first
+    /// recorded command does not wait for it (a host calls this when it learns the workspace, e.g. an MCP client's
+    /// root). Does nothing when undo is off, off Linux, or when the session already has a recorder.
+    pub fn prepare_changes(&self, session: Option<&Session>, workspace: &std::path::Path) {
+        #[cfg(target_os = "linux")]
+        {
+            if !self.inner.config.changes.enabled {
+                return;
+            }
+            let this = self.clone();
+            let session = session_str(session).unwrap_or("").to_string();
+            let workspace = workspace.to_path_buf();
+            tokio::spawn(async move {
+                this.recorder_for(&session, &workspace).await;
+            });
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (session, workspace);
+        }
+    }
+
+    /// The recorder of `session`, made (its baseline of `root` taken) if it has none; `None` when it cannot be.
+    #[cfg(target_os = "linux")]
+    async fn recorder_for(&self, session: &str, root: &std::path::Path) -> Option<Arc<Recorder>> {
         if !self.inner.config.changes.enabled {
             return None;
         }
-        let session = session_str(plan.session.as_ref()).unwrap_or("");
         let cell = self.inner.recorders.slot(session);
         let made = cell
             .get_or_init(|| async {
@@ -192,7 +230,7 @@ impl Executor {
                 if let Some(root) = self.inner.log_dir.path().parent() {
                     never.push(root.to_path_buf());
                 }
-                let root = root.clone();
+                let root = root.to_path_buf();
                 // Owner-only, like every directory of the log directory.
                 let _ = crate::sys::files::create_private_dir(
                     &self.inner.log_dir.path().join(".changes"),
@@ -204,23 +242,13 @@ impl Executor {
                 .unwrap_or_else(|e| Err(format!("the baseline stopped: {e}")))
             })
             .await;
-        let rec = match made {
-            Ok(rec) => rec.clone(),
+        match made {
+            Ok(rec) => Some(rec.clone()),
             Err(why) => {
                 tracing::debug!("not recording: {why}");
-                return None;
+                None
             }
-        };
-        // One workspace per session: a plan naming another is not recorded.
-        let asked = root.canonicalize().ok()?;
-        if !asked.starts_with(rec.root()) {
-            return None;
         }
-        let (r, id, command) = (rec.clone(), id.to_string(), plan.command.clone());
-        tokio::task::spawn_blocking(move || r.begin(&id, &command))
-            .await
-            .ok()?;
-        Some(rec)
     }
 
     /// Ends the recording of command `id` of `session` (a second end does nothing).

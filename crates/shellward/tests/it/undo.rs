@@ -201,3 +201,48 @@ async fn an_undo_over_a_later_command_names_it_and_force_overwrites() {
     assert_eq!(undos[1]["forced"], true);
     assert_eq!(undos[1]["session"], "undo-conflict");
 }
+
+/// A session given its directory (an MCP client's root) takes its baseline at once, not at its first command; that
+/// directory is the workspace even inside the instance's own (which would be the whole home of a client started
+/// there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_given_its_directory_is_recorded_there_from_the_start() {
+    let (dir, ws) = workspace();
+    let mark = new_mark();
+    // The instance works in the parent: the session's root, beneath it, is what is recorded.
+    let sw = instance_at(dir.path(), &mark);
+    let project = ws.join("src");
+    let s = sw.session("rooted");
+    s.set_workdir(&project).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let list = s.changes_list(ChangesListArgs::default()).await.unwrap();
+        if list.workspace.as_deref() == Some(project.to_str().unwrap()) {
+            assert!(list.commands.is_empty());
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no baseline: {list:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // An edit before the first command is no one's; the command's own is undone alone.
+    std::fs::write(project.join("b.rs"), "fn host_edit() {}\n").unwrap();
+    let r = s
+        .execute(exec("echo more >> a.rs"), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(r.success, "{r:?}");
+    let undone = s.changes_undo(ChangesUndoArgs::default()).await.unwrap();
+    assert_eq!(undone.restored, ["a.rs"]);
+    assert_eq!(
+        std::fs::read_to_string(project.join("b.rs")).unwrap(),
+        "fn host_edit() {}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("a.rs")).unwrap(),
+        "fn a() {}\n"
+    );
+    sw.shutdown().await;
+}

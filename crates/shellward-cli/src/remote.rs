@@ -10,7 +10,8 @@ use std::process::ExitCode;
 /// Where the server is and how to be let in.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// The running `shellward serve`'s HTTP address.
+    /// The running `shellward serve`'s address: its HTTP URL, or `unix:PATH` for one listening on a Unix socket
+    /// (`serve --listen unix:PATH`).
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:7878")]
     pub server: String,
     /// The server's bearer token (default: $SHELLWARD_TOKEN).
@@ -71,6 +72,17 @@ pub fn request(
     session: Option<&str>,
     body: Option<&Value>,
 ) -> Result<(u16, Value)> {
+    #[cfg(unix)]
+    if let Some(socket) = server.server.strip_prefix("unix:") {
+        return unix_request(
+            server,
+            std::path::Path::new(socket),
+            method,
+            path,
+            session,
+            body,
+        );
+    }
     let url = format!("{}{path}", server.server.trim_end_matches('/'));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -106,6 +118,90 @@ pub fn request(
     let text = response.body_mut().read_to_string().unwrap_or_default();
     let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Ok((status, value))
+}
+
+/// [`request`] over `serve --listen unix:PATH`'s socket: one HTTP/1.1 request with `Connection: close`, the answer
+/// read to its end (a length or chunks). Written here because ureq speaks TCP only; the server is ours, so the
+/// answer is plain JSON.
+#[cfg(unix)]
+fn unix_request(
+    server: &ServerArgs,
+    socket: &std::path::Path,
+    method: &str,
+    path: &str,
+    session: Option<&str>,
+    body: Option<&Value>,
+) -> Result<(u16, Value)> {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
+        format!(
+            "cannot reach unix:{}; is `shellward serve --listen unix:{}` running? (give its address with --server)",
+            socket.display(),
+            socket.display()
+        )
+    })?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    if let Some(t) = &server.token {
+        head += &format!("Authorization: Bearer {t}\r\n");
+    }
+    if let Some(s) = session {
+        head += &format!("X-Shellward-Session: {s}\r\n");
+    }
+    if method != "GET" {
+        head += &format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            payload.len()
+        );
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(payload.as_bytes())?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .with_context(|| format!("reading the answer from unix:{}", socket.display()))?;
+    let (status, text) = http_answer(&raw).with_context(|| {
+        format!(
+            "unix:{} answered something that is not HTTP; is it a `shellward serve` socket?",
+            socket.display()
+        )
+    })?;
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Ok((status, value))
+}
+
+/// An HTTP/1.1 answer's status and body (de-chunked); `None` when it is not one.
+#[cfg(unix)]
+fn http_answer(raw: &[u8]) -> Option<(u16, String)> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..split]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let chunked = lines.any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding")
+                && v.trim().eq_ignore_ascii_case("chunked")
+        })
+    });
+    let mut body = &raw[split + 4..];
+    if !chunked {
+        return Some((status, String::from_utf8_lossy(body).into_owned()));
+    }
+    let mut out = Vec::new();
+    loop {
+        let nl = body.windows(2).position(|w| w == b"\r\n")?;
+        let size = std::str::from_utf8(&body[..nl]).ok()?;
+        let n = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        body = &body[nl + 2..];
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(body.get(..n)?);
+        body = body.get(n + 2..)?;
+    }
+    Some((status, String::from_utf8_lossy(&out).into_owned()))
 }
 
 /// The server's answer when it is not a 2xx: an error naming the status and the server's own message.

@@ -440,6 +440,45 @@ fn a_unix_socket_listener_serves_the_same_api() {
     let reply = unix_post(&sock, r#"{"command": "echo via-unix"}"#);
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains("via-unix"), "{reply}");
+    // The operator's views reach it there too: `--server unix:PATH`.
+    let reply = unix_post(
+        &sock,
+        r#"{"command": "sleep 30", "run_in_background": true}"#,
+    );
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let o = crate::cli::shellward(&["ps", "--server", &format!("unix:{}", sock.display())])
+        .output()
+        .unwrap();
+    let out = crate::cli::stdout(&o);
+    assert!(o.status.success(), "{}", crate::cli::stderr(&o));
+    assert!(
+        out.lines()
+            .any(|l| l.contains("sleep 30") && l.contains("running")),
+        "{out}"
+    );
+    let o = crate::cli::shellward(&[
+        "ps",
+        "--json",
+        "--server",
+        &format!("unix:{}", sock.display()),
+    ])
+    .output()
+    .unwrap();
+    let v: Value = serde_json::from_str(&crate::cli::stdout(&o)).unwrap();
+    assert!(
+        v["processes"].as_array().is_some_and(|p| !p.is_empty()),
+        "{v}"
+    );
+    let missing = dir.path().join("nothing.sock");
+    let o = crate::cli::shellward(&["ps", "--server", &format!("unix:{}", missing.display())])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        crate::cli::stderr(&o).contains("is `shellward serve --listen unix:"),
+        "{}",
+        crate::cli::stderr(&o)
+    );
     server.stop();
 }
 

@@ -132,7 +132,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// The handle of the session a surface parsed from the wire (a header, a connection), or the one outside any.
-pub fn session_handle(sw: &Shellward, session: Option<&str>) -> shellward::SessionHandle {
+pub(crate) fn session_handle(sw: &Shellward, session: Option<&str>) -> shellward::SessionHandle {
     match session {
         Some(s) => sw.session(s),
         None => sw.without_session(),

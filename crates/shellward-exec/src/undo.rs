@@ -33,6 +33,9 @@ pub struct ChangesConfig {
     pub max_file_bytes: u64,
     /// Entries a recorded workspace may have (default 100,000): a larger one is not recorded.
     pub max_files: usize,
+    /// How long a session's first recorded command waits for the workspace's baseline (default 3 s; about a second
+    /// per 10,000 files): past it the command runs unrecorded and the baseline goes on for the commands after it.
+    pub baseline_wait: std::time::Duration,
     /// Trees not recorded, neither copied nor watched. An entry without a `/` matches that name anywhere
     /// (`node_modules`); one with a `/` is a path from the workspace's root (`.git/objects`). Default:
     /// [`DEFAULT_IGNORED`].
@@ -58,6 +61,7 @@ impl Default for ChangesConfig {
             max_bytes: 1 << 30,
             max_file_bytes: 16 << 20,
             max_files: 100_000,
+            baseline_wait: std::time::Duration::from_secs(3),
             ignore: DEFAULT_IGNORED.iter().map(|s| s.to_string()).collect(),
         }
     }

@@ -14,9 +14,18 @@ use crate::sys::linux::record::Recorder;
 #[cfg(target_os = "linux")]
 use std::sync::Arc;
 
-/// A session's recorder, made once (the first recorded command waits for its baseline), or why it cannot be.
+/// A session's recorder, made once on a task of its own (its baseline taken), or why it cannot be.
 #[cfg(target_os = "linux")]
-type Slot = Arc<tokio::sync::OnceCell<Result<Arc<Recorder>, String>>>;
+type Slot = Arc<SlotInner>;
+
+/// See [`Slot`]: the recorder once made, whether its making has begun, and who waits for it.
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+pub(crate) struct SlotInner {
+    cell: tokio::sync::OnceCell<Result<Arc<Recorder>, String>>,
+    begun: std::sync::atomic::AtomicBool,
+    ready: tokio::sync::Notify,
+}
 
 /// Sessions recorded at once at most: each holds an inotify instance (the kernel allows 128 per user by default)
 /// and a copy of its workspace. Past it, the session whose last recorded command is oldest loses its records.
@@ -163,8 +172,8 @@ impl Executor {
     /// The recorder of `session` when one was made (or why it could not be).
     #[cfg(target_os = "linux")]
     fn recorder_of(&self, session: Option<&str>) -> Option<Result<Arc<Recorder>, String>> {
-        let cell = self.inner.recorders.get(session.unwrap_or(""))?;
-        cell.get().cloned()
+        let slot = self.inner.recorders.get(session.unwrap_or(""))?;
+        slot.cell.get().cloned()
     }
 
     /// Starts recording command `id` of `plan` (when the plan names a workspace and undo is on): the session's
@@ -177,7 +186,8 @@ impl Executor {
     ) -> Option<Arc<Recorder>> {
         let root = plan.record.as_ref()?;
         let session = session_str(plan.session.as_ref()).unwrap_or("");
-        let rec = self.recorder_for(session, root).await?;
+        let wait = self.inner.config.changes.baseline_wait;
+        let rec = self.recorder_for(session, root, wait).await?;
         // One workspace per session: a plan naming another is not recorded.
         let asked = root.canonicalize().ok()?;
         if !asked.starts_with(rec.root()) {
@@ -203,7 +213,8 @@ impl Executor {
             let session = session_str(session).unwrap_or("").to_string();
             let workspace = workspace.to_path_buf();
             tokio::spawn(async move {
-                this.recorder_for(&session, &workspace).await;
+                this.recorder_for(&session, &workspace, std::time::Duration::ZERO)
+                    .await;
             });
         }
         #[cfg(not(target_os = "linux"))]
@@ -212,43 +223,81 @@ impl Executor {
         }
     }
 
-    /// The recorder of `session`, made (its baseline of `root` taken) if it has none; `None` when it cannot be.
+    /// The recorder of `session`, its making begun (on a task of its own: its baseline of `root`) if it has none,
+    /// waited for at most `wait`; `None` when it cannot be made, or is not made yet.
     #[cfg(target_os = "linux")]
-    async fn recorder_for(&self, session: &str, root: &std::path::Path) -> Option<Arc<Recorder>> {
+    async fn recorder_for(
+        &self,
+        session: &str,
+        root: &std::path::Path,
+        wait: std::time::Duration,
+    ) -> Option<Arc<Recorder>> {
         if !self.inner.config.changes.enabled {
             return None;
         }
-        let cell = self.inner.recorders.slot(session);
-        let made = cell
-            .get_or_init(|| async {
-                let name = crate::logdir::random_name(8)
-                    .map_err(|e| format!("cannot name the undo store ({e})"))?;
-                let store = self.inner.log_dir.path().join(".changes").join(name);
-                let config = self.inner.config.changes.clone();
-                let mut never = self.inner.config.hidden_paths.clone();
-                never.push(self.inner.log_dir.parent().to_path_buf());
-                if let Some(root) = self.inner.log_dir.path().parent() {
-                    never.push(root.to_path_buf());
+        let slot = self.inner.recorders.slot(session);
+        let made_before = slot.cell.get().cloned();
+        if made_before.is_none() && !slot.begun.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let (this, made, root) = (self.clone(), slot.clone(), root.to_path_buf());
+            tokio::spawn(async move {
+                let recorder = this.make_recorder(&root).await;
+                let _ = made.cell.set(recorder);
+                made.ready.notify_waiters();
+            });
+        }
+        // Not waiting at all: what was not made before this call is not used by it (however soon it is made).
+        if wait.is_zero() {
+            return made_before.and_then(Result::ok);
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(made) = slot.cell.get() {
+                return match made {
+                    Ok(rec) => Some(rec.clone()),
+                    Err(why) => {
+                        tracing::debug!("not recording: {why}");
+                        None
+                    }
+                };
+            }
+            let ready = slot.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if slot.cell.get().is_some() {
+                continue;
+            }
+            if tokio::time::timeout_at(deadline, ready).await.is_err() {
+                if !wait.is_zero() {
+                    tracing::info!(
+                        session,
+                        "the workspace's undo baseline is not ready: this command is not recorded"
+                    );
                 }
-                let root = root.to_path_buf();
-                // Owner-only, like every directory of the log directory.
-                let _ = crate::sys::files::create_private_dir(
-                    &self.inner.log_dir.path().join(".changes"),
-                );
-                tokio::task::spawn_blocking(move || {
-                    Recorder::new(&root, store, &config, &never).map(Arc::new)
-                })
-                .await
-                .unwrap_or_else(|e| Err(format!("the baseline stopped: {e}")))
-            })
-            .await;
-        match made {
-            Ok(rec) => Some(rec.clone()),
-            Err(why) => {
-                tracing::debug!("not recording: {why}");
-                None
+                return None;
             }
         }
+    }
+
+    /// Makes a recorder of `root` (its store in the log directory), taking its baseline on a blocking thread.
+    #[cfg(target_os = "linux")]
+    async fn make_recorder(&self, root: &std::path::Path) -> Result<Arc<Recorder>, String> {
+        let name = crate::logdir::random_name(8)
+            .map_err(|e| format!("cannot name the undo store ({e})"))?;
+        let store = self.inner.log_dir.path().join(".changes").join(name);
+        let config = self.inner.config.changes.clone();
+        let mut never = self.inner.config.hidden_paths.clone();
+        never.push(self.inner.log_dir.parent().to_path_buf());
+        if let Some(root) = self.inner.log_dir.path().parent() {
+            never.push(root.to_path_buf());
+        }
+        let root = root.to_path_buf();
+        // Owner-only, like every directory of the log directory.
+        let _ = crate::sys::files::create_private_dir(&self.inner.log_dir.path().join(".changes"));
+        tokio::task::spawn_blocking(move || {
+            Recorder::new(&root, store, &config, &never).map(Arc::new)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the baseline stopped: {e}")))
     }
 
     /// Ends the recording of command `id` of `session` (a second end does nothing).

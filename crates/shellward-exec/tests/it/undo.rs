@@ -368,6 +368,36 @@ async fn a_workspace_past_the_bounds_is_not_recorded_and_says_why() {
     }
 }
 
+/// A command that starts before the workspace's baseline is ready runs at once, unrecorded; the baseline goes on and
+/// the commands after it are recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_command_does_not_wait_past_the_baseline_bound() {
+    let mut config = namespaced();
+    config.changes.baseline_wait = Duration::ZERO;
+    let ex = Executor::new(config).unwrap();
+    let (_dir, ws) = workspace();
+    let mark = new_mark();
+    let s = Session::from("impatient");
+    run(&ex, "echo early > early.txt", &ws, "impatient", &mark).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ex.changes(Some(&s)).await.unwrap().workspace.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the baseline never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let list = ex.changes(Some(&s)).await.unwrap();
+    assert!(list.commands.is_empty(), "{list:#?}");
+    let later = run(&ex, "echo later > later.txt", &ws, "impatient", &mark).await;
+    let list = ex.changes(Some(&s)).await.unwrap();
+    assert_eq!(list.commands.len(), 1, "{list:#?}");
+    assert_eq!(list.commands[0].id, later);
+    ex.undo(Some(&s), None, false).await.unwrap();
+    assert!(!ws.join("later.txt").exists() && ws.join("early.txt").exists());
+    ex.shutdown().await;
+}
+
 const SUITE_AS_USER: &str = "SHELLWARD_TEST_UNDO_AS_USER";
 
 /// Every test above again as a normal user.

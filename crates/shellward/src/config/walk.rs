@@ -205,6 +205,7 @@ impl Walker {
                     "max_bytes",
                     "max_file_bytes",
                     "max_files",
+                    "baseline_wait",
                     "ignore",
                 ],
             );

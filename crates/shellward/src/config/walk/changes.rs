@@ -20,6 +20,15 @@ impl Walker {
         if let Some(n) = self.integer(t, "max_files", "changes", 1, 100_000_000) {
             c.max_files = n as usize;
         }
+        if let Some(d) = self.duration(
+            t,
+            "baseline_wait",
+            "changes",
+            true,
+            std::time::Duration::from_secs(600),
+        ) {
+            c.baseline_wait = d;
+        }
         if let Some(list) = self.strings(t, "ignore", "changes") {
             c.ignore = list.into_iter().map(|(_, s)| s).collect();
         }

@@ -112,6 +112,13 @@ impl Executor {
         crate::sys::landlock_abi()
     }
 
+    /// Whether commands whose network is not the host's can have Unix sockets of their own here: the socket broker
+    /// (Linux x86_64, kernel 5.9) connects a session's own sockets and refuses the host's
+    /// ([`crate::ExecResult::refused_sockets`]). Without it they cannot make a Unix socket at all.
+    pub fn unix_socket_broker() -> bool {
+        crate::sys::unix_socket_broker()
+    }
+
     /// Runs one pass of the reaper now (release of ended trees, retention and the per-session limits), instead of
     /// waiting for its next period: for tests that check what a pass leaves, without sleeping for it.
     #[doc(hidden)]
@@ -304,6 +311,7 @@ impl Executor {
             spawn_micros: proc.spawn_micros,
             listening: Vec::new(),
             confinement: proc.confinement.clone(),
+            refused_sockets: proc.refusals.paths(),
         }
     }
 
@@ -501,6 +509,7 @@ impl Executor {
             cleaned: AtomicBool::new(false),
             spawn_micros,
             confinement,
+            refusals: spawned.refusals,
             interactive: spawned.stdin.is_some(),
             terminal: spawned.terminal,
             input: Mutex::new(input_sink(&id, spawned.stdin)),

@@ -90,6 +90,10 @@ pub struct Confinement {
     /// System calls it may not make (they fail with `EPERM`), by name: see [`DEFAULT_DENIED_SYSCALLS`] for the ones
     /// that can be named. Empty: no filter.
     pub deny_syscalls: Vec<String>,
+    /// Unix sockets of the host (absolute paths, e.g. an ssh-agent's) the command may still connect to when its
+    /// network is not the host's; every other socket that is not its session's own stays out of reach. A path that
+    /// is not a socket when the command starts is skipped. Linux (the socket broker) only.
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 /// System calls a confined command is refused by default: tracing or reading other processes' memory (`ptrace`,
@@ -135,6 +139,7 @@ impl Confinement {
             network,
             allow: Vec::new(),
             deny_syscalls: Vec::new(),
+            unix_sockets: Vec::new(),
         }
     }
 

@@ -40,6 +40,8 @@ pub(crate) struct Proc {
     pub(crate) spawn_micros: u64,
     /// The confinement that held for it.
     pub(crate) confinement: crate::results::Enforced,
+    /// The Unix sockets its connects were refused (recorded by the broker as they happen).
+    pub(crate) refusals: crate::results::Refusals,
     /// Started with an open stdin (a pipe or a terminal).
     pub(crate) interactive: bool,
     /// Runs on a pseudo-terminal.

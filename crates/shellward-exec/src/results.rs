@@ -118,6 +118,33 @@ pub struct ExecResult {
     pub listening: Vec<String>,
     /// The confinement that held for the command.
     pub confinement: Enforced,
+    /// Unix sockets at a path the command tried to connect to and was refused, because they are not its session's
+    /// (a host socket such as `/var/run/docker.sock`, or another session's) under a network other than the host's;
+    /// at most eight, in the order refused. The sandbox saw each refusal itself: nothing is read from the output.
+    pub refused_sockets: Vec<PathBuf>,
+}
+
+/// Where the Unix socket broker records one command's refused paths (`ExecResult::refused_sockets`).
+#[derive(Clone, Default, Debug)]
+pub(crate) struct Refusals(std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>);
+
+impl Refusals {
+    /// At most this many refused paths are kept per command.
+    const MAX: usize = 8;
+
+    /// Records a refused path (once).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn push(&self, path: PathBuf) {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if v.len() < Self::MAX && !v.contains(&path) {
+            v.push(path);
+        }
+    }
+
+    /// The paths refused so far.
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// One entry of [`Executor::list`](crate::Executor::list).

@@ -7,6 +7,7 @@
 #![cfg(unix)]
 #![deny(missing_docs)]
 
+pub mod compat;
 pub mod node;
 pub mod python;
 

@@ -81,6 +81,11 @@ pub struct ConfinementConfig {
     pub proxy_hosts: std::collections::HashMap<String, Vec<std::net::IpAddr>>,
     /// System calls commands may not make (they fail with `EPERM`).
     pub deny_syscalls: Vec<String>,
+    /// Host Unix sockets commands may still connect to when their network is not the host's (`[confinement]
+    /// unix_sockets`): entries as written — `/path`, `~/path`, or `$NAME`, a variable of shellward's own environment
+    /// naming one (`$SSH_AUTH_SOCK`), expanded per command and skipped when unset. A session's own sockets need no
+    /// entry; every other host socket stays cut.
+    pub unix_sockets: Vec<String>,
     /// The widest network a policy may give a command (`None`: `network`, so policies may only narrow).
     pub max_network: Option<Network>,
     /// With `max_network` [`Network::Allow`]: the destinations a policy may allow.
@@ -106,6 +111,7 @@ impl Default for ConfinementConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            unix_sockets: Vec::new(),
             max_network: None,
             max_writable: None,
             allow: Vec::new(),
@@ -138,7 +144,13 @@ impl ConfinementConfig {
         } else {
             c
         };
-        c.deny_syscalls(self.deny_syscalls.iter().cloned())
+        let mut c = c.deny_syscalls(self.deny_syscalls.iter().cloned());
+        c.unix_sockets = self
+            .unix_sockets
+            .iter()
+            .filter_map(|e| expand_socket(e))
+            .collect();
+        c
     }
 
     /// What policies see of `plan` (a command's confinement from [`for_command`](Self::for_command)) and the
@@ -173,6 +185,17 @@ impl ConfinementConfig {
             },
         );
         (view, ceiling)
+    }
+}
+
+/// A `[confinement] unix_sockets` entry as a path: `$NAME` from shellward's environment (absolute values only), `~/`
+/// expanded; `None` when it names nothing.
+fn expand_socket(entry: &str) -> Option<PathBuf> {
+    match entry.strip_prefix('$') {
+        Some(name) => std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute()),
+        None => expand_home(entry),
     }
 }
 
@@ -236,7 +259,10 @@ pub(crate) fn to_exec(
     } else {
         c
     };
-    Ok(c.deny_syscalls(base.deny_syscalls.iter().cloned()))
+    // The operator's: a policy neither widens nor drops them.
+    let mut c = c.deny_syscalls(base.deny_syscalls.iter().cloned());
+    c.unix_sockets.clone_from(&base.unix_sockets);
+    Ok(c)
 }
 
 /// `~/rest` under the home directory; other paths as they are. `None` for `~/…` without a home directory.
@@ -401,6 +427,23 @@ const NETWORK_REFUSED: &[&str] = &[
     "EAI_AGAIN",
 ];
 
+/// The note for Unix sockets the sandbox saw refused (`ExecResult::refused_sockets`: not the session's own) under
+/// `network`; `None` when there were none.
+pub(crate) fn socket_refusal_note(network: Network, refused: &[PathBuf]) -> Option<String> {
+    if refused.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Refused by the sandbox ([confinement] network = \"{}\"): connecting to the Unix socket {}, which is not \
+         this session's (a socket of the host, or of another session, is out of reach with this network). Sockets \
+         the session's own commands create — in the working directory, the writable paths or /tmp — connect as \
+         usual, also from one command to the next. If the task needs that socket, ask the user to allow it: \
+         network = \"host\" in [confinement] (or for this command), or run it outside the sandbox.",
+        network.as_str(),
+        some_paths(refused, 4)
+    ))
+}
+
 /// A note for a failed command whose output shows the sandbox refused it something: what was refused (the paths the
 /// refusals name, checked against the rules — a path inside the writable ones was refused by something else, and is
 /// not blamed on the sandbox), which rule refused it, and what to do. `workdir` resolves relative paths.
@@ -447,9 +490,10 @@ pub(crate) fn refusal_note(
     {
         return Some(format!(
             "Refused by the sandbox ([confinement] network = \"{}\"): with this network a command cannot create a \
-             Unix socket either (socket(AF_UNIX) fails with \"Operation not permitted\"), so programs that make one \
-             of their own — tmux, ssh-agent, gpg-agent, Python's forkserver — cannot run here. Avoid the socket \
-             (Python: the fork start method), or ask the user for network = \"host\".",
+             datagram Unix socket (socket(AF_UNIX, SOCK_DGRAM) fails with \"Operation not permitted\"; stream \
+             sockets of its own work), and where the sandbox cannot check connects (another architecture, an old \
+             kernel, a sandbox inside a sandbox) no Unix socket at all. Use a stream socket, or ask the user for \
+             network = \"host\".",
             held.network.as_str()
         ));
     }
@@ -507,6 +551,7 @@ mod tests {
             deny_read: vec![],
             network: Network::None,
             deny_syscalls: vec!["ptrace".into()],
+            unix_sockets: vec![],
             max_network: None,
             max_writable: None,
             allow: Vec::new(),
@@ -616,6 +661,16 @@ mod tests {
         let note = note_for("unix_listener: socket: Operation not permitted").unwrap();
         assert!(
             note.contains("Unix socket") && note.contains("network = \"host\""),
+            "{note}"
+        );
+        // Refused connects the sandbox saw are named, whatever the output said.
+        assert!(socket_refusal_note(Network::None, &[]).is_none());
+        let note =
+            socket_refusal_note(Network::Loopback, &[PathBuf::from("/run/docker.sock")]).unwrap();
+        assert!(
+            note.contains("/run/docker.sock")
+                && note.contains("network = \"loopback\"")
+                && note.contains("network = \"host\""),
             "{note}"
         );
         let note = note_for("curl: (6) Could not resolve host: example.com").unwrap();

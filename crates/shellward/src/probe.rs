@@ -35,6 +35,11 @@ pub struct SandboxProbe {
     /// Undo (`Executor::undo`) of a recorded command that changed a file in a scratch directory: `Ok` when the file
     /// was put back as it was; why not otherwise (the platform, `[changes]` turned off, or what went wrong).
     pub undo: Result<(), String>,
+    /// Unix sockets under `network = "none"`: `Ok(true)` when a probe command's own socket connected and a socket of
+    /// the probe's (the host's) was refused and reported, `Ok(false)` when the socket broker is here but the probe
+    /// could not run (no `python3` to make a socket with); why not otherwise (no broker on this platform or kernel:
+    /// such commands cannot make a Unix socket at all, or what went wrong).
+    pub unix_sockets: Result<bool, String>,
 }
 
 impl SandboxProbe {
@@ -76,6 +81,7 @@ impl SandboxProbe {
         };
         let preview = Self::preview(executor, &scratch.path().join("in")).await;
         let undo = Self::undo(executor, &scratch.path().join("out")).await;
+        let unix_sockets = Self::unix_sockets(executor, scratch.path()).await;
         Ok(SandboxProbe {
             pid_namespaces: executor.pid_namespaces(),
             containment: executor.containment(),
@@ -85,7 +91,67 @@ impl SandboxProbe {
             confined,
             preview,
             undo,
+            unix_sockets,
         })
+    }
+
+    /// The Unix socket probe (see [`SandboxProbe::unix_sockets`]) in `dir` (its `in` writable to the command).
+    async fn unix_sockets(executor: &Executor, dir: &std::path::Path) -> Result<bool, String> {
+        if !Executor::unix_socket_broker() {
+            return Err(
+                "no socket broker here (it needs Linux on x86_64 and kernel 5.9): with network none, loopback or \
+                 allow a command cannot make a Unix socket at all"
+                    .into(),
+            );
+        }
+        #[cfg(unix)]
+        return Self::unix_socket_probe(executor, dir).await;
+        #[cfg(not(unix))]
+        {
+            let _ = (executor, dir);
+            Ok(false)
+        }
+    }
+
+    /// [`unix_sockets`](Self::unix_sockets) where there is a broker.
+    #[cfg(unix)]
+    async fn unix_socket_probe(executor: &Executor, dir: &std::path::Path) -> Result<bool, String> {
+        let python = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .any(|d| d.join("python3").is_file());
+        if !python {
+            return Ok(false);
+        }
+        let host = dir.join("out").join("host.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&host)
+            .map_err(|e| format!("cannot bind {}: {e}", host.display()))?;
+        let inside = dir.join("in");
+        let mut plan = ExecPlan::new(format!(
+            "python3 -c \"
+import socket, threading
+s = socket.socket(socket.AF_UNIX); s.bind('own.sock'); s.listen()
+threading.Thread(target=lambda: s.accept(), daemon=True).start()
+socket.socket(socket.AF_UNIX).connect('own.sock'); print('own')
+try:
+    socket.socket(socket.AF_UNIX).connect('{}'); print('host reached')
+except OSError:
+    print('host refused')
+\"",
+            host.display()
+        ));
+        plan.session = Some(PROBE_SESSION.into());
+        plan.workdir = Some(inside.clone());
+        plan.confinement = Confinement::new(Some(vec![inside]), Network::None);
+        let r = executor.execute(plan).await.map_err(|e| e.to_string())?;
+        drop(listener);
+        if r.output.text == "own\nhost refused\n" && r.refused_sockets == [host] {
+            Ok(true)
+        } else {
+            Err(format!(
+                "the probe printed {:?} (refused: {:?}) instead of its own socket connecting and the host's refused: \
+                 report this as a bug",
+                r.output.text, r.refused_sockets
+            ))
+        }
     }
 
     /// The undo probe (see [`SandboxProbe::undo`]) in `dir`.

@@ -304,6 +304,7 @@ impl Shellward {
             }
         }
         let held = r.confinement.clone();
+        let refused_sockets = r.refused_sockets.clone();
         let exit = r.exit.clone();
         let unwritable = workdir
             .as_deref()
@@ -318,7 +319,10 @@ impl Shellward {
             &self.inner.runner.deny_read,
             self.inner.runner.executor.pid_namespaces(),
         );
-        if !result.success
+        // What the sandbox saw refused, said whatever the command made of it; else what its output shows.
+        if let Some(note) = confinement::socket_refusal_note(held.network, &refused_sockets) {
+            result.notes.push(note);
+        } else if !result.success
             && !result.running
             && let Some(note) =
                 confinement::refusal_note(&asked, &held, &result.output, workdir.as_deref())

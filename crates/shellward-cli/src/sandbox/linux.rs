@@ -26,6 +26,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         confined,
         preview,
         undo,
+        unix_sockets,
         ..
     } = probe;
     let own_ns = std::fs::read_link("/proc/self/ns/pid")
@@ -47,6 +48,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
     print_privileges(no_new_privs, uid, caps);
     print_containment(containment, limit, config);
     print_confinement(&confined, abi);
+    print_unix_sockets(&unix_sockets);
     line(
         preview.is_ok(),
         "preview (copy-on-write view)",
@@ -240,13 +242,6 @@ fn print_confinement(confined: &std::result::Result<(bool, String), String>, abi
                     "a command asking for no network still saw the host's: report this as a bug"
                 },
             );
-            line(
-                own,
-                "host Unix sockets cut",
-                "with network none, loopback or allow a command cannot make a Unix socket (seccomp), so no socket at \
-                 a path (docker.sock, a database's, an agent's) is reached; socketpair works; network = \"host\" \
-                 keeps them",
-            );
         }
         Err(e) => {
             line(
@@ -260,6 +255,27 @@ fn print_confinement(confined: &std::result::Result<(bool, String), String>, abi
                 &format!("a command with network = \"none\" cannot start here: {e}"),
             );
         }
+    }
+}
+
+/// Unix sockets under a network other than the host's: the session's own connect, the host's are cut.
+fn print_unix_sockets(probe: &std::result::Result<bool, String>) {
+    match probe {
+        Ok(probed) => line(
+            true,
+            "host Unix sockets cut, own ones work",
+            &format!(
+                "with network none, loopback or allow a command's own Unix sockets (tmux, ssh-agent, gpg-agent, \
+                 Python's forkserver) connect, and a host socket (docker.sock, a database's, your agent's) is \
+                 refused and named to the agent; [confinement] unix_sockets lets named host sockets through{}",
+                if *probed {
+                    ""
+                } else {
+                    " (not probed: no python3 to make a socket with)"
+                }
+            ),
+        ),
+        Err(e) => line(false, "host Unix sockets cut, own ones work", e),
     }
 }
 

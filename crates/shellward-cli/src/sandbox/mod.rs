@@ -95,20 +95,129 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
 
 /// The platform's report (printed, or collected for `--json`); exit 0 when commands get a session sandbox.
 fn check_platform(args: &CheckArgs) -> Result<ExitCode> {
-    let config = match &args.config {
-        Some(file) => {
-            shellward::Config::load(file)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .executor
-        }
-        None => shellward::exec::ExecutorConfig::default(),
+    let full = match &args.config {
+        Some(file) => shellward::Config::load(file).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => shellward::Config::default(),
     };
+    let config = &full.executor;
     #[cfg(windows)]
-    return windows::check(&config);
+    let code = windows::check(config)?;
     #[cfg(all(unix, not(target_os = "linux")))]
-    return bsd::check(&config);
+    let code = bsd::check(config)?;
     #[cfg(target_os = "linux")]
-    linux::check(&config)
+    let code = linux::check(config)?;
+    ordinary_work(&full.confinement);
+    Ok(code)
+}
+
+/// Where everyday tools write or connect, each with whether this configuration's `[confinement]` lets a command do
+/// it and, where not, what to change.
+fn ordinary_work(c: &shellward::ConfinementConfig) {
+    use shellward::exec::Network;
+    let workdir = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    let plan = c.for_command(&workdir);
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let expand = |p: &str| match (p.strip_prefix("~/"), &home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ => std::path::PathBuf::from(p),
+    };
+    let writable = |p: &std::path::Path| {
+        plan.writable
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|root| p.starts_with(root)))
+    };
+    let tools: &[(&str, &[&str])] = &[
+        (
+            "cargo build, cargo install",
+            &["~/.cargo/registry", "~/.cargo/git", "~/.cargo/bin"],
+        ),
+        (
+            "pip install --user, uv, pipx",
+            &[
+                "~/.cache",
+                "~/.local/lib",
+                "~/.local/bin",
+                "~/.local/share/uv",
+            ],
+        ),
+        (
+            "npm, yarn, pnpm caches",
+            &["~/.npm", "~/.yarn", "~/.pnpm-store"],
+        ),
+        (
+            "go build, go install",
+            &["~/.cache", "~/go/pkg", "~/go/bin"],
+        ),
+        (
+            "maven, gradle",
+            &["~/.m2/repository", "~/.gradle/caches", "~/.gradle/wrapper"],
+        ),
+        ("ccache", &["~/.ccache"]),
+        ("temporary files", &["/tmp", "/var/tmp"]),
+    ];
+    for (tool, paths) in tools {
+        let missing: Vec<String> = paths
+            .iter()
+            .map(|p| expand(p))
+            .filter(|p| !writable(p))
+            .map(|p| p.display().to_string())
+            .collect();
+        line(
+            missing.is_empty(),
+            &format!("{tool} (ordinary work)"),
+            &if missing.is_empty() {
+                format!("writable ({})", paths.join(", "))
+            } else {
+                format!(
+                    "not writable: {}; add {} to [confinement] writable",
+                    missing.join(", "),
+                    if missing.len() == 1 { "it" } else { "them" }
+                )
+            },
+        );
+    }
+    line(
+        true,
+        "/dev, /dev/shm, pipes, ptys (ordinary work)",
+        "/dev/null, /dev/zero, /dev/tty, /dev/ptmx, /dev/pts and /dev/shm are always writable",
+    );
+    let cut = c.network != Network::Host;
+    line(
+        true,
+        "tmux, ssh-agent, gpg-agent, a test's own socket (ordinary work)",
+        if cut {
+            "a command's own Unix sockets connect (network is not the host's: host sockets are cut)"
+        } else {
+            "Unix sockets connect (network = \"host\")"
+        },
+    );
+    let docker = std::path::Path::new("/var/run/docker.sock");
+    let named = |p: &std::path::Path| plan.unix_sockets.iter().any(|s| s == p);
+    line(
+        !cut || named(docker),
+        "docker, your ssh-agent: host sockets (ordinary work)",
+        &if !cut {
+            "reached (network = \"host\")".to_string()
+        } else {
+            format!(
+                "cut with network = \"{}\": name them in [confinement] unix_sockets (e.g. [\"/var/run/docker.sock\", \
+                 \"$SSH_AUTH_SOCK\"]){}",
+                c.network.as_str(),
+                if plan.unix_sockets.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; named now: {}",
+                        plan.unix_sockets
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            )
+        },
+    );
 }
 
 #[cfg(target_os = "linux")]

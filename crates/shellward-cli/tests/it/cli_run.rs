@@ -398,6 +398,46 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         "{stdout}"
     );
     assert!(stdout.contains("no   other sessions' output"), "{stdout}");
+
+    // The ordinary-work lines read the configuration: what a tool needs that it does not give, and what to change.
+    let config = crate::cli::write_file(
+        dir.path(),
+        "narrow.toml",
+        "[confinement]\nnetwork = \"none\"\nwritable = [\"$WORKDIR\", \"/tmp\", \"/var/tmp\"]\n",
+    );
+    let out = crate::cli::shellward(&[])
+        .args(["sandbox", "check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = crate::cli::stdout(&out);
+    let cargo = stdout
+        .lines()
+        .find(|l| l.contains("cargo build, cargo install (ordinary work)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        cargo.starts_with("no ")
+            && cargo.contains(".cargo/bin")
+            && cargo.contains("add them to [confinement] writable"),
+        "{cargo}"
+    );
+    assert!(
+        stdout.contains("yes  temporary files (ordinary work)"),
+        "{stdout}"
+    );
+    let docker = stdout
+        .lines()
+        .find(|l| l.contains("host sockets (ordinary work)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        docker.starts_with("no ") && docker.contains("[confinement] unix_sockets"),
+        "{docker}"
+    );
+    assert!(
+        stdout.contains(
+            "yes  tmux, ssh-agent, gpg-agent, a test's own socket (ordinary work): a command's own"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@ mod cli;
 
 mod cli_audit;
 mod cli_coder;
+mod cli_compat;
 mod cli_config;
 mod cli_mcp;
 mod cli_oci;

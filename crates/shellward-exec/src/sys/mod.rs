@@ -22,7 +22,7 @@ pub(crate) mod linux;
 pub(crate) use linux::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, input_identity,
     is_input_gone, landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal,
-    wait_leader,
+    unix_socket_broker, wait_leader,
 };
 
 #[cfg(target_os = "linux")]
@@ -40,7 +40,7 @@ pub use bsd::init_main_if_requested;
 pub(crate) use bsd::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, input_identity,
     is_input_gone, landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal,
-    wait_leader,
+    unix_socket_broker, wait_leader,
 };
 
 #[cfg(windows)]
@@ -51,7 +51,7 @@ pub use windows::init_main_if_requested;
 pub(crate) use windows::{
     BaseEnv, InputSink, Leader, Platform, SpawnEnv, Stream, Tree, files, is_input_gone,
     landlock_abi, log_skeleton, own_pids_dir, pipe_reader, read_terminal, signal_name,
-    signal_number, wait_leader,
+    signal_number, unix_socket_broker, wait_leader,
 };
 
 /// The name of signal `n` (`SIGKILL`), when this platform names it.

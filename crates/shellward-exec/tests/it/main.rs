@@ -14,3 +14,4 @@ mod session;
 mod supervisor;
 mod trust;
 mod undo;
+mod unix_sockets;

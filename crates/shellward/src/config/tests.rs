@@ -617,3 +617,42 @@ fn approvals_take_durations_of_a_second_or_more_and_a_reviewer_program_that_exis
         );
     }
 }
+
+#[test]
+fn unix_sockets_take_paths_and_variables_and_name_a_bad_entry() {
+    let c = Config::parse(
+        "[confinement]\nnetwork = \"none\"\nunix_sockets = [\"$SSH_AUTH_SOCK\", \"~/agent.sock\", \"/run/a.sock\"]\n",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(
+        c.confinement.unix_sockets,
+        ["$SSH_AUTH_SOCK", "~/agent.sock", "/run/a.sock"]
+    );
+    // Expanded per command: a variable that is unset names nothing, `~/` is the home directory.
+    let plan = c.confinement.for_command(Path::new("/w"));
+    assert!(
+        plan.unix_sockets.contains(&PathBuf::from("/run/a.sock")),
+        "{plan:?}"
+    );
+    assert_eq!(
+        plan.unix_sockets.len(),
+        1 + usize::from(dirs::home_dir().is_some())
+            + usize::from(
+                std::env::var_os("SSH_AUTH_SOCK").is_some_and(|v| Path::new(&v).is_absolute())
+            ),
+        "{plan:?}"
+    );
+    let p = problems("[confinement]\nunix_sockets = [\"agent.sock\", \"$\", 3]\n");
+    let keys: Vec<&str> = p.iter().map(|s| s.split(':').next().unwrap()).collect();
+    assert!(keys.contains(&"confinement.unix_sockets[0]"), "{p:#?}");
+    assert!(keys.contains(&"confinement.unix_sockets[1]"), "{p:#?}");
+    assert!(
+        p.iter().any(|s| s.contains("not an absolute path")),
+        "{p:#?}"
+    );
+    assert_eq!(
+        Config::default().confinement.unix_sockets,
+        Vec::<String>::new()
+    );
+}

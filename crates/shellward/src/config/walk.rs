@@ -176,6 +176,7 @@ impl Walker {
                     "writable",
                     "deny_read",
                     "deny_syscalls",
+                    "unix_sockets",
                     "max_network",
                     "max_writable",
                     "proxy_hosts",

@@ -393,31 +393,84 @@ async fn the_default_writable_paths_cover_installs_and_not_startup_files() {
     assert!(survivors(&mark).is_empty());
 }
 
-/// Under a network other than the host's a command cannot make a Unix socket of its own; the agent is told so — the
-/// rule, which programs that breaks, and what to do — instead of reading a bare "Operation not permitted".
+/// Under a network other than the host's a command's own Unix sockets work (made and connected in its working
+/// directory), a host socket is refused and the agent is told which one, by which rule, and what to do — from the
+/// refusal the sandbox saw, also when the program swallowed the error — and a host socket the operator names in
+/// `[confinement] unix_sockets` is reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_unix_socket_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let mark = new_mark();
-    let sw = build(dir.path(), &mark, "network = \"none\"", "");
-    let r = sw
-        .without_session()
-        .execute(
-            exec("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('s.sock')\""),
-            ExecuteOptions::new(),
-        )
-        .await
-        .unwrap();
-    assert_ne!(r.exit_code, Some(0), "{r:?}");
-    let note = r
-        .notes
-        .iter()
-        .find(|n| n.contains("Unix socket"))
-        .unwrap_or_else(|| panic!("{:?}", r.notes));
-    assert!(
-        note.contains("network = \"none\"") && note.contains("network = \"host\""),
-        "{note}"
+    let serve = |path: std::path::PathBuf| {
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                use std::io::Write;
+                let _ = c.write_all(b"host-answered");
+            }
+        });
+    };
+    let (host, named) = (dir.path().join("host.sock"), dir.path().join("agent.sock"));
+    serve(host.clone());
+    serve(named.clone());
+    let sw = build(
+        dir.path(),
+        &mark,
+        &format!(
+            "network = \"none\"\nunix_sockets = [\"{}\"]",
+            named.display()
+        ),
+        "",
     );
+    let run = |command: String| {
+        let sw = &sw;
+        async move {
+            sw.without_session()
+                .execute(exec(&command), ExecuteOptions::new())
+                .await
+                .unwrap()
+        }
+    };
+    let own = "python3 -c \"
+import socket, threading
+s = socket.socket(socket.AF_UNIX); s.bind('own.sock'); s.listen()
+threading.Thread(target=lambda: s.accept()[0].sendall(b'own-answered')).start()
+c = socket.socket(socket.AF_UNIX); c.connect('own.sock'); print(c.recv(20).decode())
+\"";
+    let r = run(own.into()).await;
+    assert_eq!(r.output, "own-answered\n", "{r:?}");
+    assert!(!r.notes.iter().any(|n| n.contains("Unix socket")), "{r:?}");
+    let connect = |path: &std::path::Path, swallow: bool| {
+        format!(
+            "python3 -c \"
+import socket, sys
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect('{}'); print(c.recv(20).decode())
+except OSError as e:
+    print(type(e).__name__); sys.exit({})
+\"",
+            path.display(),
+            if swallow { 0 } else { 1 }
+        )
+    };
+    for swallow in [false, true] {
+        let r = run(connect(&host, swallow)).await;
+        assert_eq!(r.output, "PermissionError\n", "{r:?}");
+        let note = r
+            .notes
+            .iter()
+            .find(|n| n.contains("Unix socket"))
+            .unwrap_or_else(|| panic!("{:?}", r.notes));
+        assert!(
+            note.contains("host.sock")
+                && note.contains("network = \"none\"")
+                && note.contains("network = \"host\""),
+            "{note}"
+        );
+    }
+    let r = run(connect(&named, false)).await;
+    assert_eq!(r.output, "host-answered\n", "{r:?}");
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }

@@ -78,6 +78,12 @@ pub(crate) fn log_skeleton(
 }
 
 /// No Landlock here: 0.
+/// Whether commands without the host's network can have Unix sockets of their own (see
+/// `Executor::unix_socket_broker`).
+pub(crate) fn unix_socket_broker() -> bool {
+    false
+}
+
 pub(crate) fn landlock_abi() -> i32 {
     0
 }

@@ -45,6 +45,8 @@ pub(crate) struct Spawned {
     pub(crate) network_enforced: bool,
     /// No filtering proxy here: an allow-list network is refused.
     pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
+    /// The Unix sockets its connects were refused (Linux's socket broker records them).
+    pub(crate) refusals: crate::results::Refusals,
 }
 
 /// A spawned leader process.
@@ -184,6 +186,7 @@ impl Platform {
             syscalls_filtered: false,
             network_enforced,
             proxy_listener: None,
+            refusals: Default::default(),
         })
     }
 

@@ -110,6 +110,8 @@ pub(crate) const STEP_LANDLOCK: i32 = 8;
 /// Installing the system-call filter (seccomp) failed.
 pub(crate) const STEP_SECCOMP: i32 = 9;
 /// Making read-only path `n` failed: this plus `n`.
+/// Handing the command's connects to the Unix socket broker (`sys::linux::unix_broker`).
+pub(crate) const STEP_UNIX_BROKER: i32 = 12;
 pub(crate) const STEP_READ_ONLY: i32 = 100;
 /// Hiding path `n` failed: this plus `n`.
 pub(crate) const STEP_HIDDEN: i32 = 100_000;
@@ -274,6 +276,9 @@ impl Hardening {
             STEP_LANDLOCK => "cannot confine the command's writes (Landlock)".to_string(),
             STEP_OVERLAY_SCRATCH => "cannot cover the preview's layer directory in its sandbox".to_string(),
             STEP_SECCOMP => "cannot install the command's system-call filter (seccomp)".to_string(),
+            STEP_UNIX_BROKER => "cannot hand the command's Unix socket connects to the broker (a seccomp filter \
+                                 with a user-notification listener; its network is not the host's)"
+                .to_string(),
             STEP_LOGS => format!(
                 "cannot cover the log directories ({}) in the session's sandbox, keeping only its own",
                 self.log_root

@@ -121,6 +121,10 @@ struct ChildArgs {
     /// The seccomp program to install last (null: none).
     seccomp_filter: *const libc::c_void,
     seccomp_len: usize,
+    /// With a network other than the host's: where the child sends its Unix socket broker's listener (-1: none), and
+    /// the broker's filters.
+    broker_fd: RawFd,
+    broker_programs: *const super::unix_broker::Programs,
     /// The helper of a start in an unprivileged sandbox (`hop_main`): the namespaces it enters, the clone of the
     /// command it makes, where that clone's pidfd lands, and the pipe it reports on.
     hop_user_ns: RawFd,
@@ -238,6 +242,19 @@ extern "C" fn child_main(arg: *mut ChildArgs) -> ! {
         // Last, its system-call filter.
         if let Err(f) = super::child_setup::restrict_syscalls(a.seccomp_filter, a.seccomp_len) {
             hardening_failed(a, f);
+        }
+        // And, with a network other than the host's, the filter whose connects the broker answers.
+        if a.broker_fd >= 0
+            && !a.broker_programs.is_null()
+            && let Err(errno) = super::unix_broker::hand_over(&*a.broker_programs, a.broker_fd)
+        {
+            hardening_failed(
+                a,
+                super::child_setup::Failure {
+                    step: super::child_setup::STEP_UNIX_BROKER,
+                    errno,
+                },
+            );
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -496,6 +513,11 @@ fn child_args(req: &FastSpawn<'_>) -> ChildArgs {
         landlock_fd: req.around.landlock_fd,
         seccomp_filter: req.around.seccomp.0,
         seccomp_len: req.around.seccomp.1,
+        broker_fd: req.around.broker.map_or(-1, |(fd, _)| fd),
+        broker_programs: req
+            .around
+            .broker
+            .map_or(std::ptr::null(), |(_, p)| p as *const _),
         hop_user_ns: -1,
         hop_mnt_ns: -1,
         hop_pid_ns: -1,
@@ -774,6 +796,9 @@ pub(crate) struct Around<'a> {
     pub(crate) landlock_fd: RawFd,
     /// Its seccomp program (instructions, count); null for none.
     pub(crate) seccomp: (*const libc::c_void, usize),
+    /// With a network other than the host's: the socket the child sends its Unix socket broker's listener over, and
+    /// the broker's filters (`sys::linux::unix_broker`).
+    pub(crate) broker: Option<(RawFd, &'a super::unix_broker::Programs)>,
 }
 
 impl<'a> Around<'a> {
@@ -790,6 +815,7 @@ impl<'a> Around<'a> {
             proxy_fd: -1,
             landlock_fd: -1,
             seccomp: (std::ptr::null(), 0),
+            broker: None,
         }
     }
 }

@@ -42,6 +42,7 @@ mod spawn_job;
 mod stale;
 mod started;
 mod tree;
+pub(crate) mod unix_broker;
 mod watchdog;
 
 pub(crate) use super::ContainmentKind;
@@ -69,6 +70,12 @@ pub(crate) fn input_identity(fd: std::os::fd::RawFd, terminal: bool) -> Option<(
 }
 
 /// The Landlock ABI version of the running kernel (0: none).
+/// Whether commands without the host's network can have Unix sockets of their own (see
+/// `Executor::unix_socket_broker`).
+pub(crate) fn unix_socket_broker() -> bool {
+    unix_broker::available()
+}
+
 pub(crate) fn landlock_abi() -> i32 {
     landlock::kernel_abi()
 }

@@ -84,6 +84,8 @@ pub(crate) struct Spawned {
     /// A proxied command's listener on its proxy address, in its network namespace, to serve on the host's; `true`
     /// when the namespace became its session's (served until the session's sandbox ends, not the command).
     pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
+    /// The Unix sockets its connects were refused (Linux's socket broker records them).
+    pub(crate) refusals: crate::results::Refusals,
 }
 
 impl Platform {
@@ -312,20 +314,28 @@ impl Platform {
         }))?;
         // Awaited, never blocked on: the runtime's threads must keep driving I/O while the spawner forks.
         let result = result.await.map_err(|_| stopped())?;
-        let (leader, streams, sandbox_init, writes_confined, proxy_listener) = match result {
-            Ok((mut unclaimed, streams, sandbox_init, writes_confined, listener)) => {
-                match unclaimed.0.take() {
-                    Some(leader) => (leader, streams, sandbox_init, writes_confined, listener),
-                    None => return Err(stopped()),
+        let (leader, streams, sandbox_init, writes_confined, proxy_listener, refusals) =
+            match result {
+                Ok((mut unclaimed, streams, sandbox_init, writes_confined, listener, refusals)) => {
+                    match unclaimed.0.take() {
+                        Some(leader) => (
+                            leader,
+                            streams,
+                            sandbox_init,
+                            writes_confined,
+                            listener,
+                            refusals,
+                        ),
+                        None => return Err(stopped()),
+                    }
                 }
-            }
-            Err(e) => {
-                if let Some(cg) = &cgroup {
-                    cg.remove();
+                Err(e) => {
+                    if let Some(cg) = &cgroup {
+                        cg.remove();
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-        };
+            };
         let pgid = leader.pid();
         let marker = format!("{TREE_VAR}={marker}");
         let tree = match cgroup {
@@ -358,6 +368,7 @@ impl Platform {
             syscalls_filtered,
             network_enforced: true,
             proxy_listener,
+            refusals,
         })
     }
 

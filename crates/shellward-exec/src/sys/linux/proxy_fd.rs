@@ -61,27 +61,65 @@ pub(crate) fn proxy_listener(channel: RawFd) -> Result<(), i32> {
             libc::close(sock);
             return Err(e);
         }
-        let (mut byte, mut control) = ([0u8; 1], Control([0; 64]));
-        let mut iov = one_byte(&mut byte);
-        let mut msg = message(&mut iov, &mut control);
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), sock);
-        let sent = libc::sendmsg(channel, &msg, libc::MSG_NOSIGNAL) == 1;
-        let e = errno();
+        let sent = send_fds(channel, &[sock]);
         // The executor has its own copy now; this process must not keep the listener (the command would inherit it).
         libc::close(sock);
-        if sent { Ok(()) } else { Err(e) }
+        sent
     }
 }
 
+/// Sends `fds` (at most [`MAX_FDS`]) over `channel` as one `SCM_RIGHTS` message with one byte of data. Returns the
+/// errno on failure. Async-signal-safe: one sendmsg on stack memory.
+pub(crate) fn send_fds(channel: RawFd, fds: &[RawFd]) -> Result<(), i32> {
+    if fds.is_empty() || fds.len() > MAX_FDS {
+        return Err(libc::EINVAL);
+    }
+    let size = std::mem::size_of_val(fds) as u32;
+    // SAFETY: the message is laid out in stack buffers: one control message sized by CMSG_SPACE for `fds`, which fits
+    // in `Control` (64 bytes hold CMSG_SPACE of four ints).
+    unsafe {
+        let (mut byte, mut control) = ([0u8; 1], Control([0; 64]));
+        let mut iov = one_byte(&mut byte);
+        let mut msg = message(&mut iov, &mut control);
+        msg.msg_controllen = libc::CMSG_SPACE(size) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size) as _;
+        let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+        for (i, &fd) in fds.iter().enumerate() {
+            std::ptr::write_unaligned(data.add(i), fd);
+        }
+        if libc::sendmsg(channel, &msg, libc::MSG_NOSIGNAL) == 1 {
+            Ok(())
+        } else {
+            Err(*libc::__errno_location())
+        }
+    }
+}
+
+/// Most descriptors one message carries.
+pub(crate) const MAX_FDS: usize = 4;
+
 /// In the executor, after a [`NET_PROXIED`] spawn: the listener the child sent over `channel`, if it did.
 pub(crate) fn receive_listener(channel: RawFd) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: recvmsg into stack buffers laid out as in `proxy_listener`; a received descriptor is owned from here.
+    let [fd] = receive_fds::<1>(channel).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            std::io::Error::other("the command's process did not hand over its proxy listener")
+        } else {
+            e
+        }
+    })?;
+    Ok(fd)
+}
+
+/// The `N` descriptors (at most [`MAX_FDS`]) a child sent over `channel` with [`send_fds`], if it did (without
+/// waiting: it sent before exec). A message with another count is refused (`InvalidData`), its descriptors closed.
+pub(crate) fn receive_fds<const N: usize>(
+    channel: RawFd,
+) -> std::io::Result<[std::os::fd::OwnedFd; N]> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: recvmsg into stack buffers laid out as in `send_fds`; every received descriptor is owned from here.
     unsafe {
         let (mut byte, mut control) = ([0u8; 1], Control([0; 64]));
         let mut iov = one_byte(&mut byte);
@@ -99,11 +137,23 @@ pub(crate) fn receive_listener(channel: RawFd) -> std::io::Result<std::os::fd::O
             || (*cmsg).cmsg_level != libc::SOL_SOCKET
             || (*cmsg).cmsg_type != libc::SCM_RIGHTS
         {
-            return Err(std::io::Error::other(
-                "the command's process did not hand over its proxy listener",
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "no descriptors were handed over",
             ));
         }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
-        Ok(std::os::fd::OwnedFd::from_raw_fd(fd))
+        let header = libc::CMSG_LEN(0) as usize;
+        let count =
+            ((*cmsg).cmsg_len as usize).saturating_sub(header) / std::mem::size_of::<libc::c_int>();
+        let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+        let got: Vec<OwnedFd> = (0..count.min(MAX_FDS))
+            .map(|i| OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))))
+            .collect();
+        got.try_into().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{count} descriptors were handed over, {N} expected"),
+            )
+        })
     }
 }

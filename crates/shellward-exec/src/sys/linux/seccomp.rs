@@ -9,7 +9,8 @@
 //! namespace cuts IP and abstract Unix sockets, but a socket at a path (`/var/run/docker.sock`, a database's, an
 //! agent's) is reached through the filesystem, which the namespace does not cover. Seccomp cannot read the address a
 //! `connect` names, so the socket itself is refused; `io_uring`, which could make one without the call, is refused
-//! with it.
+//! with it. On the fast spawn path the socket is not refused here: `sys::linux::unix_broker`'s filter lets a command
+//! make stream sockets and answers its connects (a session's own sockets connect, the host's are refused).
 
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 use std::collections::{BTreeMap, HashMap};
@@ -55,8 +56,9 @@ pub(crate) fn number(name: &str) -> Option<libc::c_long> {
     KNOWN.iter().find(|(n, _)| *n == name).map(|(_, nr)| *nr)
 }
 
-/// What a filter refuses: the sorted numbers of its deny list, and whether Unix sockets too.
-type FilterKey = (Vec<libc::c_long>, bool);
+/// What a filter refuses: the sorted numbers of its deny list, whether Unix sockets are cut, and whether a broker
+/// filter does that.
+type FilterKey = (Vec<libc::c_long>, bool, bool);
 
 /// Compiled filters by deny list (sorted numbers).
 #[derive(Default)]
@@ -65,12 +67,15 @@ pub(crate) struct Filters {
 }
 
 impl Filters {
-    /// The filter refusing `names` with `EPERM`, and with `no_unix_sockets` Unix sockets too (see the module); `None`
-    /// when it would refuse nothing. An unknown name is an error naming the known ones.
+    /// The filter refusing `names` with `EPERM`, and with `no_unix_sockets` Unix sockets too (see the module) —
+    /// except when `brokered`: then `sys::linux::unix_broker`'s filter, installed beside this one, decides them, and
+    /// this one refuses only `io_uring` with them. `None` when it would refuse nothing. An unknown name is an error
+    /// naming the known ones.
     pub(crate) fn get(
         &self,
         names: &[String],
         no_unix_sockets: bool,
+        brokered: bool,
     ) -> io::Result<Option<Arc<BpfProgram>>> {
         if names.is_empty() && !no_unix_sockets {
             return Ok(None);
@@ -92,7 +97,7 @@ impl Filters {
         }
         numbers.sort_unstable();
         numbers.dedup();
-        let key = (numbers, no_unix_sockets);
+        let key = (numbers, no_unix_sockets, brokered);
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = built.get(&key) {
             return Ok(Some(p.clone()));
@@ -108,7 +113,7 @@ impl Filters {
             .iter()
             .map(|&n| (i64::from(n), Vec::new()))
             .collect();
-        if no_unix_sockets {
+        if no_unix_sockets && !brokered {
             #[allow(clippy::useless_conversion)]
             rules.insert(i64::from(libc::SYS_socket), vec![unix_domain_rule()?]);
         }

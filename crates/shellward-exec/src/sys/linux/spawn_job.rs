@@ -56,6 +56,10 @@ struct Prepared {
     proxy_pair: Option<(UnixDatagram, UnixDatagram)>,
     /// The system-call filter, held until the child has installed it.
     seccomp: Option<Arc<seccompiler::BpfProgram>>,
+    /// With a network other than the host's, on the fast path: the pair the child hands its Unix socket broker's
+    /// listener over (ours, the child's), and where the broker records what it refused.
+    broker_pair: Option<(UnixDatagram, UnixDatagram)>,
+    refusals: crate::results::Refusals,
     streams: Streams,
 }
 
@@ -74,6 +78,28 @@ impl Prepared {
         self.seccomp.as_ref().map_or((std::ptr::null(), 0), |p| {
             (p.as_ptr().cast::<libc::c_void>(), p.len())
         })
+    }
+
+    /// The broker's hand-over for the fast path's child (none on the portable path, which has the strict filter).
+    fn broker<'p>(
+        &self,
+        programs: &'p super::unix_broker::Programs,
+    ) -> Option<(RawFd, &'p super::unix_broker::Programs)> {
+        self.broker_pair
+            .as_ref()
+            .map(|(_, theirs)| (theirs.as_raw_fd(), programs))
+    }
+
+    /// Once the child has started: serves its connects, if it handed its listener over, `allowed` (the operator's host
+    /// sockets) connected as its own.
+    fn start_broker(&self, allowed: &[std::path::PathBuf]) {
+        if let Some((ours, _)) = &self.broker_pair {
+            super::unix_broker::serve_from(
+                ours.as_raw_fd(),
+                self.refusals.clone(),
+                super::unix_broker::allowed_sockets(allowed),
+            );
+        }
     }
 
     /// The listener the child sent, once it has started (it sends before exec).
@@ -118,6 +144,7 @@ impl Job {
                     sandbox_init,
                     writes_confined,
                     listener,
+                    prepared.refusals,
                 ))
             }
             Err(e) if e.kind() == io::ErrorKind::Unsupported && self.spec.preview.is_some() => {
@@ -143,11 +170,20 @@ impl Job {
         } else {
             None
         };
+        // Unix sockets under a network other than the host's: brokered on the fast path (`unix_broker`), refused on
+        // the portable one.
+        let cut = confinement.network != crate::Network::Host;
+        let brokered = cut && !self.portable && super::unix_broker::available();
         // Compiled once per deny list.
-        let seccomp = self.filters.get(
-            &confinement.deny_syscalls,
-            confinement.network != crate::Network::Host,
-        )?;
+        let seccomp = self
+            .filters
+            .get(&confinement.deny_syscalls, cut, brokered)?;
+        // Close-on-exec: the child uses its end before exec.
+        let broker_pair = if brokered {
+            Some(UnixDatagram::pair()?)
+        } else {
+            None
+        };
         let streams = Streams::open(self.spec.stdin, self.spec.separate_stderr)?;
         Ok(Prepared {
             writes_confined: landlock.is_some() && confinement.writable.is_some(),
@@ -155,6 +191,8 @@ impl Job {
             net_mode,
             proxy_pair,
             seccomp,
+            broker_pair,
+            refusals: Default::default(),
             streams,
         })
     }
@@ -171,6 +209,7 @@ impl Job {
         if self.portable {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
         }
+        let programs = super::unix_broker::Programs::get();
         let confine = fast_spawn::Around {
             join_procs_fd: self.join_procs.as_ref().map(|f| f.as_raw_fd()),
             rlimits: &self.rlimits,
@@ -181,9 +220,10 @@ impl Job {
             proxy_fd: p.proxy_fd(),
             landlock_fd,
             seccomp: p.seccomp_raw(),
+            broker: p.broker(&programs),
         };
         let raw = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
-        fast_spawn::spawn_spec(
+        let spawned = fast_spawn::spawn_spec(
             &self.spec,
             p.streams.child_in.as_ref().map(|f| f.as_raw_fd()),
             raw(&p.streams.child_out),
@@ -191,7 +231,9 @@ impl Job {
             self.cgroup_dir.as_deref(),
             &self.cache,
             &confine,
-        )
+        )?;
+        p.start_broker(&self.spec.confinement.unix_sockets);
+        Ok(spawned)
     }
 
     /// The start by the fast path, in the session's sandbox: made at its first command with the best init not yet
@@ -367,6 +409,14 @@ impl Job {
     /// The portable start (`std::process::Command` with a `pre_exec` hook), where the fast path does not exist: no
     /// namespaces, the same confinement otherwise.
     fn portable(self, mut p: Prepared) -> io::Result<Started> {
+        // No broker here: a network other than the host's refuses Unix sockets outright.
+        let confinement = &self.spec.confinement;
+        p.seccomp = self.filters.get(
+            &confinement.deny_syscalls,
+            confinement.network != crate::Network::Host,
+            false,
+        )?;
+        p.broker_pair = None;
         let terminal = p.streams.terminal;
         let mut cmd = Command::new(&self.spec.program);
         cmd.args(&self.spec.args)
@@ -404,7 +454,14 @@ impl Job {
         let writes_confined = p.writes_confined;
         // The ruleset and the filter were held until here: the child has applied them.
         drop((p.landlock.take(), p.seccomp.take()));
-        Ok((leader, p.streams, None, writes_confined, listener))
+        Ok((
+            leader,
+            p.streams,
+            None,
+            writes_confined,
+            listener,
+            p.refusals,
+        ))
     }
 
     /// The portable path's hook in the child: what every spawn path does first, then joining the cgroup, the network,

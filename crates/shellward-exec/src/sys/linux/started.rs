@@ -93,6 +93,7 @@ pub(super) type Started = (
     Option<i32>,
     bool,
     Option<(OwnedFd, bool)>,
+    crate::results::Refusals,
 );
 
 /// A spawned leader on its way to the caller; killed if dropped before the caller takes it.

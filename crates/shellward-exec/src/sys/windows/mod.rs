@@ -38,6 +38,12 @@ pub(crate) fn log_skeleton(
 }
 
 /// Windows has no Landlock: 0.
+/// Whether commands without the host's network can have Unix sockets of their own (see
+/// `Executor::unix_socket_broker`).
+pub(crate) fn unix_socket_broker() -> bool {
+    false
+}
+
 pub(crate) fn landlock_abi() -> i32 {
     0
 }

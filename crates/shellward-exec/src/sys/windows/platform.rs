@@ -46,6 +46,8 @@ pub(crate) struct Spawned {
     pub(crate) network_enforced: bool,
     /// No proxy: a network other than the host's is refused.
     pub(crate) proxy_listener: Option<(std::os::windows::io::OwnedSocket, bool)>,
+    /// The Unix sockets its connects were refused (Linux's socket broker records them).
+    pub(crate) refusals: crate::results::Refusals,
 }
 
 /// A spawned leader process.
@@ -201,6 +203,7 @@ impl Platform {
             syscalls_filtered: false,
             network_enforced,
             proxy_listener: None,
+            refusals: Default::default(),
         })
     }
 

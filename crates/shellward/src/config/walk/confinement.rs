@@ -234,7 +234,7 @@ impl Walker {
         }
     }
 
-    /// `deny_syscalls` and `deny_read`.
+    /// `deny_syscalls`, `unix_sockets` and `deny_read`.
     fn denials(&mut self, t: &mut toml::Table, c: &mut crate::ConfinementConfig) {
         if let Some(list) = self.strings(t, "deny_syscalls", P) {
             let known = shellward_exec::DEFAULT_DENIED_SYSCALLS;
@@ -253,6 +253,18 @@ impl Walker {
                 }
             }
             c.deny_syscalls = out;
+        }
+        if let Some(list) = self.strings(t, "unix_sockets", P) {
+            let mut out = Vec::new();
+            for (i, entry) in list {
+                let variable = entry.strip_prefix('$').is_some_and(|n| {
+                    !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if variable || self.confinement_path("unix_sockets", i, &entry, false) {
+                    out.push(entry);
+                }
+            }
+            c.unix_sockets = out;
         }
         if let Some(list) = self.strings(t, "deny_read", P) {
             let mut out = Vec::new();

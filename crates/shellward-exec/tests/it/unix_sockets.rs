@@ -1,0 +1,368 @@
+//! A session's own Unix sockets under a network other than the host's (`none`, `loopback`, `allow`): a socket a
+//! command makes in its writable paths or its private `/tmp` connects — in one command, across the session's commands
+//! (Python's forkserver, a server started in the background) — while every host socket stays cut, whatever path
+//! leads to it (its own, a symbolic or hard link in the workspace, the abstract namespace), datagram sockets stay
+//! refused, and each refused path is recorded for the command's result. As root and (rerun) as a normal user.
+
+#![cfg(target_os = "linux")]
+
+use crate::common::*;
+use shellward_exec::{Confinement, ExecPlan, Executor, Network, Session};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn plan(command: &str, mark: &str, dir: &Path, network: Network) -> ExecPlan {
+    let mut p = marked_plan(command, mark);
+    p.confinement = Confinement::new(Some(vec![dir.to_path_buf()]), network);
+    p.confinement.allow = if network == Network::Allow {
+        vec!["example.invalid".into()]
+    } else {
+        Vec::new()
+    };
+    p.workdir = Some(dir.to_path_buf());
+    p.session = Some("own-sockets".into());
+    p
+}
+
+/// A scratch directory anyone may write (world-writable, as many socket directories are: the permission is not what
+/// stops a command, and a normal user's rerun writes there too).
+fn open_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    dir
+}
+
+/// A host server at `path` answering `host-answered` (and the same on the abstract name `abstract_name`).
+fn host_server(path: &Path, abstract_name: &str) {
+    use std::os::linux::net::SocketAddrExt;
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name).unwrap();
+    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    for l in [listener, abstract_listener] {
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                use std::io::Write;
+                let _ = s.write_all(b"host-answered");
+            }
+        });
+    }
+}
+
+/// Python: connect to `target` (a path, or `@name` for the abstract namespace) and print what it says, or the
+/// error's class.
+fn client(target: &str) -> String {
+    let addr = match target.strip_prefix('@') {
+        Some(name) => format!("'\\0{name}'"),
+        None => format!("'{target}'"),
+    };
+    format!(
+        "python3 -c \"
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect({addr}); print(s.recv(100).decode())
+except OSError as e:
+    print(type(e).__name__)
+\""
+    )
+}
+
+const ONE_COMMAND: &str = "python3 -c \"
+import socket, threading
+s = socket.socket(socket.AF_UNIX); s.bind('own.sock'); s.listen()
+def serve():
+    c, _ = s.accept(); c.sendall(b'own-answered'); c.close()
+threading.Thread(target=serve).start()
+c = socket.socket(socket.AF_UNIX); c.connect('own.sock'); print(c.recv(100).decode())
+\"";
+
+const IN_TMP: &str = "python3 -c \"
+import socket, threading, tempfile, os
+p = os.path.join(tempfile.mkdtemp(), 's')
+s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen()
+threading.Thread(target=lambda: s.accept()[0].sendall(b'tmp-answered')).start()
+c = socket.socket(socket.AF_UNIX); c.connect(p); print(c.recv(100).decode())
+\"";
+
+const FORKSERVER: &str = "python3 -c \"
+import multiprocessing as m
+if __name__ == '__main__':
+    m.set_start_method('forkserver'); print(m.Pool(1).apply(abs, (-3,)))
+\"";
+
+const DATAGRAMS: &str = "python3 -c \"
+import socket
+for make in (lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM),
+             lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)):
+    try:
+        make(); print('made')
+    except OSError as e:
+        print(type(e).__name__)
+a, b = socket.socketpair(); a.send(b'pair'); print(b.recv(4).decode())
+\"";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_own_unix_sockets_connect_and_the_hosts_stay_cut() {
+    let ex = Executor::new(namespaced()).unwrap();
+    let host_dir = open_dir();
+    let host_sock = host_dir.path().join("docker.sock");
+    let mark = new_mark();
+    let abstract_name = format!("shellward-host-{mark}");
+    host_server(&host_sock, &abstract_name);
+    for network in [Network::None, Network::Loopback, Network::Allow] {
+        let work = open_dir();
+        // The host's socket reached through the workspace: a symbolic link, and a hard link of the socket itself.
+        std::os::unix::fs::symlink(&host_sock, work.path().join("via-symlink.sock")).unwrap();
+        let hard = std::fs::hard_link(&host_sock, work.path().join("via-hardlink.sock")).is_ok();
+        let run = |command: String| {
+            let (ex, p) = (&ex, plan(&command, &mark, work.path(), network));
+            async move { ex.execute(p).await.unwrap() }
+        };
+        for (command, want) in [
+            (ONE_COMMAND.to_string(), "own-answered\n"),
+            (IN_TMP.to_string(), "tmp-answered\n"),
+            (FORKSERVER.to_string(), "3\n"),
+            (
+                DATAGRAMS.to_string(),
+                "PermissionError\nPermissionError\npair\n",
+            ),
+        ] {
+            let r = run(command.clone()).await;
+            assert_eq!(r.output.text, want, "{network:?} {command}: {r:?}");
+        }
+        let mut host_paths = vec![host_sock.clone(), work.path().join("via-symlink.sock")];
+        if hard {
+            host_paths.push(work.path().join("via-hardlink.sock"));
+        }
+        for target in &host_paths {
+            let r = run(client(&target.display().to_string())).await;
+            assert_eq!(
+                r.output.text,
+                "PermissionError\n",
+                "{network:?} {}: {r:?}",
+                target.display()
+            );
+            assert!(
+                r.refused_sockets.contains(target),
+                "{network:?}: the refusal is recorded: {r:?}"
+            );
+        }
+        // The abstract namespace is the command's network namespace's: the host's name is not there.
+        let r = run(client(&format!("@{abstract_name}"))).await;
+        assert_eq!(
+            r.output.text, "ConnectionRefusedError\n",
+            "{network:?}: {r:?}"
+        );
+        // A relative path naming a host socket is resolved as the command sees it, and refused.
+        let r = run(client("via-symlink.sock")).await;
+        assert_eq!(r.output.text, "PermissionError\n", "{network:?}: {r:?}");
+        if network == Network::Loopback {
+            across_commands(&ex, &mark, work.path()).await;
+        }
+    }
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+/// A host socket the operator names (`Confinement::unix_sockets`, e.g. an ssh-agent's) is reached under every network
+/// that cuts the others — by its path or a link to it — while a host socket beside it stays cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_socket_the_operator_names_is_reached_and_no_other() {
+    let ex = Executor::new(namespaced()).unwrap();
+    let host_dir = open_dir();
+    let mark = new_mark();
+    let (named, other) = (
+        host_dir.path().join("agent.sock"),
+        host_dir.path().join("other.sock"),
+    );
+    host_server(&named, &format!("shellward-named-{mark}"));
+    host_server(&other, &format!("shellward-other-{mark}"));
+    let work = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&named, work.path().join("agent-link")).unwrap();
+    for network in [Network::None, Network::Loopback, Network::Allow] {
+        let run = |target: String| {
+            let mut p = plan(&client(&target), &mark, work.path(), network);
+            p.confinement.unix_sockets = vec![named.clone()];
+            let ex = &ex;
+            async move { ex.execute(p).await.unwrap() }
+        };
+        for target in [named.display().to_string(), "agent-link".into()] {
+            let r = run(target.clone()).await;
+            assert_eq!(
+                r.output.text, "host-answered\n",
+                "{network:?} {target}: {r:?}"
+            );
+            assert!(r.refused_sockets.is_empty(), "{r:?}");
+        }
+        let r = run(other.display().to_string()).await;
+        assert_eq!(r.output.text, "PermissionError\n", "{network:?}: {r:?}");
+        assert_eq!(r.refused_sockets, vec![other.clone()], "{r:?}");
+    }
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+/// A command racing the check: one thread flips the address a connect names between its own socket and the host's,
+/// byte for byte, while another connects 2,000 times. The broker connects the address it copied and checked, never
+/// what the memory says later, so the host's socket never answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_flipped_during_the_check_never_reaches_the_host() {
+    if std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no C compiler here");
+        return;
+    }
+    let ex = Executor::new(namespaced()).unwrap();
+    let mark = new_mark();
+    let host_dir = tempfile::tempdir().unwrap();
+    let work = open_dir();
+    // Whole addresses are copied, each held for a moment: a mix of the two names no socket.
+    let own = work.path().join("o.sock");
+    let host = host_dir.path().join("h.sock");
+    let (own_s, host_s) = (own.display().to_string(), host.display().to_string());
+    std::fs::set_permissions(
+        host_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    host_server(&host, &format!("shellward-race-{mark}"));
+    let source = work.path().join("race.c");
+    std::fs::write(&source, RACE_C).unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(work.path().join("race"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let command = format!("./race '{own_s}' '{host_s}'");
+    let r = ex
+        .execute(plan(&command, &mark, work.path(), Network::Loopback))
+        .await
+        .unwrap();
+    let text = r.output.text.clone();
+    assert!(text.contains("host 0\n"), "{r:?}");
+    let own_count: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("own "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(own_count > 0, "some connects named its own socket: {r:?}");
+    assert_eq!(
+        r.refused_sockets,
+        vec![host.clone()],
+        "and some the host's: {r:?}"
+    );
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+/// The racing command of [`an_address_flipped_during_the_check_never_reaches_the_host`]: `race OWN HOST`.
+const RACE_C: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+static struct sockaddr_un shared, a, b;
+static volatile int stop;
+static void *flip(void *x) {
+    (void)x;
+    /* Each address held for a moment (a spin, not a sleep: the flip must land inside the check's window too). */
+    while (!stop) {
+        memcpy(&shared, &a, sizeof a);
+        __asm__ volatile("" ::: "memory");
+        for (volatile int i = 0; i < 2000; i++) {}
+        memcpy(&shared, &b, sizeof b);
+        __asm__ volatile("" ::: "memory");
+        for (volatile int i = 0; i < 2000; i++) {}
+    }
+    return 0;
+}
+static void *serve(void *x) {
+    int l = *(int *)x;
+    for (;;) { int c = accept(l, 0, 0); if (c < 0) return 0; write(c, "own-answered", 12); close(c); }
+}
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    a.sun_family = b.sun_family = AF_UNIX;
+    strncpy(a.sun_path, argv[1], sizeof a.sun_path - 1);
+    strncpy(b.sun_path, argv[2], sizeof b.sun_path - 1);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    unlink(argv[1]);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 64)) { perror("own"); return 3; }
+    pthread_t f, s;
+    pthread_create(&s, 0, serve, &l);
+    pthread_create(&f, 0, flip, 0);
+    int own = 0, host = 0;
+    for (int i = 0; i < 2000; i++) {
+        int c = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(c, (struct sockaddr *)&shared, sizeof shared) == 0) {
+            struct timeval tv = {2, 0};
+            setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            char buf[32] = {0};
+            read(c, buf, sizeof buf - 1);
+            if (strstr(buf, "host")) host++;
+            if (strstr(buf, "own")) own++;
+        }
+        close(c);
+    }
+    stop = 1;
+    pthread_join(f, 0);
+    printf("own %d\nhost %d\n", own, host);
+    return 0;
+}
+"#;
+
+/// A server one command of the session starts in the background is reached by the session's next command, as in one
+/// terminal (both in the session's loopback network).
+async fn across_commands(ex: &Executor, mark: &str, dir: &Path) {
+    let server = "python3 -c \"
+import socket
+s = socket.socket(socket.AF_UNIX); s.bind('server.sock'); s.listen(); print('listening', flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b'server-answered'); c.close()
+\"";
+    let mut bg = plan(server, mark, dir, Network::Loopback);
+    bg.background = true;
+    bg.startup_wait = Some(Duration::from_secs(5));
+    let started = ex.execute(bg).await.unwrap();
+    assert!(started.running, "{started:?}");
+    let id = started.id.clone();
+    wait_for_output_in(ex, &id, Some(&Session::from("own-sockets")), "listening").await;
+    let r = ex
+        .execute(plan(&client("server.sock"), mark, dir, Network::Loopback))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "server-answered\n", "{r:?}");
+    assert!(r.refused_sockets.is_empty(), "{r:?}");
+    let path: PathBuf = dir.join("server.sock");
+    assert!(path.exists());
+}
+
+const SUITE_AS_USER: &str = "SHELLWARD_TEST_UNIX_SOCKETS_AS_USER";
+
+/// Every test above again as a normal user (the session sandbox in a user namespace of its own).
+#[test]
+fn every_unix_socket_test_passes_as_a_normal_user() {
+    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
+    {
+        return;
+    }
+    let out = shellward_test_support::rerun_all_as_user(
+        module_path!(),
+        &["every_unix_socket_test_passes_as_a_normal_user"],
+        SUITE_AS_USER,
+    );
+    println!("{out}");
+}

@@ -26,10 +26,63 @@ const LOG_MESSAGES_MAX: u32 = 1_000;
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: Limits,
     policy: Arc<str>,
     stderr: MemoryOutputPipe,
     logged: u32,
+}
+
+/// wasmtime's store limits, and whether a memory growth past them was refused (so a fault is classified by what
+/// happened, not by reading the error's text).
+pub(crate) struct Limits {
+    inner: StoreLimits,
+    /// A `memory.grow` beyond the memory limit was refused (a trap follows).
+    pub(crate) memory_refused: bool,
+}
+
+impl wasmtime::ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let grown = self.inner.memory_growing(current, desired, maximum);
+        if !matches!(grown, Ok(true)) {
+            self.memory_refused = true;
+        }
+        grown
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.memory_refused = true;
+        self.inner.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.inner.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
 }
 
 struct FrozenClock;
@@ -63,14 +116,17 @@ impl HostState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(memory_limit)
-            .table_elements(100_000)
-            .instances(64)
-            .tables(64)
-            .memories(16)
-            .trap_on_grow_failure(true)
-            .build();
+        let limits = Limits {
+            inner: StoreLimitsBuilder::new()
+                .memory_size(memory_limit)
+                .table_elements(100_000)
+                .instances(64)
+                .tables(64)
+                .memories(16)
+                .trap_on_grow_failure(true)
+                .build(),
+            memory_refused: false,
+        };
         HostState {
             wasi,
             table: ResourceTable::new(),

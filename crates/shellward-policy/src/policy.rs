@@ -338,6 +338,7 @@ impl Policy {
         let config = &self.inner().config;
         let root = error.root_cause().to_string();
         let (kind, mut detail) = match error.downcast_ref::<Trap>() {
+            // wasmtime's error for it (`HostcallFuelExhausted`) is private, so its text is all there is to match.
             _ if root.contains("fuel allocated for hostcalls has been exhausted") => (
                 FaultKind::InvalidOutput,
                 format!(
@@ -354,7 +355,7 @@ impl Policy {
                 ),
             ),
             Some(Trap::StackOverflow) => (FaultKind::Stack, "it overflowed its stack".to_string()),
-            _ if error.root_cause().to_string().contains("growing memory") => (
+            _ if store.data().limits.memory_refused => (
                 FaultKind::Memory,
                 format!(
                     "it tried to use more than its memory limit of {} MiB",

@@ -231,8 +231,15 @@ impl crate::Shellward {
                 report.summary
             ),
         );
-        let mut result =
-            crate::shape::shape_execute(preview.result, command, notes, timeout, true, false);
+        let mut result = crate::shape::shape_execute(
+            preview.result,
+            command,
+            notes,
+            timeout,
+            true,
+            false,
+            false,
+        );
         // A preview's process ended with its sandbox: it has no id to read or signal.
         result.process_id = None;
         result.background_process_id = None;

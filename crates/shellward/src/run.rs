@@ -309,7 +309,17 @@ impl Shellward {
         let unwritable = workdir
             .as_deref()
             .and_then(|dir| self.inner.runner.unwritable_note(session.as_deref(), dir));
-        let mut result = shape_execute(r, command, notes, timeout, kills_leftovers, interactive);
+        // Put in the background by a policy, not asked for by the caller.
+        let promoted = background && decided.request.background != Some(true);
+        let mut result = shape_execute(
+            r,
+            command,
+            notes,
+            timeout,
+            kills_leftovers,
+            interactive,
+            promoted,
+        );
         if let Some(note) = unwritable {
             result.notes.insert(0, note);
         }

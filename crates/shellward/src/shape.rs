@@ -87,7 +87,8 @@ pub(crate) fn reason_text(reason: String) -> String {
 }
 
 /// Turns an executor result into the tool result, with notes saying what to do next. An `interactive` start gets no
-/// background note here: the note on answering its prompt is added once the prompt is read.
+/// background note here: the note on answering its prompt is added once the prompt is read. `promoted`: a policy, not
+/// the caller, put it in the background (its notes say why and how to follow up).
 pub(crate) fn shape_execute(
     r: ExecResult,
     command: String,
@@ -95,6 +96,7 @@ pub(crate) fn shape_execute(
     timeout: Option<Duration>,
     kills_leftovers: bool,
     interactive: bool,
+    promoted: bool,
 ) -> ExecuteResult {
     let (exit_code, signal) = exit_fields(&r.exit);
     let id = r.id.as_str().to_string();
@@ -120,11 +122,9 @@ pub(crate) fn shape_execute(
             ));
         } else if interactive {
             // Said by the prompt's note (how to answer it, how to stop it).
-        } else if notes
-            .iter()
-            .any(|n| n.contains("process_output") && n.contains("process_signal"))
-        {
-            // A policy's note already says how to follow up (the trailing-`&` rewrite does): one note per fact.
+        } else if promoted && !notes.is_empty() {
+            // A policy moved it to the background and said why; the policy that moves a command says how to follow
+            // up (the default one does), so the id is the one fact left: one note per fact.
             notes.push(format!("Running in the background as {id}."));
         } else {
             notes.push(format!(

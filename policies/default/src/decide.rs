@@ -484,9 +484,9 @@ impl Findings {
                 note(&[
                     "Removed ",
                     what,
+                    // The caller asked for the background: the host's result says how to follow up.
                     ": the command already runs in the background, and `&` would have made the shell exit at once \
-                     while its child ran on untracked. ",
-                    FOLLOW_UP,
+                     while its child ran on untracked.",
                 ])
             } else {
                 note(&[
@@ -505,11 +505,16 @@ impl Findings {
                 "Removed `setsid`: it would move the process out of shellward's tracking."
                     .to_string()
             } else {
+                // How to follow up is said by whoever moved it to the background (here, or the `&` above, or the
+                // caller's request: then the host's result says it).
+                let follow_up = if self.background { "" } else { FOLLOW_UP };
                 self.background = true;
                 format!(
                     "Removed `setsid` and started the command as a tracked background process instead: setsid \
-                     detaches the process so it would run on untracked. {FOLLOW_UP}"
+                     detaches the process so it would run on untracked. {follow_up}"
                 )
+                .trim_end()
+                .to_string()
             };
             self.add("setsid", note);
         }
@@ -529,14 +534,17 @@ impl Findings {
         let (promoted, read_all) = promotion(settings, script, cmds, posix);
         if inner_amp {
             self.append_wait = !waits;
+            let follow_up = if self.background { "" } else { FOLLOW_UP };
             self.background = true;
             self.add(
                 "inner-ampersand",
                 format!(
                     "The command starts jobs with `&` part-way through, so it runs as one tracked background process \
                      and a final `wait` keeps the shell alive until those jobs end (nothing is orphaned). To run \
-                     something in the background, prefer run_in_background over `&`. {FOLLOW_UP}"
-                ),
+                     something in the background, prefer run_in_background over `&`. {follow_up}"
+                )
+                .trim_end()
+                .to_string(),
             );
         }
         if !read_all && !self.background {

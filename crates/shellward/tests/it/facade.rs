@@ -47,6 +47,43 @@ async fn foreground_run_reports_exit_code_and_output() {
     assert!(survivors(&mark).is_empty());
 }
 
+/// Whoever puts a command in the background — the caller (run_in_background), a policy (a trailing `&`, a server
+/// promoted), or both — the agent is told its id and how to follow up exactly once, never twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_start_says_how_to_follow_up_once() {
+    let mark = new_mark();
+    let sw = instance(&mark);
+    for (command, asked) in [
+        ("sleep 300", true),
+        ("sleep 300 &", false),
+        ("sleep 300 &", true),
+        ("sleep 1 & sleep 300", false),
+        ("sleep 1 & sleep 300", true),
+    ] {
+        let r = sw
+            .session("follow-up")
+            .execute(exec(command).background(asked), ExecuteOptions::new())
+            .await
+            .unwrap();
+        let id = r.background_process_id.clone().expect("background id");
+        let all = r.notes.join("\n");
+        assert_eq!(
+            all.matches("process_output").count(),
+            1,
+            "{command} (asked: {asked}): {:?}",
+            r.notes
+        );
+        assert_eq!(all.matches("process_signal").count(), 1, "{:?}", r.notes);
+        assert!(all.contains(&id), "{:?}", r.notes);
+        sw.session("follow-up")
+            .process_signal(ProcessSignalArgs::new(id, SignalName::Kill))
+            .await
+            .unwrap();
+    }
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trailing_ampersand_becomes_a_tracked_background_process() {
     let mark = new_mark();

@@ -149,18 +149,27 @@ fn ordinary_work_runs_as_under_bash_through_run_mcp_and_http() {
     let mut same = [0usize; 3];
     let (mut ran, mut skipped) = (0usize, Vec::new());
     let mut differ = Vec::new();
+    // The whole suite's time under bash and through each surface (interleaved, scenario by scenario).
+    let mut times = [Duration::ZERO; 4];
     for s in SCENARIOS {
         if let Some(tool) = s.needs.iter().find(|t| !available(t)) {
             skipped.push(format!("{}: no {tool} here", s.name));
             continue;
         }
         ran += 1;
+        let t = std::time::Instant::now();
         let plain = under_bash(s);
-        let seen = [
-            under_run(s, &mark),
-            mcp.execute(s),
-            under_http(&server.base, s),
-        ];
+        times[0] += t.elapsed();
+        let mut seen = Vec::with_capacity(3);
+        for i in 0..3 {
+            let t = std::time::Instant::now();
+            seen.push(match i {
+                0 => under_run(s, &mark),
+                1 => mcp.execute(s),
+                _ => under_http(&server.base, s),
+            });
+            times[i + 1] += t.elapsed();
+        }
         for (i, ours) in seen.into_iter().enumerate() {
             if ours == plain {
                 same[i] += 1;
@@ -176,8 +185,11 @@ fn ordinary_work_runs_as_under_bash_through_run_mcp_and_http() {
     server.stop();
     for (i, surface) in surfaces.iter().enumerate() {
         println!(
-            "{surface}: {} of {ran} scenarios identical under shellward and bash",
-            same[i]
+            "{surface}: {} of {ran} scenarios identical under shellward and bash ({:.1} s through it, {:.1} s \
+             under bash)",
+            same[i],
+            times[i + 1].as_secs_f64(),
+            times[0].as_secs_f64()
         );
     }
     for d in &differ {

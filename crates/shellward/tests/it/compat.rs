@@ -48,13 +48,19 @@ async fn compare(network: &str) -> (Vec<&'static str>, Vec<String>, Vec<String>)
     };
     let sw = Shellward::builder().config(config).build().expect("build");
     let (mut same, mut differ, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    // The whole suite's time each way (interleaved, scenario by scenario).
+    let (mut bash_time, mut ours_time) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
     for s in SCENARIOS {
         if let Some(tool) = s.needs.iter().find(|t| !available(t)) {
             skipped.push(format!("{}: no {tool} here", s.name));
             continue;
         }
+        let t = std::time::Instant::now();
         let plain = under_bash(s);
+        bash_time += t.elapsed();
+        let t = std::time::Instant::now();
         let ours = under_shellward(&sw, s).await;
+        ours_time += t.elapsed();
         if plain == ours {
             same.push(s.name);
         } else {
@@ -66,6 +72,11 @@ async fn compare(network: &str) -> (Vec<&'static str>, Vec<String>, Vec<String>)
     }
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty(), "a scenario left processes");
+    println!(
+        "network {network}: the scenarios took {:.1} s under bash and {:.1} s through shellward",
+        bash_time.as_secs_f64(),
+        ours_time.as_secs_f64()
+    );
     (same, differ, skipped)
 }
 

@@ -62,13 +62,20 @@ impl ServiceArgs {
     /// Builds the service for a surface (`run`, `mcp`; named in audit records): loads policies, opens the audit log,
     /// starts the executor. Needs a Tokio runtime.
     pub fn build(&self, surface: &str) -> Result<Shellward> {
-        self.build_in(surface, None)
+        self.build_in(surface, None, Vec::new())
     }
 
     /// [`ServiceArgs::build`] with the commands' default working directory `workdir` (`mcp --workdir`) in place of
     /// the configuration's (`[executor] workdir`) and of this process's own.
-    pub fn build_in(&self, surface: &str, workdir: Option<&std::path::Path>) -> Result<Shellward> {
+    pub fn build_in(
+        &self,
+        surface: &str,
+        workdir: Option<&std::path::Path>,
+        hidden: Vec<std::path::PathBuf>,
+    ) -> Result<Shellward> {
         let mut config = self.config()?;
+        // Host files of this instance (its control socket): never visible to the commands it runs.
+        config.executor.hidden_paths.extend(hidden);
         if let Some(dir) = workdir {
             let dir = dir
                 .canonicalize()

@@ -37,6 +37,11 @@ pub struct McpArgs {
     /// `[executor] workdir`, else where the client started shellward — `/` for some desktop clients).
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<std::path::PathBuf>,
+    /// Also answer the HTTP API on this unix socket (`unix:PATH`, created mode 0600, removed at exit), for an
+    /// operator's views of this instance: `shellward ps --server unix:PATH`, `shellward approvals … --server
+    /// unix:PATH`. Its commands cannot see it.
+    #[arg(long, value_name = "unix:PATH")]
+    pub control: Option<String>,
 }
 
 /// The MCP clients `--client-config` knows.
@@ -465,10 +470,40 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
              --client-config claude-code (or claude-desktop, cursor, codex, vscode, zed, windsurf, json)."
         );
     }
+    let control_path = match args.control.as_deref() {
+        None => None,
+        Some(c) => Some(std::path::PathBuf::from(c.strip_prefix("unix:").with_context(|| {
+            format!("--control {c:?}: give a unix socket as unix:PATH (e.g. unix:/run/user/1000/shellward.sock)")
+        })?)),
+    };
     let rt = runtime()?;
     let result = rt.block_on(async move {
-        let sw = args.service.build_in("mcp", args.workdir.as_deref())?;
+        // Bound first, so the executor is built knowing it: the socket is hidden from the commands it runs.
+        let control = match &control_path {
+            Some(path) => Some(crate::sys::bind_unix(path, 0o600)?),
+            None => None,
+        };
+        let hidden: Vec<std::path::PathBuf> = control_path
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        let sw = match args
+            .service
+            .build_in("mcp", args.workdir.as_deref(), hidden)
+        {
+            Ok(sw) => sw,
+            Err(e) => {
+                if let Some(path) = &control_path {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        };
         let _watcher = crate::service::watch_and_reload(&sw);
+        let control_task = match control {
+            Some(listener) => Some(serve_control(&sw, listener)?),
+            None => None,
+        };
         let session = format!("mcp-{}", std::process::id());
         tracing::info!(%session, containment = %sw.containment(), "MCP server on stdio");
         let server = Server {
@@ -493,13 +528,49 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
         }
         .await;
         // The client closed the connection (or we were told to stop): stop every process this session started.
+        if let Some(task) = control_task {
+            task.abort();
+        }
         sw.shutdown().await;
+        if let Some(path) = &control_path {
+            let _ = std::fs::remove_file(path);
+        }
         outcome.map(|_| ExitCode::SUCCESS)
     });
     // The stdin reader blocks in a thread until the client writes or closes; after a signal, exit without it.
     rt.shutdown_background();
     result
 }
+
+/// Serves the HTTP API of `sw` on `listener` (`--control`) until the task is aborted. The socket's mode (0600) is its
+/// authentication, as for `serve --listen unix:PATH`.
+fn serve_control(
+    sw: &shellward::Shellward,
+    listener: ControlListener,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let app = crate::http::router(sw.clone(), None, Vec::new());
+    let limits = crate::http::listen::Limits {
+        max_connections: 16,
+        header_timeout: std::time::Duration::from_secs(10),
+        shutdown_timeout: std::time::Duration::from_secs(1),
+    };
+    let signals = crate::sys::StopSignals::new().context("cannot watch for stop signals")?;
+    #[cfg(unix)]
+    let listener = crate::http::listen::Listener::Unix(listener);
+    #[cfg(windows)]
+    let listener = crate::http::listen::Listener::Tcp(listener);
+    Ok(tokio::spawn(async move {
+        if let Err(e) = crate::http::listen::serve(listener, app, limits, signals).await {
+            tracing::warn!("the control socket stopped: {e}");
+        }
+    }))
+}
+
+/// What `bind_unix` gives on this platform.
+#[cfg(unix)]
+type ControlListener = tokio::net::UnixListener;
+#[cfg(windows)]
+type ControlListener = tokio::net::TcpListener;
 
 #[cfg(test)]
 mod tests {

@@ -966,3 +966,66 @@ fn changes_are_listed_and_undone_over_mcp() {
     assert!(raw.close().success());
     assert!(survivors(&raw.mark).is_empty());
 }
+
+/// `mcp --control unix:PATH` answers the operator's views of a stdio instance: `shellward ps` lists what its session
+/// runs and `shellward approvals list` what waits, over the socket; its commands cannot reach the socket; the socket is
+/// gone when the instance exits; a value that is no `unix:PATH` is refused saying what to give.
+#[test]
+#[cfg(unix)]
+fn an_mcp_instance_shows_its_processes_on_its_control_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("control.sock");
+    let server = format!("unix:{}", sock.display());
+    let mut raw = Raw::start_with("mcp-control", &["--control", &server]);
+    raw.initialize();
+    raw.send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute",
+            "arguments": {"command": "sleep 300 # the-listed-one", "run_in_background": true}}})
+        .to_string(),
+    );
+    assert_eq!(raw.reply()["result"]["structuredContent"]["running"], true);
+    let o = crate::cli::shellward(&["ps", "--server", &server])
+        .output()
+        .unwrap();
+    let table = crate::cli::stdout(&o);
+    assert!(o.status.success(), "{table}{}", crate::cli::stderr(&o));
+    let row = table
+        .lines()
+        .find(|l| l.contains("the-listed-one"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.starts_with("mcp-") && row.contains("running"), "{row}");
+    let o = crate::cli::shellward(&["approvals", "list", "--server", &server])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", crate::cli::stderr(&o));
+    // The instance's commands cannot reach it (the socket is covered in their sandbox).
+    raw.send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "execute",
+            "arguments": {"command": format!("python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+s.connect('{}'); print('REACHED')\" 2>&1 | tail -1", sock.display())}}})
+        .to_string(),
+    );
+    let r = raw.reply();
+    let output = r["result"]["structuredContent"]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !output.contains("REACHED") && output.contains("Error"),
+        "{r}"
+    );
+    assert!(raw.close().success());
+    assert!(!sock.exists(), "the control socket is removed at exit");
+    assert!(crate::cli::survivors(&raw.mark).is_empty());
+    let o = crate::cli::shellward(&["mcp", "--control", "/tmp/no-scheme.sock"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    // A bad option value is a usage error.
+    assert_eq!(o.status.code(), Some(2), "{}", crate::cli::stderr(&o));
+    assert!(
+        crate::cli::stderr(&o).contains("unix:PATH"),
+        "{}",
+        crate::cli::stderr(&o)
+    );
+}

@@ -209,8 +209,15 @@ fn line(r: &Value) -> String {
                 (None, Some(sig)) => format!("killed by {sig}"),
                 _ => "ended".into(),
             };
+            let refused = r["refused_sockets"]
+                .as_array()
+                .map(|paths| {
+                    let paths: Vec<String> = paths.iter().map(s).collect();
+                    format!("; refused Unix sockets: {}", paths.join(", "))
+                })
+                .unwrap_or_default();
             format!(
-                "end      {id} {how} after {} ms{}",
+                "end      {id} {how} after {} ms{}{refused}",
                 r["duration_ms"].as_u64().unwrap_or(0),
                 if r["timed_out"] == true {
                     " (timed out)"

@@ -88,6 +88,10 @@ impl Shellward {
                 "output_bytes": r.output.total_bytes,
                 "leftover_processes": r.leftover_processes,
             });
+            // What the sandbox refused it, as it saw it (not read from the output).
+            if !r.refused_sockets.is_empty() {
+                record["refused_sockets"] = serde_json::json!(r.refused_sockets);
+            }
             if include_output {
                 record["output"] = serde_json::json!(r.output.text);
             }

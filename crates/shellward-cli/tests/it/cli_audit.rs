@@ -163,3 +163,23 @@ fn tail_follow_prints_records_as_they_are_written() {
     );
     assert!(rx.try_recv().is_err(), "the decision was not asked for");
 }
+
+/// An end record names the Unix sockets the sandbox refused the command, escaped like every text of the model's.
+#[test]
+fn an_end_record_shows_the_refused_unix_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(
+        &log,
+        "{\"type\":\"end\",\"time\":1000.0,\"session\":\"s\",\"process_id\":\"p1-x\",\"exit_code\":1,\
+         \"duration_ms\":12,\"refused_sockets\":[\"/run/docker.sock\",\"/tmp/a\\u001b[2J.sock\"]}\n",
+    )
+    .unwrap();
+    let (code, out, err) = audit(&["show", log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("refused Unix sockets: /run/docker.sock, /tmp/a\\x1b[2J.sock"),
+        "{out}"
+    );
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+}

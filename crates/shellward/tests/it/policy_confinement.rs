@@ -413,6 +413,7 @@ async fn a_refused_unix_socket_is_explained() {
     let (host, named) = (dir.path().join("host.sock"), dir.path().join("agent.sock"));
     serve(host.clone());
     serve(named.clone());
+    let audit = dir.path().join("audit.jsonl");
     let sw = build(
         dir.path(),
         &mark,
@@ -420,7 +421,7 @@ async fn a_refused_unix_socket_is_explained() {
             "network = \"none\"\nunix_sockets = [\"{}\"]",
             named.display()
         ),
-        "",
+        &format!("[audit]\npath = \"{}\"\n", audit.display()),
     );
     let run = |command: String| {
         let sw = &sw;
@@ -472,5 +473,18 @@ except OSError as e:
     let r = run(connect(&named, false)).await;
     assert_eq!(r.output, "host-answered\n", "{r:?}");
     sw.shutdown().await;
+    // Audited: each end record says which sockets the sandbox refused.
+    let refused: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["type"] == "end")
+        .filter_map(|r| r.get("refused_sockets").cloned())
+        .collect();
+    assert_eq!(
+        refused,
+        vec![serde_json::json!([host.clone()]); 2],
+        "the two refused connects"
+    );
     assert!(survivors(&mark).is_empty());
 }

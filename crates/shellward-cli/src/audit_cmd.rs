@@ -215,7 +215,12 @@ fn line(r: &Value) -> String {
                     let paths: Vec<String> = paths.iter().map(s).collect();
                     format!("; refused Unix sockets: {}", paths.join(", "))
                 })
-                .unwrap_or_default();
+                .unwrap_or_default()
+                + if r["refused_unix_datagram"] == true {
+                    "; refused a datagram Unix socket"
+                } else {
+                    ""
+                };
             format!(
                 "end      {id} {how} after {} ms{}{refused}",
                 r["duration_ms"].as_u64().unwrap_or(0),

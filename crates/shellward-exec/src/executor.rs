@@ -312,6 +312,7 @@ impl Executor {
             listening: Vec::new(),
             confinement: proc.confinement.clone(),
             refused_sockets: proc.refusals.paths(),
+            refused_unix_datagram: proc.refusals.datagram_refused(),
         }
     }
 

@@ -122,11 +122,16 @@ pub struct ExecResult {
     /// (a host socket such as `/var/run/docker.sock`, or another session's) under a network other than the host's;
     /// at most eight, in the order refused. The sandbox saw each refusal itself: nothing is read from the output.
     pub refused_sockets: Vec<PathBuf>,
+    /// The command tried to make a datagram Unix socket (`socket(AF_UNIX, SOCK_DGRAM)` or such a pair) and was
+    /// refused (`EPERM`) under a network other than the host's: one could send to any socket path. Seen by the
+    /// sandbox itself.
+    pub refused_unix_datagram: bool,
 }
 
-/// Where the Unix socket broker records one command's refused paths (`ExecResult::refused_sockets`).
+/// Where the Unix socket broker records one command's refusals (`ExecResult::refused_sockets`,
+/// `ExecResult::refused_unix_datagram`).
 #[derive(Clone, Default, Debug)]
-pub(crate) struct Refusals(std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>);
+pub(crate) struct Refusals(std::sync::Arc<std::sync::Mutex<(Vec<PathBuf>, bool)>>);
 
 impl Refusals {
     /// At most this many refused paths are kept per command.
@@ -136,14 +141,25 @@ impl Refusals {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn push(&self, path: PathBuf) {
         let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if v.len() < Self::MAX && !v.contains(&path) {
-            v.push(path);
+        if v.0.len() < Self::MAX && !v.0.contains(&path) {
+            v.0.push(path);
         }
+    }
+
+    /// Records a refused datagram Unix socket.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn datagram(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
     }
 
     /// The paths refused so far.
     pub(crate) fn paths(&self) -> Vec<PathBuf> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+    }
+
+    /// Whether a datagram Unix socket was refused.
+    pub(crate) fn datagram_refused(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 }
 

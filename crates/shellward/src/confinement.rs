@@ -444,6 +444,17 @@ pub(crate) fn socket_refusal_note(network: Network, refused: &[PathBuf]) -> Opti
     ))
 }
 
+/// The note for a datagram Unix socket the sandbox saw refused (`ExecResult::refused_unix_datagram`) under `network`.
+pub(crate) fn datagram_refusal_note(network: Network) -> String {
+    format!(
+        "Refused by the sandbox ([confinement] network = \"{}\"): making a datagram Unix socket \
+         (socket(AF_UNIX, SOCK_DGRAM) or such a pair fails with \"Operation not permitted\"), as one could send to any \
+         socket path, the host's included. Use a stream socket (SOCK_STREAM) of its own, which works here, or ask the \
+         user for network = \"host\".",
+        network.as_str()
+    )
+}
+
 /// A note for a failed command whose output shows the sandbox refused it something: what was refused (the paths the
 /// refusals name, checked against the rules — a path inside the writable ones was refused by something else, and is
 /// not blamed on the sandbox), which rule refused it, and what to do. `workdir` resolves relative paths.

@@ -92,6 +92,9 @@ impl Shellward {
             if !r.refused_sockets.is_empty() {
                 record["refused_sockets"] = serde_json::json!(r.refused_sockets);
             }
+            if r.refused_unix_datagram {
+                record["refused_unix_datagram"] = true.into();
+            }
             if include_output {
                 record["output"] = serde_json::json!(r.output.text);
             }

@@ -305,6 +305,7 @@ impl Shellward {
         }
         let held = r.confinement.clone();
         let refused_sockets = r.refused_sockets.clone();
+        let refused_datagram = r.refused_unix_datagram;
         let exit = r.exit.clone();
         let unwritable = workdir
             .as_deref()
@@ -329,9 +330,14 @@ impl Shellward {
             &self.inner.runner.deny_read,
             self.inner.runner.executor.pid_namespaces(),
         );
-        // What the sandbox saw refused, said whatever the command made of it; else what its output shows.
-        if let Some(note) = confinement::socket_refusal_note(held.network, &refused_sockets) {
-            result.notes.push(note);
+        // What the sandbox saw refused, said whatever the command made of it (one note per kind); else what its
+        // output shows.
+        let seen = [
+            confinement::socket_refusal_note(held.network, &refused_sockets),
+            refused_datagram.then(|| confinement::datagram_refusal_note(held.network)),
+        ];
+        if seen.iter().any(Option::is_some) {
+            result.notes.extend(seen.into_iter().flatten());
         } else if !result.success
             && !result.running
             && let Some(note) =

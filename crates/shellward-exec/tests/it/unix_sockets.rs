@@ -134,6 +134,13 @@ async fn a_sessions_own_unix_sockets_connect_and_the_hosts_stay_cut() {
         ] {
             let r = run(command.clone()).await;
             assert_eq!(r.output.text, want, "{network:?} {command}: {r:?}");
+            // The sandbox saw the datagram refusals itself; nothing else was refused.
+            assert_eq!(
+                r.refused_unix_datagram,
+                command == DATAGRAMS,
+                "{network:?} {command}: {r:?}"
+            );
+            assert!(r.refused_sockets.is_empty(), "{r:?}");
         }
         let mut host_paths = vec![host_sock.clone(), work.path().join("via-symlink.sock")];
         if hard {

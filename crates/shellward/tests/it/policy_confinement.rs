@@ -472,6 +472,26 @@ except OSError as e:
     }
     let r = run(connect(&named, false)).await;
     assert_eq!(r.output, "host-answered\n", "{r:?}");
+    // A datagram socket (which could send to any path) is refused, and said from what the sandbox saw.
+    let r = run("python3 -c \"
+import socket
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+except OSError as e:
+    print(type(e).__name__)
+\""
+    .into())
+    .await;
+    assert_eq!(r.output, "PermissionError\n", "{r:?}");
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.contains("datagram Unix socket"))
+        .unwrap_or_else(|| panic!("{:?}", r.notes));
+    assert!(
+        note.contains("SOCK_STREAM") && note.contains("network = \"host\""),
+        "{note}"
+    );
     sw.shutdown().await;
     // Audited: each end record says which sockets the sandbox refused.
     let refused: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
@@ -486,5 +506,11 @@ except OSError as e:
         vec![serde_json::json!([host.clone()]); 2],
         "the two refused connects"
     );
+    let datagrams = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"refused_unix_datagram\":true"))
+        .count();
+    assert_eq!(datagrams, 1, "the refused datagram socket is audited");
     assert!(survivors(&mark).is_empty());
 }

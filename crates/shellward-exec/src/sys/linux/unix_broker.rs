@@ -6,7 +6,8 @@
 //! filter (hand-written here: `seccompiler` has no user-notification action) that
 //!
 //! - lets it create stream and seqpacket Unix sockets (which cannot send to an address: the kernel refuses or
-//!   ignores one), and refuses datagram ones, also as a `socketpair` (a datagram socket could `sendto` any path);
+//!   ignores one), and refuses datagram ones, also as a `socketpair` (a datagram socket could `sendto` any path) —
+//!   through the broker, which records the refusal;
 //! - turns every `connect(2)` into a user notification this module answers ([`serve`]).
 //!
 //! The broker (a thread per command, and one per pending call) never lets the kernel continue the call itself — the
@@ -71,6 +72,7 @@ const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 fn program(brokered: bool) -> Vec<libc::sock_filter> {
     let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     let allow = libc::SECCOMP_RET_ALLOW;
+    // To the broker (connects, and datagram Unix sockets it refuses and records).
     let connect = libc::SECCOMP_RET_USER_NOTIF;
     let x32 = if cfg!(target_arch = "x86_64") {
         0x4000_0000
@@ -85,7 +87,7 @@ fn program(brokered: bool) -> Vec<libc::sock_filter> {
     //  7 ld arg0            8 jeq AF_UNIX ? 9 : allow(14)
     //  9 ld arg1           10 and type mask
     // 11 jeq STREAM ? allow(14)   12 jeq SEQPACKET ? allow(14)
-    // 13 (socketpair of a datagram type, or any socket in the strict filter) eperm
+    // 13 (a datagram Unix socket or pair) to the broker, which refuses it (EPERM) and records it
     // 14 allow  15 connect  16 eperm  17 kill
     if !brokered {
         //  0 ld arch   1 jeq AUDIT_ARCH ? 2 : kill(9)   2 ld nr   3 jge x32 ? eperm(8)
@@ -117,7 +119,7 @@ fn program(brokered: bool) -> Vec<libc::sock_filter> {
         stmt(AND_K, SOCK_TYPE_MASK),
         jump(JEQ_K, libc::SOCK_STREAM as u32, 2, 0),
         jump(JEQ_K, libc::SOCK_SEQPACKET as u32, 1, 0),
-        stmt(RET_K, eperm),
+        stmt(RET_K, connect),
         stmt(RET_K, allow),
         stmt(RET_K, connect),
         stmt(RET_K, eperm),
@@ -368,7 +370,13 @@ impl Broker {
 
     /// One `connect(fd, addr, len)` of the command's process `notif.pid`, done for it.
     fn answer(&self, notif: &libc::seccomp_notif) {
-        if notif.data.nr != libc::SYS_connect as i32 {
+        let nr = notif.data.nr as libc::c_long;
+        if nr == libc::SYS_socket || nr == libc::SYS_socketpair {
+            // Only a datagram Unix socket comes here (the filter): refused, and said in the result.
+            self.refusals.datagram();
+            return self.reply(notif.id, Err(libc::EPERM));
+        }
+        if nr != libc::SYS_connect {
             return self.reply(notif.id, Err(libc::ENOSYS));
         }
         let result = self.connect_for(notif);

@@ -81,6 +81,16 @@ threading.Thread(target=serve).start()
 c = socket.socket(socket.AF_UNIX); c.connect('own.sock'); print(c.recv(100).decode())
 \"";
 
+/// The client connects from a thread that is not the main one (the broker answers the calling thread).
+const FROM_A_THREAD: &str = "python3 -c \"
+import socket, threading
+s = socket.socket(socket.AF_UNIX); s.bind('threaded.sock'); s.listen()
+def client():
+    c = socket.socket(socket.AF_UNIX); c.connect('threaded.sock'); print(c.recv(100).decode())
+t = threading.Thread(target=client); t.start()
+s.accept()[0].sendall(b'thread-answered'); t.join()
+\"";
+
 const IN_TMP: &str = "python3 -c \"
 import socket, threading, tempfile, os
 p = os.path.join(tempfile.mkdtemp(), 's')
@@ -126,6 +136,7 @@ async fn a_sessions_own_unix_sockets_connect_and_the_hosts_stay_cut() {
         for (command, want) in [
             (ONE_COMMAND.to_string(), "own-answered\n"),
             (IN_TMP.to_string(), "tmp-answered\n"),
+            (FROM_A_THREAD.to_string(), "thread-answered\n"),
             (FORKSERVER.to_string(), "3\n"),
             (
                 DATAGRAMS.to_string(),
@@ -330,6 +341,75 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
+
+/// A command that opens hundreds of connects that never complete (its own listener, which never accepts) holds up
+/// only itself: the broker answers at most a bounded number at once (a thread each), and they all end with the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_blocked_connects_is_bounded_and_ends_with_the_command() {
+    // The broker's answering threads of this process (other tests' brokers may add a few).
+    let threads = || -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "sw-unix-answer")
+            })
+            .count()
+    };
+    let ex = Executor::new(namespaced()).unwrap();
+    let mark = new_mark();
+    let work = open_dir();
+    // Warm the session (its sandbox, the spawner) so the count below is the flood's.
+    ex.execute(plan("true", &mark, work.path(), Network::Loopback))
+        .await
+        .unwrap();
+    let flood = "python3 -c \"
+import socket, threading, time
+l = socket.socket(socket.AF_UNIX); l.bind('never.sock'); l.listen(0)
+def hang():
+    try:
+        socket.socket(socket.AF_UNIX).connect('never.sock')
+    except OSError:
+        pass
+for _ in range(300):
+    threading.Thread(target=hang, daemon=True).start()
+print('flooding', flush=True)
+time.sleep(60)
+\"";
+    let mut p = plan(flood, &mark, work.path(), Network::Loopback);
+    p.background = true;
+    let started = ex.execute(p).await.unwrap();
+    let session = Session::from("own-sockets");
+    wait_for_output_in(&ex, &started.id, Some(&session), "flooding").await;
+    let mut most = 0;
+    for _ in 0..20 {
+        most = most.max(threads());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        (20..=40).contains(&most),
+        "{most} answering threads during the flood: the broker's answers are not bounded to 32"
+    );
+    ex.signal(
+        Some(&session),
+        &started.id,
+        shellward_exec::SignalKind::Kill,
+    )
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while threads() > 4 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        threads() <= 4,
+        "{} answering threads after the command ended",
+        threads()
+    );
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
 
 /// A server one command of the session starts in the background is reached by the session's next command, as in one
 /// terminal (both in the session's loopback network).

@@ -266,13 +266,33 @@ pub(crate) fn serve_from(
         diag: Mutex::new(diag),
         refusals,
         allowed,
+        busy: Mutex::new(0),
+        freed: std::sync::Condvar::new(),
     });
     let spawned = std::thread::Builder::new()
-        .name("shellward-unix-broker".into())
+        .name("sw-unix-broker".into())
         .spawn(move || broker.run());
     if let Err(e) = spawned {
         // The listener dropped with the closure: the command's connects fail (ENOSYS) rather than go unchecked.
         tracing::warn!("cannot start the Unix socket broker of a command: {e}");
+    }
+}
+
+/// Most calls of one command answered at once (each on a thread of its own).
+const MAX_IN_FLIGHT: usize = 32;
+/// An answering thread's name (what `/proc/PID/task/TID/comm` shows: at most 15 bytes).
+pub(crate) const ANSWER_THREAD: &str = "sw-unix-answer";
+/// An answering thread's stack: it makes a few system calls and one netlink read into a heap buffer.
+const ANSWER_STACK: usize = 128 * 1024;
+
+/// One taken answering slot, given back when dropped.
+struct Slot(Arc<Broker>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut busy = self.0.busy.lock().unwrap_or_else(|p| p.into_inner());
+        *busy = busy.saturating_sub(1);
+        self.0.freed.notify_one();
     }
 }
 
@@ -283,6 +303,9 @@ struct Broker {
     refusals: crate::results::Refusals,
     /// Host sockets the operator lets it reach, by `(device, inode)`.
     allowed: Vec<(u64, u64)>,
+    /// Answers in flight, and the signal that one ended.
+    busy: Mutex<usize>,
+    freed: std::sync::Condvar,
 }
 
 impl Broker {
@@ -290,6 +313,11 @@ impl Broker {
     /// block, and must not hold up the command's other threads).
     fn run(self: Arc<Self>) {
         loop {
+            // At most MAX_IN_FLIGHT calls answered at once: more wait in the kernel, holding up only this command
+            // (a command opening thousands of connects that never complete cannot make the host spawn a thread each).
+            let Some(slot) = self.slot() else {
+                return;
+            };
             let mut poll = libc::pollfd {
                 fd: self.listener.as_raw_fd(),
                 events: libc::POLLIN,
@@ -326,12 +354,45 @@ impl Broker {
             }
             let broker = self.clone();
             let answered = std::thread::Builder::new()
-                .name("shellward-unix-connect".into())
-                .spawn(move || broker.answer(&notif));
+                .name(ANSWER_THREAD.into())
+                .stack_size(ANSWER_STACK)
+                .spawn(move || {
+                    let _slot = slot;
+                    broker.answer(&notif)
+                });
             if answered.is_err() {
                 self.reply(notif.id, Err(libc::EAGAIN));
             }
         }
+    }
+
+    /// A free slot for one answer, waiting while every one is taken; `None` once no process runs under the filter.
+    fn slot(self: &Arc<Self>) -> Option<Slot> {
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        while *busy >= MAX_IN_FLIGHT {
+            let (guard, _) = self
+                .freed
+                .wait_timeout(busy, std::time::Duration::from_secs(1))
+                .unwrap_or_else(|p| p.into_inner());
+            busy = guard;
+            if *busy >= MAX_IN_FLIGHT && self.hung_up() {
+                return None;
+            }
+        }
+        *busy += 1;
+        Some(Slot(self.clone()))
+    }
+
+    /// Whether the listener hung up (no process runs under the filter any more).
+    fn hung_up(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd, without waiting.
+        let n = unsafe { libc::poll(&mut poll, 1, 0) };
+        n > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR) != 0
     }
 
     /// Whether the notification `id` still stands (its caller is still in the call).
@@ -384,15 +445,10 @@ impl Broker {
     }
 
     fn connect_for(&self, notif: &libc::seccomp_notif) -> Result<(), i32> {
+        // The calling thread (any thread of the command, not only its main one).
         let pid = notif.pid as libc::pid_t;
         let [fd, addr, len, ..] = notif.data.args;
-        // SAFETY: pidfd_open has no memory arguments.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if pidfd < 0 {
-            return Err(libc::ESRCH);
-        }
-        // SAFETY: a fresh descriptor owned from here.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+        let pidfd = thread_pidfd(pid)?;
         // The pid named the caller when the pidfd was opened only if the call still stands now.
         if !self.valid(notif.id) {
             return Err(libc::EINTR);
@@ -450,6 +506,33 @@ impl Broker {
             &unix_address(via.as_bytes()).ok_or(libc::ENAMETOOLONG)?,
         )
     }
+}
+
+/// `PIDFD_THREAD` (`O_EXCL`, Linux 6.9): a pidfd for one thread, whose descriptor table `pidfd_getfd` reads.
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+/// A pidfd for the thread `tid` (whose call is answered): `PIDFD_THREAD` where the kernel has it, else its thread
+/// group's (threads share a descriptor table unless one was unshared, which commands do not do).
+fn thread_pidfd(tid: libc::pid_t) -> Result<OwnedFd, i32> {
+    // SAFETY: pidfd_open has no memory arguments.
+    let mut fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
+    if fd < 0 && errno() == libc::EINVAL {
+        let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse::<libc::pid_t>().ok())
+            })
+            .ok_or(libc::ESRCH)?;
+        // SAFETY: as above.
+        fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
+    }
+    if fd < 0 {
+        return Err(libc::ESRCH);
+    }
+    // SAFETY: a fresh descriptor owned from here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The current errno.

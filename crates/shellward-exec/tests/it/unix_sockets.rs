@@ -411,6 +411,78 @@ time.sleep(60)
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
 }
 
+/// Connects while a timer signal whose handler restarts system calls (`SA_RESTART`) fires every 20 µs: a connect the
+/// broker has already made is never restarted and made again (which would fail with `EISCONN`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_under_a_restarting_signal_is_made_once() {
+    if std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no C compiler here");
+        return;
+    }
+    let ex = Executor::new(namespaced()).unwrap();
+    let mark = new_mark();
+    let work = open_dir();
+    let source = work.path().join("signalled.c");
+    std::fs::write(&source, SIGNALLED_C).unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(work.path().join("signalled"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let r = ex
+        .execute(plan("./signalled", &mark, work.path(), Network::Loopback))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, "failed 0\n", "{r:?}");
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+/// The program of [`a_connect_under_a_restarting_signal_is_made_once`].
+const SIGNALLED_C: &str = r#"#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+static int l;
+static void on_alarm(int s) { (void)s; }
+static void *serve(void *x) { (void)x; for (;;) { int c = accept(l, 0, 0); if (c < 0) return 0; close(c); } }
+int main(void) {
+    struct sockaddr_un a = {0};
+    a.sun_family = AF_UNIX;
+    strcpy(a.sun_path, "signalled.sock");
+    unlink(a.sun_path);
+    l = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 512)) { perror("listen"); return 3; }
+    pthread_t t;
+    pthread_create(&t, 0, serve, 0);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, 0);
+    struct itimerval it = {{0, 20}, {0, 20}};
+    setitimer(ITIMER_REAL, &it, 0);
+    int failed = 0;
+    for (int i = 0; i < 1500; i++) {
+        int c = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(c, (struct sockaddr *)&a, sizeof a) != 0) { failed++; if (failed < 3) perror("connect"); }
+        close(c);
+    }
+    printf("failed %d\n", failed);
+    return 0;
+}
+"#;
+
 /// A server one command of the session starts in the background is reached by the session's next command, as in one
 /// terminal (both in the session's loopback network).
 async fn across_commands(ex: &Executor, mark: &str, dir: &Path) {

@@ -206,12 +206,22 @@ pub(crate) fn hand_over(programs: &Programs, channel: RawFd) -> Result<(), i32> 
             filter: filter as *mut libc::sock_filter,
         };
         let brokered = fprog(programs.brokered);
-        let listener = libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &brokered as *const libc::sock_fprog,
+        let install = |flags: libc::c_ulong| {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &brokered as *const libc::sock_fprog,
+            )
+        };
+        // Once the broker has a call, only a fatal signal interrupts the caller's wait (5.19): a handled signal
+        // would restart the connect after the broker had made it, which would then say EISCONN.
+        let mut listener = install(
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
         );
+        if listener < 0 && errno() == libc::EINVAL {
+            listener = install(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER);
+        }
         if listener < 0 {
             let e = errno();
             libc::close(diag);

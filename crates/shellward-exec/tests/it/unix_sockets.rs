@@ -91,6 +91,15 @@ t = threading.Thread(target=client); t.start()
 s.accept()[0].sendall(b'thread-answered'); t.join()
 \"";
 
+/// The client made itself non-dumpable first, as ssh and ssh-agent do (the broker still reads its call).
+const NOT_DUMPABLE: &str = "python3 -c \"
+import ctypes, socket, threading
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+s = socket.socket(socket.AF_UNIX); s.bind('nd.sock'); s.listen()
+threading.Thread(target=lambda: s.accept()[0].sendall(b'nd-answered')).start()
+c = socket.socket(socket.AF_UNIX); c.connect('nd.sock'); print(c.recv(100).decode())
+\"";
+
 const IN_TMP: &str = "python3 -c \"
 import socket, threading, tempfile, os
 p = os.path.join(tempfile.mkdtemp(), 's')
@@ -137,6 +146,7 @@ async fn a_sessions_own_unix_sockets_connect_and_the_hosts_stay_cut() {
             (ONE_COMMAND.to_string(), "own-answered\n"),
             (IN_TMP.to_string(), "tmp-answered\n"),
             (FROM_A_THREAD.to_string(), "thread-answered\n"),
+            (NOT_DUMPABLE.to_string(), "nd-answered\n"),
             (FORKSERVER.to_string(), "3\n"),
             (
                 DATAGRAMS.to_string(),

@@ -493,6 +493,77 @@ int main(void) {
 }
 "#;
 
+/// Odd addresses get the kernel's own answers through the broker: an address longer than `sockaddr_un`, a
+/// non-socket descriptor, a bad descriptor, an IP address on a Unix socket — the same errno as without a sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_connects_get_the_kernels_answers() {
+    if std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no C compiler here");
+        return;
+    }
+    let ex = Executor::new(namespaced()).unwrap();
+    let mark = new_mark();
+    let work = open_dir();
+    let source = work.path().join("odd.c");
+    std::fs::write(&source, ODD_C).unwrap();
+    let built = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(work.path().join("odd"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let native = std::process::Command::new(work.path().join("odd"))
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let native = String::from_utf8_lossy(&native.stdout).to_string();
+    assert_eq!(native.lines().count(), 4, "{native}");
+    let r = ex
+        .execute(plan("./odd", &mark, work.path(), Network::Loopback))
+        .await
+        .unwrap();
+    assert_eq!(r.output.text, native, "{r:?}");
+    ex.shutdown().await;
+    assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
+}
+
+/// The program of [`odd_connects_get_the_kernels_answers`]: one errno per line.
+const ODD_C: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+int main(void) {
+    struct sockaddr_un a = {0};
+    a.sun_family = AF_UNIX;
+    strcpy(a.sun_path, "odd.sock");
+    unlink(a.sun_path);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    bind(l, (struct sockaddr *)&a, sizeof a);
+    listen(l, 8);
+    char big[128] = {0};
+    memcpy(big, &a, sizeof a);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    printf("overlong %d\n", connect(s, (struct sockaddr *)big, 120) ? errno : 0);
+    int f = open("odd.c", O_RDONLY);
+    printf("not a socket %d\n", connect(f, (struct sockaddr *)&a, sizeof a) ? errno : 0);
+    printf("bad fd %d\n", connect(999, (struct sockaddr *)&a, sizeof a) ? errno : 0);
+    struct sockaddr_in in = {0};
+    in.sin_family = AF_INET;
+    printf("inet on unix %d\n", connect(s, (struct sockaddr *)&in, sizeof in) ? errno : 0);
+    return 0;
+}
+"#;
+
 /// A server one command of the session starts in the background is reached by the session's next command, as in one
 /// terminal (both in the session's loopback network).
 async fn across_commands(ex: &Executor, mark: &str, dir: &Path) {

@@ -489,6 +489,10 @@ impl Broker {
             // IP, abstract or unnamed: confined by the socket's network namespace, connected as asked.
             return connect_raw(&sock, &buf[..len]);
         }
+        // As the kernel would: a pathname address longer than `sockaddr_un` is invalid.
+        if len > std::mem::size_of::<libc::sockaddr_un>() {
+            return Err(libc::EINVAL);
+        }
         let path_bytes = &buf[2..len];
         let path_bytes = &path_bytes[..path_bytes
             .iter()

@@ -36,6 +36,32 @@ fn open_dir() -> tempfile::TempDir {
     dir
 }
 
+/// Whether a C compiler is here (the tests that need a thread, a signal or an odd address write their program in C);
+/// says so when it is not.
+fn have_cc() -> bool {
+    let here = std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !here {
+        eprintln!("skipped: no C compiler here");
+    }
+    here
+}
+
+/// Compiles `source` into `dir/name` (with threads).
+fn compile_c(dir: &Path, name: &str, source: &str) {
+    let file = dir.join(format!("{name}.c"));
+    std::fs::write(&file, source).unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(dir.join(name))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+}
+
 /// A host server at `path` answering `host-answered` (and the same on the abstract name `abstract_name`).
 fn host_server(path: &Path, abstract_name: &str) {
     use std::os::linux::net::SocketAddrExt;
@@ -240,12 +266,7 @@ async fn a_host_socket_the_operator_names_is_reached_and_no_other() {
 /// what the memory says later, so the host's socket never answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_flipped_during_the_check_never_reaches_the_host() {
-    if std::process::Command::new("cc")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no C compiler here");
+    if !have_cc() {
         return;
     }
     let ex = Executor::new(namespaced()).unwrap();
@@ -262,15 +283,7 @@ async fn an_address_flipped_during_the_check_never_reaches_the_host() {
     )
     .unwrap();
     host_server(&host, &format!("shellward-race-{mark}"));
-    let source = work.path().join("race.c");
-    std::fs::write(&source, RACE_C).unwrap();
-    let built = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(work.path().join("race"))
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    compile_c(work.path(), "race", RACE_C);
     let command = format!("./race '{own_s}' '{host_s}'");
     let r = ex
         .execute(plan(&command, &mark, work.path(), Network::Loopback))
@@ -425,26 +438,13 @@ time.sleep(60)
 /// broker has already made is never restarted and made again (which would fail with `EISCONN`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connect_under_a_restarting_signal_is_made_once() {
-    if std::process::Command::new("cc")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no C compiler here");
+    if !have_cc() {
         return;
     }
     let ex = Executor::new(namespaced()).unwrap();
     let mark = new_mark();
     let work = open_dir();
-    let source = work.path().join("signalled.c");
-    std::fs::write(&source, SIGNALLED_C).unwrap();
-    let built = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(work.path().join("signalled"))
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    compile_c(work.path(), "signalled", SIGNALLED_C);
     let r = ex
         .execute(plan("./signalled", &mark, work.path(), Network::Loopback))
         .await
@@ -497,26 +497,13 @@ int main(void) {
 /// non-socket descriptor, a bad descriptor, an IP address on a Unix socket — the same errno as without a sandbox.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_connects_get_the_kernels_answers() {
-    if std::process::Command::new("cc")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: no C compiler here");
+    if !have_cc() {
         return;
     }
     let ex = Executor::new(namespaced()).unwrap();
     let mark = new_mark();
     let work = open_dir();
-    let source = work.path().join("odd.c");
-    std::fs::write(&source, ODD_C).unwrap();
-    let built = std::process::Command::new("cc")
-        .arg("-o")
-        .arg(work.path().join("odd"))
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    compile_c(work.path(), "odd", ODD_C);
     let native = std::process::Command::new(work.path().join("odd"))
         .current_dir(work.path())
         .output()

@@ -113,7 +113,6 @@ fn check_platform(args: &CheckArgs) -> Result<ExitCode> {
 /// Where everyday tools write or connect, each with whether this configuration's `[confinement]` lets a command do
 /// it and, where not, what to change.
 fn ordinary_work(c: &shellward::ConfinementConfig) {
-    use shellward::exec::Network;
     let workdir = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
     let plan = c.for_command(&workdir);
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
@@ -176,6 +175,12 @@ fn ordinary_work(c: &shellward::ConfinementConfig) {
             },
         );
     }
+    socket_lines(c, &plan);
+}
+
+/// The `(ordinary work)` lines of devices and sockets under `c` (`plan` is its confinement for a command).
+fn socket_lines(c: &shellward::ConfinementConfig, plan: &shellward::exec::Confinement) {
+    use shellward::exec::Network;
     line(
         true,
         "/dev, /dev/shm, pipes, ptys (ordinary work)",

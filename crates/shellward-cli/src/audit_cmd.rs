@@ -209,13 +209,18 @@ fn line(r: &Value) -> String {
                 (None, Some(sig)) => format!("killed by {sig}"),
                 _ => "ended".into(),
             };
-            let refused = r["refused_sockets"]
-                .as_array()
-                .map(|paths| {
-                    let paths: Vec<String> = paths.iter().map(s).collect();
-                    format!("; refused Unix sockets: {}", paths.join(", "))
-                })
-                .unwrap_or_default()
+            let listed = |key: &str, what: &str| {
+                r[key]
+                    .as_array()
+                    .map(|paths| {
+                        let paths: Vec<String> = paths.iter().map(s).collect();
+                        format!("; {what}: {}", paths.join(", "))
+                    })
+                    .unwrap_or_default()
+            };
+            let refused = listed("refused_writes", "refused writes")
+                + &listed("refused_network", "refused network")
+                + &listed("refused_sockets", "refused Unix sockets")
                 + if r["refused_unix_datagram"] == true {
                     "; refused a datagram Unix socket"
                 } else {

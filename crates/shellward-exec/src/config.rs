@@ -108,6 +108,12 @@ pub struct ExecutorConfig {
     /// sandbox's session). Enforced with Landlock (ABI 4, Linux 6.7) on Linux; elsewhere, or on an older kernel, a
     /// warning says it is not. Default none.
     pub closed_tcp_ports: Vec<u16>,
+    /// Whether a confined command's refused writes are seen as they happen ([`crate::ExecResult::refused_writes`],
+    /// Linux): each call of the command that writes a path (opening for writing, creating, removing, renaming) is
+    /// shown to the executor, which reads its path and lets the kernel make it (Landlock still decides). It costs a
+    /// round trip to the executor per such call (see `cargo bench -p shellward-exec --bench watch`). Default on; off,
+    /// refused writes are only told from what the command prints.
+    pub watch_writes: bool,
     /// What undo keeps per session ([`crate::undo`]): on by default, for plans that name a workspace
     /// ([`crate::ExecPlan::record`]).
     pub changes: crate::undo::ChangesConfig,
@@ -188,6 +194,7 @@ impl Default for ExecutorConfig {
             keep_abandoned: false,
             hidden_paths: Vec::new(),
             closed_tcp_ports: Vec::new(),
+            watch_writes: true,
             changes: crate::undo::ChangesConfig::default(),
             proxy_hosts: std::collections::HashMap::new(),
             unenforceable: Unenforceable::default(),

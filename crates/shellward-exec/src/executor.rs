@@ -99,6 +99,7 @@ impl Executor {
             next_id: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             recorders: Default::default(),
+            proxy_audiences: Default::default(),
             shut_down: AtomicBool::new(false),
         });
         tokio::spawn(reaper(Arc::downgrade(&inner), inner.reaper_wake.clone()));
@@ -313,6 +314,8 @@ impl Executor {
             confinement: proc.confinement.clone(),
             refused_sockets: proc.refusals.paths(),
             refused_unix_datagram: proc.refusals.datagram_refused(),
+            refused_writes: proc.refusals.writes(),
+            refused_network: proc.refusals.addresses(),
         }
     }
 
@@ -482,6 +485,7 @@ impl Executor {
                 crate::Network::Host
             },
             syscalls: spawned.syscalls_filtered,
+            writes_watched: spawned.writes_confined && spawned.refusals.writes_watched(),
         };
         let spawn_micros = spawn_started.elapsed().as_micros() as u64;
         slot.keep();
@@ -529,8 +533,14 @@ impl Executor {
                 .unwrap_or_else(|p| p.into_inner())
                 .create_log();
         }
-        if let (Some((fd, shared)), Some(rules)) = (spawned.proxy_listener, proxy_rules) {
-            serve_proxy(&proc, fd, shared, rules);
+        if plan.confinement.network == crate::Network::Allow {
+            // Every proxied command hears of the destinations its proxy refuses (a session's proxy serves its later
+            // commands with that allow-list too).
+            let audience = self.inner.proxy_audience(session, &plan.confinement.allow);
+            audience.join(proc.refusals.clone(), proc.readers_done.subscribe());
+            if let (Some((fd, shared)), Some(rules)) = (spawned.proxy_listener, proxy_rules) {
+                serve_proxy(&proc, fd, shared, rules, audience);
+            }
         }
         registry.insert(proc.clone());
         self.inner.reaper_wake.notify_one();

@@ -192,10 +192,44 @@ fn public(ip: IpAddr) -> bool {
     }
 }
 
+/// Who is told of the destinations a proxy refuses: the proxied commands running on it. A proxy serves a session's
+/// network for its life (every command of the session with that allow-list connects to it), and cannot tell which of
+/// them a connection comes from, so a refusal is recorded for each of them running at the time (one, as a rule).
+#[derive(Default)]
+pub(crate) struct Audience {
+    running: std::sync::Mutex<Vec<(crate::results::Refusals, tokio::sync::watch::Receiver<bool>)>>,
+}
+
+impl Audience {
+    /// Adds a command: its refusals, and the flag that turns true once it is done.
+    pub(crate) fn join(
+        &self,
+        refusals: crate::results::Refusals,
+        done: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.retain(|(_, d)| !*d.borrow());
+        running.push((refusals, done));
+    }
+
+    /// Records a refused `host:port` for every command still running.
+    fn refused(&self, to: &str) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.retain(|(_, d)| !*d.borrow());
+        for (refusals, _) in running.iter() {
+            refusals.address(to.to_string());
+        }
+    }
+}
+
 /// Serves `listener` (a proxied command's [`PROXY_ADDR`]) until the task is dropped or aborted, or the listener is
-/// shut down (its session ended).
-pub(crate) async fn serve(listener: TcpListener, rules: Arc<ProxyRules>) {
-    serve_at_most(listener, rules, MAX_CONNECTIONS).await
+/// shut down (its session ended); each refused destination recorded for `seen`, when given.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    rules: Arc<ProxyRules>,
+    seen: Option<Arc<Audience>>,
+) {
+    serve_at_most(listener, rules, MAX_CONNECTIONS, seen).await
 }
 
 /// Whether an accept failed because the listener was shut down or closed (`EINVAL`, `EBADF`, `ENOTSOCK`).
@@ -215,7 +249,12 @@ fn listener_gone(e: &std::io::Error) -> bool {
 }
 
 /// [`serve`] with at most `max` connections at once.
-async fn serve_at_most(listener: TcpListener, rules: Arc<ProxyRules>, max: usize) {
+async fn serve_at_most(
+    listener: TcpListener,
+    rules: Arc<ProxyRules>,
+    max: usize,
+    seen: Option<Arc<Audience>>,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -233,9 +272,9 @@ async fn serve_at_most(listener: TcpListener, rules: Arc<ProxyRules>, max: usize
                 continue;
             }
         };
-        let rules = rules.clone();
+        let (rules, seen) = (rules.clone(), seen.clone());
         tokio::spawn(async move {
-            let _ = handle(conn, &rules).await;
+            let _ = handle(conn, &rules, seen.as_deref()).await;
             drop(slot);
         });
     }
@@ -347,7 +386,16 @@ async fn respond(conn: &mut TcpStream, status: &str, body: &str) -> io::Result<(
     conn.shutdown().await
 }
 
-async fn handle(mut conn: TcpStream, rules: &ProxyRules) -> io::Result<()> {
+async fn handle(
+    mut conn: TcpStream,
+    rules: &ProxyRules,
+    seen: Option<&Audience>,
+) -> io::Result<()> {
+    let refused = |host: &str, port: u16| {
+        if let Some(seen) = seen {
+            seen.refused(&format!("{host}:{port}"));
+        }
+    };
     let (head, rest) = tokio::time::timeout(STEP_TIMEOUT, read_head(&mut conn))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
@@ -366,12 +414,14 @@ async fn handle(mut conn: TcpStream, rules: &ProxyRules) -> io::Result<()> {
             "is not on this command's network allow-list",
         );
         tracing::debug!(host = %head.host, port = head.port, "proxy refused a destination");
+        refused(&head.host, head.port);
         return respond(&mut conn, "403 Forbidden", &body).await;
     }
     let addrs = match rules.resolve(&head.host, head.port).await {
         Ok(a) => a,
         Err(why) => {
             let body = rules.refusal(&head.host, head.port, &why);
+            refused(&head.host, head.port);
             return respond(&mut conn, "403 Forbidden", &body).await;
         }
     };
@@ -513,7 +563,17 @@ mod tests {
             &["allowed.test", "localhost"],
             &[("allowed.test", "127.0.0.1")],
         ));
-        tokio::spawn(serve(proxy, r));
+        // Where the command's result learns what was refused (a command running on it; one done is not told).
+        let (seen, done) = (
+            crate::results::Refusals::default(),
+            crate::results::Refusals::default(),
+        );
+        let audience = Arc::new(Audience::default());
+        let (_running, running) = tokio::sync::watch::channel(false);
+        audience.join(seen.clone(), running);
+        let (_, ended) = tokio::sync::watch::channel(true);
+        audience.join(done.clone(), ended);
+        tokio::spawn(serve(proxy, r, Some(audience)));
         let exchange = |request: String| async move {
             let mut c = TcpStream::connect(proxy_addr).await.unwrap();
             c.write_all(request.as_bytes()).await.unwrap();
@@ -548,6 +608,12 @@ mod tests {
             refused.starts_with("HTTP/1.1 403") && refused.contains("loopback"),
             "{refused}"
         );
+        // Both refusals recorded for the command's result (the allowed ones not).
+        assert_eq!(
+            seen.addresses(),
+            [format!("example.test:{port}"), format!("localhost:{port}")]
+        );
+        assert!(done.addresses().is_empty());
     }
 
     /// A command opening connections without end holds at most the cap: the next one is served only once one of
@@ -560,6 +626,7 @@ mod tests {
             proxy,
             Arc::new(rules(&["allowed.test"], &[])),
             2,
+            None,
         ));
         // Two idle connections take both slots (they never send a head).
         let first = TcpStream::connect(addr).await.unwrap();

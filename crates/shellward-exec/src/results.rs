@@ -126,40 +126,104 @@ pub struct ExecResult {
     /// refused (`EPERM`) under a network other than the host's: one could send to any socket path. Seen by the
     /// sandbox itself.
     pub refused_unix_datagram: bool,
+    /// Paths the command tried to write (open for writing, create, remove, rename, link) that its write confinement
+    /// refused, because they are outside the writable paths; at most eight, in the order refused, each as the command
+    /// named it made absolute. Seen by the sandbox itself (nothing is read from the output) where
+    /// [`Enforced::writes_watched`]; empty otherwise.
+    pub refused_writes: Vec<PathBuf>,
+    /// Network destinations (`host:port`) the command tried to reach and its network refused: a direct connect
+    /// with no route under `none`, `loopback` or an allow-list (`93.184.216.34:443`, seen by the socket broker on
+    /// Linux's fast spawn path), or a destination the allow-list proxy refused (`example.com:443`); at most eight.
+    pub refused_network: Vec<String>,
 }
 
-/// Where the Unix socket broker records one command's refusals (`ExecResult::refused_sockets`,
+/// Where the broker records one command's refusals (`ExecResult::refused_sockets`, `ExecResult::refused_writes`,
 /// `ExecResult::refused_unix_datagram`).
 #[derive(Clone, Default, Debug)]
-pub(crate) struct Refusals(std::sync::Arc<std::sync::Mutex<(Vec<PathBuf>, bool)>>);
+pub(crate) struct Refusals(std::sync::Arc<std::sync::Mutex<Refused>>);
+
+/// What [`Refusals`] holds.
+#[derive(Default, Debug)]
+struct Refused {
+    sockets: Vec<PathBuf>,
+    writes: Vec<PathBuf>,
+    addresses: Vec<String>,
+    datagram: bool,
+    writes_watched: bool,
+}
 
 impl Refusals {
-    /// At most this many refused paths are kept per command.
+    /// At most this many refused paths of each kind are kept per command.
     const MAX: usize = 8;
 
-    /// Records a refused path (once).
+    fn with<T>(&self, f: impl FnOnce(&mut Refused) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Records a refused Unix socket path (once).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn push(&self, path: PathBuf) {
-        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if v.0.len() < Self::MAX && !v.0.contains(&path) {
-            v.0.push(path);
-        }
+        self.with(|r| {
+            if r.sockets.len() < Self::MAX && !r.sockets.contains(&path) {
+                r.sockets.push(path);
+            }
+        })
+    }
+
+    /// Records a refused write (once).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn write(&self, path: PathBuf) {
+        self.with(|r| {
+            if r.writes.len() < Self::MAX && !r.writes.contains(&path) {
+                r.writes.push(path);
+            }
+        })
+    }
+
+    /// Records a refused network destination (`host:port`, once).
+    pub(crate) fn address(&self, to: String) {
+        self.with(|r| {
+            if r.addresses.len() < Self::MAX && !r.addresses.contains(&to) {
+                r.addresses.push(to);
+            }
+        })
+    }
+
+    /// The network destinations refused so far.
+    pub(crate) fn addresses(&self) -> Vec<String> {
+        self.with(|r| r.addresses.clone())
     }
 
     /// Records a refused datagram Unix socket.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn datagram(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.with(|r| r.datagram = true)
     }
 
-    /// The paths refused so far.
+    /// Records that the command's writes are watched (so an empty list of refused writes means none was refused).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn watching_writes(&self) {
+        self.with(|r| r.writes_watched = true)
+    }
+
+    /// The Unix socket paths refused so far.
     pub(crate) fn paths(&self) -> Vec<PathBuf> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+        self.with(|r| r.sockets.clone())
+    }
+
+    /// The writes refused so far.
+    pub(crate) fn writes(&self) -> Vec<PathBuf> {
+        self.with(|r| r.writes.clone())
     }
 
     /// Whether a datagram Unix socket was refused.
     pub(crate) fn datagram_refused(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).1
+        self.with(|r| r.datagram)
+    }
+
+    /// Whether the command's writes are watched.
+    pub(crate) fn writes_watched(&self) -> bool {
+        self.with(|r| r.writes_watched)
     }
 }
 
@@ -206,6 +270,9 @@ pub struct Enforced {
     pub network: crate::plan::Network,
     /// Its system-call filter was installed (the plan's `deny_syscalls`).
     pub syscalls: bool,
+    /// Its writes were confined and watched: [`ExecResult::refused_writes`] lists every write refused (Linux, on
+    /// the fast spawn path; false where the watch cannot be had, e.g. inside another sandbox's notify filter).
+    pub writes_watched: bool,
 }
 
 /// The result of [`Executor::list`](crate::Executor::list).

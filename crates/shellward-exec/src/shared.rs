@@ -26,7 +26,37 @@ pub(crate) struct Inner {
     /// Each session's undo recorder (`executor/undo.rs`).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) recorders: crate::executor::Recorders,
+    /// Who hears of each proxy's refusals, by session and allow-list (see [`Inner::proxy_audience`]).
+    pub(crate) proxy_audiences: ProxyAudiences,
     pub(crate) shut_down: AtomicBool,
+}
+
+/// The proxied commands of each session and allow-list, told what their proxy refuses.
+pub(crate) type ProxyAudiences = std::sync::Mutex<
+    std::collections::HashMap<(Option<String>, Vec<String>), Arc<crate::proxy::Audience>>,
+>;
+
+/// At most this many audiences are kept (then they start again: a proxy serving on keeps its own).
+const MAX_AUDIENCES: usize = 256;
+
+impl Inner {
+    /// The audience of the proxy serving `session`'s commands with the allow-list `allow`.
+    pub(crate) fn proxy_audience(
+        &self,
+        session: Option<&str>,
+        allow: &[String],
+    ) -> Arc<crate::proxy::Audience> {
+        let mut all = self
+            .proxy_audiences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if all.len() >= MAX_AUDIENCES {
+            all.clear();
+        }
+        all.entry((session.map(str::to_string), allow.to_vec()))
+            .or_default()
+            .clone()
+    }
 }
 
 impl Drop for Inner {

@@ -444,6 +444,72 @@ pub(crate) fn socket_refusal_note(network: Network, refused: &[PathBuf]) -> Opti
     ))
 }
 
+/// The note for writes the sandbox refused (`ExecResult::refused_writes`, seen by the sandbox itself; or paths a
+/// failed command's output names, checked against the rules): which paths, the rule (`[confinement] writable`, with
+/// the paths it allows), and what to do. `None` when there were none.
+pub(crate) fn write_refusal_note(asked: &Confinement, refused: &[PathBuf]) -> Option<String> {
+    if refused.is_empty() {
+        return None;
+    }
+    let allowed: Vec<PathBuf> = asked
+        .writable
+        .iter()
+        .flatten()
+        .filter(|p| p.exists())
+        .cloned()
+        .collect();
+    Some(format!(
+        "Refused by the sandbox ([confinement] writable): writing {}, which is outside the paths commands may write \
+         ({}). Write in the working directory or a temporary directory instead; if the task needs that place, ask \
+         the user to have it added to [confinement] writable.",
+        some_paths(refused, 4),
+        some_paths(&allowed, 8)
+    ))
+}
+
+/// The note for network destinations the sandbox saw refused (`ExecResult::refused_network`: a connect with no route
+/// under `network`, or a destination the allow-list `allow` does not name); `None` when there were none.
+pub(crate) fn network_refusal_note(
+    network: Network,
+    allow: &[String],
+    refused: &[String],
+) -> Option<String> {
+    if refused.is_empty() {
+        return None;
+    }
+    let shown: Vec<&str> = refused.iter().take(4).map(String::as_str).collect();
+    let more = refused.len().saturating_sub(shown.len());
+    let what = format!(
+        "{}{}",
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    );
+    let (reach, instead) = match network {
+        Network::Allow => (
+            format!(
+                "it may reach only {} (through shellward's proxy)",
+                allow.join(", ")
+            ),
+            "Use one of those",
+        ),
+        Network::Loopback => (
+            "it has only its session's loopback".to_string(),
+            "Work offline or against a server of the session's own on 127.0.0.1",
+        ),
+        _ => ("it has no network at all".to_string(), "Work offline"),
+    };
+    Some(format!(
+        "Refused by the sandbox ([confinement] network = \"{}\"): connecting to {what}; {reach}. {instead}, or, if \
+         the task needs that destination, ask the user to allow it (network = \"host\", or the destination in an \
+         allow-list, in [confinement] or for this command).",
+        network.as_str()
+    ))
+}
+
 /// The note for a datagram Unix socket the sandbox saw refused (`ExecResult::refused_unix_datagram`) under `network`.
 pub(crate) fn datagram_refusal_note(network: Network) -> String {
     format!(
@@ -464,7 +530,10 @@ pub(crate) fn refusal_note(
     output: &str,
     workdir: Option<&Path>,
 ) -> Option<String> {
+    // Where the sandbox watched the writes, what it saw refused is said already (`write_refusal_note`), and a
+    // "Permission denied" it did not see is the file system's.
     if held.writes
+        && !held.writes_watched
         && let Some(paths) = &asked.writable
         && WRITE_REFUSED.iter().any(|m| output.contains(m))
     {
@@ -480,13 +549,7 @@ pub(crate) fn refusal_note(
             return None;
         }
         if !outside.is_empty() {
-            return Some(format!(
-                "Refused by the sandbox ([confinement] writable): writing {}, which is outside the paths commands \
-                 may write ({}). Write in the working directory or a temporary directory instead; if the task needs \
-                 that place, ask the user to have it added to [confinement] writable.",
-                some_paths(&outside, 4),
-                some_paths(&existing, 8)
-            ));
+            return write_refusal_note(asked, &outside);
         }
         return Some(format!(
             "If that was a write outside the sandbox: writes are allowed only under {}. Write there instead (the \
@@ -668,6 +731,37 @@ mod tests {
         let note =
             note_for("mkdir: cannot create directory ‘/opt/app’: Permission denied").unwrap();
         assert!(note.contains("/opt/app") && !note.contains('‘'), "{note}");
+        // Where the sandbox watched the writes, a "Permission denied" it did not see is not blamed on it.
+        let mut watched = held.clone();
+        watched.writes_watched = true;
+        assert!(
+            refusal_note(
+                &asked,
+                &watched,
+                "sh: 1: cannot create /etc/x: Permission denied",
+                None
+            )
+            .is_none()
+        );
+        let net = network_refusal_note(
+            Network::Allow,
+            &["pypi.org".into()],
+            &["example.com:443".into()],
+        )
+        .unwrap();
+        assert!(
+            net.contains("example.com:443")
+                && net.contains("pypi.org")
+                && net.contains("\"allow\""),
+            "{net}"
+        );
+        assert!(network_refusal_note(Network::None, &[], &[]).is_none());
+        let seen = write_refusal_note(&asked, &[PathBuf::from("/etc/x")]).unwrap();
+        assert!(
+            seen.contains("/etc/x") && seen.contains("[confinement] writable"),
+            "{seen}"
+        );
+        assert!(write_refusal_note(&asked, &[]).is_none());
         // A Unix socket refused under a network other than the host's.
         let note = note_for("unix_listener: socket: Operation not permitted").unwrap();
         assert!(

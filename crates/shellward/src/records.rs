@@ -95,6 +95,12 @@ impl Shellward {
             if r.refused_unix_datagram {
                 record["refused_unix_datagram"] = true.into();
             }
+            if !r.refused_writes.is_empty() {
+                record["refused_writes"] = serde_json::json!(r.refused_writes);
+            }
+            if !r.refused_network.is_empty() {
+                record["refused_network"] = serde_json::json!(r.refused_network);
+            }
             if include_output {
                 record["output"] = serde_json::json!(r.output.text);
             }

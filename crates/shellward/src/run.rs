@@ -306,6 +306,8 @@ impl Shellward {
         let held = r.confinement.clone();
         let refused_sockets = r.refused_sockets.clone();
         let refused_datagram = r.refused_unix_datagram;
+        let refused_writes = r.refused_writes.clone();
+        let refused_network = r.refused_network.clone();
         let exit = r.exit.clone();
         let unwritable = workdir
             .as_deref()
@@ -333,7 +335,9 @@ impl Shellward {
         // What the sandbox saw refused, said whatever the command made of it (one note per kind); else what its
         // output shows.
         let seen = [
+            confinement::write_refusal_note(&asked, &refused_writes),
             confinement::socket_refusal_note(held.network, &refused_sockets),
+            confinement::network_refusal_note(held.network, &asked.allow, &refused_network),
             refused_datagram.then(|| confinement::datagram_refusal_note(held.network)),
         ];
         if seen.iter().any(Option::is_some) {

@@ -7,12 +7,14 @@ use std::sync::atomic::Ordering;
 
 /// Serves the filtering proxy of `proc`'s allow-list network on its listener `fd`, on the host's network: until the
 /// command's output ends (its tree is done), or, when its network became its session's (`shared`), until the
-/// session's sandbox ends (which shuts the listener down).
+/// session's sandbox ends (which shuts the listener down). The destinations it refuses are told to `audience` (the
+/// commands running on it: `ExecResult::refused_network`).
 pub(super) fn serve_proxy(
     proc: &Proc,
     fd: impl Into<std::net::TcpListener>,
     shared: bool,
     rules: Arc<crate::proxy::ProxyRules>,
+    audience: Arc<crate::proxy::Audience>,
 ) {
     let listener: std::net::TcpListener = fd.into();
     match listener
@@ -23,10 +25,10 @@ pub(super) fn serve_proxy(
             let mut done = proc.readers_done.subscribe();
             tokio::spawn(async move {
                 if shared {
-                    return crate::proxy::serve(listener, rules).await;
+                    return crate::proxy::serve(listener, rules, Some(audience)).await;
                 }
                 tokio::select! {
-                    () = crate::proxy::serve(listener, rules) => {}
+                    () = crate::proxy::serve(listener, rules, Some(audience)) => {}
                     _ = done.wait_for(|d| *d) => {}
                 }
             });

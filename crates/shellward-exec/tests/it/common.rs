@@ -193,3 +193,15 @@ pub fn pids_roots_of(pid: u32) -> Vec<String> {
         .filter(|n| n.contains(&format!("-{pid}-")))
         .collect()
 }
+
+/// A scratch directory anyone may write (world-writable, as many socket directories are): what stops a command there
+/// is the sandbox, not the permission, also in a normal user's rerun.
+pub fn open_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    dir
+}

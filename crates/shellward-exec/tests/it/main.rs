@@ -10,6 +10,7 @@ mod files_network;
 mod interactive;
 mod portable;
 mod preview;
+mod refused_writes;
 mod session;
 mod supervisor;
 mod trust;

@@ -24,18 +24,6 @@ fn plan(command: &str, mark: &str, dir: &Path, network: Network) -> ExecPlan {
     p
 }
 
-/// A scratch directory anyone may write (world-writable, as many socket directories are: the permission is not what
-/// stops a command, and a normal user's rerun writes there too).
-fn open_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    dir
-}
-
 /// Whether a C compiler is here (the tests that need a thread, a signal or an odd address write their program in C);
 /// says so when it is not.
 fn have_cc() -> bool {

@@ -656,3 +656,15 @@ fn unix_sockets_take_paths_and_variables_and_name_a_bad_entry() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn watching_writes_is_on_by_default_and_may_be_turned_off() {
+    assert!(Config::default().executor.watch_writes);
+    let c = Config::parse("[confinement]\nwatch_writes = false\n", Path::new(".")).unwrap();
+    assert!(!c.executor.watch_writes);
+    let p = problems("[confinement]\nwatch_writes = \"no\"\n");
+    assert!(
+        p.iter().any(|s| s.starts_with("confinement.watch_writes")),
+        "{p:#?}"
+    );
+}

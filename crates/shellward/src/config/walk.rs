@@ -168,6 +168,10 @@ impl Walker {
         }
         if let Some(mut t) = self.table(&mut root, "confinement", "") {
             self.confinement(&mut t, &mut config.confinement);
+            // The executor's: whether refused writes are seen as they happen (`ExecutorConfig::watch_writes`).
+            if let Some(b) = self.boolean(&mut t, "watch_writes", "confinement") {
+                config.executor.watch_writes = b;
+            }
             self.unknown_keys(
                 t,
                 "confinement",
@@ -181,6 +185,7 @@ impl Walker {
                     "max_writable",
                     "proxy_hosts",
                     "unenforceable",
+                    "watch_writes",
                 ],
             );
         }

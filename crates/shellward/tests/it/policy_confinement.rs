@@ -169,10 +169,30 @@ async fn an_allow_list_reaches_only_its_names_through_the_proxy_and_the_model_is
     assert!(
         r.notes
             .iter()
-            .any(|n| n.contains("may reach only allowed.test")),
+            .any(|n| n.contains("may reach only allowed.test")
+                && n.contains(&format!("other.test:{port}"))),
         "{:?}",
         r.notes
     );
+    // Seen by the proxy itself: said also when the program swallows the refusal; once.
+    let swallowed = format!(
+        "python3 -c \"
+import urllib.request
+try: urllib.request.urlopen('http://other.test:{port}/', timeout=5)
+except Exception: pass\""
+    );
+    let r = sw
+        .without_session()
+        .execute(exec(&swallowed), ExecuteOptions::new())
+        .await
+        .unwrap();
+    assert!(r.success, "{r:?}");
+    let said: Vec<&String> = r
+        .notes
+        .iter()
+        .filter(|n| n.contains(&format!("other.test:{port}")))
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", r.notes);
     sw.shutdown().await;
     // A policy may choose an allow-list for one command (here the scripted test policy, `net:allow=…`), within the
     // ceiling; the next command has the operator's network again.
@@ -341,18 +361,15 @@ async fn the_default_writable_paths_cover_installs_and_not_startup_files() {
     );
     let sw = Shellward::builder().config(config).build().expect("build");
     let at = sw.without_session();
-    let touch = |path: &str| {
+    let run = |command: String| {
         let at = at.clone();
-        let file = home.join(path);
         async move {
-            at.execute(
-                exec(&format!("echo x > '{}'", file.display())),
-                ExecuteOptions::new(),
-            )
-            .await
-            .unwrap()
+            at.execute(exec(&command), ExecuteOptions::new())
+                .await
+                .unwrap()
         }
     };
+    let touch = |path: &str| run(format!("echo x > '{}'", home.join(path).display()));
     for installed in [
         ".cargo/bin/ripgrep",
         ".cargo/registry/index",
@@ -388,7 +405,32 @@ async fn the_default_writable_paths_cover_installs_and_not_startup_files() {
             "{kept}: {:?}",
             r.notes
         );
+        // Seen by the sandbox itself: said also when the command swallows the error and succeeds.
+        let r = run(format!(
+            "{{ echo x > '{}'; }} 2>/dev/null; true",
+            home.join(kept).display()
+        ))
+        .await;
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        let said: Vec<&String> = r
+            .notes
+            .iter()
+            .filter(|n| n.contains("[confinement] writable"))
+            .collect();
+        assert!(
+            said.len() == 1 && said[0].contains(&path),
+            "{kept}, swallowed: {:?}",
+            r.notes
+        );
     }
+    // A failing command that merely prints "Permission denied" with a path is not blamed on the sandbox, which saw
+    // no refused write (nothing is guessed from the output).
+    let r = run("echo \"cat: /etc/shadow-x: Permission denied\"; exit 1".into()).await;
+    assert!(
+        !r.notes.iter().any(|n| n.contains("[confinement] writable")),
+        "{:?}",
+        r.notes
+    );
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
 }

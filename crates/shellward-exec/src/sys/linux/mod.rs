@@ -44,6 +44,7 @@ mod started;
 mod tree;
 pub(crate) mod unix_broker;
 mod watchdog;
+mod write_watch;
 
 pub(crate) use super::ContainmentKind;
 pub(crate) use super::unix::{files, pty, spawn_env, streams};

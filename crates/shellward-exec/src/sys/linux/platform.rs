@@ -29,6 +29,8 @@ pub(crate) struct Platform {
     /// set, starts skip the `clone3` fast path.
     #[cfg(test)]
     pub(crate) force_portable: AtomicBool,
+    /// `ExecutorConfig::watch_writes`.
+    watch_writes: bool,
     root: Option<CgroupRoot>,
     /// Identifies this executor's trees: every process of a tree inherits `SHELLWARD_TREE=<token>/<id>`, which
     /// survives `setsid` and double forks.
@@ -144,6 +146,7 @@ impl Platform {
                 config.closed_tcp_ports.clone(),
             )),
             filters: Arc::default(),
+            watch_writes: config.watch_writes,
             #[cfg(test)]
             force_portable: AtomicBool::new(false),
         };
@@ -302,6 +305,7 @@ impl Platform {
             filters: self.filters.clone(),
             token: self.token.clone(),
             portable,
+            watch_writes: self.watch_writes,
         };
         let (tx, result) = tokio::sync::oneshot::channel();
         let spares = self.spares();

@@ -44,6 +44,8 @@ pub(super) struct Job {
     pub(super) token: String,
     /// Tests of the portable path: skip the fast path.
     pub(super) portable: bool,
+    /// `ExecutorConfig::watch_writes`.
+    pub(super) watch_writes: bool,
 }
 
 /// A start's confinement and streams, prepared before the fork.
@@ -56,9 +58,10 @@ struct Prepared {
     proxy_pair: Option<(UnixDatagram, UnixDatagram)>,
     /// The system-call filter, held until the child has installed it.
     seccomp: Option<Arc<seccompiler::BpfProgram>>,
-    /// With a network other than the host's, on the fast path: the pair the child hands its Unix socket broker's
-    /// listener over (ours, the child's), and where the broker records what it refused.
+    /// With a network other than the host's or confined writes, on the fast path: the pair the child hands its
+    /// broker's listener over (ours, the child's), what the broker watches, and where it records what was refused.
     broker_pair: Option<(UnixDatagram, UnixDatagram)>,
+    watch: super::unix_broker::Watch,
     refusals: crate::results::Refusals,
     streams: Streams,
 }
@@ -91,13 +94,20 @@ impl Prepared {
     }
 
     /// Once the child has started: serves its connects, if it handed its listener over, `allowed` (the operator's host
-    /// sockets) connected as its own.
-    fn start_broker(&self, allowed: &[std::path::PathBuf]) {
+    /// sockets) connected as its own; and watches its writes against `writable` when they are confined.
+    fn start_broker(
+        &self,
+        allowed: &[std::path::PathBuf],
+        writable: Option<&[std::path::PathBuf]>,
+    ) {
         if let Some((ours, _)) = &self.broker_pair {
             super::unix_broker::serve_from(
                 ours.as_raw_fd(),
                 self.refusals.clone(),
                 super::unix_broker::allowed_sockets(allowed),
+                writable
+                    .filter(|_| self.watch.writes)
+                    .map(super::write_watch::WriteRules::of),
             );
         }
     }
@@ -173,20 +183,29 @@ impl Job {
         // Unix sockets under a network other than the host's: brokered on the fast path (`unix_broker`), refused on
         // the portable one.
         let cut = confinement.network != crate::Network::Host;
-        let brokered = cut && !self.portable && super::unix_broker::available();
+        let broker = !self.portable && super::unix_broker::available();
+        let brokered = cut && broker;
+        let writes_confined = landlock.is_some() && confinement.writable.is_some();
+        // Writes refused by the confinement, seen by the broker (`write_watch`); not a preview's (its writes land
+        // in its own copy).
+        let watch = super::unix_broker::Watch {
+            sockets: brokered,
+            writes: writes_confined && broker && self.watch_writes && self.spec.preview.is_none(),
+        };
         // Compiled once per deny list.
         let seccomp = self
             .filters
             .get(&confinement.deny_syscalls, cut, brokered)?;
         // Close-on-exec: the child uses its end before exec.
-        let broker_pair = if brokered {
+        let broker_pair = if watch.sockets || watch.writes {
             Some(UnixDatagram::pair()?)
         } else {
             None
         };
         let streams = Streams::open(self.spec.stdin, self.spec.separate_stderr)?;
         Ok(Prepared {
-            writes_confined: landlock.is_some() && confinement.writable.is_some(),
+            writes_confined,
+            watch,
             landlock,
             net_mode,
             proxy_pair,
@@ -209,7 +228,7 @@ impl Job {
         if self.portable {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
         }
-        let programs = super::unix_broker::Programs::get();
+        let programs = super::unix_broker::Programs::get(p.watch);
         let confine = fast_spawn::Around {
             join_procs_fd: self.join_procs.as_ref().map(|f| f.as_raw_fd()),
             rlimits: &self.rlimits,
@@ -232,7 +251,10 @@ impl Job {
             &self.cache,
             &confine,
         )?;
-        p.start_broker(&self.spec.confinement.unix_sockets);
+        p.start_broker(
+            &self.spec.confinement.unix_sockets,
+            self.spec.confinement.writable.as_deref(),
+        );
         Ok(spawned)
     }
 

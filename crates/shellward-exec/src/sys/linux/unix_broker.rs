@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
 const OFF_ARG0: u32 = 16;
-const OFF_ARG1: u32 = 24;
+const OFF_ARG1: u32 = OFF_ARG0 + 8;
 /// The type bits of `socket(2)`'s second argument (without `SOCK_NONBLOCK` / `SOCK_CLOEXEC`).
 const SOCK_TYPE_MASK: u32 = 0xf;
 
@@ -47,84 +47,164 @@ const AUDIT_ARCH: u32 = 0xc000_00b7;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const AUDIT_ARCH: u32 = 0;
 
-fn stmt(code: u16, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
+/// One instruction of a filter as written: jumps name labels (`None`: the next instruction).
+enum Op {
+    /// An instruction without a jump.
+    Stmt(u16, u32),
+    /// A conditional jump on `k`: to the first label when true, the second when false.
+    Jump(u16, u32, Option<&'static str>, Option<&'static str>),
+    /// Where a label points (not an instruction).
+    Label(&'static str),
 }
 
-fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
+/// The program of `ops`, labels resolved to relative jumps.
+fn assemble(ops: &[Op]) -> Vec<libc::sock_filter> {
+    let mut at = std::collections::HashMap::new();
+    let mut n = 0usize;
+    for op in ops {
+        match op {
+            Op::Label(name) => {
+                at.insert(*name, n);
+            }
+            _ => n += 1,
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for op in ops {
+        let here = out.len();
+        let offset = |label: &Option<&'static str>| -> u8 {
+            let Some(name) = label else { return 0 };
+            let target = at[name];
+            // Every label is ahead (BPF jumps only forward), and the programs are short.
+            u8::try_from(target - here - 1).expect("a filter jump within 255 instructions")
+        };
+        match op {
+            Op::Stmt(code, k) => out.push(libc::sock_filter {
+                code: *code,
+                jt: 0,
+                jf: 0,
+                k: *k,
+            }),
+            Op::Jump(code, k, t, f) => out.push(libc::sock_filter {
+                code: *code,
+                jt: offset(t),
+                jf: offset(f),
+                k: *k,
+            }),
+            Op::Label(_) => {}
+        }
+    }
+    out
 }
 
 const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
 const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
 const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
 const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
-/// The filter: with `brokered`, connects go to the broker and stream/seqpacket Unix sockets may be made; without
-/// (the strict one), `socket(AF_UNIX, …)` is refused and connects go straight to the kernel (there is no Unix socket
-/// to connect but a `socketpair`'s, which is connected already).
-fn program(brokered: bool) -> Vec<libc::sock_filter> {
+/// What a command's notify filter sends to the broker.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Watch {
+    /// Its connects, and datagram Unix sockets (a network other than the host's).
+    pub(crate) sockets: bool,
+    /// Its file-writing calls (writes confined: `write_watch`).
+    pub(crate) writes: bool,
+}
+
+/// The filter sending what `watch` names to the broker (stream and seqpacket Unix sockets may then be made); with
+/// `watch` empty, the strict one: `socket(AF_UNIX, …)` refused and connects straight to the kernel (there is no Unix
+/// socket to connect but a `socketpair`'s, which is connected already).
+fn program(watch: Watch) -> Vec<libc::sock_filter> {
+    use Op::*;
     let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-    let allow = libc::SECCOMP_RET_ALLOW;
-    // To the broker (connects, and datagram Unix sockets it refuses and records).
-    let connect = libc::SECCOMP_RET_USER_NOTIF;
     let x32 = if cfg!(target_arch = "x86_64") {
         0x4000_0000
     } else {
         u32::MAX
     };
-    // Layout (jumps are relative to the next instruction):
-    //  0 ld arch            1 jeq AUDIT_ARCH ? 2 : kill(17)
-    //  2 ld nr              3 jge 0x40000000 (x32 calls) ? eperm(16) : 4
-    //  4 jeq connect ? connect(15)
-    //  5 jeq socket ? 7     6 jeq socketpair ? 7 : allow(14)
-    //  7 ld arg0            8 jeq AF_UNIX ? 9 : allow(14)
-    //  9 ld arg1           10 and type mask
-    // 11 jeq STREAM ? allow(14)   12 jeq SEQPACKET ? allow(14)
-    // 13 (a datagram Unix socket or pair) to the broker, which refuses it (EPERM) and records it
-    // 14 allow  15 connect  16 eperm  17 kill
-    if !brokered {
-        //  0 ld arch   1 jeq AUDIT_ARCH ? 2 : kill(9)   2 ld nr   3 jge x32 ? eperm(8)
-        //  4 jeq socket ? 5 : allow(7)   5 ld arg0   6 jeq AF_UNIX ? eperm(8) : allow(7)
-        return vec![
-            stmt(LD_W_ABS, OFF_ARCH),
-            jump(JEQ_K, AUDIT_ARCH, 0, 7),
-            stmt(LD_W_ABS, OFF_NR),
-            jump(JGE_K, x32, 4, 0),
-            jump(JEQ_K, libc::SYS_socket as u32, 0, 2),
-            stmt(LD_W_ABS, OFF_ARG0),
-            jump(JEQ_K, libc::AF_UNIX as u32, 1, 0),
-            stmt(RET_K, allow),
-            stmt(RET_K, eperm),
-            stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS),
-        ];
+    let mut ops = vec![
+        Stmt(LD_W_ABS, OFF_ARCH),
+        Jump(JEQ_K, AUDIT_ARCH, None, Some("kill")),
+        Stmt(LD_W_ABS, OFF_NR),
+        Jump(JGE_K, x32, Some("eperm"), None),
+    ];
+    let strict = !watch.sockets && !watch.writes;
+    if strict {
+        ops.extend([
+            Jump(JEQ_K, libc::SYS_socket as u32, None, Some("allow")),
+            Stmt(LD_W_ABS, OFF_ARG0),
+            Jump(JEQ_K, libc::AF_UNIX as u32, Some("eperm"), Some("allow")),
+        ]);
     }
-    vec![
-        stmt(LD_W_ABS, OFF_ARCH),
-        jump(JEQ_K, AUDIT_ARCH, 0, 15),
-        stmt(LD_W_ABS, OFF_NR),
-        jump(JGE_K, x32, 12, 0),
-        jump(JEQ_K, libc::SYS_connect as u32, 10, 0),
-        jump(JEQ_K, libc::SYS_socket as u32, 1, 0),
-        jump(JEQ_K, libc::SYS_socketpair as u32, 0, 7),
-        stmt(LD_W_ABS, OFF_ARG0),
-        jump(JEQ_K, libc::AF_UNIX as u32, 0, 5),
-        stmt(LD_W_ABS, OFF_ARG1),
-        stmt(AND_K, SOCK_TYPE_MASK),
-        jump(JEQ_K, libc::SOCK_STREAM as u32, 2, 0),
-        jump(JEQ_K, libc::SOCK_SEQPACKET as u32, 1, 0),
-        stmt(RET_K, connect),
-        stmt(RET_K, allow),
-        stmt(RET_K, connect),
-        stmt(RET_K, eperm),
-        stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS),
-    ]
+    if watch.sockets {
+        ops.extend([
+            Jump(JEQ_K, libc::SYS_connect as u32, Some("notify"), None),
+            Jump(JEQ_K, libc::SYS_socket as u32, Some("unix"), None),
+            Jump(JEQ_K, libc::SYS_socketpair as u32, Some("unix"), None),
+        ]);
+    }
+    const OPEN_ARG: [&str; 4] = ["open0", "open1", "open2", "open3"];
+    if watch.writes {
+        for nr in super::write_watch::WRITE_CALLS {
+            ops.push(Jump(JEQ_K, *nr as u32, Some("notify"), None));
+        }
+        for (nr, arg) in super::write_watch::OPEN_CALLS {
+            ops.push(Jump(JEQ_K, *nr as u32, Some(OPEN_ARG[*arg as usize]), None));
+        }
+    }
+    ops.push(Jump(JEQ_K, 0, Some("allow"), Some("allow")));
+    if watch.sockets {
+        // A Unix socket: stream and seqpacket ones are made; a datagram one (or pair) goes to the broker, which
+        // refuses it (EPERM) and records it.
+        ops.extend([
+            Label("unix"),
+            Stmt(LD_W_ABS, OFF_ARG0),
+            Jump(JEQ_K, libc::AF_UNIX as u32, None, Some("allow")),
+            Stmt(LD_W_ABS, OFF_ARG1),
+            Stmt(AND_K, SOCK_TYPE_MASK),
+            Jump(JEQ_K, libc::SOCK_STREAM as u32, Some("allow"), None),
+            Jump(
+                JEQ_K,
+                libc::SOCK_SEQPACKET as u32,
+                Some("allow"),
+                Some("notify"),
+            ),
+        ]);
+    }
+    if watch.writes {
+        // An open goes to the broker only with a flag that may write (the low half of its flags argument).
+        let mut args: Vec<u32> = super::write_watch::OPEN_CALLS
+            .iter()
+            .map(|(_, a)| *a)
+            .collect();
+        args.sort_unstable();
+        args.dedup();
+        for arg in args {
+            ops.extend([
+                Label(OPEN_ARG[arg as usize]),
+                Stmt(LD_W_ABS, OFF_ARG0 + 8 * arg),
+                Jump(
+                    JSET_K,
+                    super::write_watch::WRITE_FLAGS,
+                    Some("notify"),
+                    Some("allow"),
+                ),
+            ]);
+        }
+    }
+    ops.extend([
+        Label("allow"),
+        Stmt(RET_K, libc::SECCOMP_RET_ALLOW),
+        Label("notify"),
+        Stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF),
+        Label("eperm"),
+        Stmt(RET_K, eperm),
+        Label("kill"),
+        Stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+    ]);
+    assemble(&ops)
 }
 
 /// Whether commands here can have the broker: the fast spawn path (x86_64) and a kernel with `pidfd_getfd` and
@@ -154,14 +234,23 @@ pub(crate) fn available() -> bool {
     })
 }
 
-/// The two filters, built once.
-fn programs() -> &'static (Vec<libc::sock_filter>, Vec<libc::sock_filter>) {
-    static PROGRAMS: std::sync::OnceLock<(Vec<libc::sock_filter>, Vec<libc::sock_filter>)> =
-        std::sync::OnceLock::new();
-    PROGRAMS.get_or_init(|| (program(true), program(false)))
+/// The filters (by `Watch { sockets, writes }`: both, sockets, writes; then the strict one), built once.
+fn programs() -> &'static [Vec<libc::sock_filter>; 4] {
+    static PROGRAMS: std::sync::OnceLock<[Vec<libc::sock_filter>; 4]> = std::sync::OnceLock::new();
+    PROGRAMS.get_or_init(|| {
+        let watch = |sockets, writes| program(Watch { sockets, writes });
+        [
+            watch(true, true),
+            watch(true, false),
+            watch(false, true),
+            watch(false, false),
+        ]
+    })
 }
 
-/// What the child needs of the filters, prepared by the parent: (brokered, strict) as (instructions, count).
+/// What the child needs of the filters, prepared by the parent: the one to install with a listener, and the one to
+/// install where a listener cannot be had (the strict one for sockets; none, `len` 0, for writes only), as
+/// (instructions, count).
 #[derive(Clone, Copy)]
 pub(crate) struct Programs {
     brokered: (*const libc::sock_filter, usize),
@@ -174,12 +263,22 @@ unsafe impl Send for Programs {}
 unsafe impl Sync for Programs {}
 
 impl Programs {
-    /// The filters of this architecture.
-    pub(crate) fn get() -> Programs {
-        let (b, s) = programs();
+    /// The filters of this architecture for a command whose broker watches `watch` (not empty).
+    pub(crate) fn get(watch: Watch) -> Programs {
+        let all = programs();
+        let at = |i: usize| (all[i].as_ptr(), all[i].len());
+        let brokered = match (watch.sockets, watch.writes) {
+            (true, true) => at(0),
+            (true, false) => at(1),
+            _ => at(2),
+        };
         Programs {
-            brokered: (b.as_ptr(), b.len()),
-            strict: (s.as_ptr(), s.len()),
+            brokered,
+            strict: if watch.sockets {
+                at(3)
+            } else {
+                (std::ptr::null(), 0)
+            },
         }
     }
 }
@@ -228,6 +327,10 @@ pub(crate) fn hand_over(programs: &Programs, channel: RawFd) -> Result<(), i32> 
             if e != libc::EBUSY {
                 return Err(e);
             }
+            if programs.strict.1 == 0 {
+                // Writes only: they stay confined (Landlock), unwatched.
+                return Ok(());
+            }
             let strict = fprog(programs.strict);
             if libc::prctl(
                 libc::PR_SET_SECCOMP,
@@ -259,23 +362,29 @@ pub(crate) fn allowed_sockets(paths: &[PathBuf]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// In the executor, after a brokered spawn: serves the command's connects on a thread of its own until every
-/// process under the filter has exited, `allowed` (host sockets it may reach, see [`allowed_sockets`]) connected as
-/// its own are. Nothing when the child sent nothing (the strict filter was installed).
+/// In the executor, after a brokered spawn: serves the command's calls on a thread of its own until every process
+/// under the filter has exited — its connects, `allowed` (host sockets it may reach, see [`allowed_sockets`])
+/// connected as its own are; with `writes`, its file-writing calls watched for what those rules refuse. Nothing when
+/// the child sent nothing (the strict filter, or none, was installed).
 pub(crate) fn serve_from(
     channel: RawFd,
     refusals: crate::results::Refusals,
     allowed: Vec<(u64, u64)>,
+    writes: Option<super::write_watch::WriteRules>,
 ) {
     let Ok(fds) = super::proxy_fd::receive_fds::<2>(channel) else {
         return;
     };
     let [listener, diag] = fds;
+    if writes.is_some() {
+        refusals.watching_writes();
+    }
     let broker = Arc::new(Broker {
         listener,
         diag: Mutex::new(diag),
         refusals,
         allowed,
+        writes,
         busy: Mutex::new(0),
         freed: std::sync::Condvar::new(),
     });
@@ -313,6 +422,8 @@ struct Broker {
     refusals: crate::results::Refusals,
     /// Host sockets the operator lets it reach, by `(device, inode)`.
     allowed: Vec<(u64, u64)>,
+    /// With its writes watched: the rules of its write confinement.
+    writes: Option<super::write_watch::WriteRules>,
     /// Answers in flight, and the signal that one ended.
     busy: Mutex<usize>,
     freed: std::sync::Condvar,
@@ -323,11 +434,6 @@ impl Broker {
     /// block, and must not hold up the command's other threads).
     fn run(self: Arc<Self>) {
         loop {
-            // At most MAX_IN_FLIGHT calls answered at once: more wait in the kernel, holding up only this command
-            // (a command opening thousands of connects that never complete cannot make the host spawn a thread each).
-            let Some(slot) = self.slot() else {
-                return;
-            };
             let mut poll = libc::pollfd {
                 fd: self.listener.as_raw_fd(),
                 events: libc::POLLIN,
@@ -362,6 +468,23 @@ impl Broker {
                     _ => return,
                 }
             }
+            // A write is only looked at (a few file system calls, here), then made by the kernel as asked.
+            if let Some(rules) = &self.writes
+                && super::write_watch::watched(notif.data.nr as libc::c_long)
+            {
+                if let Some(path) =
+                    super::write_watch::refused(&notif, rules, || self.valid(notif.id))
+                {
+                    self.refusals.write(super::write_watch::tidy(&path));
+                }
+                self.continue_call(notif.id);
+                continue;
+            }
+            // At most MAX_IN_FLIGHT calls answered at once: more wait, holding up only this command (a command
+            // opening thousands of connects that never complete cannot make the host spawn a thread each).
+            let Some(slot) = self.slot() else {
+                return;
+            };
             let broker = self.clone();
             let answered = std::thread::Builder::new()
                 .name(ANSWER_THREAD.into())
@@ -439,6 +562,24 @@ impl Broker {
         }
     }
 
+    /// Lets the kernel make call `id` as the command asked (a watched write: Landlock decides it).
+    fn continue_call(&self, id: u64) {
+        let mut resp = libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        };
+        // SAFETY: the ioctl reads one `seccomp_notif_resp`; ENOENT when the caller is gone: nothing to do.
+        unsafe {
+            libc::ioctl(
+                self.listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &mut resp,
+            );
+        }
+    }
+
     /// One `connect(fd, addr, len)` of the command's process `notif.pid`, done for it.
     fn answer(&self, notif: &libc::seccomp_notif) {
         let nr = notif.data.nr as libc::c_long;
@@ -486,8 +627,15 @@ impl Broker {
             && len > 2
             && buf[2] != 0;
         if !pathname {
-            // IP, abstract or unnamed: confined by the socket's network namespace, connected as asked.
-            return connect_raw(&sock, &buf[..len]);
+            // IP, abstract or unnamed: confined by the socket's network namespace, connected as asked; an IP
+            // address the namespace has no route to is recorded as refused.
+            let result = connect_raw(&sock, &buf[..len]);
+            if let Err(libc::ENETUNREACH | libc::EHOSTUNREACH) = result
+                && let Some(to) = ip_address(&buf[..len])
+            {
+                self.refusals.address(to);
+            }
+            return result;
         }
         // As the kernel would: a pathname address longer than `sockaddr_un` is invalid.
         if len > std::mem::size_of::<libc::sockaddr_un>() {
@@ -557,7 +705,7 @@ fn errno() -> i32 {
 }
 
 /// Reads `buf.len()` bytes at `addr` of process `pid`.
-fn read_memory(pid: libc::pid_t, addr: u64, buf: &mut [u8]) -> Result<(), i32> {
+pub(crate) fn read_memory(pid: libc::pid_t, addr: u64, buf: &mut [u8]) -> Result<(), i32> {
     if buf.is_empty() {
         return Ok(());
     }
@@ -607,6 +755,23 @@ fn connect_raw(sock: &OwnedFd, addr: &[u8]) -> Result<(), i32> {
     if r == 0 { Ok(()) } else { Err(errno()) }
 }
 
+/// An IPv4 or IPv6 socket address as `host:port` (`[::1]:80`), `None` for another family or a short one.
+fn ip_address(addr: &[u8]) -> Option<String> {
+    let family = u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]);
+    let port = u16::from_be_bytes([*addr.get(2)?, *addr.get(3)?]);
+    match family as i32 {
+        libc::AF_INET => {
+            let ip: [u8; 4] = addr.get(4..8)?.try_into().ok()?;
+            Some(std::net::SocketAddr::from((ip, port)).to_string())
+        }
+        libc::AF_INET6 => {
+            let ip: [u8; 16] = addr.get(8..24)?.try_into().ok()?;
+            Some(std::net::SocketAddr::from((ip, port)).to_string())
+        }
+        _ => None,
+    }
+}
+
 /// A `sockaddr_un` of `path`, as bytes, or `None` when it does not fit.
 fn unix_address(path: &[u8]) -> Option<Vec<u8>> {
     if path.len() >= 108 {
@@ -644,26 +809,7 @@ fn resolve(pid: libc::pid_t, path: &std::path::Path) -> Result<OwnedFd, i32> {
     }
     // SAFETY: a fresh descriptor owned from here.
     let root = unsafe { OwnedFd::from_raw_fd(root) };
-    let name = CString::new(full.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
-    // SAFETY: `open_how` is plain data (all zeroes: no flags).
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: openat2 with a NUL-terminated name and an `open_how` of the size given.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            name.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(errno());
-    }
-    // SAFETY: a fresh descriptor owned from here.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    super::write_watch::open_in_root(&root, &full, libc::O_PATH)
 }
 
 /// The device and inode of the socket file `fd` names; `ECONNREFUSED` (as `connect` says) when it is no socket.
@@ -757,6 +903,23 @@ fn listening_here(diag: &OwnedFd, dev: u64, ino: u64) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_addresses_are_shown_as_host_and_port() {
+        let mut v4 = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        v4.extend(443u16.to_be_bytes());
+        v4.extend([93, 184, 216, 34, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(ip_address(&v4).as_deref(), Some("93.184.216.34:443"));
+        let mut v6 = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        v6.extend(80u16.to_be_bytes());
+        v6.extend([0; 4]);
+        v6.extend(std::net::Ipv6Addr::LOCALHOST.octets());
+        v6.extend([0; 4]);
+        assert_eq!(ip_address(&v6).as_deref(), Some("[::1]:80"));
+        assert_eq!(ip_address(&v4[..6]), None);
+        let unix = (libc::AF_UNIX as u16).to_ne_bytes();
+        assert_eq!(ip_address(&unix), None);
+    }
 
     #[test]
     fn a_unix_address_fits_or_is_refused() {

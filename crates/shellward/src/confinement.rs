@@ -477,7 +477,18 @@ pub(crate) fn network_refusal_note(
     if refused.is_empty() {
         return None;
     }
-    let shown: Vec<&str> = refused.iter().take(4).map(String::as_str).collect();
+    // A name server's port: the command was looking a name up.
+    let shown: Vec<String> = refused
+        .iter()
+        .take(4)
+        .map(|to| {
+            if to.ends_with(":53") {
+                format!("{to} (a name server: names cannot be looked up)")
+            } else {
+                to.clone()
+            }
+        })
+        .collect();
     let more = refused.len().saturating_sub(shown.len());
     let what = format!(
         "{}{}",
@@ -756,6 +767,8 @@ mod tests {
             "{net}"
         );
         assert!(network_refusal_note(Network::None, &[], &[]).is_none());
+        let dns = network_refusal_note(Network::None, &[], &["10.0.0.2:53".into()]).unwrap();
+        assert!(dns.contains("10.0.0.2:53 (a name server"), "{dns}");
         let seen = write_refusal_note(&asked, &[PathBuf::from("/etc/x")]).unwrap();
         assert!(
             seen.contains("/etc/x") && seen.contains("[confinement] writable"),

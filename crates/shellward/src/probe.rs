@@ -28,6 +28,11 @@ pub struct SandboxProbe {
     /// The confined probe: whether the executor reported writes confined, and what it printed (its network namespace,
     /// then `written` or `refused` for a write outside its writable directory); or why it could not start.
     pub confined: Result<(bool, String), String>,
+    /// The confined probe's write outside its directory was seen refused by the sandbox itself
+    /// (`ExecResult::refused_writes` named it): refused writes are named to the agent as they happen. False where
+    /// the write watch is off (`ExecutorConfig::watch_writes`) or cannot be had here (then they are told from the
+    /// command's output).
+    pub writes_seen: bool,
     /// A preview (`Executor::preview`) of a command that creates one file and deletes another in a scratch directory:
     /// `Ok` when its change set listed exactly those and nothing was applied; why not otherwise (the platform, the
     /// kernel, or what went wrong).
@@ -75,8 +80,13 @@ impl SandboxProbe {
         ));
         confined.session = Some(PROBE_SESSION.into());
         confined.confinement = Confinement::new(Some(vec![inside]), Network::None);
+        let probe_file = outside.join("probe");
+        let mut writes_seen = false;
         let confined = match executor.execute(confined).await {
-            Ok(c) => Ok((c.confinement.writes, c.output.text)),
+            Ok(c) => {
+                writes_seen = c.confinement.writes_watched && c.refused_writes == [probe_file];
+                Ok((c.confinement.writes, c.output.text))
+            }
             Err(e) => Err(e.to_string()),
         };
         let preview = Self::preview(executor, &scratch.path().join("in")).await;
@@ -89,6 +99,7 @@ impl SandboxProbe {
             landlock_abi: Executor::landlock_abi(),
             output: plain.output.text,
             confined,
+            writes_seen,
             preview,
             undo,
             unix_sockets,

@@ -24,6 +24,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         landlock_abi: abi,
         output: text,
         confined,
+        writes_seen,
         preview,
         undo,
         unix_sockets,
@@ -48,6 +49,21 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
     print_privileges(no_new_privs, uid, caps);
     print_containment(containment, limit, config);
     print_confinement(&confined, abi);
+    if confined.as_ref().is_ok_and(|(writes, _)| *writes) {
+        line(
+            writes_seen,
+            "refused writes seen as they happen",
+            if writes_seen {
+                "a write outside [confinement] writable is named to the agent (path, rule, what to ask for) from \
+                 what the sandbox saw, also when the command hides the error"
+            } else if !config.watch_writes {
+                "turned off ([confinement] watch_writes = false): refused writes are told from the command's output"
+            } else {
+                "not here (another architecture, a kernel before 5.9, or shellward inside another sandbox): refused \
+                 writes are told from the command's output"
+            },
+        );
+    }
     print_unix_sockets(&unix_sockets);
     line(
         preview.is_ok(),

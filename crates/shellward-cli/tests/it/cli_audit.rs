@@ -172,13 +172,18 @@ fn an_end_record_shows_the_refused_unix_sockets() {
     std::fs::write(
         &log,
         "{\"type\":\"end\",\"time\":1000.0,\"session\":\"s\",\"process_id\":\"p1-x\",\"exit_code\":1,\
-         \"duration_ms\":12,\"refused_sockets\":[\"/run/docker.sock\",\"/tmp/a\\u001b[2J.sock\"]}\n",
+         \"duration_ms\":12,\"refused_sockets\":[\"/run/docker.sock\",\"/tmp/a\\u001b[2J.sock\"],\
+         \"refused_writes\":[\"/etc/motd\"],\"refused_network\":[\"203.0.113.7:443\"]}\n",
     )
     .unwrap();
     let (code, out, err) = audit(&["show", log.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("refused Unix sockets: /run/docker.sock, /tmp/a\\x1b[2J.sock"),
+        "{out}"
+    );
+    assert!(
+        out.contains("refused writes: /etc/motd; refused network: 203.0.113.7:443"),
         "{out}"
     );
     assert!(!out.contains('\u{1b}'), "{out:?}");

@@ -352,6 +352,10 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
     assert!(stdout.contains("yes  other sessions' output"), "{stdout}");
     assert!(stdout.contains("yes  host Unix sockets cut"), "{stdout}");
     assert!(
+        stdout.contains("yes  refused writes seen as they happen"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("every directory on the way to them"),
         "{stdout}"
     );
@@ -403,7 +407,7 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
     let config = crate::cli::write_file(
         dir.path(),
         "narrow.toml",
-        "[confinement]\nnetwork = \"none\"\nwritable = [\"$WORKDIR\", \"/tmp\", \"/var/tmp\"]\n",
+        "[confinement]\nnetwork = \"none\"\nwritable = [\"$WORKDIR\", \"/tmp\", \"/var/tmp\"]\nwatch_writes = false\n",
     );
     let out = crate::cli::shellward(&[])
         .args(["sandbox", "check", "--config", config.to_str().unwrap()])
@@ -422,6 +426,12 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
     );
     assert!(
         stdout.contains("yes  temporary files (ordinary work)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "no   refused writes seen as they happen: turned off ([confinement] watch_writes = false)"
+        ),
         "{stdout}"
     );
     let docker = stdout

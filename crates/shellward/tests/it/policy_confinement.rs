@@ -556,3 +556,57 @@ except OSError as e:
     assert_eq!(datagrams, 1, "the refused datagram socket is audited");
     assert!(survivors(&mark).is_empty());
 }
+
+/// Under `network = "none"` a connect and a name lookup are named to the agent from what the sandbox saw — which
+/// address, the rule, what to ask for — also when the program swallows the error; once per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_destination_is_named_from_what_the_sandbox_saw() {
+    if !shellward::exec::Executor::unix_socket_broker() {
+        eprintln!("skipped: no socket broker here (it sees the refused connects)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark();
+    let sw = build(dir.path(), &mark, "network = \"none\"", "");
+    let r = sw
+        .without_session()
+        .execute(
+            exec(
+                "python3 -c \"
+import socket
+for to in [('203.0.113.7', 443), ('203.0.113.8', 80)]:
+    try: socket.create_connection(to, 2)
+    except OSError: pass
+try: socket.getaddrinfo('example.com', 443)
+except OSError: pass
+print('done')\"",
+            ),
+            ExecuteOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r.success && r.output == "done\n", "{r:?}");
+    let said: Vec<&String> = r
+        .notes
+        .iter()
+        .filter(|n| n.contains("network = \"none\""))
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", r.notes);
+    let note = said[0];
+    assert!(
+        note.contains("203.0.113.7:443")
+            && note.contains("203.0.113.8:80")
+            && note.contains("no network at all")
+            && note.contains("network = \"host\""),
+        "{note}"
+    );
+    let resolver = std::fs::read_to_string("/etc/resolv.conf")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.trim_start().starts_with("nameserver"));
+    if resolver {
+        assert!(note.contains(":53 (a name server"), "{note}");
+    }
+    sw.shutdown().await;
+    assert!(survivors(&mark).is_empty());
+}

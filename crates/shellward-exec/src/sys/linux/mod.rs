@@ -28,6 +28,7 @@ mod io;
 pub(crate) mod landlock;
 pub(crate) mod limits;
 mod mount_calls;
+mod notify_filter;
 pub(crate) mod nsinit;
 pub(crate) mod overlay;
 pub(crate) mod pidfd;

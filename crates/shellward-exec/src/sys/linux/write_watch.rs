@@ -69,6 +69,9 @@ pub(crate) struct WriteRules {
     dirs: Vec<(u64, u64)>,
     files: Vec<(u64, u64)>,
     beneath: Mutex<HashSet<(u64, u64)>>,
+    /// The root directory of the thread that asked last (most writes come in runs from one process: `rm -r`, a
+    /// compiler, an unpacker), kept to save opening it again.
+    last_root: Mutex<Option<(libc::pid_t, std::sync::Arc<OwnedFd>)>>,
 }
 
 /// At most this many directories are remembered as beneath a rule (then the memory starts again).
@@ -96,7 +99,27 @@ impl WriteRules {
             dirs,
             files,
             beneath: Mutex::default(),
+            last_root: Mutex::default(),
         }
+    }
+
+    /// The root directory of thread `pid` (`/proc/PID/root`), opened once per run of calls from one thread. (A pid
+    /// reused by another process of the command has the same root unless it changed its own: only a report could
+    /// then be wrong, never what is allowed.)
+    fn root_of(&self, pid: libc::pid_t) -> Option<std::sync::Arc<OwnedFd>> {
+        let mut last = self.last_root.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, root)) = last.as_ref()
+            && *p == pid
+        {
+            return Some(root.clone());
+        }
+        let root = std::sync::Arc::new(open_at(
+            libc::AT_FDCWD,
+            &CString::new(format!("/proc/{pid}/root")).ok()?,
+            libc::O_DIRECTORY,
+        )?);
+        *last = Some((pid, root.clone()));
+        Some(root)
     }
 
     /// Whether the directory `dir` is beneath a rule: itself, or one of the directories above it up to its root.
@@ -138,7 +161,7 @@ impl WriteRules {
 
 /// What a watched call asks of one path.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Access {
+pub(crate) enum Access {
     /// Opened with these flags.
     Open(u32),
     /// Its content truncated (`truncate`).
@@ -203,47 +226,56 @@ fn targets(notif: &libc::seccomp_notif, pid: libc::pid_t) -> Vec<(i64, u64, Acce
     }
 }
 
-/// The path call `notif` of thread `pid` would be refused to write by the rules, as the command named it (made
-/// absolute; where the call follows a symbolic link, the path it leads to); `None` when the call writes nothing
-/// refused, or its path cannot be read.
-pub(crate) fn refused(
+/// What one watched call asks, read while the caller waits: its paths made absolute and the caller's root.
+pub(crate) struct Asked {
+    root: std::sync::Arc<OwnedFd>,
+    paths: Vec<(PathBuf, Access)>,
+}
+
+/// Reads what call `notif` asks (its memory, working directory and root); `None` when it names no path that can be
+/// read, or the call no longer stands.
+pub(crate) fn asked(
     notif: &libc::seccomp_notif,
     rules: &WriteRules,
     still_valid: impl Fn() -> bool,
-) -> Option<PathBuf> {
+) -> Option<Asked> {
     let pid = notif.pid as libc::pid_t;
+    let mut paths = Vec::new();
     for (dirfd, addr, access) in targets(notif, pid) {
         let Some(named) = read_path(pid, addr) else {
             continue;
         };
-        let Some(full) = absolute(pid, dirfd, &named) else {
-            continue;
-        };
-        // What was read is the caller's only if its call still stands (the thread id was not reused).
-        if !still_valid() {
-            return None;
-        }
-        if let Some(refused) = refuses(pid, &full, access, rules) {
-            return Some(refused);
+        if let Some(full) = absolute(pid, dirfd, &named) {
+            paths.push((full, access));
         }
     }
-    None
+    if paths.is_empty() {
+        return None;
+    }
+    let root = rules.root_of(pid)?;
+    // What was read is the caller's only if its call still stands (the thread id was not reused).
+    still_valid().then_some(Asked { root, paths })
 }
 
-/// The path (absolute, as process `pid` sees it; links followed where the call follows them) Landlock, with
-/// `rules`, refuses `access` to `path`; `None` when it does not.
-fn refuses(pid: libc::pid_t, path: &Path, access: Access, rules: &WriteRules) -> Option<PathBuf> {
-    let root = open_at(
-        libc::AT_FDCWD,
-        &CString::new(format!("/proc/{pid}/root")).unwrap_or_default(),
-        libc::O_DIRECTORY,
-    )?;
+/// The path `asked` writes that the rules refuse, as the command named it (made absolute; where the call follows a
+/// symbolic link, the path it leads to); `None` when it writes nothing refused. Judged before the kernel makes the
+/// call, so the files are as the call finds them.
+pub(crate) fn refused(asked: &Asked, rules: &WriteRules) -> Option<PathBuf> {
+    asked
+        .paths
+        .iter()
+        .find_map(|(path, access)| refuses(&asked.root, path, *access, rules))
+}
+
+/// The path (absolute, as the process whose root is `root` sees it; links followed where the call follows them)
+/// Landlock, with `rules`, refuses `access` to `path`; `None` when it does not.
+fn refuses(root: &OwnedFd, path: &Path, access: Access, rules: &WriteRules) -> Option<PathBuf> {
     let follow = match access {
         Access::Open(flags) => flags & libc::O_NOFOLLOW as u32 == 0,
         Access::Truncate => true,
         _ => false,
     };
-    let (dir, name, existing, path) = locate(&root, path, follow)?;
+    let (dir, name, existing, path) = locate(root, path, follow)?;
     let is_dir = existing.is_some_and(|m| m & libc::S_IFMT == libc::S_IFDIR);
     let is_link = existing.is_some_and(|m| m & libc::S_IFMT == libc::S_IFLNK);
     let refused = match access {

@@ -832,8 +832,9 @@ fn refused(decided: &Decided, reason: String) -> ExecuteResult {
         success: false,
         denied: true,
         deny_reason: Some(reason),
-        notes: vec![format!(
-            "Not run: {by} asked for approval; deny_reason says what happened."
+        notes: vec![crate::Note::new(
+            crate::NoteKind::NotRun,
+            format!("Not run: {by} asked for approval; deny_reason says what happened."),
         )],
         ..Default::default()
     }
@@ -851,13 +852,16 @@ fn pending_result(decided: &Decided, request: &ApprovalRequest) -> ExecuteResult
             expires_in_ms: request.expires_in().as_millis() as u64,
             changes: request.changes.clone(),
         })),
-        notes: vec![format!(
-            "Not run yet: {} asked for a person's approval ({}). Approval {} waits for the user's answer for {} s; \
-             nothing runs before it.",
-            decided.decision.asked_by.as_deref().unwrap_or("a policy"),
-            request.question,
-            request.id,
-            request.expires_in().as_secs()
+        notes: vec![crate::Note::new(
+            crate::NoteKind::Approval,
+            format!(
+                "Not run yet: {} asked for a person's approval ({}). Approval {} waits for the user's answer for {} \
+                 s; nothing runs before it.",
+                decided.decision.asked_by.as_deref().unwrap_or("a policy"),
+                request.question,
+                request.id,
+                request.expires_in().as_secs()
+            ),
         )],
         ..Default::default()
     }

@@ -20,6 +20,7 @@
 //! Policies see the confinement in the host's policy types ([`shellward_policy::Confinement`], paths as absolute
 //! strings); [`ConfinementConfig::policy_view`] and [`to_exec`] map between the two.
 
+use crate::note::{Note, NoteKind, Refusal};
 use shellward_exec::{Confinement, Enforced, Network};
 use shellward_policy::{Confinement as PolicyConfinement, Network as PolicyNetwork};
 use std::path::{Path, PathBuf};
@@ -429,25 +430,28 @@ const NETWORK_REFUSED: &[&str] = &[
 
 /// The note for Unix sockets the sandbox saw refused (`ExecResult::refused_sockets`: not the session's own) under
 /// `network`; `None` when there were none.
-pub(crate) fn socket_refusal_note(network: Network, refused: &[PathBuf]) -> Option<String> {
+pub(crate) fn socket_refusal_note(network: Network, refused: &[PathBuf]) -> Option<Note> {
     if refused.is_empty() {
         return None;
     }
-    Some(format!(
-        "Refused by the sandbox ([confinement] network = \"{}\"): connecting to the Unix socket {}, which is not \
+    refused_note(
+        Refusal::UnixSocket,
+        format!(
+            "Refused by the sandbox ([confinement] network = \"{}\"): connecting to the Unix socket {}, which is not \
          this session's (a socket of the host, or of another session, is out of reach with this network). Sockets \
          the session's own commands create — in the working directory, the writable paths or /tmp — connect as \
          usual, also from one command to the next. If the task needs that socket, ask the user to allow it: \
          network = \"host\" in [confinement] (or for this command), or run it outside the sandbox.",
-        network.as_str(),
-        some_paths(refused, 4)
-    ))
+            network.as_str(),
+            some_paths(refused, 4)
+        ),
+    )
 }
 
 /// The note for writes the sandbox refused (`ExecResult::refused_writes`, seen by the sandbox itself; or paths a
 /// failed command's output names, checked against the rules): which paths, the rule (`[confinement] writable`, with
 /// the paths it allows), and what to do. `None` when there were none.
-pub(crate) fn write_refusal_note(asked: &Confinement, refused: &[PathBuf]) -> Option<String> {
+pub(crate) fn write_refusal_note(asked: &Confinement, refused: &[PathBuf]) -> Option<Note> {
     if refused.is_empty() {
         return None;
     }
@@ -458,13 +462,16 @@ pub(crate) fn write_refusal_note(asked: &Confinement, refused: &[PathBuf]) -> Op
         .filter(|p| p.exists())
         .cloned()
         .collect();
-    Some(format!(
-        "Refused by the sandbox ([confinement] writable): writing {}, which is outside the paths commands may write \
+    refused_note(
+        Refusal::Write,
+        format!(
+            "Refused by the sandbox ([confinement] writable): writing {}, which is outside the paths commands may write \
          ({}). Write in the working directory or a temporary directory instead; if the task needs that place, ask \
          the user to have it added to [confinement] writable.",
-        some_paths(refused, 4),
-        some_paths(&allowed, 8)
-    ))
+            some_paths(refused, 4),
+            some_paths(&allowed, 8)
+        ),
+    )
 }
 
 /// The note for network destinations the sandbox saw refused (`ExecResult::refused_network`: a connect with no route
@@ -473,7 +480,7 @@ pub(crate) fn network_refusal_note(
     network: Network,
     allow: &[String],
     refused: &[String],
-) -> Option<String> {
+) -> Option<Note> {
     if refused.is_empty() {
         return None;
     }
@@ -513,22 +520,28 @@ pub(crate) fn network_refusal_note(
         ),
         _ => ("it has no network at all".to_string(), "Work offline"),
     };
-    Some(format!(
-        "Refused by the sandbox ([confinement] network = \"{}\"): connecting to {what}; {reach}. {instead}, or, if \
+    refused_note(
+        Refusal::Network,
+        format!(
+            "Refused by the sandbox ([confinement] network = \"{}\"): connecting to {what}; {reach}. {instead}, or, if \
          the task needs that destination, ask the user to allow it (network = \"host\", or the destination in an \
          allow-list, in [confinement] or for this command).",
-        network.as_str()
-    ))
+            network.as_str()
+        ),
+    )
 }
 
 /// The note for a datagram Unix socket the sandbox saw refused (`ExecResult::refused_unix_datagram`) under `network`.
-pub(crate) fn datagram_refusal_note(network: Network) -> String {
-    format!(
-        "Refused by the sandbox ([confinement] network = \"{}\"): making a datagram Unix socket \
+pub(crate) fn datagram_refusal_note(network: Network) -> Note {
+    Note::new(
+        NoteKind::Refused(Refusal::UnixSocket),
+        format!(
+            "Refused by the sandbox ([confinement] network = \"{}\"): making a datagram Unix socket \
          (socket(AF_UNIX, SOCK_DGRAM) or such a pair fails with \"Operation not permitted\"), as one could send to any \
          socket path, the host's included. Use a stream socket (SOCK_STREAM) of its own, which works here, or ask the \
          user for network = \"host\".",
-        network.as_str()
+            network.as_str()
+        ),
     )
 }
 
@@ -540,7 +553,7 @@ pub(crate) fn refusal_note(
     held: &Enforced,
     output: &str,
     workdir: Option<&Path>,
-) -> Option<String> {
+) -> Option<Note> {
     // Where the sandbox watched the writes, what it saw refused is said already (`write_refusal_note`), and a
     // "Permission denied" it did not see is the file system's.
     if held.writes
@@ -562,25 +575,31 @@ pub(crate) fn refusal_note(
         if !outside.is_empty() {
             return write_refusal_note(asked, &outside);
         }
-        return Some(format!(
-            "If that was a write outside the sandbox: writes are allowed only under {}. Write there instead (the \
+        return refused_note(
+            Refusal::Write,
+            format!(
+                "If that was a write outside the sandbox: writes are allowed only under {}. Write there instead (the \
              working directory or a temporary directory), or ask the operator to add the path to [confinement] \
              writable.",
-            some_paths(&existing, 8)
-        ));
+                some_paths(&existing, 8)
+            ),
+        );
     }
     if held.network != Network::Host
         && output.contains("Operation not permitted")
         && SOCKET_REFUSED.iter().any(|m| output.contains(m))
     {
-        return Some(format!(
-            "Refused by the sandbox ([confinement] network = \"{}\"): with this network a command cannot create a \
+        return refused_note(
+            Refusal::UnixSocket,
+            format!(
+                "Refused by the sandbox ([confinement] network = \"{}\"): with this network a command cannot create a \
              datagram Unix socket (socket(AF_UNIX, SOCK_DGRAM) fails with \"Operation not permitted\"; stream \
              sockets of its own work), and where the sandbox cannot check connects (another architecture, an old \
              kernel, a sandbox inside a sandbox) no Unix socket at all. Use a stream socket, or ask the user for \
              network = \"host\".",
-            held.network.as_str()
-        ));
+                held.network.as_str()
+            ),
+        );
     }
     if held.syscalls
         && output.contains("Operation not permitted")
@@ -589,35 +608,49 @@ pub(crate) fn refusal_note(
             .iter()
             .any(|s| output.contains(s.as_str()) || s == "ptrace")
     {
-        return Some(format!(
-            "If that was a refused system call: the sandbox refuses {} (they fail with \"Operation not permitted\"); \
+        return refused_note(
+            Refusal::Syscall,
+            format!(
+                "If that was a refused system call: the sandbox refuses {} (they fail with \"Operation not permitted\"); \
              tracing and debugging other processes is not allowed here. Ask the operator ([confinement] deny_syscalls) \
              if the task needs it.",
-            asked.deny_syscalls.join(", ")
-        ));
+                asked.deny_syscalls.join(", ")
+            ),
+        );
     }
     if held.network == Network::Allow
         && (output.contains("403") || NETWORK_REFUSED.iter().any(|m| output.contains(m)))
     {
-        return Some(format!(
-            "If that was a refused destination: this command may reach only {} (through shellward's proxy; \
+        return refused_note(
+            Refusal::Network,
+            format!(
+                "If that was a refused destination: this command may reach only {} (through shellward's proxy; \
              HTTP_PROXY and HTTPS_PROXY point at it, and nothing else is reachable). Use one of those, or ask the \
              operator for access to another destination ([confinement] network, or the policy that set it).",
-            asked.allow.join(", ")
-        ));
+                asked.allow.join(", ")
+            ),
+        );
     }
     if held.network != Network::Host && NETWORK_REFUSED.iter().any(|m| output.contains(m)) {
-        return Some(format!(
-            "This command ran with network \"{}\" ({}): nothing outside is reachable. Work offline, or ask the \
+        return refused_note(
+            Refusal::Network,
+            format!(
+                "This command ran with network \"{}\" ({}): nothing outside is reachable. Work offline, or ask the \
              operator for network access ([confinement] network).",
-            held.network.as_str(),
-            match held.network {
-                Network::None => "no network at all",
-                _ => "only its session's loopback",
-            }
-        ));
+                held.network.as_str(),
+                match held.network {
+                    Network::None => "no network at all",
+                    _ => "only its session's loopback",
+                }
+            ),
+        );
     }
     None
+}
+
+/// A note of what the sandbox refused, of kind `what`.
+fn refused_note(what: Refusal, text: String) -> Option<Note> {
+    Some(Note::new(NoteKind::Refused(what), text))
 }
 
 #[cfg(test)]

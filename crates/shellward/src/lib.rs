@@ -41,6 +41,7 @@ mod metrics;
 mod metrics_off;
 #[cfg(not(feature = "metrics"))]
 use metrics_off as metrics;
+mod note;
 pub mod oci;
 pub mod preview;
 mod probe;
@@ -65,6 +66,7 @@ pub use decide::Decider;
 pub use decided::{Decided, Verdict};
 pub use error::{BuildError, ToolError, ToolErrorKind};
 pub use handle::Process;
+pub use note::{Note, NoteKind, Refusal};
 pub use probe::SandboxProbe;
 pub use run::{ExecuteOptions, OnStart, StartOptions};
 pub use session::SessionHandle;

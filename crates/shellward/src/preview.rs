@@ -210,7 +210,7 @@ impl crate::Shellward {
         &self,
         decided: &Decided,
         plan: ExecPlan,
-        mut notes: Vec<String>,
+        notes: Vec<String>,
     ) -> Result<ExecuteResult, ToolError> {
         let executor = &self.inner.runner.executor;
         let mut plan = plan;
@@ -224,11 +224,15 @@ impl crate::Shellward {
             .map_err(ToolError::from)?;
         let _ = decided;
         let report = PreviewReport::from_change_set(&preview.changes, base.as_deref());
+        let mut notes = crate::run::policy_notes(notes);
         notes.insert(
             0,
-            format!(
-                "Preview only, nothing was applied: the command {}. Run it again without `preview` to apply it.",
-                report.summary
+            crate::Note::new(
+                crate::NoteKind::Changes,
+                format!(
+                    "Preview only, nothing was applied: the command {}. Run it again without `preview` to apply it.",
+                    report.summary
+                ),
             ),
         );
         let mut result = crate::shape::shape_execute(

@@ -1,6 +1,7 @@
 //! The tools that work on a started process: `process_output`, `process_input`, `process_list`, `process_signal`.
 
 use crate::decide::{check_text, parse_duration};
+use crate::note::{Note, NoteKind};
 use crate::shape::exit_fields;
 use crate::tools::{
     ProcessEntry, ProcessInputArgs, ProcessListArgs, ProcessListResult, ProcessOutputArgs,
@@ -67,9 +68,12 @@ impl Shellward {
             Some(w) => parse_duration("wait", w, true)?,
         };
         if wait > limits.max_wait {
-            notes.push(format!(
-                "wait was shortened to {} (the longest allowed); call again to wait longer.",
-                format_millis(limits.max_wait.as_millis() as u64)
+            notes.push(Note::new(
+                NoteKind::Other,
+                format!(
+                    "wait was shortened to {} (the longest allowed); call again to wait longer.",
+                    format_millis(limits.max_wait.as_millis() as u64)
+                ),
             ));
             wait = limits.max_wait;
         }
@@ -99,26 +103,39 @@ impl Shellward {
             (None, None) => (String::new(), 0, 0),
         };
         if read.next_cursor < total {
-            notes.push(format!(
-                "{} more bytes are available now; call process_output again with cursor {}.",
-                total - read.next_cursor,
-                read.next_cursor
+            notes.push(Note::new(
+                NoteKind::Output,
+                format!(
+                    "{} more bytes are available now; call process_output again with cursor {}.",
+                    total - read.next_cursor,
+                    read.next_cursor
+                ),
             ));
         } else if read.waiting_for_input {
-            notes.push(format!(
-                "{id} is waiting for input: answer with process_input (process_id {id}), then read on from cursor {}.",
-                read.next_cursor
+            notes.push(Note::new(
+                NoteKind::Input,
+                format!(
+                    "{id} is waiting for input: answer with process_input (process_id {id}), then read on from \
+                     cursor {}.",
+                    read.next_cursor
+                ),
             ));
         } else if read.running {
-            notes.push(format!(
-                "{id} is still running; call process_output with cursor {} for newer output, or process_signal \
-                 to stop it.",
-                read.next_cursor
+            notes.push(Note::new(
+                NoteKind::Background,
+                format!(
+                    "{id} is still running; call process_output with cursor {} for newer output, or \
+                     process_signal to stop it.",
+                    read.next_cursor
+                ),
             ));
         }
         if args.cursor.is_none() && omitted > 0 {
-            notes.push(format!(
-                "{omitted} bytes were left out of the middle; read them with cursor 0 (or from log_path)."
+            notes.push(Note::new(
+                NoteKind::Output,
+                format!(
+                    "{omitted} bytes were left out of the middle; read them with cursor 0 (or from log_path)."
+                ),
             ));
         }
         let (exit_code, signal) = exit_fields(&read.exit);
@@ -204,7 +221,9 @@ impl Shellward {
             )
             .await?;
         if args.close_stdin == Some(true) {
-            result.notes.insert(0, "stdin is closed now.".into());
+            result
+                .notes
+                .insert(0, Note::new(NoteKind::Input, "stdin is closed now."));
         }
         Ok(result)
     }
@@ -260,7 +279,7 @@ impl Shellward {
         let outcome = process.signal(kind).await?;
         let info = process.view()?;
         let (exit_code, signal) = exit_fields(&info.exit);
-        let mut notes = vec![match args.signal {
+        let mut said = vec![match args.signal {
             SignalName::Terminate => format!(
                 "{id} and every process it started were terminated (SIGTERM, then SIGKILL for what remained)."
             ),
@@ -269,19 +288,23 @@ impl Shellward {
             }
         }];
         if outcome.escaped_killed > 0 {
-            notes.push(format!(
+            said.push(format!(
                 "{} process(es) of {id} had left its containment (moved to another cgroup); they were found by their \
                  marker and killed.",
                 outcome.escaped_killed
             ));
         }
         if outcome.survivors > 0 {
-            notes[0] = format!(
+            said[0] = format!(
                 "{id} was signalled, but {} process(es) of its tree are still alive: they may have escaped \
                  containment. Check with process_list, and tell the operator.",
                 outcome.survivors
             );
         }
+        let notes = said
+            .into_iter()
+            .map(|text| Note::new(NoteKind::Leftover, text))
+            .collect();
         Ok(ProcessSignalResult {
             success: !info.running && outcome.survivors == 0,
             process_id: id.to_string(),

@@ -4,6 +4,7 @@
 
 use crate::approval::{Approval, Approver};
 use crate::decide::check_text;
+use crate::note::{Note, NoteKind};
 use crate::shape::{exit_fields, read_cwd_file, shape_execute};
 use crate::tools::{ExecuteArgs, ExecuteResult};
 use crate::{
@@ -122,9 +123,12 @@ impl Shellward {
             None if r.denied => "denied".to_string(),
             None => "run".to_string(),
         };
-        let mut notes = vec![format!(
-            "A retry: client_token {token:?} was already {what} by an earlier call; nothing new was started. This is \
-             that call's result."
+        let mut notes = vec![Note::new(
+            NoteKind::Other,
+            format!(
+                "A retry: client_token {token:?} was already {what} by an earlier call; nothing new was started. \
+                 This is that call's result."
+            ),
         )];
         if let Some(id) = r.process_id.clone()
             && r.running
@@ -138,9 +142,12 @@ impl Shellward {
             r.running = false;
             r.exit_code = exit_code;
             r.signal = signal;
-            notes.push(format!(
-                "{id} has ended since ({}); read its output with process_output.",
-                info.exit
+            notes.push(Note::new(
+                NoteKind::Leftover,
+                format!(
+                    "{id} has ended since ({}); read its output with process_output.",
+                    info.exit
+                ),
             ));
         }
         notes.append(&mut r.notes);
@@ -225,12 +232,16 @@ impl Shellward {
                     denied: true,
                     deny_reason: Some(reason),
                     // The reason is in deny_reason; the note only points there (a long reason is not sent twice).
-                    notes: vec![format!("Not run: denied by {by}; deny_reason says why.")],
+                    notes: vec![Note::new(
+                        NoteKind::NotRun,
+                        format!("Not run: denied by {by}; deny_reason says why."),
+                    )],
                     ..Default::default()
                 });
             }
         };
-        self.run_plan(decided, plan, notes, follow, started).await
+        self.run_plan(decided, plan, policy_notes(notes), follow, started)
+            .await
     }
 
     /// Runs an asked command once approved: exactly the plan that was asked about, with `note` (who approved) first.
@@ -241,16 +252,14 @@ impl Shellward {
         note: String,
         started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
-        let Verdict::Ask {
-            plan, mut notes, ..
-        } = decided.verdict().clone()
-        else {
+        let Verdict::Ask { plan, notes, .. } = decided.verdict().clone() else {
             return Err(ToolError::new(
                 ToolErrorKind::Internal,
                 "an approval was answered for a command that was not asked about; nothing was run",
             ));
         };
-        notes.insert(0, note);
+        let mut notes = policy_notes(notes);
+        notes.insert(0, Note::new(NoteKind::Approval, note));
         self.run_plan(decided, plan, notes, follow, started).await
     }
 
@@ -259,7 +268,7 @@ impl Shellward {
         &self,
         decided: Decided,
         plan: ExecPlan,
-        notes: Vec<String>,
+        notes: Vec<Note>,
         follow: bool,
         started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
@@ -360,10 +369,13 @@ impl Shellward {
         if let Some(window) = startup
             && !result.running
         {
-            result.notes.push(format!(
-                "It exited during start-up (within {}) with {exit}, so it is not running in the background; its \
-                 output is above.",
-                format_millis(window.as_millis() as u64)
+            result.notes.push(Note::new(
+                NoteKind::Background,
+                format!(
+                    "It exited during start-up (within {}) with {exit}, so it is not running in the background; \
+                     its output is above.",
+                    format_millis(window.as_millis() as u64)
+                ),
             ));
         }
         Ok(result)
@@ -403,16 +415,22 @@ impl Shellward {
         result.signal = signal;
         if read.running {
             result.success = true;
-            result.notes.push(format!(
-                "Interactive: {id} waits for input. Answer with process_input (process_id {id}, text ending in \
-                 \"\\n\"); close_stdin ends its input; process_signal stops it."
+            result.notes.push(Note::new(
+                NoteKind::Input,
+                format!(
+                    "Interactive: {id} waits for input. Answer with process_input (process_id {id}, text ending in \
+                     \"\\n\"); close_stdin ends its input; process_signal stops it."
+                ),
             ));
         } else {
             result.success = exit_code == Some(0);
             result.background_process_id = None;
-            result.notes.push(format!(
-                "It ended before any input was written ({}); its output is above.",
-                read.exit
+            result.notes.push(Note::new(
+                NoteKind::Input,
+                format!(
+                    "It ended before any input was written ({}); its output is above.",
+                    read.exit
+                ),
             ));
         }
         Ok(())
@@ -567,10 +585,13 @@ impl Drop for Abandoned {
             && kept
             && let Some(id) = &id
         {
-            let note = format!(
-                "{id} (`{}`) keeps running in the background: the call that started it was cancelled. Read its \
-                 output with process_output; process_signal stops it.",
-                self.command
+            let note = crate::Note::new(
+                crate::NoteKind::Background,
+                format!(
+                    "{id} (`{}`) keeps running in the background: the call that started it was cancelled. Read its \
+                     output with process_output; process_signal stops it.",
+                    self.command
+                ),
             );
             self.sw
                 .inner
@@ -725,4 +746,12 @@ fn execute_fingerprint(args: &ExecuteArgs, env: &[(String, String)]) -> idempote
         .copied()
         .collect();
     idempotency::Fingerprint::of([encoded.as_slice(), env.as_slice()])
+}
+
+/// The policies' notes of a verdict, as the result's first notes.
+pub(crate) fn policy_notes(notes: Vec<String>) -> Vec<Note> {
+    notes
+        .into_iter()
+        .map(|text| Note::new(NoteKind::Policy, text))
+        .collect()
 }

@@ -71,7 +71,7 @@ pub(crate) struct Runner {
     /// The directory each session was given (`choose_session_dir`: an MCP client's root), its undo workspace.
     session_roots: Mutex<SessionDirs>,
     /// Notes for each session's next answer (a cancelled call's command kept in the background), a few at most.
-    pending_notes: Mutex<HashMap<Option<String>, Vec<String>>>,
+    pending_notes: Mutex<HashMap<Option<String>, Vec<crate::Note>>>,
     /// The sessions already told their working directory is not writable (forgotten past [`MAX_TOLD`]).
     told_unwritable: Mutex<HashSet<Option<String>>>,
     /// A private directory for the files through which commands report their last working directory (writable to
@@ -188,7 +188,7 @@ impl Runner {
 
     /// The note for `session`'s first command in a working directory it cannot write (a client started in `/`): what
     /// fails there and how to choose another. Said once per session; `None` when `dir` is writable or it was said.
-    pub(crate) fn unwritable_note(&self, session: Option<&str>, dir: &Path) -> Option<String> {
+    pub(crate) fn unwritable_note(&self, session: Option<&str>, dir: &Path) -> Option<crate::Note> {
         if crate::sys::writable(dir) {
             return None;
         }
@@ -202,11 +202,15 @@ impl Runner {
         if !told.insert(session.map(str::to_string)) {
             return None;
         }
-        Some(format!(
-            "The working directory {} is not writable by shellward's user, so commands that create or change files \
-             there fail. Give `workdir` a directory you can write, or start shellward where you work (`shellward \
-             mcp --workdir DIR`, `[executor] workdir`); an MCP client that sends roots gets its first root.",
-            dir.display()
+        Some(crate::Note::new(
+            crate::NoteKind::Workdir,
+            format!(
+                "The working directory {} is not writable by shellward's user, so commands that create or change \
+                 files there fail. Give `workdir` a directory you can write, or start shellward where you work \
+                 (`shellward mcp --workdir DIR`, `[executor] workdir`); an MCP client that sends roots gets its first \
+                 root.",
+                dir.display()
+            ),
         ))
     }
 
@@ -236,7 +240,7 @@ impl Runner {
     }
 
     /// Adds a note for `session`'s next answer (at most [`MAX_PENDING_NOTES`]; the oldest go first).
-    pub(crate) fn add_pending_note(&self, session: Option<&str>, note: String) {
+    pub(crate) fn add_pending_note(&self, session: Option<&str>, note: crate::Note) {
         let mut notes = self.pending_notes.lock().unwrap_or_else(|p| p.into_inner());
         let list = notes.entry(session.map(str::to_string)).or_default();
         if list.len() >= MAX_PENDING_NOTES {
@@ -246,7 +250,11 @@ impl Runner {
     }
 
     /// Puts the notes waiting for `session`'s next answer first in `notes` (and forgets them).
-    pub(crate) fn lead_with_pending_notes(&self, session: Option<&str>, notes: &mut Vec<String>) {
+    pub(crate) fn lead_with_pending_notes(
+        &self,
+        session: Option<&str>,
+        notes: &mut Vec<crate::Note>,
+    ) {
         let pending = self
             .pending_notes
             .lock()

@@ -1,6 +1,7 @@
 //! Shaping results for the model: an executor result into the `execute` result with the notes that say what to do
 //! next, and the file through which a foreground command reports its last working directory.
 
+use crate::note::{Note, NoteKind, Refusal};
 use crate::tools::ExecuteResult;
 use shellward_exec::{ExecResult, ExitState};
 use shellward_policy::duration::format_millis;
@@ -92,7 +93,7 @@ pub(crate) fn reason_text(reason: String) -> String {
 pub(crate) fn shape_execute(
     r: ExecResult,
     command: String,
-    mut notes: Vec<String>,
+    policy_notes: Vec<Note>,
     timeout: Option<Duration>,
     kills_leftovers: bool,
     interactive: bool,
@@ -100,45 +101,64 @@ pub(crate) fn shape_execute(
 ) -> ExecuteResult {
     let (exit_code, signal) = exit_fields(&r.exit);
     let id = r.id.as_str().to_string();
+    // What the policies (or the approval) said come first; the host's notes follow, each of its kind.
+    let said_before = !policy_notes.is_empty();
+    let mut notes = policy_notes;
+    let mut say = |kind: NoteKind, text: String| notes.push(Note::new(kind, text));
     let timeout_text = timeout
         .map(|t| format_millis(t.as_millis() as u64))
         .unwrap_or_default();
     if !r.listening.is_empty() {
-        notes.push(format!(
-            "Ready: {id} is listening on {}.",
-            r.listening
-                .iter()
-                .map(|l| l.split_once(' ').map_or(l.as_str(), |(_, a)| a))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        say(
+            NoteKind::Background,
+            format!(
+                "Ready: {id} is listening on {}.",
+                r.listening
+                    .iter()
+                    .map(|l| l.split_once(' ').map_or(l.as_str(), |(_, a)| a))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
     }
     let background_id = if r.running {
         if r.timed_out {
-            notes.push(format!(
-                "Still running as {id} after the {timeout_text} timeout. Call process_output with process_id \
+            say(
+                NoteKind::Timeout,
+                format!(
+                    "Still running as {id} after the {timeout_text} timeout. Call process_output with process_id \
                  {id} (and cursor {}) to read more, or process_signal to stop it.",
-                r.cursor
-            ));
+                    r.cursor
+                ),
+            );
         } else if interactive {
             // Said by the prompt's note (how to answer it, how to stop it).
-        } else if promoted && !notes.is_empty() {
+        } else if promoted && said_before {
             // A policy moved it to the background and said why; the policy that moves a command says how to follow
             // up (the default one does), so the id is the one fact left: one note per fact.
-            notes.push(format!("Running in the background as {id}."));
+            say(
+                NoteKind::Background,
+                format!("Running in the background as {id}."),
+            );
         } else {
-            notes.push(format!(
-                "Running in the background as {id}. Call process_output with process_id {id} to read its \
+            say(
+                NoteKind::Background,
+                format!(
+                    "Running in the background as {id}. Call process_output with process_id {id} to read its \
                  output, process_signal to stop it."
-            ));
+                ),
+            );
         }
         Some(id.clone())
     } else {
         if r.timed_out {
-            notes.push(format!(
-                "Timed out after {timeout_text}; the command and every process it started were terminated. Run it \
+            say(
+                NoteKind::Timeout,
+                format!(
+                    "Timed out after {timeout_text}; the command and every process it started were terminated. Run it \
                  with a longer timeout, or with run_in_background and poll process_output."
-            ));
+                ),
+            );
         }
         if r.leftover_processes > 0 {
             let fate = match timeout.filter(|_| kills_leftovers) {
@@ -148,32 +168,36 @@ pub(crate) fn shape_execute(
                 ),
                 None => "stop them with process_signal".to_string(),
             };
-            notes.push(format!(
-                "The command exited but {} process(es) it started are still running, tracked as {id}; {fate}.",
-                r.leftover_processes
-            ));
+            say(
+                NoteKind::Leftover,
+                format!(
+                    "The command exited but {} process(es) it started are still running, tracked as {id}; {fate}.",
+                    r.leftover_processes
+                ),
+            );
         }
         None
     };
     if r.output_incomplete {
-        notes.push(
+        say(
+            NoteKind::Output,
             "Output may be incomplete: a process kept the output open after the command exited."
                 .into(),
         );
     }
     if r.process_limit_hit {
-        notes.push(
+        say(
+            NoteKind::Refused(Refusal::ProcessLimit),
             "The command reached its limit of processes (a fork bomb, or too much parallelism): starting more \
              failed, so its result is not to be trusted. Run fewer processes at once (e.g. make -j4)."
                 .into(),
         );
     }
     if r.output.omitted_bytes > 0 {
-        notes.push(omitted_note(
-            r.output.omitted_bytes,
-            &id,
-            r.log_path.as_deref(),
-        ));
+        say(
+            NoteKind::Output,
+            omitted_note(r.output.omitted_bytes, &id, r.log_path.as_deref()),
+        );
     }
     let success = if r.running {
         !r.process_limit_hit

@@ -376,7 +376,7 @@ pub struct ExecuteResult {
     pub listening: Vec<String>,
     /// What the policy changed and why, and what to do next.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub notes: Vec<crate::Note>,
     /// This call was a retry of an earlier one with the same `client_token`: the result is that call's (its process,
     /// with its state now), and nothing new was started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -447,7 +447,7 @@ pub struct ProcessOutputResult {
     pub log_path: Option<String>,
     /// Hints about what to do next.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub notes: Vec<crate::Note>,
 }
 
 /// One process in `process_list`.
@@ -510,7 +510,7 @@ pub struct ProcessSignalResult {
     pub signal: Option<String>,
     /// What happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub notes: Vec<crate::Note>,
 }
 
 /// The name of a tool.

@@ -120,17 +120,17 @@ impl Shellward {
         };
         let mut notes = Vec::new();
         if !done.skipped.is_empty() {
-            notes.push(
+            notes.push(crate::Note::new(
+                crate::NoteKind::Changes,
                 "Some files were left as they are: their old content was too large to keep ([changes] \
-                 max_file_bytes)."
-                    .to_string(),
-            );
+                 max_file_bytes).",
+            ));
         }
-        notes.push(
+        notes.push(crate::Note::new(
+            crate::NoteKind::Changes,
             "Only the workspace's files were put back: effects elsewhere (a push, a database, the network) are not \
-             undone."
-                .to_string(),
-        );
+             undone.",
+        ));
         Ok(ChangesUndoResult {
             success: true,
             process_id: done.id.to_string(),

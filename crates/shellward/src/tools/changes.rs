@@ -134,7 +134,7 @@ pub struct ChangesUndoResult {
     pub skipped: Vec<String>,
     /// What to know next.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub notes: Vec<crate::Note>,
 }
 
 pub(crate) const CHANGES_LIST_DESCRIPTION: &str = "\

@@ -19,7 +19,7 @@ struct Parts<'a> {
     log_path: Option<&'a str>,
     /// The cursor to read on from (output and input results of a running process).
     cursor: Option<u64>,
-    notes: &'a [String],
+    notes: &'a [crate::Note],
     output: &'a str,
     stderr: Option<&'a str>,
 }

@@ -75,6 +75,22 @@ async fn a_background_start_says_how_to_follow_up_once() {
         );
         assert_eq!(all.matches("process_signal").count(), 1, "{:?}", r.notes);
         assert!(all.contains(&id), "{:?}", r.notes);
+        // The host's note naming the id is a background note; what a policy said is the policy's.
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.kind() == shellward::NoteKind::Background && n.contains(&id)),
+            "{:?}",
+            r.notes.iter().map(|n| n.kind()).collect::<Vec<_>>()
+        );
+        if !asked {
+            assert_eq!(
+                r.notes[0].kind(),
+                shellward::NoteKind::Policy,
+                "{:?}",
+                r.notes
+            );
+        }
         sw.session("follow-up")
             .process_signal(ProcessSignalArgs::new(id, SignalName::Kill))
             .await

@@ -187,12 +187,16 @@ except Exception: pass\""
         .await
         .unwrap();
     assert!(r.success, "{r:?}");
-    let said: Vec<&String> = r
+    let said: Vec<&shellward::Note> = r
         .notes
         .iter()
         .filter(|n| n.contains(&format!("other.test:{port}")))
         .collect();
     assert_eq!(said.len(), 1, "{:?}", r.notes);
+    assert_eq!(
+        said[0].kind(),
+        shellward::NoteKind::Refused(shellward::Refusal::Network)
+    );
     sw.shutdown().await;
     // A policy may choose an allow-list for one command (here the scripted test policy, `net:allow=…`), within the
     // ceiling; the next command has the operator's network again.
@@ -412,7 +416,7 @@ async fn the_default_writable_paths_cover_installs_and_not_startup_files() {
         ))
         .await;
         assert_eq!(r.exit_code, Some(0), "{r:?}");
-        let said: Vec<&String> = r
+        let said: Vec<&shellward::Note> = r
             .notes
             .iter()
             .filter(|n| n.contains("[confinement] writable"))
@@ -421,6 +425,11 @@ async fn the_default_writable_paths_cover_installs_and_not_startup_files() {
             said.len() == 1 && said[0].contains(&path),
             "{kept}, swallowed: {:?}",
             r.notes
+        );
+        // A host reads what it is about from its kind, not from its English.
+        assert_eq!(
+            said[0].kind(),
+            shellward::NoteKind::Refused(shellward::Refusal::Write)
         );
     }
     // A failing command that merely prints "Permission denied" with a path is not blamed on the sandbox, which saw
@@ -586,13 +595,17 @@ print('done')\"",
         .await
         .unwrap();
     assert!(r.success && r.output == "done\n", "{r:?}");
-    let said: Vec<&String> = r
+    let said: Vec<&shellward::Note> = r
         .notes
         .iter()
         .filter(|n| n.contains("network = \"none\""))
         .collect();
     assert_eq!(said.len(), 1, "{:?}", r.notes);
     let note = said[0];
+    assert_eq!(
+        note.kind(),
+        shellward::NoteKind::Refused(shellward::Refusal::Network)
+    );
     assert!(
         note.contains("203.0.113.7:443")
             && note.contains("203.0.113.8:80")

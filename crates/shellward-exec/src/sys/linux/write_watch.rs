@@ -276,8 +276,8 @@ fn refuses(root: &OwnedFd, path: &Path, access: Access, rules: &WriteRules) -> O
         _ => false,
     };
     let (dir, name, existing, path) = locate(root, path, follow)?;
-    let is_dir = existing.is_some_and(|m| m & libc::S_IFMT == libc::S_IFDIR);
-    let is_link = existing.is_some_and(|m| m & libc::S_IFMT == libc::S_IFLNK);
+    let is_dir = existing.is_some_and(|e| e.kind == libc::S_IFDIR);
+    let is_link = existing.is_some_and(|e| e.kind == libc::S_IFLNK);
     let refused = match access {
         Access::Open(flags) => {
             let tmpfile = flags & libc::O_TMPFILE as u32 == libc::O_TMPFILE as u32;
@@ -294,11 +294,11 @@ fn refuses(root: &OwnedFd, path: &Path, access: Access, rules: &WriteRules) -> O
                 // The kernel refuses these itself (EISDIR, ELOOP, EEXIST), or the open writes nothing.
                 Some(_) if is_dir || is_link || !writes => false,
                 Some(_) if creates && flags & libc::O_EXCL as u32 != 0 => false,
-                Some(_) => file_refused(dir, &name, rules),
+                Some(e) => file_refused(dir, e.id, rules),
                 None => creates && !rules.dir_allowed(dir),
             }
         }
-        Access::Truncate => existing.is_some() && !is_dir && file_refused(dir, &name, rules),
+        Access::Truncate => existing.is_some_and(|e| !is_dir && file_refused(dir, e.id, rules)),
         Access::Make => existing.is_none() && !rules.dir_allowed(dir),
         Access::Remove => existing.is_some() && !rules.dir_allowed(dir),
         Access::Replace => !rules.dir_allowed(dir),
@@ -306,30 +306,37 @@ fn refuses(root: &OwnedFd, path: &Path, access: Access, rules: &WriteRules) -> O
     refused.then_some(path)
 }
 
-/// Whether writing the existing file `name` in `dir` is refused: neither a rule of its own nor one above it.
-fn file_refused(dir: OwnedFd, name: &CString, rules: &WriteRules) -> bool {
-    let own = open_at(dir.as_raw_fd(), name, libc::O_NOFOLLOW)
-        .and_then(|f| identity(&f))
-        .is_some_and(|id| rules.files.contains(&id) || rules.dirs.contains(&id));
+/// Whether writing the existing file `id` in `dir` is refused: neither a rule of its own nor one above it.
+fn file_refused(dir: OwnedFd, id: (u64, u64), rules: &WriteRules) -> bool {
+    let own = rules.files.contains(&id) || rules.dirs.contains(&id);
     !own && !rules.dir_allowed(dir)
 }
 
-/// The directory `path` is in (opened in the command's root `root`), its last component, that entry's type (`None`:
-/// it does not exist), and the path; with `follow`, a symbolic link as the last component is followed first (and the
+/// An entry of a directory, as `fstatat` sees it (not following a symbolic link).
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Its file type bits (`S_IFDIR`, `S_IFLNK`, …).
+    kind: u32,
+    /// Its `(device, inode)`.
+    id: (u64, u64),
+}
+
+/// The directory `path` is in (opened in the command's root `root`), its last component, that entry (`None`: it does
+/// not exist), and the path; with `follow`, a symbolic link as the last component is followed first (and the
 /// path is where it leads).
 fn locate(
     root: &OwnedFd,
     path: &Path,
     follow: bool,
-) -> Option<(OwnedFd, CString, Option<u32>, PathBuf)> {
+) -> Option<(OwnedFd, CString, Option<Entry>, PathBuf)> {
     let mut path = path.to_path_buf();
     for _ in 0..MAX_LINKS {
         let name = path.file_name()?.to_os_string();
         let parent = path.parent()?;
         let dir = open_in_root(root, parent, libc::O_PATH | libc::O_DIRECTORY).ok()?;
         let cname = CString::new(name.into_vec()).ok()?;
-        let kind = entry_type(&dir, &cname);
-        if follow && kind == Some(libc::S_IFLNK) {
+        let entry = entry(&dir, &cname);
+        if follow && entry.is_some_and(|e| e.kind == libc::S_IFLNK) {
             let target = read_link_at(&dir, &cname)?;
             path = if target.is_absolute() {
                 target
@@ -338,7 +345,7 @@ fn locate(
             };
             continue;
         }
-        return Some((dir, cname, kind, path));
+        return Some((dir, cname, entry, path));
     }
     None
 }
@@ -390,8 +397,8 @@ fn identity(fd: &OwnedFd) -> Option<(u64, u64)> {
     (unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0).then_some((st.st_dev, st.st_ino))
 }
 
-/// The file type bits of `name` in `dir` (not following a symbolic link), `None` when there is no such entry.
-fn entry_type(dir: &OwnedFd, name: &CString) -> Option<u32> {
+/// The entry `name` in `dir` (not following a symbolic link), `None` when there is none.
+fn entry(dir: &OwnedFd, name: &CString) -> Option<Entry> {
     // SAFETY: as in `identity`.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstatat of a NUL-terminated name into `st`.
@@ -403,7 +410,10 @@ fn entry_type(dir: &OwnedFd, name: &CString) -> Option<u32> {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
-    (r == 0).then_some(st.st_mode & libc::S_IFMT)
+    (r == 0).then_some(Entry {
+        kind: st.st_mode & libc::S_IFMT,
+        id: (st.st_dev, st.st_ino),
+    })
 }
 
 /// The target of the symbolic link `name` in `dir`.

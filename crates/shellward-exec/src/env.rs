@@ -495,10 +495,7 @@ mod tests {
 
     #[test]
     fn host_credentials_and_secrets_are_not_inherited_by_default() {
-        let p = EnvPolicy::default();
-        let env = p.base_env(vars(&[
-            "PATH",
-            "HOME",
+        const SECRETS: &[&str] = &[
             "SHELLWARD_TOKEN",
             "SHELLWARD_CONFIG",
             "MY_API_KEY",
@@ -506,8 +503,13 @@ mod tests {
             "db_password",
             "AWS_SECRET_ACCESS_KEY",
             "GOOGLE_APPLICATION_CREDENTIALS",
-            "CARGO_HOME",
-        ]));
+        ];
+        let p = EnvPolicy::default();
+        let host: Vec<&str> = ["PATH", "HOME", "CARGO_HOME"]
+            .into_iter()
+            .chain(SECRETS.iter().copied())
+            .collect();
+        let env = p.base_env(vars(&host));
         let got = names(&env);
         for kept in [
             "PATH",
@@ -522,15 +524,7 @@ mod tests {
                 "{kept} missing from {got:?}"
             );
         }
-        for gone in [
-            "SHELLWARD_TOKEN",
-            "SHELLWARD_CONFIG",
-            "MY_API_KEY",
-            "GITHUB_TOKEN",
-            "db_password",
-            "AWS_SECRET_ACCESS_KEY",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-        ] {
+        for gone in SECRETS {
             assert!(!got.contains(&gone.to_string()), "{gone} leaked: {got:?}");
         }
     }

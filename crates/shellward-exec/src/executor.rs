@@ -1,6 +1,6 @@
 //! The [`Executor`]: starting plans, foreground waits and timeouts, signals, listings, output reads and shutdown.
 
-use crate::config::{ContainmentPreference, ExecutorConfig};
+use crate::config::ExecutorConfig;
 use crate::error::ExecError;
 use crate::ids::{ProcessId, Session, session_str};
 use crate::logdir::LogDir;
@@ -63,12 +63,8 @@ impl Executor {
             .clone()
             .unwrap_or_else(LogDir::default_parent);
         let log_dir = LogDir::create(&parent).map_err(|e| ExecError::Setup(e.to_string()))?;
-        let platform = Platform::new(
-            config.containment == ContainmentPreference::Auto,
-            &config,
-            log_dir.path(),
-        )
-        .map_err(|e| ExecError::Setup(e.to_string()))?;
+        let platform =
+            Platform::new(&config, log_dir.path()).map_err(|e| ExecError::Setup(e.to_string()))?;
         tracing::info!(containment = %platform.kind(), pid_namespaces = platform.pid_namespaces(), max_processes = ?platform.process_limit(), log_dir = %log_dir.path().display(), "shellward executor ready");
         let base_env = BaseEnv::new(config.env.base_env(std::env::vars_os()))
             .map(Arc::new)

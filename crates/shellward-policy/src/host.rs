@@ -22,6 +22,19 @@ const LOG_MESSAGE_MAX: usize = 2 * 1024;
 /// Log messages forwarded per instance before the rest are dropped.
 const LOG_MESSAGES_MAX: u32 = 1_000;
 
+/// A host function refused what the policy asked of it (a blocking wait): the error the policy's call ends with, typed
+/// so a fault is classified by what happened, not by reading the error's text.
+#[derive(Debug)]
+pub(crate) struct HostRefusal(pub(crate) String);
+
+impl std::fmt::Display for HostRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HostRefusal {}
+
 /// Per-instance state.
 pub(crate) struct HostState {
     wasi: WasiCtx,
@@ -219,9 +232,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     let mut poll = linker.instance(POLL_INSTANCE)?;
     for func in ["poll", "[method]pollable.block"] {
         poll.func_new(func, move |_, _, _, _| {
-            Err(wasmtime::format_err!(
+            Err(wasmtime::Error::new(HostRefusal(format!(
                 "policies may not block: `{func}` is not available in the policy sandbox"
-            ))
+            ))))
         })?;
     }
     linker.allow_shadowing(false);

@@ -4,7 +4,7 @@ use crate::bindings::{v0_1, v0_2, v0_3, v0_4};
 use crate::compat::PolicyInfo;
 use crate::engine_state::{EngineInner, InstanceMode, PolicyEngine};
 use crate::error::{FaultKind, PolicyError};
-use crate::host::HostState;
+use crate::host::{HostRefusal, HostState};
 use crate::outside_async::outside_async_runtime;
 use crate::types::{Outcome, Request, Rule};
 use std::sync::{Arc, Mutex};
@@ -338,15 +338,6 @@ impl Policy {
         let config = &self.inner().config;
         let root = error.root_cause().to_string();
         let (kind, mut detail) = match error.downcast_ref::<Trap>() {
-            // wasmtime's error for it (`HostcallFuelExhausted`) is private, so its text is all there is to match.
-            _ if root.contains("fuel allocated for hostcalls has been exhausted") => (
-                FaultKind::InvalidOutput,
-                format!(
-                    "it returned more data than the host accepts ({} bytes in all for the command, notes, deny \
-                     reason and variables)",
-                    config.outcome_limits.lift_budget()
-                ),
-            ),
             Some(Trap::Interrupt) => (
                 FaultKind::Deadline,
                 format!(
@@ -363,9 +354,18 @@ impl Policy {
                 ),
             ),
             Some(trap) => (FaultKind::Trap, format!("it trapped: {trap}")),
+            None if error.chain().any(|e| e.is::<HostRefusal>()) => {
+                (FaultKind::Trap, format!("it trapped: {root}"))
+            }
+            // Neither a trap nor a host function's refusal: wasmtime could not read what the policy returned (more
+            // than the hostcall fuel allows, a string that is not UTF-8, a pointer outside its memory).
             None => (
-                FaultKind::Trap,
-                format!("it trapped: {}", error.root_cause()),
+                FaultKind::InvalidOutput,
+                format!(
+                    "it returned an outcome the host does not accept ({root}); the host reads at most {} bytes in \
+                     all for the command, notes, deny reason and variables",
+                    config.outcome_limits.lift_budget()
+                ),
             ),
         };
         let stderr = store.data().stderr_text();

@@ -669,13 +669,7 @@ mod tests {
             deny_read: vec![],
             network: Network::None,
             deny_syscalls: vec!["ptrace".into()],
-            unix_sockets: vec![],
-            max_network: None,
-            max_writable: None,
-            allow: Vec::new(),
-            max_allow: Vec::new(),
-            proxy_hosts: Default::default(),
-            unenforceable: Default::default(),
+            ..ConfinementConfig::default()
         };
         let got = c.for_command(Path::new("/w/app"));
         let paths = got.writable.clone().unwrap();

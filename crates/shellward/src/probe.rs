@@ -28,6 +28,9 @@ pub struct SandboxProbe {
     /// The confined probe: whether the executor reported writes confined, and what it printed (its network namespace,
     /// then `written` or `refused` for a write outside its writable directory); or why it could not start.
     pub confined: Result<(bool, String), String>,
+    /// The confined probe ran and its write outside its writable directory did not land (the file is absent after
+    /// it): what the file system shows, whatever the probe printed.
+    pub outside_write_refused: bool,
     /// The confined probe's write outside its directory was seen refused by the sandbox itself
     /// (`ExecResult::refused_writes` named it): refused writes are named to the agent as they happen. False where
     /// the write watch is off (`ExecutorConfig::watch_writes`) or cannot be had here (then they are told from the
@@ -81,10 +84,12 @@ impl SandboxProbe {
         confined.session = Some(PROBE_SESSION.into());
         confined.confinement = Confinement::new(Some(vec![inside]), Network::None);
         let probe_file = outside.join("probe");
-        let mut writes_seen = false;
+        let (mut writes_seen, mut outside_write_refused) = (false, false);
         let confined = match executor.execute(confined).await {
             Ok(c) => {
-                writes_seen = c.confinement.writes_watched && c.refused_writes == [probe_file];
+                writes_seen =
+                    c.confinement.writes_watched && c.refused_writes == [probe_file.clone()];
+                outside_write_refused = !probe_file.exists();
                 Ok((c.confinement.writes, c.output.text))
             }
             Err(e) => Err(e.to_string()),
@@ -99,6 +104,7 @@ impl SandboxProbe {
             landlock_abi: Executor::landlock_abi(),
             output: plain.output.text,
             confined,
+            outside_write_refused,
             writes_seen,
             preview,
             undo,

@@ -212,16 +212,9 @@ pub(crate) struct StartRequest {
     /// shellward's: the foreground timeout the policies see (Coder's client never sends it).
     #[serde(default)]
     timeout: Option<String>,
-    /// The tracked protocol's identity (see `tracked`): `process_id`, `agent_instance_id`, `input_digest`, and an
-    /// absolute `deadline` (RFC 3339).
-    #[serde(default)]
-    process_id: Option<String>,
-    #[serde(default)]
-    agent_instance_id: Option<String>,
-    #[serde(default)]
-    input_digest: Option<String>,
-    #[serde(default)]
-    deadline: Option<String>,
+    /// The tracked protocol's identity (see `tracked`).
+    #[serde(flatten)]
+    tracked: tracked::IdentityFields,
     /// The tracked deadline as time left, once admitted: the tree is killed then.
     #[serde(skip)]
     deadline_in: Option<Duration>,

@@ -186,17 +186,12 @@ fn bad_json(detail: String) -> Box<Response> {
 }
 
 impl Identity {
-    fn of(
-        process_id: Option<&str>,
-        instance: Option<&str>,
-        digest: Option<&str>,
-        deadline: Option<&str>,
-    ) -> Result<Identity, Box<Response>> {
+    fn of(fields: &IdentityFields) -> Result<Identity, Box<Response>> {
         Ok(Identity {
-            process_id: parse_uuid("process_id", process_id)?,
-            instance: parse_uuid("agent_instance_id", instance)?,
-            digest: digest.unwrap_or_default().to_string(),
-            deadline: parse_deadline(deadline)?,
+            process_id: parse_uuid("process_id", fields.process_id.as_deref())?,
+            instance: parse_uuid("agent_instance_id", fields.agent_instance_id.as_deref())?,
+            digest: fields.input_digest.clone().unwrap_or_default(),
+            deadline: parse_deadline(fields.deadline.as_deref())?,
         })
     }
 
@@ -210,10 +205,11 @@ impl Identity {
 
 /// Whether a start request carries any tracked identity field.
 pub(crate) fn carries_identity(req: &StartRequest) -> bool {
-    req.process_id.is_some()
-        || req.agent_instance_id.is_some()
-        || req.input_digest.is_some()
-        || req.deadline.is_some()
+    let t = &req.tracked;
+    t.process_id.is_some()
+        || t.agent_instance_id.is_some()
+        || t.input_digest.is_some()
+        || t.deadline.is_some()
 }
 
 /// What a start admits: attach to a process it started, or start it.
@@ -229,12 +225,7 @@ pub(crate) async fn start(
     req: StartRequest,
     route_tracked: bool,
 ) -> Response {
-    let ident = match Identity::of(
-        req.process_id.as_deref(),
-        req.agent_instance_id.as_deref(),
-        req.input_digest.as_deref(),
-        req.deadline.as_deref(),
-    ) {
+    let ident = match Identity::of(&req.tracked) {
         Ok(i) => i,
         Err(r) => return *r,
     };
@@ -387,9 +378,10 @@ pub(crate) fn info_json(info: &shellward::ProcessInfo, id: &str, background: boo
     Value::Object(v)
 }
 
-/// `workspacesdk.CancelProcessRequest`.
+/// The tracked protocol's identity as a request carries it: `process_id`, `agent_instance_id`, `input_digest`, and an
+/// absolute `deadline` (RFC 3339).
 #[derive(Deserialize, Default)]
-pub(crate) struct CancelRequest {
+pub(crate) struct IdentityFields {
     #[serde(default)]
     process_id: Option<String>,
     #[serde(default)]
@@ -398,6 +390,13 @@ pub(crate) struct CancelRequest {
     input_digest: Option<String>,
     #[serde(default)]
     deadline: Option<String>,
+}
+
+/// `workspacesdk.CancelProcessRequest`.
+#[derive(Deserialize, Default)]
+pub(crate) struct CancelRequest {
+    #[serde(flatten)]
+    tracked: IdentityFields,
     #[serde(default)]
     wait_ms: Option<i64>,
 }
@@ -412,12 +411,7 @@ pub(crate) async fn cancel(
         ms if ms < 0 => return Refusal::Invalid.response(),
         ms => Duration::from_millis(ms as u64).min(MAX_WAIT),
     };
-    let ident = match Identity::of(
-        req.process_id.as_deref(),
-        req.agent_instance_id.as_deref(),
-        req.input_digest.as_deref(),
-        req.deadline.as_deref(),
-    ) {
+    let ident = match Identity::of(&req.tracked) {
         Ok(i) => i,
         Err(r) => return *r,
     };

@@ -4,18 +4,11 @@
 //! isolated in a session sandbox.
 
 use super::line;
-use anyhow::{Context, Result};
-use shellward::SandboxProbe;
+use anyhow::Result;
 use std::process::ExitCode;
 
 pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let probe = runtime
-        .block_on(SandboxProbe::run(config))
-        .context("the probe could not run")?;
+    let probe = super::probe(config)?;
     let os = std::env::consts::OS;
     super::header(&format!(
         "shellward sandbox check ({os}; uid {}; shell {}; built here, not tested on {os})",
@@ -48,7 +41,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
             "{os} has no PID or mount namespaces: commands see the processes and files their user can"
         ),
     );
-    writes(&probe.confined, os);
+    writes(&probe.confined, probe.outside_write_refused, os);
     line(
         false,
         "system-call filter",
@@ -81,9 +74,9 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
 }
 
 /// What the confined probe (writes beneath one directory, network none) showed.
-fn writes(confined: &std::result::Result<(bool, String), String>, os: &str) {
+fn writes(confined: &std::result::Result<(bool, String), String>, refused: bool, os: &str) {
     match confined {
-        Ok((true, out)) if out.contains("refused") => {
+        Ok((true, _)) if refused => {
             line(
                 true,
                 "writes confined per command",

@@ -3,39 +3,20 @@
 //! to do where one is missing.
 
 use super::line;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use shellward::ContainmentKind;
-use shellward::SandboxProbe;
 use std::process::ExitCode;
 
 pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode> {
     let uid = crate::sys::effective_uid();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let probe = runtime
-        .block_on(SandboxProbe::run(config))
-        .context("the probe could not run")?;
-    let SandboxProbe {
-        pid_namespaces: namespaces,
-        containment,
-        process_limit: limit,
-        landlock_abi: abi,
-        output: text,
-        confined,
-        writes_seen,
-        preview,
-        undo,
-        unix_sockets,
-        ..
-    } = probe;
+    let probe = super::probe(config)?;
+    let (abi, text, confined) = (probe.landlock_abi, &probe.output, &probe.confined);
     let own_ns = std::fs::read_link("/proc/self/ns/pid")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let mut lines = text.lines();
     let probe_ns = lines.next().unwrap_or_default();
-    let isolated = namespaces && probe_ns != own_ns && !probe_ns.is_empty();
+    let isolated = probe.pid_namespaces && probe_ns != own_ns && !probe_ns.is_empty();
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
@@ -47,9 +28,10 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
     print_header(uid);
     print_sandbox(isolated, uid, config);
     print_privileges(no_new_privs, uid, caps);
-    print_containment(containment, limit, config);
-    print_confinement(&confined, abi);
+    print_containment(probe.containment, probe.process_limit, config);
+    print_confinement(confined, probe.outside_write_refused, abi);
     if confined.as_ref().is_ok_and(|(writes, _)| *writes) {
+        let writes_seen = probe.writes_seen;
         line(
             writes_seen,
             "refused writes seen as they happen",
@@ -64,11 +46,11 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
             },
         );
     }
-    print_unix_sockets(&unix_sockets);
+    print_unix_sockets(&probe.unix_sockets);
     line(
-        preview.is_ok(),
+        probe.preview.is_ok(),
         "preview (copy-on-write view)",
-        &match &preview {
+        &match &probe.preview {
             Ok(()) => "execute with preview: true (shellward run --preview) runs a command in a throwaway overlay of \
                        the writable paths and lists what it would change"
                 .to_string(),
@@ -76,9 +58,9 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         },
     );
     line(
-        undo.is_ok(),
+        probe.undo.is_ok(),
         "undo (changes_list, changes_undo)",
-        &match &undo {
+        &match &probe.undo {
             Ok(()) => "each command's changes to its workspace are recorded and can be taken back"
                 .to_string(),
             Err(e) => format!("undo is not available here: {e}"),
@@ -226,13 +208,16 @@ fn print_containment(
 }
 
 /// What the confined probe showed: writes, network, host Unix sockets.
-fn print_confinement(confined: &std::result::Result<(bool, String), String>, abi: i32) {
+fn print_confinement(
+    confined: &std::result::Result<(bool, String), String>,
+    refused: bool,
+    abi: i32,
+) {
     let own_net = std::fs::read_link("/proc/self/ns/net")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     match &confined {
         Ok((writes, out)) => {
-            let refused = out.contains("refused");
             line(
                 *writes && refused,
                 "writes confined per command (Landlock)",

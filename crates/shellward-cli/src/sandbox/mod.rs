@@ -47,6 +47,17 @@ struct Collected {
     checks: Vec<serde_json::Value>,
 }
 
+/// Runs the sandbox probes (see [`shellward::SandboxProbe`]) with `config` on a runtime of their own.
+pub(crate) fn probe(config: &shellward::exec::ExecutorConfig) -> Result<shellward::SandboxProbe> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(shellward::SandboxProbe::run(config))
+        .context("the probe could not run")
+}
+
 /// The report's first line (who runs it, on what).
 pub(crate) fn header(text: &str) {
     match COLLECTED.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {

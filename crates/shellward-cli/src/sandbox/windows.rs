@@ -3,19 +3,12 @@
 //! isolated.
 
 use super::line;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use shellward::ContainmentKind;
-use shellward::SandboxProbe;
 use std::process::ExitCode;
 
 pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let probe = runtime
-        .block_on(SandboxProbe::run(config))
-        .context("the probe could not run")?;
+    let probe = super::probe(config)?;
     super::header(&format!(
         "shellward sandbox check (Windows; shell {})",
         config.shell.join(" ")

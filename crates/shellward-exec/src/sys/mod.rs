@@ -12,6 +12,8 @@
 //! what every Unix shares (streams, terminals, the environment, private files) is `unix/`; Windows (job objects) is
 //! `windows/`.
 
+#[cfg(not(target_os = "linux"))]
+mod absent;
 pub(crate) mod leader_reap;
 #[cfg(unix)]
 pub(crate) mod unix;
@@ -95,6 +97,34 @@ pub(crate) struct SpawnSpec {
     /// A preview's copy-on-write layers: the command runs in a sandbox of its own with them over its writable paths.
     #[cfg(target_os = "linux")]
     pub(crate) preview: Option<std::sync::Arc<linux::overlay::PreviewLayers>>,
+}
+
+/// A spawned leader and the host's ends of its streams, the same on every platform: `L` is the platform's leader, `T`
+/// its tree, `F` its stream handle and `S` its socket (each platform names it as `Spawned`).
+pub(crate) struct Spawned<L, T, F, S> {
+    pub(crate) leader: L,
+    /// The output: a pipe, or the terminal's master side (see `terminal`).
+    pub(crate) stdout: F,
+    pub(crate) stderr: Option<F>,
+    /// Where input is written: a pipe's write end, or the terminal's master side (`None`: stdin is the null device).
+    pub(crate) stdin: Option<F>,
+    /// The command runs on a pseudo-terminal (`stdout` and `stdin` are its master side; never on Windows yet).
+    pub(crate) terminal: bool,
+    pub(crate) tree: T,
+    /// The command's writes are confined (Linux: a Landlock ruleset was applied; macOS: a Seatbelt profile with
+    /// writable paths): false when the plan did not ask, or the platform cannot.
+    pub(crate) writes_confined: bool,
+    /// The command's system calls are filtered (Linux: the plan named some to deny; a filter that cannot be installed
+    /// fails the start). Never elsewhere.
+    pub(crate) syscalls_filtered: bool,
+    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
+    pub(crate) network_enforced: bool,
+    /// A proxied command's listener on its proxy address, in its network namespace, to serve on the host's; `true`
+    /// when the namespace became its session's (served until the session's sandbox ends, not the command). Only on
+    /// Linux: elsewhere an allow-list network is refused.
+    pub(crate) proxy_listener: Option<(S, bool)>,
+    /// The Unix sockets its connects were refused (Linux's socket broker records them).
+    pub(crate) refusals: crate::results::Refusals,
 }
 
 /// How command trees are contained.

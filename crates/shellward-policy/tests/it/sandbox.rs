@@ -78,6 +78,30 @@ fn every_fault_is_contained_and_the_policy_recovers() {
     }
 }
 
+/// An outcome larger than the host reads (a 10 MiB note, deny reason or command) is the policy's invalid output, told
+/// with the host's budget; a host function's refusal (a blocking sleep) is a trap, not invalid output.
+#[test]
+fn oversized_outcomes_are_invalid_output_and_host_refusals_are_traps() {
+    let engine = engine_with(InstanceMode::Reuse);
+    let policy = scripted(&engine, "");
+    for command in ["huge-note", "huge-deny", "huge-command"] {
+        expect_fault(
+            policy.evaluate(&Request::new(command)),
+            FaultKind::InvalidOutput,
+            "bytes in all for the command, notes, deny reason and variables",
+        );
+    }
+    expect_fault(
+        policy.evaluate(&Request::new("sleep")),
+        FaultKind::Trap,
+        "policies may not block",
+    );
+    assert_eq!(
+        notes(policy.evaluate(&Request::new("echo ok")).unwrap()),
+        ["calls=1"]
+    );
+}
+
 #[test]
 fn reuse_keeps_one_instance_and_fresh_mode_does_not() {
     let reuse = scripted(&engine_with(InstanceMode::Reuse), "");

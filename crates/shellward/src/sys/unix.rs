@@ -13,19 +13,12 @@ pub(crate) fn create_private_dir_all(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
-/// Opens `path` for reading without following a final link or blocking on a FIFO; only a regular file.
-pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
-    let file = File::options()
+/// Opens `path` for reading without following a final link or blocking on a FIFO (whatever it is).
+pub(super) fn open_read_nofollow(path: &Path) -> io::Result<File> {
+    File::options()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
+        .open(path)
 }
 
 /// Opens (or creates, 0600) `path` for appending: refused for a symbolic link, anything but a regular file (a FIFO

@@ -21,17 +21,10 @@ fn refuse_link(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Opens `path` for reading, not through a symbolic link; only a regular file.
-pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
+/// Opens `path` for reading, not through a symbolic link (whatever it is).
+pub(super) fn open_read_nofollow(path: &Path) -> io::Result<File> {
     refuse_link(path)?;
-    let file = File::open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
+    File::open(path)
 }
 
 /// Opens (or creates) `path` for appending; refused for a symbolic link and anything but a regular file.

@@ -69,7 +69,7 @@ pub(crate) async fn wait_leader(
                 id,
                 "no kqueue exit event ({e}); waiting on a blocking thread"
             );
-            let reap = tree.leader_shared();
+            let reap = tree.leader().clone();
             let status = tokio::task::spawn_blocking(move || reap.reap(|| child.wait()))
                 .await
                 .unwrap_or_else(|e| Err(io::Error::other(e)));

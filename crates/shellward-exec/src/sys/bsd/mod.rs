@@ -65,28 +65,8 @@ pub(crate) use platform::{Leader, Platform};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
 
-/// There is no cgroup `pids` hierarchy here.
-pub(crate) fn own_pids_dir() -> Option<std::path::PathBuf> {
-    None
-}
-
-/// No sandbox covers the log root here: no skeleton of it is kept.
-pub(crate) fn log_skeleton(
-    _own: &std::path::Path,
-) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    None
-}
-
-/// No Landlock here: 0.
-/// Whether commands without the host's network can have Unix sockets of their own (see
-/// `Executor::unix_socket_broker`).
-pub(crate) fn unix_socket_broker() -> bool {
-    false
-}
-
-pub(crate) fn landlock_abi() -> i32 {
-    0
-}
+#[cfg(not(target_os = "linux"))]
+pub(crate) use super::absent::{landlock_abi, log_skeleton, own_pids_dir, unix_socket_broker};
 
 /// Returns at once: there is no PID-namespace init to run here (the call exists so a host's `main` reads the same on
 /// every platform).

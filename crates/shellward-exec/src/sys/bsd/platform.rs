@@ -26,28 +26,8 @@ pub(crate) struct Platform {
     pub(super) watchdog: Option<super::watchdog::Watchdog>,
 }
 
-/// A spawned leader and its streams.
-pub(crate) struct Spawned {
-    pub(crate) leader: Leader,
-    /// The output: a pipe, or the terminal's master side (see `terminal`).
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: Option<OwnedFd>,
-    /// Where input is written: a pipe's write end, or the terminal's master side (`None`: stdin is /dev/null).
-    pub(crate) stdin: Option<OwnedFd>,
-    /// The command runs on a pseudo-terminal (`stdout` and `stdin` are its master side).
-    pub(crate) terminal: bool,
-    pub(crate) tree: Tree,
-    /// The command's writes are confined (macOS: a Seatbelt profile with writable paths was applied).
-    pub(crate) writes_confined: bool,
-    /// System calls are never filtered here.
-    pub(crate) syscalls_filtered: bool,
-    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
-    pub(crate) network_enforced: bool,
-    /// No filtering proxy here: an allow-list network is refused.
-    pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
-    /// The Unix sockets its connects were refused (Linux's socket broker records them).
-    pub(crate) refusals: crate::results::Refusals,
-}
+/// A spawned leader and its streams (no proxy here: an allow-list network is refused).
+pub(crate) type Spawned = super::super::Spawned<Leader, Tree, OwnedFd, OwnedFd>;
 
 /// A spawned leader process.
 pub(crate) struct Leader {
@@ -94,11 +74,7 @@ struct Streams {
 
 impl Platform {
     /// The process-group platform; the executor's protected files from `config`.
-    pub(crate) fn new(
-        _allow_cgroup: bool,
-        config: &crate::ExecutorConfig,
-        _log_dir: &Path,
-    ) -> io::Result<Platform> {
+    pub(crate) fn new(config: &crate::ExecutorConfig, _log_dir: &Path) -> io::Result<Platform> {
         // Seatbelt matches real paths (on macOS `/tmp` is `/private/tmp`): resolve what exists.
         let real = |paths: &[PathBuf]| -> Vec<PathBuf> {
             paths

@@ -66,12 +66,7 @@ fn spec(command: &str, mark: &str, stdin: crate::StdinMode) -> SpawnSpec {
 }
 
 fn platform() -> Platform {
-    Platform::new(
-        false,
-        &crate::ExecutorConfig::default(),
-        &std::env::temp_dir(),
-    )
-    .unwrap()
+    Platform::new(&crate::ExecutorConfig::default(), &std::env::temp_dir()).unwrap()
 }
 
 fn survivors(mark: &str) -> std::collections::HashSet<i32> {
@@ -236,12 +231,8 @@ async fn the_watchdog_kills_the_groups_of_an_executor_that_died() {
     assert!(survivors(&spared).is_empty());
 
     // A clean shutdown: the watchdog exits and kills nothing.
-    let platform = super::Platform::new(
-        false,
-        &crate::ExecutorConfig::default(),
-        &std::env::temp_dir(),
-    )
-    .unwrap();
+    let platform =
+        super::Platform::new(&crate::ExecutorConfig::default(), &std::env::temp_dir()).unwrap();
     let kept = platform
         .spawn(spec("sleep 310", &spared, crate::StdinMode::Null))
         .await
@@ -331,7 +322,7 @@ async fn confinement_it_cannot_give_is_refused_unless_the_operator_runs_it_anywa
         unenforceable: crate::Unenforceable::Run,
         ..Default::default()
     };
-    let run_anyway = Platform::new(false, &config, &std::env::temp_dir()).unwrap();
+    let run_anyway = Platform::new(&config, &std::env::temp_dir()).unwrap();
     let mut s = spec(&command, &mark, crate::StdinMode::Null);
     s.confinement = Confinement::new(Some(vec![dir.path().to_path_buf()]), Network::None);
     let spawned = run_anyway.spawn(s).await.unwrap();

@@ -41,14 +41,9 @@ impl Tree {
         self.pgid
     }
 
-    /// The leader's reap state.
-    pub(crate) fn leader(&self) -> &LeaderReap {
+    /// The leader's reap state (clone it for a thread that waits for the leader).
+    pub(crate) fn leader(&self) -> &Arc<LeaderReap> {
         &self.leader
-    }
-
-    /// The leader's reap state, shared (for a waiting thread).
-    pub(crate) fn leader_shared(&self) -> Arc<LeaderReap> {
-        self.leader.clone()
     }
 
     /// The tree's living processes: its group's and those that left it (see [`lineage`]).

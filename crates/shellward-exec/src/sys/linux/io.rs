@@ -41,7 +41,7 @@ pub(crate) async fn wait_leader(
         }
         Err(e) => {
             tracing::debug!(id, "pidfd unavailable ({e}); waiting on a blocking thread");
-            let reap = tree.leader_shared();
+            let reap = tree.leader().clone();
             let status = tokio::task::spawn_blocking(move || reap.reap(wait))
                 .await
                 .unwrap_or_else(|e| Err(io::Error::other(e)));

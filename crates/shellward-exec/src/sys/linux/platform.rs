@@ -64,40 +64,16 @@ pub(crate) struct Platform {
 
 type SpawnJob = Box<dyn FnOnce() + Send>;
 
-/// A spawned leader and its output pipes.
-pub(crate) struct Spawned {
-    pub(crate) leader: Leader,
-    /// The output: a pipe, or the terminal's master side (see `terminal`).
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: Option<OwnedFd>,
-    /// Where input is written: a pipe's write end, or the terminal's master side (`None`: stdin is /dev/null).
-    pub(crate) stdin: Option<OwnedFd>,
-    /// The command runs on a pseudo-terminal (`stdout` and `stdin` are its master side).
-    pub(crate) terminal: bool,
-    pub(crate) tree: Tree,
-    /// The command's writes are confined (a Landlock ruleset was applied): false when the plan did not ask, or the
-    /// kernel has no Landlock.
-    pub(crate) writes_confined: bool,
-    /// The command's system calls are filtered (the plan named some to deny; a filter that cannot be installed
-    /// fails the start).
-    pub(crate) syscalls_filtered: bool,
-    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
-    pub(crate) network_enforced: bool,
-    /// A proxied command's listener on its proxy address, in its network namespace, to serve on the host's; `true`
-    /// when the namespace became its session's (served until the session's sandbox ends, not the command).
-    pub(crate) proxy_listener: Option<(OwnedFd, bool)>,
-    /// The Unix sockets its connects were refused (Linux's socket broker records them).
-    pub(crate) refusals: crate::results::Refusals,
-}
+/// A spawned leader and its streams.
+pub(crate) type Spawned = super::super::Spawned<Leader, Tree, OwnedFd, OwnedFd>;
 
 impl Platform {
-    /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and `allow_cgroup`),
-    /// PID namespaces and per-command limits as `config` asks and the host allows, and the spawner thread.
+    /// Sets up containment (cgroup when a writable cgroup2 hierarchy with `cgroup.kill` is found and
+    /// `config.containment` is `Auto`), PID namespaces and per-command limits as `config` asks and the host allows, and the spawner thread.
     ///
     /// It also marks this process non-dumpable (`PR_SET_DUMPABLE 0`): a command running as the same user can then
     /// neither read its `/proc/PID/environ` or `mem` nor trace it, and it writes no core file.
     pub(crate) fn new(
-        allow_cgroup: bool,
         config: &crate::ExecutorConfig,
         log_dir: &std::path::Path,
     ) -> io::Result<Platform> {
@@ -109,7 +85,7 @@ impl Platform {
             )));
         }
         let hardening = Arc::new(child_setup::Hardening::new(config, Some(log_dir))?);
-        let root = cgroup_root(allow_cgroup);
+        let root = cgroup_root(config.containment == crate::ContainmentPreference::Auto);
         if root.is_none() {
             // SAFETY: prctl with constant arguments.
             unsafe {

@@ -280,6 +280,15 @@ impl Recorder {
         }
     }
 
+    /// Why recording stops when the workspace's files outgrow `[changes] max_bytes`.
+    fn too_many_bytes(&self) -> String {
+        format!(
+            "the workspace's files take more than [changes] max_bytes ({} bytes): raise it, or add its large trees \
+             to [changes] ignore",
+            self.config.max_bytes
+        )
+    }
+
     /// Stops recording, freeing the store, saying why.
     fn stop(&self, state: &mut State, why: String) {
         tracing::warn!(workspace = %self.root.display(), "undo recording stopped: {why}");
@@ -497,12 +506,7 @@ impl Recorder {
             if state.blobs.bytes > limit && state.records.is_empty()
                 || state.blobs.bytes > limit.saturating_mul(2)
             {
-                let why = format!(
-                    "the workspace's files take more than [changes] max_bytes ({} bytes): raise it, or add its large \
-                     trees to [changes] ignore",
-                    self.config.max_bytes
-                );
-                self.stop(state, why);
+                self.stop(state, self.too_many_bytes());
                 return;
             }
         }
@@ -516,12 +520,7 @@ impl Recorder {
             return;
         }
         if state.blobs.bytes > self.config.max_bytes && state.records.is_empty() {
-            let why = format!(
-                "the workspace's files take more than [changes] max_bytes ({} bytes): raise it, or add its large \
-                 trees to [changes] ignore",
-                self.config.max_bytes
-            );
-            self.stop(state, why);
+            self.stop(state, self.too_many_bytes());
             return;
         }
         let State { running, blobs, .. } = state;

@@ -143,14 +143,9 @@ impl Tree {
         self.pgid
     }
 
-    /// The reap guard of the leader, for the task that waits for it.
-    pub(crate) fn leader(&self) -> &LeaderReap {
+    /// The leader's reap state (clone it for a thread that waits for the leader).
+    pub(crate) fn leader(&self) -> &Arc<LeaderReap> {
         &self.leader
-    }
-
-    /// The leader's reaping order, shared with a thread that waits for it.
-    pub(crate) fn leader_shared(&self) -> Arc<LeaderReap> {
-        self.leader.clone()
     }
 
     /// The living members now, with their start times.

@@ -118,7 +118,7 @@ pub(crate) async fn wait_leader(
     _id: &str,
     exited: impl FnOnce(),
 ) -> io::Result<ExitState> {
-    let reap = tree.leader_shared();
+    let reap = tree.leader().clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let mut child = leader.child;
     std::thread::Builder::new()

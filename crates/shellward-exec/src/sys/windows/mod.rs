@@ -23,30 +23,9 @@ mod tree;
 pub(crate) use io::{InputSink, Stream, is_input_gone, pipe_reader, read_terminal, wait_leader};
 pub(crate) use platform::{Leader, Platform};
 
-/// Windows has no cgroup `pids` hierarchy.
-pub(crate) fn own_pids_dir() -> Option<std::path::PathBuf> {
-    None
-}
+pub(crate) use super::absent::{landlock_abi, log_skeleton, own_pids_dir, unix_socket_broker};
 pub(crate) use spawn_env::{BaseEnv, SpawnEnv};
 pub(crate) use tree::Tree;
-
-/// No sandbox covers the log root on Windows: no skeleton of it is kept.
-pub(crate) fn log_skeleton(
-    _own: &std::path::Path,
-) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    None
-}
-
-/// Windows has no Landlock: 0.
-/// Whether commands without the host's network can have Unix sockets of their own (see
-/// `Executor::unix_socket_broker`).
-pub(crate) fn unix_socket_broker() -> bool {
-    false
-}
-
-pub(crate) fn landlock_abi() -> i32 {
-    0
-}
 
 /// Windows processes are not ended by numbered signals: `None`.
 pub(crate) fn signal_name(_n: i32) -> Option<&'static str> {

@@ -27,28 +27,9 @@ pub(crate) struct Platform {
     unenforceable: crate::Unenforceable,
 }
 
-/// A spawned leader and its streams.
-pub(crate) struct Spawned {
-    pub(crate) leader: Leader,
-    /// The output pipe's read end.
-    pub(crate) stdout: OwnedHandle,
-    pub(crate) stderr: Option<OwnedHandle>,
-    /// Where input is written (`None`: stdin is the null device).
-    pub(crate) stdin: Option<OwnedHandle>,
-    /// Never a terminal on Windows (yet).
-    pub(crate) terminal: bool,
-    pub(crate) tree: Tree,
-    /// Writes are never confined on Windows.
-    pub(crate) writes_confined: bool,
-    /// System calls are never filtered on Windows.
-    pub(crate) syscalls_filtered: bool,
-    /// The plan's network is the command's (false: it runs on the host's, see [`crate::Unenforceable::Run`]).
-    pub(crate) network_enforced: bool,
-    /// No proxy: a network other than the host's is refused.
-    pub(crate) proxy_listener: Option<(std::os::windows::io::OwnedSocket, bool)>,
-    /// The Unix sockets its connects were refused (Linux's socket broker records them).
-    pub(crate) refusals: crate::results::Refusals,
-}
+/// A spawned leader and its streams (never a terminal, confined writes or a filter on Windows yet).
+pub(crate) type Spawned =
+    super::super::Spawned<Leader, Tree, OwnedHandle, std::os::windows::io::OwnedSocket>;
 
 /// A spawned leader process.
 pub(crate) struct Leader {
@@ -71,11 +52,7 @@ fn is_cmd(program: &std::ffi::OsStr) -> bool {
 
 impl Platform {
     /// The job-object platform; `max_processes` from the configuration's limits.
-    pub(crate) fn new(
-        _allow_cgroup: bool,
-        config: &crate::ExecutorConfig,
-        _log_dir: &Path,
-    ) -> io::Result<Platform> {
+    pub(crate) fn new(config: &crate::ExecutorConfig, _log_dir: &Path) -> io::Result<Platform> {
         let max_processes = match config.limits.max_processes {
             Some(n) => Some(u32::try_from(n).map_err(|_| {
                 io::Error::other(format!(

@@ -47,14 +47,9 @@ impl Tree {
         self.pid
     }
 
-    /// The leader's reaping order.
-    pub(crate) fn leader(&self) -> &LeaderReap {
+    /// The leader's reap state (clone it for a thread that waits for the leader).
+    pub(crate) fn leader(&self) -> &Arc<LeaderReap> {
         &self.leader
-    }
-
-    /// The leader's reaping order, shared with a thread that waits for it.
-    pub(crate) fn leader_shared(&self) -> Arc<LeaderReap> {
-        self.leader.clone()
     }
 
     /// The living members now.

@@ -58,19 +58,11 @@ fn signals_the_host_ignores_are_not_ignored_by_the_command() {
         .map(|&sig| unsafe { libc::signal(sig, libc::SIG_IGN) })
         .collect();
     let (mut read, write) = std::io::pipe().unwrap();
-    let spec = crate::sys::SpawnSpec {
-        program: "/bin/sh".into(),
-        args: vec!["-c".into(), "grep '^SigIgn' /proc/self/status".into()],
-        workdir: std::env::temp_dir(),
-        env: super::super::SpawnEnv::new(Default::default(), vec![]),
-        separate_stderr: false,
-        name: "t".into(),
-        stdin: Default::default(),
-        session: None,
-        log_dir: std::env::temp_dir(),
-        confinement: Default::default(),
-        preview: None,
-    };
+    let spec = test_spec(
+        "/bin/sh",
+        vec!["-c".into(), "grep '^SigIgn' /proc/self/status".into()],
+        vec![],
+    );
     let spawned = spawn_spec(
         &spec,
         None,
@@ -110,21 +102,12 @@ fn the_resolved_program_is_reused_and_looked_up_again_when_it_moves_or_path_chan
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     let path = std::env::join_paths([a.path(), b.path()]).unwrap();
-    let spec = |path: &std::ffi::OsStr| crate::sys::SpawnSpec {
-        program: "shellward-test-prog".into(),
-        args: vec![],
-        workdir: std::env::temp_dir(),
-        env: super::super::SpawnEnv::new(
-            Default::default(),
+    let spec = |path: &std::ffi::OsStr| {
+        test_spec(
+            "shellward-test-prog",
+            vec![],
             vec![("PATH".into(), path.to_owned())],
-        ),
-        separate_stderr: false,
-        name: "t".into(),
-        stdin: Default::default(),
-        session: None,
-        log_dir: std::env::temp_dir(),
-        confinement: Default::default(),
-        preview: None,
+        )
     };
     let cache = SpawnCache::default();
     program(a.path(), 3);
@@ -149,4 +132,25 @@ fn the_resolved_program_is_reused_and_looked_up_again_when_it_moves_or_path_chan
     let err = run(&spec(empty.path().as_os_str()), &cache).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
     assert!(err.to_string().contains("not found on PATH"), "{err}");
+}
+
+/// A spec of `program` with `args` and exactly the variables `env`, in the temporary directory, no session.
+fn test_spec(
+    program: &str,
+    args: Vec<std::ffi::OsString>,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+) -> crate::sys::SpawnSpec {
+    crate::sys::SpawnSpec {
+        program: program.into(),
+        args,
+        workdir: std::env::temp_dir(),
+        env: super::super::SpawnEnv::new(Default::default(), env),
+        separate_stderr: false,
+        name: "t".into(),
+        stdin: Default::default(),
+        session: None,
+        log_dir: std::env::temp_dir(),
+        confinement: Default::default(),
+        preview: None,
+    }
 }

@@ -11,6 +11,7 @@ use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncReadExt;
+use tracing::Instrument;
 
 /// Releases a finished tree's resources once (may wait briefly; for shutdown paths).
 pub(crate) fn cleanup(inner: &Inner, proc: &Proc) {
@@ -113,7 +114,9 @@ pub(crate) async fn wait_leader(inner: Weak<Inner>, proc: Arc<Proc>, leader: Lea
             inner.platform.leader_exited(pid);
         }
     };
-    let status = crate::sys::wait_leader(leader, &proc.tree, &proc.id, exited).await;
+    let status = crate::sys::wait_leader(leader, &proc.tree, exited)
+        .instrument(tracing::debug_span!("leader", id = %proc.id))
+        .await;
     publish_exit(&inner, &proc, status);
 }
 

@@ -130,6 +130,17 @@ def skip_expansion(src, i):
     return i + 1
 
 
+def take_plain(src, i, out):
+    """Appends src[i] to out, or the whole expansion that starts there ($..., `...`) as written; returns the index
+    after it."""
+    if src[i] in "$`":
+        j = skip_expansion(src, i)
+        out.append(src[i:j])
+        return j
+    out.append(src[i])
+    return i + 1
+
+
 def read_double(src, i):
     """Reads a double-quoted string from after its opening quote; returns (text, index after the closing quote)."""
     out = []
@@ -150,13 +161,7 @@ def read_double(src, i):
             out.append(c)
             i += 1
             continue
-        if c in "$`":
-            j = skip_expansion(src, i)
-            out.append(src[i:j])
-            i = j
-            continue
-        out.append(c)
-        i += 1
+        i = take_plain(src, i, out)
     raise ParseError("unterminated double quote")
 
 
@@ -187,13 +192,7 @@ def read_word(src, i):
             text, i = read_double(src, i + 1)
             out.append(text)
             continue
-        if c in "$`":
-            j = skip_expansion(src, i)
-            out.append(src[i:j])
-            i = j
-            continue
-        out.append(c)
-        i += 1
+        i = take_plain(src, i, out)
     return "".join(out), i
 
 

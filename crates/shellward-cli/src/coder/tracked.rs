@@ -485,10 +485,9 @@ pub(crate) struct TrackedOutputQuery {
     agent_instance_id: Option<String>,
     #[serde(default)]
     input_digest: Option<String>,
-    #[serde(default)]
-    wait: Option<String>,
-    #[serde(default)]
-    wait_ms: Option<String>,
+    /// `wait` and `wait_ms`, as the output route takes them.
+    #[serde(flatten)]
+    wait: super::OutputQuery,
 }
 
 /// `GET {id}/output-tracked`.
@@ -502,7 +501,7 @@ pub(crate) async fn output(
     if q.agent_instance_id.as_deref() != Some(instance.as_str()) {
         return Refusal::Conflict.response();
     }
-    let wait = match wait_of(q.wait.as_deref(), q.wait_ms.as_deref()) {
+    let wait = match wait_of(q.wait.wait.as_deref(), q.wait.wait_ms.as_deref()) {
         Ok(w) => w,
         Err(refusal) => return refusal.response(),
     };

@@ -53,23 +53,7 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         "a /bin/sh process kills the commands' process groups if shellward itself is killed (processes that left \
          their group are not reached)",
     );
-    line(
-        false,
-        "preview (copy-on-write view)",
-        &format!(
-            "previews need Linux (an overlay file system in a mount namespace of the command's own); on {} \
-             execute with preview: true is refused",
-            os
-        ),
-    );
-    line(
-        false,
-        "undo (changes_list, changes_undo)",
-        &format!(
-            "undo needs Linux (the kernel's change notifications, inotify); on {} changes_undo is refused",
-            os
-        ),
-    );
+    super::linux_only(os);
     Ok(ExitCode::from(1))
 }
 

@@ -58,6 +58,26 @@ pub(crate) fn probe(config: &shellward::exec::ExecutorConfig) -> Result<shellwar
         .context("the probe could not run")
 }
 
+/// The report's lines for what needs Linux (previews and undo), on `os`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn linux_only(os: &str) {
+    line(
+        false,
+        "preview (copy-on-write view)",
+        &format!(
+            "previews need Linux (an overlay file system in a mount namespace of the command's own); on {os} execute \
+             with preview: true is refused"
+        ),
+    );
+    line(
+        false,
+        "undo (changes_list, changes_undo)",
+        &format!(
+            "undo needs Linux (the kernel's change notifications, inotify); on {os} changes_undo is refused"
+        ),
+    );
+}
+
 /// The report's first line (who runs it, on what).
 pub(crate) fn header(text: &str) {
     match COLLECTED.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {

@@ -61,22 +61,6 @@ pub(super) fn check(config: &shellward::exec::ExecutorConfig) -> Result<ExitCode
         "unix sockets (serve --listen unix:…)",
         "not served on Windows: listen on TCP (127.0.0.1, or with a token)",
     );
-    line(
-        false,
-        "preview (copy-on-write view)",
-        &format!(
-            "previews need Linux (an overlay file system in a mount namespace of the command's own); on {} \
-             execute with preview: true is refused",
-            "windows"
-        ),
-    );
-    line(
-        false,
-        "undo (changes_list, changes_undo)",
-        &format!(
-            "undo needs Linux (the kernel's change notifications, inotify); on {} changes_undo is refused",
-            "windows"
-        ),
-    );
+    super::linux_only("windows");
     Ok(ExitCode::from(1))
 }

@@ -162,16 +162,17 @@ mod tests {
                 reason: Some("not on main".into())
             })
         );
-        for garbage in [
-            &b""[..],
-            b"yes",
-            b"{\"decision\": \"APPROVE\"}",
-            b"{\"decision\": true}",
-            b"{\"approve\": 1}",
-            b"{\"decision\": \"approve\"} {\"decision\": \"approve\"}",
-            b"[\"approve\"]",
-            b"\xff\xfe",
-        ] {
+        let not_json: &[u8] = b"\xff\xfe";
+        let garbage = [
+            "",
+            "yes",
+            r#"{"decision": "APPROVE"}"#,
+            r#"{"decision": true}"#,
+            r#"{"approve": 1}"#,
+            r#"{"decision": "approve"} {"decision": "approve"}"#,
+            r#"["approve"]"#,
+        ];
+        for garbage in garbage.iter().map(|g| g.as_bytes()).chain([not_json]) {
             assert!(parse_answer(garbage).is_err(), "{garbage:?}");
         }
     }

@@ -2,15 +2,13 @@
 //! watched by the runtime (no thread held, no polling), else a blocking wait on a thread of its own.
 
 use super::Leader;
-use super::streams::exit_state;
 use super::tree::Tree;
 use crate::results::ExitState;
+use crate::sys::unix::exit::reap_on_exit;
 #[cfg(not(target_os = "linux"))]
 use nix::sys::event::{EvFlags, EventFilter, FilterFlag, KEvent, Kqueue};
 use std::io;
 use std::os::fd::OwnedFd;
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
 
 /// No kqueue on Linux (where this file is built for its tests): the blocking wait.
 #[cfg(target_os = "linux")]
@@ -43,39 +41,14 @@ fn exit_watch(pid: i32) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(kq))
 }
 
-/// Waits for the leader to exit and reaps it. `exited` runs once it has exited and before it is reaped (its pid is
-/// still its own then).
+/// Waits for the leader to exit and reaps it. `exited` runs once it has exited and, when the kqueue saw it, before it
+/// is reaped (its pid is still its own then).
 pub(crate) async fn wait_leader(
     leader: Leader,
     tree: &Tree,
-    id: &str,
     exited: impl FnOnce(),
 ) -> io::Result<ExitState> {
-    let pid = leader.pid();
+    let watch = exit_watch(leader.pid());
     let mut child = leader.child;
-    let registered = exit_watch(pid).and_then(|kq| {
-        // SAFETY: the kqueue is an `OwnedFd` moved into the `AsyncFd`, which keeps it open for its whole lifetime.
-        unsafe { AsyncFd::register_with_interest(kq, Interest::READABLE) }.map_err(io::Error::from)
-    });
-    let status = match registered {
-        Ok(kq) => {
-            let _ = kq.readable().await;
-            exited();
-            // The process has exited: this reaps it without blocking.
-            tree.leader().reap(|| child.wait())
-        }
-        Err(e) => {
-            tracing::debug!(
-                id,
-                "no kqueue exit event ({e}); waiting on a blocking thread"
-            );
-            let reap = tree.leader().clone();
-            let status = tokio::task::spawn_blocking(move || reap.reap(|| child.wait()))
-                .await
-                .unwrap_or_else(|e| Err(io::Error::other(e)));
-            exited();
-            status
-        }
-    };
-    status.map(exit_state)
+    reap_on_exit(watch, tree.leader(), exited, move || child.wait()).await
 }

@@ -121,7 +121,7 @@ async fn a_command_runs_in_its_own_group_and_its_exit_is_reported() {
     assert_eq!(spawned.tree.pgid(), pid);
     let output = tokio::task::spawn_blocking(move || read_all(spawned.stdout));
     let mut exited = false;
-    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || exited = true)
+    let state = wait_leader(spawned.leader, &spawned.tree, || exited = true)
         .await
         .unwrap();
     assert!(exited);
@@ -151,7 +151,7 @@ async fn kill_reaches_the_whole_group_and_nothing_outside_it() {
     assert_eq!(listed, expected, "the tree lists its group's processes");
     assert!(spawned.tree.escapees().is_empty());
     spawned.tree.kill();
-    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+    let state = wait_leader(spawned.leader, &spawned.tree, || {})
         .await
         .unwrap();
     assert_eq!(state, ExitState::Signal(libc::SIGKILL));
@@ -182,7 +182,7 @@ async fn a_process_that_leaves_the_group_is_followed_and_killed() {
     assert_eq!(spawned.tree.escapees(), [escaped as u32]);
     assert!(spawned.tree.member_pids().contains(&escaped));
     spawned.tree.kill();
-    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+    let state = wait_leader(spawned.leader, &spawned.tree, || {})
         .await
         .unwrap();
     assert_eq!(state, ExitState::Signal(libc::SIGKILL));
@@ -208,7 +208,7 @@ async fn the_watchdog_kills_the_groups_of_an_executor_that_died() {
     marked_once(&spared, |pids| pids.len() == 3).await;
     platform.watchdog_send(&format!("- {}\n", released.tree.pgid()));
     let mut dog = platform.watchdog.as_ref().unwrap().abandon().unwrap();
-    let waited = wait_leader(doomed.leader, &doomed.tree, "p1", || {});
+    let waited = wait_leader(doomed.leader, &doomed.tree, || {});
     let state = tokio::time::timeout(Duration::from_secs(10), waited)
         .await
         .expect("the watchdog left the group running")
@@ -225,7 +225,7 @@ async fn the_watchdog_kills_the_groups_of_an_executor_that_died() {
         "a released group was killed"
     );
     released.tree.kill();
-    wait_leader(released.leader, &released.tree, "p2", || {})
+    wait_leader(released.leader, &released.tree, || {})
         .await
         .unwrap();
     assert!(survivors(&spared).is_empty());
@@ -244,9 +244,7 @@ async fn the_watchdog_kills_the_groups_of_an_executor_that_died() {
     );
     assert!(kept.tree.alive(), "the shutdown's watchdog killed a group");
     kept.tree.kill();
-    wait_leader(kept.leader, &kept.tree, "p3", || {})
-        .await
-        .unwrap();
+    wait_leader(kept.leader, &kept.tree, || {}).await.unwrap();
 }
 
 async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {
@@ -263,7 +261,7 @@ async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {
     std::io::Write::write_all(&mut &input, b"hello\n").unwrap();
     drop(input);
     let output = tokio::task::spawn_blocking(move || read_all(spawned.stdout));
-    let state = wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+    let state = wait_leader(spawned.leader, &spawned.tree, || {})
         .await
         .unwrap();
     assert_eq!(state, ExitState::Code(0));
@@ -284,10 +282,7 @@ async fn input_goes_through_a_pipe_and_a_terminal_is_the_commands_own() {
     let mut text = String::new();
     let mut buf = Vec::new();
     let reading = crate::sys::read_terminal(spawned.stdout, |b| buf.extend_from_slice(b));
-    let (read, state) = tokio::join!(
-        reading,
-        wait_leader(spawned.leader, &spawned.tree, "p1", || {})
-    );
+    let (read, state) = tokio::join!(reading, wait_leader(spawned.leader, &spawned.tree, || {}));
     read.unwrap();
     text.push_str(&String::from_utf8_lossy(&buf));
     assert_eq!(state.unwrap(), ExitState::Code(0), "{text:?}");
@@ -327,7 +322,7 @@ async fn confinement_it_cannot_give_is_refused_unless_the_operator_runs_it_anywa
     s.confinement = Confinement::new(Some(vec![dir.path().to_path_buf()]), Network::None);
     let spawned = run_anyway.spawn(s).await.unwrap();
     assert!(!spawned.writes_confined && !spawned.network_enforced);
-    wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+    wait_leader(spawned.leader, &spawned.tree, || {})
         .await
         .unwrap();
     assert!(marker.exists(), "the command did not run");
@@ -336,7 +331,7 @@ async fn confinement_it_cannot_give_is_refused_unless_the_operator_runs_it_anywa
     s.confinement = Confinement::none().deny_syscalls(["ptrace"]);
     let spawned = platform().spawn(s).await.unwrap();
     assert!(!spawned.syscalls_filtered && !spawned.writes_confined && spawned.network_enforced);
-    wait_leader(spawned.leader, &spawned.tree, "p1", || {})
+    wait_leader(spawned.leader, &spawned.tree, || {})
         .await
         .unwrap();
     assert!(survivors(&mark).is_empty());

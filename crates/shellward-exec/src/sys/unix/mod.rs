@@ -6,6 +6,7 @@
 //! - [`spawn_env`]: a command's environment, the executor's base prepared once;
 //! - [`files`]: the executor's private directories and files.
 
+pub(crate) mod exit;
 pub(crate) mod files;
 pub(crate) mod pty;
 pub(crate) mod spawn_env;

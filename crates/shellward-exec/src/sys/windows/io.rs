@@ -115,7 +115,6 @@ pub(crate) async fn read_terminal(stream: Stream, mut record: impl FnMut(&[u8]))
 pub(crate) async fn wait_leader(
     leader: Leader,
     tree: &Tree,
-    _id: &str,
     exited: impl FnOnce(),
 ) -> io::Result<ExitState> {
     let reap = tree.leader().clone();

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// A wrapper command as an unwrapping step sees it: its name, its words, the words after its name, the context it was
+/// found in and where it was found.
+struct Wrapper<'a, 'w, 's> {
+    name: &'a str,
+    words: &'w [Word<'s>],
+    rest: &'w [Word<'s>],
+    ctx: &'a mut Context,
+    found: &'a Found<'a>,
+}
+
 impl Reader<'_> {
     /// Whether reading is over: the command bound was reached or the callback stopped it.
     fn full(&mut self) -> bool {
@@ -165,21 +175,22 @@ impl Reader<'_> {
                 words = r;
                 continue;
             }
+            let at = Wrapper {
+                name,
+                words,
+                rest,
+                ctx: &mut ctx,
+                found,
+            };
             let step = match name {
                 "nohup" | "builtin" | "command" | "exec" | "time" | "nice" | "setsid"
-                | "stdbuf" | "timeout" | "busybox" | "chroot" => {
-                    self.unwrap_simple(name, words, rest, &mut ctx, found)
-                }
-                "env" => self.unwrap_env(name, words, rest, &mut ctx, found),
-                "su" | "runuser" => self.unwrap_su(name, words, rest, &mut ctx, found),
-                "xargs" => self.unwrap_xargs(name, words, rest, &mut ctx, found),
-                "ionice" | "chrt" | "taskset" | "flock" => {
-                    self.unwrap_scheduler(name, words, rest, &mut ctx, found)
-                }
-                "watch" | "parallel" => self.unwrap_repeater(name, words, rest, &mut ctx, found),
-                "strace" | "ltrace" | "script" => {
-                    self.unwrap_tracer(name, words, rest, &mut ctx, found)
-                }
+                | "stdbuf" | "timeout" | "busybox" | "chroot" => self.unwrap_simple(at),
+                "env" => self.unwrap_env(at),
+                "su" | "runuser" => self.unwrap_su(at),
+                "xargs" => self.unwrap_xargs(at),
+                "ionice" | "chrt" | "taskset" | "flock" => self.unwrap_scheduler(at),
+                "watch" | "parallel" => self.unwrap_repeater(at),
+                "strace" | "ltrace" | "script" => self.unwrap_tracer(at),
                 "eval" => return self.line(&join(rest), &ctx, "eval"),
                 "find" => return self.find(words, &ctx, found),
                 _ if is_shell(name) => return self.shell(words, &ctx, found),
@@ -198,79 +209,64 @@ impl Reader<'_> {
     }
 
     /// [`Walker::emit`], ending a wrapper's step.
-    fn done_emit<'w, 's>(
-        &mut self,
-        words: &[Word<'_>],
-        ctx: &Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        self.emit(words, ctx, found);
+    fn done_emit<'w, 's>(&mut self, cmd: &Wrapper<'_, '_, '_>) -> Step<'w, 's> {
+        self.emit(cmd.words, cmd.ctx, cmd.found);
         Step::Done
     }
 
     /// Wrappers that are their options, then the command (`nohup`, `command`, `exec`, `time`, `nice`, `setsid`,
     /// `stdbuf`, `timeout`, `busybox`, `chroot`).
-    fn unwrap_simple<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
-            "nohup" | "builtin" => skip_options(rest, &[]),
+    fn unwrap_simple<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
+            "nohup" | "builtin" => skip_options(cmd.rest, &[]),
             "command" => {
                 // `command -v NAME` looks a program up; it does not run it.
-                if rest
+                if cmd
+                    .rest
                     .iter()
                     .take_while(|w| is_option(w.text))
                     .any(|w| cluster_has(w.text, 'v') || cluster_has(w.text, 'V'))
                 {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
-                skip_options(rest, &[])
+                skip_options(cmd.rest, &[])
             }
-            "exec" => skip_options(rest, &["-a"]),
-            "time" => skip_options(rest, &["-f", "-o", "--format", "--output"]),
-            "nice" => skip_options(rest, &["-n", "--adjustment"]),
-            "setsid" => skip_options(rest, &[]),
-            "stdbuf" => skip_options(rest, &["-i", "-o", "-e", "--input", "--output", "--error"]),
+            "exec" => skip_options(cmd.rest, &["-a"]),
+            "time" => skip_options(cmd.rest, &["-f", "-o", "--format", "--output"]),
+            "nice" => skip_options(cmd.rest, &["-n", "--adjustment"]),
+            "setsid" => skip_options(cmd.rest, &[]),
+            "stdbuf" => skip_options(
+                cmd.rest,
+                &["-i", "-o", "-e", "--input", "--output", "--error"],
+            ),
             "timeout" => {
-                let r = skip_options(rest, &["-s", "-k", "--signal", "--kill-after"]);
+                let r = skip_options(cmd.rest, &["-s", "-k", "--signal", "--kill-after"]);
                 r.get(1..).unwrap_or(&[])
             }
             "busybox" => {
-                if rest.is_empty() || is_option(rest[0].text) {
-                    return self.done_emit(words, ctx, found);
+                if cmd.rest.is_empty() || is_option(cmd.rest[0].text) {
+                    return self.done_emit(&cmd);
                 }
-                rest
+                cmd.rest
             }
             "chroot" => {
                 // `chroot [--userspec U:G] [--groups G] NEWROOT [COMMAND…]`; without a command it runs a shell.
-                let r = skip_options(rest, &["--userspec", "--groups"]);
+                let r = skip_options(cmd.rest, &["--userspec", "--groups"]);
                 match r.get(1..) {
-                    Some(cmd) if !cmd.is_empty() => cmd,
-                    _ => return self.done_emit(words, ctx, found),
+                    Some(command) if !command.is_empty() => command,
+                    _ => return self.done_emit(&cmd),
                 }
             }
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }
 
     /// `env [options] [NAME=value]… COMMAND`, and `env -S LINE`.
-    fn unwrap_env<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
+    fn unwrap_env<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
             "env" => {
-                let mut r = rest;
+                let mut r = cmd.rest;
                 let mut split: Option<&str> = None;
                 while let Some((w, tail)) = r.split_first() {
                     let t = w.text;
@@ -313,68 +309,54 @@ impl Reader<'_> {
                         line.push_str(w.text);
                     }
                     {
-                        self.line(&line, &ctx.with("env"), "env -S");
+                        self.line(&line, &cmd.ctx.with("env"), "env -S");
                         return Step::Done;
                     }
                 }
                 r
             }
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }
 
     /// `su [options] [user] -c LINE`; `runuser -u USER -- COMMAND…`.
-    fn unwrap_su<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
+    fn unwrap_su<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
             "su" | "runuser" => {
                 // `su [options] [user] -c LINE`; `runuser -u USER -- CMD…`.
-                if let Some(at) = rest.iter().position(|w| {
+                if let Some(at) = cmd.rest.iter().position(|w| {
                     w.text == "-c" || w.text == "--command" || w.text.starts_with("--command=")
                 }) {
-                    let line = match rest[at].text.strip_prefix("--command=") {
+                    let line = match cmd.rest[at].text.strip_prefix("--command=") {
                         Some(l) => Some(l.to_string()),
-                        None => rest.get(at + 1).map(|w| w.text.to_string()),
+                        None => cmd.rest.get(at + 1).map(|w| w.text.to_string()),
                     };
                     if let Some(line) = line {
-                        self.line(&line, &ctx.with(name), &format!("{name} -c"));
+                        self.line(&line, &cmd.ctx.with(cmd.name), &format!("{} -c", cmd.name));
                     }
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
-                if name == "runuser"
-                    && let Some(at) = rest.iter().position(|w| w.text == "--")
-                    && at + 1 < rest.len()
+                if cmd.name == "runuser"
+                    && let Some(at) = cmd.rest.iter().position(|w| w.text == "--")
+                    && at + 1 < cmd.rest.len()
                 {
-                    &rest[at + 1..]
+                    &cmd.rest[at + 1..]
                 } else {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
             }
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }
 
     /// `xargs [options] COMMAND`: with a known standard input, the command with the arguments it would get.
-    fn unwrap_xargs<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
+    fn unwrap_xargs<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
             "xargs" => {
                 let r = skip_options(
-                    rest,
+                    cmd.rest,
                     &[
                         "-a",
                         "-d",
@@ -396,56 +378,51 @@ impl Reader<'_> {
                     ],
                 );
                 if r.is_empty() {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
                 // Arguments read from a known standard input (`echo / | xargs rm -rf`) are known too.
-                let options = &rest[..rest.len() - r.len()];
-                if let Some((input, _)) = found.stdin
+                let options = &cmd.rest[..cmd.rest.len() - r.len()];
+                if let Some((input, _)) = cmd.found.stdin
                     && let Some(mode) = xargs_input(options)
                 {
                     {
-                        self.xargs(r, input, mode, ctx, found);
+                        self.xargs(r, input, mode, cmd.ctx, cmd.found);
                         return Step::Done;
                     }
                 }
-                ctx.more_args = true;
+                cmd.ctx.more_args = true;
                 r
             }
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }
 
     /// Schedulers and locks that run a command: `ionice`, `chrt`, `taskset`, `flock` (and `flock -c LINE`).
-    fn unwrap_scheduler<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
+    fn unwrap_scheduler<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
             "ionice" => {
-                if rest
+                if cmd
+                    .rest
                     .iter()
                     .take_while(|w| is_option(w.text))
                     .any(|w| ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text))
                 {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
-                skip_options(rest, &["-c", "-n", "--class", "--classdata"])
+                skip_options(cmd.rest, &["-c", "-n", "--class", "--classdata"])
             }
             "chrt" => {
-                if rest
+                if cmd
+                    .rest
                     .iter()
                     .take_while(|w| is_option(w.text))
                     .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
                 {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
                 let r = skip_options(
-                    rest,
+                    cmd.rest,
                     &[
                         "-T",
                         "-P",
@@ -458,19 +435,20 @@ impl Reader<'_> {
                 r.get(1..).unwrap_or(&[])
             }
             "taskset" => {
-                if rest
+                if cmd
+                    .rest
                     .iter()
                     .take_while(|w| is_option(w.text))
                     .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
                 {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
-                let r = skip_options(rest, &[]);
+                let r = skip_options(cmd.rest, &[]);
                 r.get(1..).unwrap_or(&[])
             }
             "flock" => {
                 let r = skip_options(
-                    rest,
+                    cmd.rest,
                     &["-w", "-E", "--timeout", "--wait", "--conflict-exit-code"],
                 );
                 let r = r.get(1..).unwrap_or(&[]);
@@ -478,42 +456,36 @@ impl Reader<'_> {
                     && (c.text == "-c" || c.text == "--command")
                 {
                     if let Some(line) = tail.first() {
-                        self.line(line.text, &ctx.with("flock"), "flock -c");
+                        self.line(line.text, &cmd.ctx.with("flock"), "flock -c");
                     }
                     return Step::Done;
                 }
                 if r.is_empty() {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
                 r
             }
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }
 
     /// Commands that run a line again or in parallel: `watch`, `parallel`.
-    fn unwrap_repeater<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
+    fn unwrap_repeater<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
             "watch" => {
-                let exec = rest
+                let exec = cmd
+                    .rest
                     .iter()
                     .take_while(|w| is_option(w.text))
                     .any(|w| w.text == "--exec" || cluster_has(w.text, 'x'));
-                let r = skip_options(rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
+                let r = skip_options(cmd.rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
                 if r.is_empty() {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
                 if !exec {
                     {
-                        self.line(&join(r), ctx, "watch");
+                        self.line(&join(r), cmd.ctx, "watch");
                         return Step::Done;
                     }
                 }
@@ -521,7 +493,7 @@ impl Reader<'_> {
             }
             "parallel" => {
                 let r = skip_options(
-                    rest,
+                    cmd.rest,
                     &[
                         "-j",
                         "-S",
@@ -552,81 +524,75 @@ impl Reader<'_> {
                     .position(|w| w.text.starts_with(":::"))
                     .unwrap_or(r.len());
                 if end == 0 {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
-                let mut inner = ctx.clone();
+                let mut inner = cmd.ctx.clone();
                 inner.more_args = true;
                 {
                     self.line(&join(&r[..end]), &inner, "parallel");
                     return Step::Done;
                 }
             }
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }
 
     /// Tracers and recorders: `strace`/`ltrace` (not when attached to a running process), `script -c LINE`.
-    fn unwrap_tracer<'w, 's>(
-        &mut self,
-        name: &str,
-        words: &'w [Word<'s>],
-        rest: &'w [Word<'s>],
-        ctx: &mut Context,
-        found: &Found<'_>,
-    ) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match name {
+    fn unwrap_tracer<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
+        let next: &'w [Word<'s>] = match cmd.name {
             "strace" | "ltrace" => {
                 // Attached to a running process (`-p PID`), it runs nothing.
-                if rest
+                if cmd
+                    .rest
                     .iter()
                     .take_while(|w| is_option(w.text))
                     .any(|w| w.text == "--attach" || w.text.starts_with("-p"))
                 {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
                 let r = skip_options(
-                    rest,
+                    cmd.rest,
                     &[
                         "-o", "-e", "-s", "-E", "-u", "-a", "-b", "-I", "-O", "-S", "-X", "-P",
                         "-n", "-l",
                     ],
                 );
                 if r.is_empty() {
-                    return self.done_emit(words, ctx, found);
+                    return self.done_emit(&cmd);
                 }
                 r
             }
             "script" => {
                 // `script -c LINE [FILE]` runs LINE in a shell (an agent's way to get a terminal).
-                if let Some(at) = rest.iter().position(|w| {
+                if let Some(at) = cmd.rest.iter().position(|w| {
                     w.text == "--command"
                         || w.text.starts_with("--command=")
                         || cluster_has(w.text, 'c')
                 }) {
-                    let w = rest[at].text;
+                    let w = cmd.rest[at].text;
                     let line = if let Some(l) = w.strip_prefix("--command=") {
                         Some(l)
                     } else if w.starts_with("--") {
-                        rest.get(at + 1).map(|w| w.text)
+                        cmd.rest.get(at + 1).map(|w| w.text)
                     } else {
                         // `-qc LINE`, or `-cLINE`: the value follows the `c`.
                         let tail = &w[w.find('c').map_or(w.len(), |i| i + 1)..];
                         if tail.is_empty() {
-                            rest.get(at + 1).map(|w| w.text)
+                            cmd.rest.get(at + 1).map(|w| w.text)
                         } else {
                             Some(tail)
                         }
                     };
                     if let Some(line) = line {
-                        self.line(line, &ctx.with("script"), "script -c");
+                        self.line(line, &cmd.ctx.with("script"), "script -c");
                     }
                     return Step::Done;
                 }
-                return self.done_emit(words, ctx, found);
+                return self.done_emit(&cmd);
             }
 
-            _ => return self.done_emit(words, ctx, found),
+            _ => return self.done_emit(&cmd),
         };
         Step::Next(next)
     }

@@ -612,6 +612,14 @@ fn xargs_input<'w>(options: &[Word<'w>]) -> Option<XargsInput<'w>> {
 }
 
 /// Whether a word is an option (`-x`, `--long`), not `-` (standard input) or a negative number used as an operand.
+/// Whether any of the options that lead `words` (up to the first word that is not one) is one `pred` accepts.
+fn any_option(words: &[Word<'_>], pred: impl Fn(&str) -> bool) -> bool {
+    words
+        .iter()
+        .take_while(|w| is_option(w.text))
+        .any(|w| pred(w.text))
+}
+
 fn is_option(w: &str) -> bool {
     w.len() > 1 && w.starts_with('-')
 }

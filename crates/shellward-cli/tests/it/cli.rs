@@ -66,6 +66,14 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The stdout of a run that must have exited `code` (the assertion shows both streams).
+#[track_caller]
+pub fn stdout_exited(o: &Output, code: i32) -> String {
+    let stdout = stdout(o);
+    assert_eq!(o.status.code(), Some(code), "{stdout}{}", stderr(o));
+    stdout
+}
+
 /// Standard error as text (lossy).
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -239,13 +239,7 @@ fn a_command_cannot_rename_the_cache_or_the_configuration_away() {
         w = work.display()
     );
     let out = shellward(&["run", "--config", config.to_str().unwrap(), "--", &attack]);
-    let stdout = crate::cli::stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        crate::cli::stderr(&out)
-    );
+    let stdout = crate::cli::stdout_exited(&out, 0);
     assert!(!stdout.contains("renamed"), "{stdout}");
     assert!(!home.join(".cache/gone").exists() && !work.join("gone").exists());
     let check = shellward(&[
@@ -337,13 +331,7 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         .env_remove("SHELLWARD_CONFIG")
         .output()
         .unwrap();
-    let stdout = crate::cli::stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        crate::cli::stderr(&out)
-    );
+    let stdout = crate::cli::stdout_exited(&out, 0);
     assert!(
         stdout.contains("yes  session sandbox: PID and mount namespace per session"),
         "{stdout}"
@@ -368,13 +356,7 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         .env_remove("XDG_RUNTIME_DIR")
         .output()
         .unwrap();
-    let stdout = crate::cli::stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        crate::cli::stderr(&out)
-    );
+    let stdout = crate::cli::stdout_exited(&out, 0);
     assert!(
         stdout.contains("in a user namespace of its own"),
         "{stdout}"
@@ -390,13 +372,7 @@ fn sandbox_check_reports_what_commands_get_for_root_users_and_when_off() {
         .args(["sandbox", "check", "--config", config.to_str().unwrap()])
         .output()
         .unwrap();
-    let stdout = crate::cli::stdout(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}{}",
-        crate::cli::stderr(&out)
-    );
+    let stdout = crate::cli::stdout_exited(&out, 1);
     assert!(
         stdout.contains("no   session sandbox: turned off ([executor] pid_namespace = false)"),
         "{stdout}"

@@ -208,6 +208,12 @@ impl Reader<'_> {
         }
     }
 
+    /// [`Reader::line`], ending a wrapper's step.
+    fn done_line<'w, 's>(&mut self, line: &str, ctx: &Context, via: &str) -> Step<'w, 's> {
+        self.line(line, ctx, via);
+        Step::Done
+    }
+
     /// [`Walker::emit`], ending a wrapper's step.
     fn done_emit<'w, 's>(&mut self, cmd: &Wrapper<'_, '_, '_>) -> Step<'w, 's> {
         self.emit(cmd.words, cmd.ctx, cmd.found);
@@ -221,12 +227,7 @@ impl Reader<'_> {
             "nohup" | "builtin" => skip_options(cmd.rest, &[]),
             "command" => {
                 // `command -v NAME` looks a program up; it does not run it.
-                if cmd
-                    .rest
-                    .iter()
-                    .take_while(|w| is_option(w.text))
-                    .any(|w| cluster_has(w.text, 'v') || cluster_has(w.text, 'V'))
-                {
+                if any_option(cmd.rest, |t| cluster_has(t, 'v') || cluster_has(t, 'V')) {
                     return self.done_emit(&cmd);
                 }
                 skip_options(cmd.rest, &[])
@@ -264,136 +265,124 @@ impl Reader<'_> {
 
     /// `env [options] [NAME=value]… COMMAND`, and `env -S LINE`.
     fn unwrap_env<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match cmd.name {
-            "env" => {
-                let mut r = cmd.rest;
-                let mut split: Option<&str> = None;
-                while let Some((w, tail)) = r.split_first() {
-                    let t = w.text;
-                    if t == "--" {
-                        r = tail;
-                        break;
-                    }
-                    if !is_option(t) {
-                        break;
-                    }
-                    if t == "-S" || t == "--split-string" {
-                        split = tail.first().map(|s| s.text);
-                        r = tail.get(1..).unwrap_or(&[]);
-                        break;
-                    } else if let Some(s) = t.strip_prefix("--split-string=") {
-                        split = Some(s);
-                        r = tail;
-                        break;
-                    } else if let Some(s) = t.strip_prefix("-S") {
-                        split = Some(s);
-                        r = tail;
-                        break;
-                    }
-                    r = if ["-u", "-C", "--unset", "--chdir"].contains(&t) && !tail.is_empty() {
-                        &tail[1..]
-                    } else {
-                        tail
-                    };
+        let next: &'w [Word<'s>] = {
+            let mut r = cmd.rest;
+            let mut split: Option<&str> = None;
+            while let Some((w, tail)) = r.split_first() {
+                let t = w.text;
+                if t == "--" {
+                    r = tail;
+                    break;
                 }
-                while r
-                    .first()
-                    .is_some_and(|w| w.text.contains('=') && !w.text.starts_with('=') && !w.dynamic)
-                {
-                    r = &r[1..];
+                if !is_option(t) {
+                    break;
                 }
-                if let Some(s) = split {
-                    let mut line = s.to_string();
-                    for w in r {
-                        line.push(' ');
-                        line.push_str(w.text);
-                    }
-                    {
-                        self.line(&line, &cmd.ctx.with("env"), "env -S");
-                        return Step::Done;
-                    }
+                if t == "-S" || t == "--split-string" {
+                    split = tail.first().map(|s| s.text);
+                    r = tail.get(1..).unwrap_or(&[]);
+                    break;
+                } else if let Some(s) = t.strip_prefix("--split-string=") {
+                    split = Some(s);
+                    r = tail;
+                    break;
+                } else if let Some(s) = t.strip_prefix("-S") {
+                    split = Some(s);
+                    r = tail;
+                    break;
                 }
-                r
+                r = if ["-u", "-C", "--unset", "--chdir"].contains(&t) && !tail.is_empty() {
+                    &tail[1..]
+                } else {
+                    tail
+                };
             }
-            _ => return self.done_emit(&cmd),
+            while r
+                .first()
+                .is_some_and(|w| w.text.contains('=') && !w.text.starts_with('=') && !w.dynamic)
+            {
+                r = &r[1..];
+            }
+            if let Some(s) = split {
+                let mut line = s.to_string();
+                for w in r {
+                    line.push(' ');
+                    line.push_str(w.text);
+                }
+                return self.done_line(&line, &cmd.ctx.with("env"), "env -S");
+            }
+            r
         };
         Step::Next(next)
     }
 
     /// `su [options] [user] -c LINE`; `runuser -u USER -- COMMAND…`.
     fn unwrap_su<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match cmd.name {
-            "su" | "runuser" => {
-                // `su [options] [user] -c LINE`; `runuser -u USER -- CMD…`.
-                if let Some(at) = cmd.rest.iter().position(|w| {
-                    w.text == "-c" || w.text == "--command" || w.text.starts_with("--command=")
-                }) {
-                    let line = match cmd.rest[at].text.strip_prefix("--command=") {
-                        Some(l) => Some(l.to_string()),
-                        None => cmd.rest.get(at + 1).map(|w| w.text.to_string()),
-                    };
-                    if let Some(line) = line {
-                        self.line(&line, &cmd.ctx.with(cmd.name), &format!("{} -c", cmd.name));
-                    }
-                    return self.done_emit(&cmd);
+        let next: &'w [Word<'s>] = {
+            // `su [options] [user] -c LINE`; `runuser -u USER -- CMD…`.
+            if let Some(at) = cmd.rest.iter().position(|w| {
+                w.text == "-c" || w.text == "--command" || w.text.starts_with("--command=")
+            }) {
+                let line = match cmd.rest[at].text.strip_prefix("--command=") {
+                    Some(l) => Some(l.to_string()),
+                    None => cmd.rest.get(at + 1).map(|w| w.text.to_string()),
+                };
+                if let Some(line) = line {
+                    self.line(&line, &cmd.ctx.with(cmd.name), &format!("{} -c", cmd.name));
                 }
-                if cmd.name == "runuser"
-                    && let Some(at) = cmd.rest.iter().position(|w| w.text == "--")
-                    && at + 1 < cmd.rest.len()
-                {
-                    &cmd.rest[at + 1..]
-                } else {
-                    return self.done_emit(&cmd);
-                }
+                return self.done_emit(&cmd);
             }
-            _ => return self.done_emit(&cmd),
+            if cmd.name == "runuser"
+                && let Some(at) = cmd.rest.iter().position(|w| w.text == "--")
+                && at + 1 < cmd.rest.len()
+            {
+                &cmd.rest[at + 1..]
+            } else {
+                return self.done_emit(&cmd);
+            }
         };
         Step::Next(next)
     }
 
     /// `xargs [options] COMMAND`: with a known standard input, the command with the arguments it would get.
     fn unwrap_xargs<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
-        let next: &'w [Word<'s>] = match cmd.name {
-            "xargs" => {
-                let r = skip_options(
-                    cmd.rest,
-                    &[
-                        "-a",
-                        "-d",
-                        "-E",
-                        "-I",
-                        "-L",
-                        "-n",
-                        "-P",
-                        "-s",
-                        "--arg-file",
-                        "--delimiter",
-                        "--eof",
-                        "--replace",
-                        "--max-lines",
-                        "--max-args",
-                        "--max-procs",
-                        "--max-chars",
-                        "--process-slot-var",
-                    ],
-                );
-                if r.is_empty() {
-                    return self.done_emit(&cmd);
-                }
-                // Arguments read from a known standard input (`echo / | xargs rm -rf`) are known too.
-                let options = &cmd.rest[..cmd.rest.len() - r.len()];
-                if let Some((input, _)) = cmd.found.stdin
-                    && let Some(mode) = xargs_input(options)
-                {
-                    {
-                        self.xargs(r, input, mode, cmd.ctx, cmd.found);
-                        return Step::Done;
-                    }
-                }
-                cmd.ctx.more_args = true;
-                r
+        let next: &'w [Word<'s>] = {
+            let r = skip_options(
+                cmd.rest,
+                &[
+                    "-a",
+                    "-d",
+                    "-E",
+                    "-I",
+                    "-L",
+                    "-n",
+                    "-P",
+                    "-s",
+                    "--arg-file",
+                    "--delimiter",
+                    "--eof",
+                    "--replace",
+                    "--max-lines",
+                    "--max-args",
+                    "--max-procs",
+                    "--max-chars",
+                    "--process-slot-var",
+                ],
+            );
+            if r.is_empty() {
+                return self.done_emit(&cmd);
             }
-            _ => return self.done_emit(&cmd),
+            // Arguments read from a known standard input (`echo / | xargs rm -rf`) are known too.
+            let options = &cmd.rest[..cmd.rest.len() - r.len()];
+            if let Some((input, _)) = cmd.found.stdin
+                && let Some(mode) = xargs_input(options)
+            {
+                {
+                    self.xargs(r, input, mode, cmd.ctx, cmd.found);
+                    return Step::Done;
+                }
+            }
+            cmd.ctx.more_args = true;
+            r
         };
         Step::Next(next)
     }
@@ -402,23 +391,15 @@ impl Reader<'_> {
     fn unwrap_scheduler<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
         let next: &'w [Word<'s>] = match cmd.name {
             "ionice" => {
-                if cmd
-                    .rest
-                    .iter()
-                    .take_while(|w| is_option(w.text))
-                    .any(|w| ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&w.text))
-                {
+                if any_option(cmd.rest, |t| {
+                    ["-p", "-P", "-u", "--pid", "--pgid", "--uid"].contains(&t)
+                }) {
                     return self.done_emit(&cmd);
                 }
                 skip_options(cmd.rest, &["-c", "-n", "--class", "--classdata"])
             }
             "chrt" => {
-                if cmd
-                    .rest
-                    .iter()
-                    .take_while(|w| is_option(w.text))
-                    .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
-                {
+                if any_option(cmd.rest, |t| t == "--pid" || cluster_has(t, 'p')) {
                     return self.done_emit(&cmd);
                 }
                 let r = skip_options(
@@ -435,12 +416,7 @@ impl Reader<'_> {
                 r.get(1..).unwrap_or(&[])
             }
             "taskset" => {
-                if cmd
-                    .rest
-                    .iter()
-                    .take_while(|w| is_option(w.text))
-                    .any(|w| w.text == "--pid" || cluster_has(w.text, 'p'))
-                {
+                if any_option(cmd.rest, |t| t == "--pid" || cluster_has(t, 'p')) {
                     return self.done_emit(&cmd);
                 }
                 let r = skip_options(cmd.rest, &[]);
@@ -474,20 +450,13 @@ impl Reader<'_> {
     fn unwrap_repeater<'w, 's>(&mut self, cmd: Wrapper<'_, 'w, 's>) -> Step<'w, 's> {
         let next: &'w [Word<'s>] = match cmd.name {
             "watch" => {
-                let exec = cmd
-                    .rest
-                    .iter()
-                    .take_while(|w| is_option(w.text))
-                    .any(|w| w.text == "--exec" || cluster_has(w.text, 'x'));
+                let exec = any_option(cmd.rest, |t| t == "--exec" || cluster_has(t, 'x'));
                 let r = skip_options(cmd.rest, &["-n", "-d", "--interval", "-q", "--equexit"]);
                 if r.is_empty() {
                     return self.done_emit(&cmd);
                 }
                 if !exec {
-                    {
-                        self.line(&join(r), cmd.ctx, "watch");
-                        return Step::Done;
-                    }
+                    return self.done_line(&join(r), cmd.ctx, "watch");
                 }
                 r
             }
@@ -528,10 +497,7 @@ impl Reader<'_> {
                 }
                 let mut inner = cmd.ctx.clone();
                 inner.more_args = true;
-                {
-                    self.line(&join(&r[..end]), &inner, "parallel");
-                    return Step::Done;
-                }
+                return self.done_line(&join(&r[..end]), &inner, "parallel");
             }
             _ => return self.done_emit(&cmd),
         };
@@ -543,12 +509,7 @@ impl Reader<'_> {
         let next: &'w [Word<'s>] = match cmd.name {
             "strace" | "ltrace" => {
                 // Attached to a running process (`-p PID`), it runs nothing.
-                if cmd
-                    .rest
-                    .iter()
-                    .take_while(|w| is_option(w.text))
-                    .any(|w| w.text == "--attach" || w.text.starts_with("-p"))
-                {
+                if any_option(cmd.rest, |t| t == "--attach" || t.starts_with("-p")) {
                     return self.done_emit(&cmd);
                 }
                 let r = skip_options(

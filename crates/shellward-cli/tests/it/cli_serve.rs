@@ -131,28 +131,16 @@ fn tool_routes_and_process_api() {
     );
     assert_eq!(status, 404);
 
-    // Status codes of signal.
-    let (status, r) = post(
-        &b,
-        &format!("/api/v0/processes/{id}/signal"),
-        Some("alice"),
-        json!({"signal": "hup"}),
-    );
-    assert_eq!(status, 400, "{r}");
-    let (status, r) = post(
-        &b,
-        &format!("/api/v0/processes/{id}/signal"),
-        Some("alice"),
-        json!({"signal": "terminate"}),
-    );
-    assert_eq!(status, 200, "{r}");
-    let (status, r) = post(
-        &b,
-        &format!("/api/v0/processes/{id}/signal"),
-        Some("alice"),
-        json!({"signal": "kill"}),
-    );
-    assert_eq!(status, 409, "{r}");
+    // Status codes of signal: an unknown signal, one that ends it, one to a process that has ended.
+    for (signal, code) in [("hup", 400), ("terminate", 200), ("kill", 409)] {
+        let (status, r) = post(
+            &b,
+            &format!("/api/v0/processes/{id}/signal"),
+            Some("alice"),
+            json!({ "signal": signal }),
+        );
+        assert_eq!(status, code, "{signal}: {r}");
+    }
     let (status, _) = post(
         &b,
         "/api/v0/processes/p999/signal",
@@ -910,10 +898,7 @@ fn within(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 /// `POST /v1/tools/execute` with `preview: true`: the change set in the answer, `applied: false`, nothing applied.
 #[test]
 fn execute_over_http_previews_a_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
-    let server = Server::start(&["--listen", "127.0.0.1:0"]);
+    let (_dir, ws, server) = served_workspace();
     let b = server.base.clone();
     let (status, r) = post(
         &b,
@@ -951,10 +936,7 @@ fn execute_over_http_previews_a_command() {
 #[cfg(target_os = "linux")]
 #[test]
 fn changes_are_listed_and_undone_over_http() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
-    let server = Server::start(&["--listen", "127.0.0.1:0"]);
+    let (_dir, ws, server) = served_workspace();
     let b = server.base.clone();
     let (status, r) = post(
         &b,
@@ -1007,4 +989,12 @@ fn changes_are_listed_and_undone_over_http() {
         "{again}"
     );
     server.stop();
+}
+
+/// A workspace holding `a.txt` (`a`), its canonical path, and a server on loopback.
+fn served_workspace() -> (tempfile::TempDir, std::path::PathBuf, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    (dir, ws, Server::start(&["--listen", "127.0.0.1:0"]))
 }

@@ -20,11 +20,7 @@ async fn interactive_output(
     let mut args = exec(command);
     args.interactive = Some(true);
     args.run_in_background = Some(true);
-    let r = sw
-        .without_session()
-        .execute(args, ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, args).await;
     sw.without_session()
         .process_output(
             shellward::tools::ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle(idle),
@@ -46,11 +42,7 @@ async fn a_prompt_waiting_for_input_is_answered_at_once() {
         args.interactive = Some(true);
         args.tty = Some(tty);
         args.run_in_background = Some(true);
-        let r = sw
-            .without_session()
-            .execute(args, ExecuteOptions::new())
-            .await
-            .unwrap();
+        let r = run(&sw, args).await;
         let id = r.process_id.clone().expect("an id");
         // Let the interpreter start and print its first prompt.
         let first = sw
@@ -148,11 +140,7 @@ async fn a_background_start_is_answered_when_ready_failed_or_at_the_limit() {
     assert!(r.output.contains("port already in use"), "{r:?}");
     // Neither: answered running at the limit (3 s by default).
     let started = Instant::now();
-    let r = sw
-        .without_session()
-        .execute(background("sleep 30".into()), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, background("sleep 30".into())).await;
     let took = started.elapsed();
     assert!(r.running && r.listening.is_empty(), "{r:?}");
     assert!(
@@ -467,11 +455,7 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
     };
     let sw = build("none");
     // Writes: the working directory yes, elsewhere no — with a note saying where writes go.
-    let r = sw
-        .without_session()
-        .execute(exec("echo data > made && cat made"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("echo data > made && cat made")).await;
     assert_eq!(r.output, "data\n", "{r:?}");
     let line = r.confinement.clone().expect("a confinement line");
     assert!(
@@ -521,11 +505,7 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
     assert!(r.output.contains("ordinary"), "{r:?}");
     // Network none: the test's listener is out of reach, and the note says why.
     let reach = format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'");
-    let r = sw
-        .without_session()
-        .execute(exec(&reach), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec(&reach)).await;
     assert!(!r.success, "{r:?}");
     assert!(
         r.notes.iter().any(|n| n.contains("network")),
@@ -538,12 +518,7 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
         .await
         .unwrap();
     assert_eq!(r.output, "ptrace -1 1\n", "{r:?}");
-    assert!(
-        r.confinement
-            .as_deref()
-            .is_some_and(|l| l.contains("system calls refused")),
-        "{r:?}"
-    );
+    assert!(confinement_says(&r, "system calls refused"), "{r:?}");
     // The model cannot widen it: no argument names it (unknown arguments are refused).
     let e = sw
         .without_session()
@@ -558,11 +533,7 @@ async fn confinement_limits_writes_hides_secrets_and_cuts_the_network() {
     sw.shutdown().await;
     // With the host's network the same command reaches it.
     let sw = build("host");
-    let r = sw
-        .without_session()
-        .execute(exec(&reach), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec(&reach)).await;
     assert!(r.success, "{r:?}");
     sw.shutdown().await;
     drop(listener);

@@ -31,6 +31,19 @@ pub fn exec(command: &str) -> ExecuteArgs {
     ExecuteArgs::new(command)
 }
 
+/// `execute` of `args` outside any session, with the default options; panics on an error.
+pub async fn run(sw: &Shellward, args: ExecuteArgs) -> shellward::tools::ExecuteResult {
+    sw.without_session()
+        .execute(args, shellward::ExecuteOptions::new())
+        .await
+        .unwrap()
+}
+
+/// Whether the result's sandbox line says `text`.
+pub fn confinement_says(r: &shellward::tools::ExecuteResult, text: &str) -> bool {
+    r.confinement.as_deref().is_some_and(|l| l.contains(text))
+}
+
 #[allow(unused_imports)]
 pub use shellward::ExecuteOptions;
 

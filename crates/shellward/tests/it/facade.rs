@@ -36,11 +36,7 @@ async fn foreground_run_reports_exit_code_and_output() {
     );
     assert!(!r.running);
     assert_eq!(r.background_process_id, None);
-    let ok = sw
-        .without_session()
-        .execute(exec("true"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let ok = run(&sw, exec("true")).await;
     assert!(ok.success);
     assert_eq!(ok.exit_code, Some(0));
     sw.shutdown().await;
@@ -416,11 +412,7 @@ async fn a_denied_command_is_not_run_and_says_why() {
         .executor_config(executor)
         .build()
         .unwrap();
-    let r = sw
-        .without_session()
-        .execute(exec("touch should-not-exist"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("touch should-not-exist")).await;
     assert!(!r.success && r.denied, "{r:?}");
     assert_eq!(r.deny_reason.as_deref(), Some("no rockets today"));
     assert_eq!(r.exit_code, None);
@@ -450,18 +442,10 @@ async fn a_trapping_policy_fails_closed_and_recovers(mark: &str) {
         .unwrap();
     // `trap` makes the scripted policy panic: its message goes to the guest's stderr through WASI, which must work
     // from inside the async runtime.
-    let r = sw
-        .without_session()
-        .execute(exec("trap"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("trap")).await;
     assert!(r.denied, "{r:?}");
     assert!(r.deny_reason.unwrap().contains("fail closed"));
-    let ok = sw
-        .without_session()
-        .execute(exec("echo recovered"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let ok = run(&sw, exec("echo recovered")).await;
     assert_eq!(ok.output, "recovered\n");
     sw.shutdown().await;
 }
@@ -558,11 +542,7 @@ async fn invalid_policy_output_is_the_policys_fault() {
         ("bad-env", "A=B"),
         ("workdir:/no/such/dir/shellward", "does not exist"),
     ] {
-        let r = sw
-            .without_session()
-            .execute(exec(command), ExecuteOptions::new())
-            .await
-            .unwrap();
+        let r = run(&sw, exec(command)).await;
         assert!(r.denied && !r.success, "{command}: {r:?}");
         let reason = r.deny_reason.clone().unwrap();
         assert!(reason.contains("scripted"), "{command}: {reason}");
@@ -684,11 +664,7 @@ async fn leftovers_are_reported_with_their_id_and_their_fate() {
 async fn a_trailing_ampersand_is_explained_once() {
     let mark = new_mark();
     let sw = instance(&mark);
-    let r = sw
-        .without_session()
-        .execute(exec("sleep 5 &"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("sleep 5 &")).await;
     let id = r.background_process_id.clone().expect("backgrounded");
     let telling = r
         .notes
@@ -723,11 +699,7 @@ async fn a_trailing_ampersand_is_explained_once() {
 async fn a_large_output_suggests_searching_its_log() {
     let mark = new_mark();
     let sw = instance(&mark);
-    let r = sw
-        .without_session()
-        .execute(exec("seq 1 300000"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("seq 1 300000")).await;
     assert!(r.output_omitted_bytes > 1_000_000, "{r:?}");
     let log = r.log_path.clone().expect("a log");
     let note = r
@@ -737,18 +709,10 @@ async fn a_large_output_suggests_searching_its_log() {
         .unwrap_or_else(|| panic!("no note: {:?}", r.notes));
     assert!(note.contains(&format!("tail -n 200 {log}")), "{note}");
     assert!(note.contains("grep -n -i error"), "{note}");
-    let tail = sw
-        .without_session()
-        .execute(exec(&format!("tail -n 1 {log}")), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let tail = run(&sw, exec(&format!("tail -n 1 {log}"))).await;
     assert_eq!(tail.output, "300000\n", "{tail:?}");
     // A small omission keeps the short note.
-    let r = sw
-        .without_session()
-        .execute(exec("seq 1 30000"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("seq 1 30000")).await;
     if r.output_omitted_bytes > 0 {
         let note = r.notes.iter().find(|n| n.contains("left out")).unwrap();
         assert!(note.contains("process_output"), "{note}");
@@ -780,11 +744,7 @@ async fn a_background_start_that_fails_at_once_says_so() {
         "{:?}",
         r.notes
     );
-    let r = sw
-        .without_session()
-        .execute(bg("sleep 30"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, bg("sleep 30")).await;
     assert!(r.running && r.background_process_id.is_some(), "{r:?}");
     // Its log path is announced at start, before it prints anything.
     let log = r.log_path.as_deref().expect("a log path at start");
@@ -1000,22 +960,14 @@ async fn a_policy_may_turn_interactive_and_tty_off() {
         .unwrap();
     let mut args = exec("tty -s; echo status=$?");
     args.tty = Some(true);
-    let r = sw
-        .without_session()
-        .execute(args, ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, args).await;
     assert_eq!(r.output, "status=1\n", "{r:?}");
     assert!(!r.running, "{r:?}");
     // Through the default chain the same request gets its terminal.
     let sw2 = Shellward::builder().build().unwrap();
     let mut args = exec("tty -s; echo status=$?");
     args.tty = Some(true);
-    let r = sw2
-        .without_session()
-        .execute(args, ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw2, args).await;
     assert!(r.output.contains("status=0"), "{r:?}");
     sw.shutdown().await;
     sw2.shutdown().await;

@@ -59,23 +59,10 @@ async fn the_strict_profile_cuts_the_network_except_for_the_commands_it_names() 
         dir.path().display()
     );
     let sw = build(dir.path(), &mark, "network = \"host\"", &policies);
-    let r = sw
-        .without_session()
-        .execute(exec(&t.inline), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec(&t.inline)).await;
     assert!(!r.success && !r.output.contains("reached"), "{r:?}");
-    assert!(
-        r.confinement
-            .as_deref()
-            .is_some_and(|l| l.contains("network none")),
-        "{r:?}"
-    );
-    let r = sw
-        .without_session()
-        .execute(exec(&t.script), ExecuteOptions::new())
-        .await
-        .unwrap();
+    assert!(confinement_says(&r, "network none"), "{r:?}");
+    let r = run(&sw, exec(&t.script)).await;
     assert!(r.success && r.output.contains("reached"), "{r:?}");
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
@@ -89,11 +76,7 @@ async fn a_policy_may_widen_only_within_the_ceiling() {
     let widen = "[[policy]]\nbuiltin = \"default\"\nsettings = { network = \"host\" }\n";
     // The ceiling defaults to the defaults: giving the host's network to a command is the policy's fault.
     let sw = build(dir.path(), &mark, "network = \"none\"", widen);
-    let r = sw
-        .without_session()
-        .execute(exec(&t.inline), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec(&t.inline)).await;
     assert!(!r.success && !r.output.contains("reached"), "{r:?}");
     let reason = r.deny_reason.clone().expect("denied");
     assert!(
@@ -108,11 +91,7 @@ async fn a_policy_may_widen_only_within_the_ceiling() {
         "network = \"none\"\nmax_network = \"host\"",
         widen,
     );
-    let r = sw
-        .without_session()
-        .execute(exec(&t.inline), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec(&t.inline)).await;
     assert!(r.success && r.output.contains("reached"), "{r:?}");
     sw.shutdown().await;
     assert!(survivors(&mark).is_empty());
@@ -148,23 +127,13 @@ async fn an_allow_list_reaches_only_its_names_through_the_proxy_and_the_model_is
             "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://{host}:{port}/', timeout=5).read().decode())\""
         ))
     };
-    let r = sw
-        .without_session()
-        .execute(get("allowed.test"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, get("allowed.test")).await;
     assert!(r.success && r.output.contains("hello"), "{r:?}");
     assert!(
-        r.confinement
-            .as_deref()
-            .is_some_and(|l| l.contains("network only to allowed.test")),
+        confinement_says(&r, "network only to allowed.test"),
         "{r:?}"
     );
-    let r = sw
-        .without_session()
-        .execute(get("other.test"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, get("other.test")).await;
     assert!(!r.success && r.output.contains("403"), "{r:?}");
     assert!(
         r.notes
@@ -181,11 +150,7 @@ import urllib.request
 try: urllib.request.urlopen('http://other.test:{port}/', timeout=5)
 except Exception: pass\""
     );
-    let r = sw
-        .without_session()
-        .execute(exec(&swallowed), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec(&swallowed)).await;
     assert!(r.success, "{r:?}");
     let said: Vec<&shellward::Note> = r
         .notes
@@ -212,17 +177,8 @@ except Exception: pass\""
         .await
         .unwrap();
     assert!(r.success, "{r:?}");
-    assert!(
-        r.confinement
-            .as_deref()
-            .is_some_and(|l| l.contains("pypi.org, *.npmjs.org:443")),
-        "{r:?}"
-    );
-    let r = sw
-        .without_session()
-        .execute(exec("true"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    assert!(confinement_says(&r, "pypi.org, *.npmjs.org:443"), "{r:?}");
+    let r = run(&sw, exec("true")).await;
     assert!(
         r.confinement
             .as_deref()
@@ -244,11 +200,7 @@ async fn a_policy_sets_the_start_up_wait_of_the_commands_it_promotes() {
                     [tools]\nstartup_wait = \"100ms\"\n";
     let sw = build(dir.path(), &mark, "network = \"host\"", policies);
     let started = std::time::Instant::now();
-    let r = sw
-        .without_session()
-        .execute(exec("tail -f /dev/null"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("tail -f /dev/null")).await;
     let promoted = started.elapsed();
     assert!(r.running, "{r:?}");
     assert!(
@@ -256,11 +208,7 @@ async fn a_policy_sets_the_start_up_wait_of_the_commands_it_promotes() {
         "the policy's wait: {promoted:?}"
     );
     let started = std::time::Instant::now();
-    let r = sw
-        .without_session()
-        .execute(exec("sleep 30").background(true), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run(&sw, exec("sleep 30").background(true)).await;
     let plain = started.elapsed();
     assert!(r.running, "{r:?}");
     assert!(

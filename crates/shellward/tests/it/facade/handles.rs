@@ -12,11 +12,7 @@ async fn reaching_the_process_limit_is_reported_to_the_model() {
     config.executor.limits.max_processes = Some(16);
     let sw = Shellward::builder().config(config).build().expect("build");
     // Proven confined first: the limit is enforced on this host (CI's is); otherwise forking 40 processes is refused.
-    let probe = sw
-        .without_session()
-        .execute(exec("true"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let probe = run(&sw, exec("true")).await;
     assert!(probe.success, "{probe:?}");
     assert!(
         sw.process_limit().is_some(),

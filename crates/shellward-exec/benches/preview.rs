@@ -11,16 +11,6 @@ fn main() {
     use std::path::Path;
     use std::time::{Duration, Instant};
 
-    fn repository(root: &Path) {
-        // 10,000 files in 100 directories under src/.
-        for d in 0..100 {
-            let dir = root.join(format!("src/m{d}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            for f in 0..100 {
-                std::fs::write(dir.join(format!("f{f}.rs")), format!("fn f{f}() {{}}\n")).unwrap();
-            }
-        }
-    }
     fn plan(dir: &Path) -> ExecPlan {
         let mut p = ExecPlan::new("rm -rf src");
         p.workdir = Some(dir.to_path_buf());
@@ -37,12 +27,12 @@ fn main() {
     rt.block_on(async {
         let ex = Executor::new(ExecutorConfig::default()).unwrap();
         let kept = tempfile::tempdir().unwrap();
-        repository(kept.path());
+        shellward_test_support::source_tree(kept.path());
         let limits = PreviewLimits::default();
         let (mut runs, mut previews) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let fresh = tempfile::tempdir().unwrap();
-            repository(fresh.path());
+            shellward_test_support::source_tree(fresh.path());
             let t = Instant::now();
             let r = ex.execute(plan(fresh.path())).await.unwrap();
             runs.push(t.elapsed());

@@ -12,15 +12,6 @@ fn main() {
     use std::path::Path;
     use std::time::{Duration, Instant};
 
-    fn repository(root: &Path) {
-        for d in 0..100 {
-            let dir = root.join(format!("src/m{d}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            for f in 0..100 {
-                std::fs::write(dir.join(format!("f{f}.rs")), format!("fn f{f}() {{}}\n")).unwrap();
-            }
-        }
-    }
     fn plan(command: &str, dir: &Path, recorded: bool) -> ExecPlan {
         let mut p = ExecPlan::new(command);
         p.workdir = Some(dir.to_path_buf());
@@ -41,7 +32,7 @@ fn main() {
     rt.block_on(async {
         let ex = Executor::new(ExecutorConfig::default()).unwrap();
         let repo = tempfile::tempdir().unwrap();
-        repository(repo.path());
+        shellward_test_support::source_tree(repo.path());
         let dir = repo.path();
         let timed = |command: String, recorded: bool| {
             let ex = ex.clone();

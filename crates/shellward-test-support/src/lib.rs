@@ -229,6 +229,29 @@ fn this_binary_as_user(marker: &str) -> std::process::Command {
     cmd
 }
 
+/// Defines the test `$name` that reruns every other test of the calling module as a normal user, the rerun named by
+/// the environment variable `$marker` (see [`rerun_module_as_user`]); doc comments before the name are the test's.
+#[macro_export]
+macro_rules! every_test_as_user {
+    ($(#[$doc:meta])* $name:ident, $marker:expr) => {
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            $crate::rerun_module_as_user(module_path!(), stringify!($name), $marker);
+        }
+    };
+}
+
+/// The body of a module's "every test again as a normal user" test `this_test`: as root, and not already in that
+/// rerun (`marker`), reruns every other test of `module` as [`TEST_USER`] and prints what they said (see
+/// [`rerun_all_as_user`]); otherwise returns at once (this run is the normal user's, or the suite runs as one).
+pub fn rerun_module_as_user(module: &'static str, this_test: &str, marker: &str) {
+    if in_fresh_process(marker) || !is_root() {
+        return;
+    }
+    println!("{}", rerun_all_as_user(module, &[this_test], marker));
+}
+
 /// Runs every test of the module `module` (the caller's `module_path!()`: the whole binary when that is its root) but
 /// those named in `skip` (the caller, and tests whose subject needs root) again as an unprivileged user (as
 /// [`rerun_as_user`]), with `marker` set, and returns its standard output: a whole suite proven on the non-root path
@@ -357,5 +380,17 @@ mod tests {
             dir.display()
         );
         assert!(dir.is_dir(), "{}", dir.display());
+    }
+}
+
+/// A source tree of 10,000 files under `root/src`: 100 directories `m0`..`m99` of 100 files `f0.rs`..`f99.rs` (the
+/// benchmarks' repository).
+pub fn source_tree(root: &std::path::Path) {
+    for d in 0..100 {
+        let dir = root.join(format!("src/m{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f}.rs")), format!("fn f{f}() {{}}\n")).unwrap();
+        }
     }
 }

@@ -205,3 +205,31 @@ pub fn open_dir() -> tempfile::TempDir {
     .unwrap();
     dir
 }
+
+/// A change set as (path relative to `ws`, kind) pairs, in its order.
+pub fn relative_kinds(
+    set: &shellward_exec::ChangeSet,
+    ws: &std::path::Path,
+) -> Vec<(String, &'static str)> {
+    set.changes
+        .iter()
+        .map(|c| {
+            let path = c.path.strip_prefix(ws).unwrap_or(&c.path);
+            (path.display().to_string(), c.kind.as_str())
+        })
+        .collect()
+}
+
+/// A workspace `ws` in a new temporary directory: `src/a.rs`, `src/b.rs`, `notes.txt`, a binary `blob`, a script
+/// `run.sh`.
+pub fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
+    std::fs::write(ws.join("notes.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(ws.join("blob"), [0u8, 1, 2, 3, 255, 0, 7]).unwrap();
+    std::fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
+    (dir, ws)
+}

@@ -324,21 +324,9 @@ async fn escapers_left_by_a_foreground_run_are_reported_and_stoppable() {
     }
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_CONTAINMENT_AS_USER";
-
-/// Every test above again as a normal user: trees contained by process group and marker (no writable cgroup), in a
-/// session sandbox with a user namespace of its own, and without one — the same guarantees on that path.
-#[test]
-fn every_containment_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        // Already the normal user's run (or not root, so the suite itself is that run).
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_containment_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user: trees contained by process group and marker (no writable cgroup), in a
+    /// session sandbox with a user namespace of its own, and without one — the same guarantees on that path.
+    every_containment_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_CONTAINMENT_AS_USER"
+);

@@ -711,21 +711,9 @@ async fn leftovers_of_a_killing_foreground_run_die_at_its_deadline() {
     assert!(survivors_after(&mark, Duration::from_secs(5)).is_empty());
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_EXECUTE_AS_USER";
-
-/// Every test above again as a normal user: the session sandbox in a user namespace of its own, trees contained by
-/// process group and marker (no writable cgroup) — the same guarantees on that path.
-#[test]
-fn every_execute_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        // Already the normal user's run (or not root, so the suite itself is that run).
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_execute_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user: the session sandbox in a user namespace of its own, trees contained by
+    /// process group and marker (no writable cgroup) — the same guarantees on that path.
+    every_execute_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_EXECUTE_AS_USER"
+);

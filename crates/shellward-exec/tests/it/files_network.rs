@@ -484,19 +484,8 @@ async fn denied_system_calls_fail_with_eperm_and_others_work() {
     }
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_FILES_NETWORK_AS_USER";
-
-/// Every test above again as a normal user (the session sandbox in a user namespace of its own).
-#[test]
-fn every_files_and_network_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_files_and_network_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user (the session sandbox in a user namespace of its own).
+    every_files_and_network_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_FILES_NETWORK_AS_USER"
+);

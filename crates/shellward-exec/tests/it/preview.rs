@@ -49,19 +49,6 @@ fn plan(command: &str, mark: &str, writable: Vec<PathBuf>) -> ExecPlan {
     p
 }
 
-/// A workspace: `src/a.rs`, `src/b.rs`, `notes.txt`, a binary `blob`, a script `run.sh`.
-fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
-    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
-    std::fs::write(ws.join("notes.txt"), "one\ntwo\n").unwrap();
-    std::fs::write(ws.join("blob"), [0u8, 1, 2, 3, 255, 0, 7]).unwrap();
-    std::fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
-    (dir, ws)
-}
-
 /// Overlay mounts this process can see (the host's mount table).
 fn overlays_over(path: &Path) -> usize {
     std::fs::read_to_string("/proc/self/mountinfo")
@@ -149,16 +136,7 @@ async fn a_preview_lists_what_the_command_would_change_and_changes_nothing() {
     assert_eq!(script.mode_after, Some(0o755));
     assert_eq!(of("out/deep/x").kind, ChangeKind::Created);
     // Exactly these: the three deletions, one modification, the created file and directories, one rename, one mode.
-    let listed: Vec<(String, &str)> = set
-        .changes
-        .iter()
-        .map(|c| {
-            (
-                c.path.strip_prefix(&ws).unwrap().display().to_string(),
-                c.kind.as_str(),
-            )
-        })
-        .collect();
+    let listed = relative_kinds(&set, &ws);
     assert_eq!(
         listed,
         [
@@ -296,19 +274,8 @@ async fn a_preview_needs_confined_writes() {
     ex.shutdown().await;
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_PREVIEW_AS_USER";
-
-/// Every test above again as a normal user (the preview's sandbox in a user namespace of its own).
-#[test]
-fn every_preview_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_preview_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user (the preview's sandbox in a user namespace of its own).
+    every_preview_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_PREVIEW_AS_USER"
+);

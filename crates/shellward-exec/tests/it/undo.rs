@@ -12,16 +12,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A workspace: `src/a.rs`, `src/b.rs`, `notes.txt`, a binary `blob`, an executable `run.sh`, a symlink `link`.
-fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
-    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
-    std::fs::write(ws.join("notes.txt"), "one\ntwo\n").unwrap();
-    std::fs::write(ws.join("blob"), [0u8, 1, 2, 3, 255, 0, 7]).unwrap();
-    std::fs::write(ws.join("run.sh"), "echo hi\n").unwrap();
+/// [`workspace`] with `run.sh` executable and a symlink `link` to `notes.txt`.
+fn linked_workspace() -> (tempfile::TempDir, PathBuf) {
+    let (dir, ws) = workspace();
     std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("notes.txt", ws.join("link")).unwrap();
     (dir, ws)
@@ -59,7 +52,7 @@ fn relative(ws: &Path, paths: &[PathBuf]) -> Vec<String> {
 async fn a_command_s_changes_are_listed_and_undone_byte_for_byte() {
     let ex = Executor::new(namespaced()).unwrap();
     ex.changes_support().expect("undo works on this machine");
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = linked_workspace();
     let mark = new_mark();
     let s = Session::from("undoing");
     // A command that changes nothing is not listed.
@@ -80,17 +73,7 @@ async fn a_command_s_changes_are_listed_and_undone_byte_for_byte() {
     assert_eq!(list.commands.len(), 1, "{list:#?}");
     let rec = &list.commands[0];
     assert_eq!(rec.id, id);
-    let listed: Vec<(String, &str)> = rec
-        .changes
-        .changes
-        .iter()
-        .map(|c| {
-            (
-                c.path.strip_prefix(&ws).unwrap().display().to_string(),
-                c.kind.as_str(),
-            )
-        })
-        .collect();
+    let listed = relative_kinds(&rec.changes, &ws);
     assert_eq!(
         listed,
         [
@@ -136,7 +119,7 @@ async fn a_command_s_changes_are_listed_and_undone_byte_for_byte() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undo_over_a_later_change_or_from_another_session_is_refused() {
     let ex = Executor::new(namespaced()).unwrap();
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = linked_workspace();
     let mark = new_mark();
     let s = Session::from("one");
     let first = run(&ex, "echo first >> notes.txt", &ws, "one", &mark).await;
@@ -201,7 +184,7 @@ async fn an_undo_over_a_later_change_or_from_another_session_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_command_cannot_make_an_undo_write_or_read_outside() {
     let ex = Executor::new(namespaced()).unwrap();
-    let (dir, ws) = workspace();
+    let (dir, ws) = linked_workspace();
     let outside = dir.path().canonicalize().unwrap().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("a.rs"), "outside\n").unwrap();
@@ -262,7 +245,7 @@ async fn ignored_trees_and_large_files_are_bounded_and_said() {
     config.changes.max_file_bytes = 1024;
     config.changes.keep = 2;
     let ex = Executor::new(config).unwrap();
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = linked_workspace();
     std::fs::create_dir_all(ws.join("node_modules/pkg")).unwrap();
     std::fs::write(ws.join("node_modules/pkg/index.js"), "x").unwrap();
     std::fs::write(ws.join("big"), vec![b'b'; 4096]).unwrap();
@@ -311,7 +294,7 @@ async fn ignored_trees_and_large_files_are_bounded_and_said() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_command_is_recorded_when_it_ends() {
     let ex = Executor::new(namespaced()).unwrap();
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = linked_workspace();
     let mark = new_mark();
     let s = Session::from("bg");
     let mut p = in_ws("sleep 0.3; echo later > later.txt", &ws, "bg", &mark);
@@ -345,7 +328,7 @@ async fn a_workspace_past_the_bounds_is_not_recorded_and_says_why() {
         config.changes.max_bytes = bytes;
         config.changes.max_files = files;
         let ex = Executor::new(config).unwrap();
-        let (_dir, ws) = workspace();
+        let (_dir, ws) = linked_workspace();
         let mark = new_mark();
         let s = Session::from("too-big");
         run(&ex, "echo x > new.txt", &ws, "too-big", &mark).await;
@@ -375,7 +358,7 @@ async fn a_first_command_does_not_wait_past_the_baseline_bound() {
     let mut config = namespaced();
     config.changes.baseline_wait = Duration::ZERO;
     let ex = Executor::new(config).unwrap();
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = linked_workspace();
     let mark = new_mark();
     let s = Session::from("impatient");
     run(&ex, "echo early > early.txt", &ws, "impatient", &mark).await;
@@ -398,19 +381,8 @@ async fn a_first_command_does_not_wait_past_the_baseline_bound() {
     ex.shutdown().await;
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_UNDO_AS_USER";
-
-/// Every test above again as a normal user.
-#[test]
-fn every_undo_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_undo_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user.
+    every_undo_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_UNDO_AS_USER"
+);

@@ -565,19 +565,8 @@ while True:
     assert!(path.exists());
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_UNIX_SOCKETS_AS_USER";
-
-/// Every test above again as a normal user (the session sandbox in a user namespace of its own).
-#[test]
-fn every_unix_socket_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_unix_socket_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user (the session sandbox in a user namespace of its own).
+    every_unix_socket_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_UNIX_SOCKETS_AS_USER"
+);

@@ -172,14 +172,12 @@ async fn a_session_keeps_its_working_directory() {
         }
     };
     let start = pwd(&sw, Some("one")).await;
-    let r = sw
-        .session("one")
-        .execute(
-            exec(&format!("cd {}; echo moved", deep.display())),
-            ExecuteOptions::new(),
-        )
-        .await
-        .unwrap();
+    let r = run_in(
+        &sw,
+        "one",
+        exec(&format!("cd {}; echo moved", deep.display())),
+    )
+    .await;
     assert_eq!(
         r.output, "moved\n",
         "the output is the command's own: {r:?}"
@@ -196,10 +194,7 @@ async fn a_session_keeps_its_working_directory() {
         .expect("the finished run is still kept");
     assert_eq!(moved.command, format!("cd {}; echo moved", deep.display()));
     // Relative moves go on from there.
-    sw.session("one")
-        .execute(exec("cd .."), ExecuteOptions::new())
-        .await
-        .unwrap();
+    run_in(&sw, "one", exec("cd ..")).await;
     assert_eq!(
         pwd(&sw, Some("one")).await,
         format!("{}\n", base.join("a").display())
@@ -210,11 +205,7 @@ async fn a_session_keeps_its_working_directory() {
     let mut args = exec("pwd");
     args.workdir = Some(base.display().to_string());
     assert_eq!(
-        sw.session("one")
-            .execute(args, ExecuteOptions::new())
-            .await
-            .unwrap()
-            .output,
+        run_in(&sw, "one", args).await.output,
         format!("{}\n", base.display())
     );
     assert_eq!(
@@ -222,14 +213,7 @@ async fn a_session_keeps_its_working_directory() {
         format!("{}\n", base.join("a").display())
     );
     // `exit 3` after a cd: the status is the command's, the directory is kept.
-    let r = sw
-        .session("one")
-        .execute(
-            exec(&format!("cd {}; exit 3", deep.display())),
-            ExecuteOptions::new(),
-        )
-        .await
-        .unwrap();
+    let r = run_in(&sw, "one", exec(&format!("cd {}; exit 3", deep.display()))).await;
     assert_eq!(r.exit_code, Some(3), "{r:?}");
     assert_eq!(pwd(&sw, Some("one")).await, format!("{}\n", deep.display()));
     // A directory that is gone falls back to the default.
@@ -275,17 +259,9 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
 
     // A foreground call and its retry: one run, the first result returned, marked attached.
     let count_once = format!("echo run >> {}; echo done", tally.display());
-    let first = sw
-        .session("s1")
-        .execute(with_token(count_once.clone(), "t-1"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let first = run_in(&sw, "s1", with_token(count_once.clone(), "t-1")).await;
     assert!(first.success && !first.attached, "{first:?}");
-    let again = sw
-        .session("s1")
-        .execute(with_token(count_once.clone(), "t-1"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let again = run_in(&sw, "s1", with_token(count_once.clone(), "t-1")).await;
     assert!(again.attached, "{again:?}");
     assert_eq!(
         (again.process_id.clone(), again.output.clone()),
@@ -316,11 +292,7 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
         ToolErrorKind::Conflict
     );
     assert_eq!(runs(), 1);
-    let other = sw
-        .session("s2")
-        .execute(with_token(count_once.clone(), "t-1"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let other = run_in(&sw, "s2", with_token(count_once.clone(), "t-1")).await;
     assert!(!other.attached);
     assert_eq!(runs(), 2);
 
@@ -342,11 +314,7 @@ async fn a_retried_execute_with_a_client_token_starts_nothing_new() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     gone.abort();
-    let waited = sw
-        .session("s1")
-        .execute(with_token(slow.clone(), "t-2"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let waited = run_in(&sw, "s1", with_token(slow.clone(), "t-2")).await;
     assert!(waited.attached, "{waited:?}");
     assert_eq!(waited.output, "slow\n");
     assert_eq!(runs(), 3);
@@ -363,19 +331,11 @@ async fn client_tokens_cover_background_starts_denies_and_bad_tokens() {
     let with_token = |command: String, token: &str| ExecuteArgs::new(command).client_token(token);
     // A background start and its retry: one process, whose state the retry brings up to date.
     let bg = with_token("sleep 0.6; exit 4".into(), "t-3").background(true);
-    let started = sw
-        .session("s1")
-        .execute(bg.clone(), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let started = run_in(&sw, "s1", bg.clone()).await;
     assert!(started.running, "{started:?}");
     let id = started.process_id.clone().unwrap();
     sw.session("s1").process(&id).wait().await.unwrap();
-    let later = sw
-        .session("s1")
-        .execute(bg, ExecuteOptions::new())
-        .await
-        .unwrap();
+    let later = run_in(&sw, "s1", bg).await;
     assert!(later.attached && !later.running, "{later:?}");
     assert_eq!(later.exit_code, Some(4));
     assert_eq!(later.process_id, started.process_id);
@@ -394,23 +354,9 @@ async fn client_tokens_cover_background_starts_denies_and_bad_tokens() {
     );
 
     // A deny is a result too: the retry gets it without asking the policies again.
-    let denied = sw
-        .session("s1")
-        .execute(
-            with_token("kill -9 -1".into(), "t-4"),
-            ExecuteOptions::new(),
-        )
-        .await
-        .unwrap();
+    let denied = run_in(&sw, "s1", with_token("kill -9 -1".into(), "t-4")).await;
     assert!(denied.denied);
-    let again = sw
-        .session("s1")
-        .execute(
-            with_token("kill -9 -1".into(), "t-4"),
-            ExecuteOptions::new(),
-        )
-        .await
-        .unwrap();
+    let again = run_in(&sw, "s1", with_token("kill -9 -1".into(), "t-4")).await;
     assert!(again.denied && again.attached, "{again:?}");
 
     // Bad tokens are the caller's to fix.
@@ -588,11 +534,7 @@ async fn an_unwritable_working_directory_is_said_once_and_a_chosen_one_is_used()
         .unwrap();
     assert_eq!(said(&again), 0, "said twice: {again:?}");
     // Another session in the same place is told too.
-    let other = sw
-        .session("other")
-        .execute(exec("true"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let other = run_in(&sw, "other", exec("true")).await;
     assert_eq!(said(&other), 1, "{other:?}");
     // The host chooses a directory for the session: its commands run there, and nothing is said.
     let project = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@
 
 #![cfg(unix)]
 
-use crate::common::{At, MARK, exec, new_mark};
+use crate::common::{At, MARK, exec, new_mark, run_in};
 use shellward::approval::BoxFuture;
 use shellward::{
     ApprovalAnswer, ApprovalRequest, Approver, AuditConfig, Config, ExecuteOptions, Shellward,
@@ -203,11 +203,7 @@ async fn an_approved_command_runs_as_asked_and_a_refused_one_never_runs() {
         "{reason}"
     );
     // Without any approver at all, the same.
-    let r = sw
-        .session("s1")
-        .execute(exec(&cmd2), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run_in(&sw, "s1", exec(&cmd2)).await;
     assert!(r.denied, "{r:?}");
 
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -474,11 +470,7 @@ async fn only_a_reviewer_that_answers_approve_lets_a_command_run() {
         });
         let (cmd, file) = touch(dir.path(), &format!("reviewed-{i}"));
         let started = std::time::Instant::now();
-        let r = sw
-            .session("rev")
-            .execute(exec(&cmd), ExecuteOptions::new())
-            .await
-            .unwrap();
+        let r = run_in(&sw, "rev", exec(&cmd)).await;
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "case {i} waited too long"
@@ -862,11 +854,7 @@ async fn a_flood_of_asks_is_bounded_and_does_not_hold_up_other_sessions() {
     // Another session's command that needs no approval is not held up: the policy asks about every echoed
     // command, so the unasked path is a command the scripted policy runs as is (`true`).
     let started = std::time::Instant::now();
-    let r = sw
-        .session("other")
-        .execute(exec("rule:x"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run_in(&sw, "other", exec("rule:x")).await;
     assert!(r.success, "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(20));
     sw.session("one").end_approvals();
@@ -928,11 +916,7 @@ async fn the_question_shows_what_a_preview_says_the_command_would_change() {
     let mark = new_mark();
     let host = Fixed::new(Some(ApprovalAnswer::Deny { reason: None }));
     let sw = asking_with(&repo, &mark, |_| {}, Some(host.clone()));
-    let r = sw
-        .session("reviewed")
-        .execute(exec("git reset --hard"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let r = run_in(&sw, "reviewed", exec("git reset --hard")).await;
     assert!(!r.success, "{r:?}");
     assert_eq!(
         std::fs::read_to_string(repo.join("lib.rs")).unwrap(),
@@ -964,10 +948,7 @@ async fn the_question_shows_what_a_preview_says_the_command_would_change() {
         |c| c.approvals.preview = false,
         Some(host.clone()),
     );
-    sw.session("reviewed")
-        .execute(exec("git reset --hard"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    run_in(&sw, "reviewed", exec("git reset --hard")).await;
     assert!(host.last.lock().unwrap().clone().unwrap().changes.is_none());
     assert!(crate::common::survivors(&mark).is_empty());
     sw.shutdown().await;

@@ -39,6 +39,18 @@ pub async fn run(sw: &Shellward, args: ExecuteArgs) -> shellward::tools::Execute
         .unwrap()
 }
 
+/// `execute` of `args` in `session`, with the default options; panics on an error.
+pub async fn run_in(
+    sw: &Shellward,
+    session: &str,
+    args: ExecuteArgs,
+) -> shellward::tools::ExecuteResult {
+    sw.session(session)
+        .execute(args, shellward::ExecuteOptions::new())
+        .await
+        .unwrap()
+}
+
 /// Whether the result's sandbox line says `text`.
 pub fn confinement_says(r: &shellward::tools::ExecuteResult, text: &str) -> bool {
     r.confinement.as_deref().is_some_and(|l| l.contains(text))
@@ -60,4 +72,34 @@ impl At for shellward::Shellward {
             None => self.without_session(),
         }
     }
+}
+
+/// A workspace holding `src/a.rs`, `src/b.rs` and the files `extra` (path, contents), and its canonical path.
+pub fn source_workspace(extra: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
+    for (path, contents) in extra {
+        std::fs::write(ws.join(path), contents).unwrap();
+    }
+    (dir, ws)
+}
+
+/// An instance whose commands carry `mark` and run in `ws` by default, with `chain` as its policies (the default
+/// chain where `None`).
+pub fn instance_in(
+    ws: &std::path::Path,
+    mark: &str,
+    chain: Option<shellward::PolicyChain>,
+) -> Shellward {
+    let mut config = Config::default();
+    config.executor.env.set_var(MARK, mark);
+    config.executor.default_workdir = Some(ws.to_path_buf());
+    let mut b = Shellward::builder().config(config);
+    if let Some(chain) = chain {
+        b = b.policy_chain(chain);
+    }
+    b.build().unwrap()
 }

@@ -56,11 +56,7 @@ async fn a_background_start_says_how_to_follow_up_once() {
         ("sleep 1 & sleep 300", false),
         ("sleep 1 & sleep 300", true),
     ] {
-        let r = sw
-            .session("follow-up")
-            .execute(exec(command).background(asked), ExecuteOptions::new())
-            .await
-            .unwrap();
+        let r = run_in(&sw, "follow-up", exec(command).background(asked)).await;
         let id = r.background_process_id.clone().expect("background id");
         let all = r.notes.join("\n");
         assert_eq!(
@@ -100,14 +96,12 @@ async fn a_background_start_says_how_to_follow_up_once() {
 async fn trailing_ampersand_becomes_a_tracked_background_process() {
     let mark = new_mark();
     let sw = instance(&mark);
-    let r = sw
-        .session("s1")
-        .execute(
-            exec("echo started; sleep 0.3; echo later; sleep 300 &"),
-            ExecuteOptions::new(),
-        )
-        .await
-        .unwrap();
+    let r = run_in(
+        &sw,
+        "s1",
+        exec("echo started; sleep 0.3; echo later; sleep 300 &"),
+    )
+    .await;
     assert!(r.success, "{r:?}");
     assert!(r.running);
     let id = r.background_process_id.clone().expect("background id");

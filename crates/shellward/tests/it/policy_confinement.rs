@@ -258,23 +258,12 @@ async fn the_request_tells_policies_the_shell_the_confinement_and_the_ceiling() 
     sw.shutdown().await;
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_POLICY_CONFINEMENT_AS_USER";
-
-/// Every test above again as a normal user (the session sandbox in a user namespace of its own, a network namespace
-/// per confined command).
-#[test]
-fn every_policy_confinement_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_policy_confinement_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user (the session sandbox in a user namespace of its own, a network namespace
+    /// per confined command).
+    every_policy_confinement_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_POLICY_CONFINEMENT_AS_USER"
+);
 
 /// The default writable paths keep ordinary installs working — `cargo install`, `go install`, `pip install --user`,
 /// `uv tool`, Maven's and Gradle's caches, ccache — while a shell's startup files, rustup's toolchains, Maven's

@@ -5,31 +5,8 @@
 #![cfg(target_os = "linux")]
 
 use crate::common::*;
-use shellward::Shellward;
-use shellward::config::Config;
 use shellward::tools::ExecuteArgs;
-use std::path::{Path, PathBuf};
-
-fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
-    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
-    std::fs::write(ws.join("README"), "hello\n").unwrap();
-    (dir, ws)
-}
-
-fn instance_at(ws: &Path, mark: &str, chain: Option<shellward::PolicyChain>) -> Shellward {
-    let mut config = Config::default();
-    config.executor.env.set_var(MARK, mark);
-    config.executor.default_workdir = Some(ws.to_path_buf());
-    let mut b = Shellward::builder().config(config);
-    if let Some(chain) = chain {
-        b = b.policy_chain(chain);
-    }
-    b.build().unwrap()
-}
+use std::path::Path;
 
 fn previewed(command: &str) -> ExecuteArgs {
     let mut args = ExecuteArgs::new(command);
@@ -39,9 +16,9 @@ fn previewed(command: &str) -> ExecuteArgs {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preview_answers_the_change_set_and_applies_nothing() {
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = source_workspace(&[("README", "hello\n")]);
     let mark = new_mark();
-    let sw = instance_at(&ws, &mark, None);
+    let sw = instance_in(&ws, &mark, None);
     let s = sw.session("previews");
     let r = s
         .execute(
@@ -103,7 +80,7 @@ async fn a_preview_answers_the_change_set_and_applies_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preview_of_an_asked_command_needs_no_approval_and_a_denied_one_is_not_run() {
-    let (_dir, ws) = workspace();
+    let (_dir, ws) = source_workspace(&[("README", "hello\n")]);
     let mark = new_mark();
     let engine = shellward::PolicyEngine::new(shellward::SandboxConfig::default()).unwrap();
     let load = |settings: &str| {
@@ -118,7 +95,7 @@ async fn a_preview_of_an_asked_command_needs_no_approval_and_a_denied_one_is_not
         shellward::PolicyChain::new(vec![load(settings)], shellward_policy::FaultMode::Deny)
     };
     // Asks about everything, and no one is there to answer: a preview still runs, a real run does not.
-    let sw = instance_at(&ws, &mark, Some(chain("ask:Delete the sources?")));
+    let sw = instance_in(&ws, &mark, Some(chain("ask:Delete the sources?")));
     let s = sw.session("asked");
     let r = s
         .execute(previewed("rm -rf src"), ExecuteOptions::new())
@@ -134,32 +111,17 @@ async fn a_preview_of_an_asked_command_needs_no_approval_and_a_denied_one_is_not
     assert!(!real.success && ws.join("src/a.rs").exists(), "{real:?}");
     sw.shutdown().await;
     // Denied: not previewed, not run.
-    let sw = instance_at(&ws, &mark, Some(chain("deny:no deletions")));
-    let r = sw
-        .session("denied")
-        .execute(previewed("rm -rf src"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let sw = instance_in(&ws, &mark, Some(chain("deny:no deletions")));
+    let r = run_in(&sw, "denied", previewed("rm -rf src")).await;
     assert!(r.denied && r.preview.is_none(), "{r:?}");
     assert!(ws.join("src/a.rs").exists());
     assert!(survivors(&mark).is_empty());
     sw.shutdown().await;
 }
 
-const SUITE_AS_USER: &str = "SHELLWARD_TEST_FACADE_PREVIEW_AS_USER";
-
-/// Every test above again as a normal user (the default writable paths hold `/tmp` and `~/.cache`: the layer goes
-/// elsewhere).
-#[test]
-fn every_facade_preview_test_passes_as_a_normal_user() {
-    if shellward_test_support::in_fresh_process(SUITE_AS_USER) || !shellward_test_support::is_root()
-    {
-        return;
-    }
-    let out = shellward_test_support::rerun_all_as_user(
-        module_path!(),
-        &["every_facade_preview_test_passes_as_a_normal_user"],
-        SUITE_AS_USER,
-    );
-    println!("{out}");
-}
+shellward_test_support::every_test_as_user!(
+    /// Every test above again as a normal user (the default writable paths hold `/tmp` and `~/.cache`: the layer goes
+    /// elsewhere).
+    every_facade_preview_test_passes_as_a_normal_user,
+    "SHELLWARD_TEST_FACADE_PREVIEW_AS_USER"
+);

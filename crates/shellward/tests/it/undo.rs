@@ -12,21 +12,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::create_dir_all(ws.join("src")).unwrap();
-    std::fs::write(ws.join("src/a.rs"), "fn a() {}\n").unwrap();
-    std::fs::write(ws.join("src/b.rs"), "fn b() {}\n").unwrap();
-    std::fs::write(ws.join("tool.sh"), "echo tool\n").unwrap();
+    let (dir, ws) = source_workspace(&[("tool.sh", "echo tool\n")]);
     std::fs::set_permissions(ws.join("tool.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
     (dir, ws)
-}
-
-fn instance_at(ws: &Path, mark: &str) -> Shellward {
-    let mut config = Config::default();
-    config.executor.env.set_var(MARK, mark);
-    config.executor.default_workdir = Some(ws.to_path_buf());
-    Shellward::builder().config(config).build().unwrap()
 }
 
 fn contents(ws: &Path) -> Vec<(String, u32, Vec<u8>)> {
@@ -57,7 +45,7 @@ fn contents(ws: &Path) -> Vec<(String, u32, Vec<u8>)> {
 async fn a_session_lists_and_undoes_its_command_and_others_cannot() {
     let (_dir, ws) = workspace();
     let mark = new_mark();
-    let sw = instance_at(&ws, &mark);
+    let sw = instance_in(&ws, &mark, None);
     let s = sw.session("undo-facade");
     let before = contents(&ws);
     let r = s
@@ -210,7 +198,7 @@ async fn a_session_given_its_directory_is_recorded_there_from_the_start() {
     let (dir, ws) = workspace();
     let mark = new_mark();
     // The instance works in the parent: the session's root, beneath it, is what is recorded.
-    let sw = instance_at(dir.path(), &mark);
+    let sw = instance_in(dir.path(), &mark, None);
     let project = ws.join("src");
     let s = sw.session("rooted");
     s.set_workdir(&project).unwrap();

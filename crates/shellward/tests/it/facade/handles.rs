@@ -236,11 +236,7 @@ async fn an_operator_may_keep_a_cancelled_command_in_the_background() {
         .process_id
         .clone();
     // The next answer in the session says so, once.
-    let next = sw
-        .session("s")
-        .execute(exec("true"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let next = run_in(&sw, "s", exec("true")).await;
     assert!(
         next.notes
             .iter()
@@ -248,11 +244,7 @@ async fn an_operator_may_keep_a_cancelled_command_in_the_background() {
         "{:?}",
         next.notes
     );
-    let again = sw
-        .session("s")
-        .execute(exec("true"), ExecuteOptions::new())
-        .await
-        .unwrap();
+    let again = run_in(&sw, "s", exec("true")).await;
     assert!(
         !again.notes.iter().any(|n| n.contains(&kept)),
         "{:?}",
@@ -348,14 +340,12 @@ async fn shutdown_writes_the_end_of_every_process_it_stops() {
     let sw = Shellward::builder().config(config).build().expect("build");
     let mut ids = Vec::new();
     for n in 0..4 {
-        let r = sw
-            .session("s")
-            .execute(
-                exec(&format!("seq 1 20000; sleep {}", 300 + n)).background(true),
-                ExecuteOptions::new(),
-            )
-            .await
-            .unwrap();
+        let r = run_in(
+            &sw,
+            "s",
+            exec(&format!("seq 1 20000; sleep {}", 300 + n)).background(true),
+        )
+        .await;
         assert!(r.running, "{r:?}");
         ids.push(r.process_id.unwrap());
     }

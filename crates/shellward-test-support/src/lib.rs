@@ -349,6 +349,18 @@ fn ensure_test_user() {
     );
 }
 
+/// A source tree of 10,000 files under `root/src`: 100 directories `m0`..`m99` of 100 files `f0.rs`..`f99.rs` (the
+/// benchmarks' repository).
+pub fn source_tree(root: &std::path::Path) {
+    for d in 0..100 {
+        let dir = root.join(format!("src/m{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f}.rs")), format!("fn f{f}() {{}}\n")).unwrap();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,17 +392,5 @@ mod tests {
             dir.display()
         );
         assert!(dir.is_dir(), "{}", dir.display());
-    }
-}
-
-/// A source tree of 10,000 files under `root/src`: 100 directories `m0`..`m99` of 100 files `f0.rs`..`f99.rs` (the
-/// benchmarks' repository).
-pub fn source_tree(root: &std::path::Path) {
-    for d in 0..100 {
-        let dir = root.join(format!("src/m{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..100 {
-            std::fs::write(dir.join(format!("f{f}.rs")), format!("fn f{f}() {{}}\n")).unwrap();
-        }
     }
 }

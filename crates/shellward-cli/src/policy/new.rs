@@ -297,32 +297,7 @@ class Policy(exports.Policy):
 "#;
 
 /// Cases that need a shell reader (the Rust scaffold's `shellward-kit`, the Python scaffold's `shellward_reader.py`).
-const READER_CASES: &str = r#"
-[[case]]
-name = "after an assignment"
-command = "FOO=1 telnet example.com"
-expect = { decision = "deny", reason_contains = "telnet" }
-
-[[case]]
-name = "later in a list"
-command = "cd /tmp && telnet example.com"
-expect = { decision = "deny", reason_contains = "telnet" }
-
-[[case]]
-name = "behind a wrapper"
-command = "sudo -u deploy timeout 5 telnet example.com"
-expect = { decision = "deny", reason_contains = "telnet" }
-
-[[case]]
-name = "inside a shell string"
-command = "bash -lc 'telnet example.com'"
-expect = { decision = "deny", reason_contains = "telnet" }
-
-[[case]]
-name = "a quoted word is data"
-command = "echo 'telnet is old'"
-expect = { decision = "run" }
-"#;
+const READER_CASES: &str = include_str!("templates/reader_cases.toml");
 
 const PYTHON_BUILD: &str = r#"#!/usr/bin/env bash
 # Builds the policy component with componentize-py (pip install componentize-py); COMPONENTIZE_PY overrides the command.
@@ -333,30 +308,8 @@ mkdir -p target
 echo "built target/{{name}}.wasm"
 "#;
 
-const CASES: &str = r#"# What {{name}} must decide. Run: shellward policy test {{wasm}}
-
-[[case]]
-name = "ordinary commands run unchanged"
-command = "ls -la"
-expect = { decision = "run", command = "ls -la", no_notes = true }
-
-[[case]]
-name = "telnet is denied"
-command = "telnet example.com 23"
-expect = { decision = "deny", reason_contains = "telnet" }
-
-[[case]]
-name = "denied programs come from the settings"
-command = "nc -l 8080"
-settings = { deny_programs = ["nc"] }
-expect = { decision = "deny", reason_contains = "nc" }
-
-[[case]]
-name = "a timeout is passed through"
-command = "make"
-timeout = "2m"
-expect = { decision = "run", timeout = "2m" }
-"#;
+/// The scaffold's case file (`{{name}}` and `{{wasm}}` filled in when written).
+const CASES: &str = include_str!("templates/cases.toml");
 
 const README: &str = r#"# {{name}}
 

@@ -47,6 +47,13 @@ fn all_pass(o: &Output) -> usize {
 }
 
 /// A scratch directory holding `name` with `contents` (kept while the directory lives), and the file's path.
+/// A case file of `tests/fixtures/cases`.
+fn case_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cases")
+        .join(name)
+}
+
 fn scratch_file(name: &str, contents: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = crate::cli::write_file(dir.path(), name, contents);
@@ -167,25 +174,7 @@ fn the_first_use_of_a_large_component_says_it_compiles_once() {
 
 #[test]
 fn a_wrong_case_fails_with_a_diff() {
-    let (_dir, cases) = scratch_file(
-        "wrong.toml",
-        r#"
-[[case]]
-name = "right"
-command = "npm run dev &"
-expect = { decision = "run", command = "npm run dev", background = true }
-
-[[case]]
-name = "deliberately wrong"
-command = "npm run dev &"
-expect = { decision = "run", command = "npm run dev &", background = false, timeout = "1m" }
-
-[[case]]
-name = "wrong decision"
-command = "ls"
-expect = { decision = "deny", reason_contains = "nope" }
-"#,
-    );
+    let cases = case_fixture("wrong.toml");
     let path = cases.to_str().unwrap();
     let o = shellward(&["policy", "test", "default", path]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -235,31 +224,7 @@ fn bad_case_files_are_errors_that_say_where() {
 
 #[test]
 fn a_chain_is_tested_in_order() {
-    let (_dir, cases) = scratch_file(
-        "chain.toml",
-        r#"
-[[case]]
-name = "default strips the &, guard lets it through"
-command = "npm run dev &"
-expect = { decision = "run", command = "npm run dev", background = true, notes_contain = "trailing" }
-
-[[case]]
-name = "guard asks after the default rewrote"
-command = "sudo reboot &"
-expect = { decision = "ask", question_contains = "privilege", command = "sudo reboot", background = true }
-
-[[case]]
-name = "guard denies after the default rewrote"
-command = "rm -rf / &"
-expect = { decision = "deny", reason_contains = "rm-root" }
-
-[[case]]
-name = "settings per chain policy"
-command = "make"
-settings = [{ default_timeout = "42s" }, { deny = ["make"] }]
-expect = { decision = "deny", reason_contains = "deny-pattern" }
-"#,
-    );
+    let cases = case_fixture("chain.toml");
     let o = shellward(&[
         "policy",
         "test",
@@ -467,33 +432,22 @@ fn coverage_names_the_rules_no_case_exercised() {
         "{err}"
     );
     // JSON carries the same report; JUnit keeps stdout XML and reports coverage on stderr.
-    let o = shellward(&[
-        "policy",
-        "test",
-        "default",
-        cases,
-        "--coverage",
-        "--format",
-        "json",
-    ]);
+    let coverage_as = |format| {
+        shellward(&[
+            "policy",
+            "test",
+            "default",
+            cases,
+            "--coverage",
+            "--format",
+            format,
+        ])
+    };
+    let o = coverage_as("json");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["coverage"]["basis"], "rules");
-    assert!(
-        v["coverage"]["missed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m == "promotion")
-    );
-    let o = shellward(&[
-        "policy",
-        "test",
-        "default",
-        cases,
-        "--coverage",
-        "--format",
-        "junit",
-    ]);
+    assert!(missed(&v).contains(&"promotion"), "{v}");
+    let o = coverage_as("junit");
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("<?xml"));
     assert!(String::from_utf8_lossy(&o.stderr).contains("coverage: "));
     // A 0.2 policy names no rules: the outcome kinds are the basis.
@@ -516,12 +470,7 @@ fn coverage_names_the_rules_no_case_exercised() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["coverage"]["basis"], "outcomes");
-    let missed: Vec<&str> = v["coverage"]["missed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m.as_str())
-        .collect();
+    let missed = missed(&v);
     assert!(
         missed.contains(&"deny") && !missed.contains(&"rewrite"),
         "{missed:?}"
@@ -550,12 +499,7 @@ fn coverage_names_the_guard_rules_a_reduced_case_file_never_hits() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["failed"], 0, "{v}");
-    let missed: Vec<&str> = v["coverage"]["missed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m.as_str())
-        .collect();
+    let missed = missed(&v);
     assert!(
         missed.contains(&"fork-bomb")
             && missed.contains(&"rm-root")
@@ -567,4 +511,12 @@ fn coverage_names_the_guard_rules_a_reduced_case_file_never_hits() {
         "{}",
         text(&o)
     );
+}
+
+/// The rule ids (or outcome kinds) a coverage report in JSON names as missed.
+fn missed(report: &serde_json::Value) -> Vec<&str> {
+    report["coverage"]["missed"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+        .unwrap_or_default()
 }

@@ -136,7 +136,7 @@ async fn a_preview_lists_what_the_command_would_change_and_changes_nothing() {
     assert_eq!(script.mode_after, Some(0o755));
     assert_eq!(of("out/deep/x").kind, ChangeKind::Created);
     // Exactly these: the three deletions, one modification, the created file and directories, one rename, one mode.
-    let listed = relative_kinds(&set, &ws);
+    let listed = relative_kinds(set, &ws);
     assert_eq!(
         listed,
         [

@@ -10,6 +10,7 @@ use shellward_policy::duration::parse_millis;
 use shellward_policy::{InstanceMode, SandboxConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use toml::Table;
 
 mod approvals;
 mod changes;
@@ -64,15 +65,15 @@ impl Walker {
         }
     }
 
-    fn table(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<toml::Table> {
-        match table.remove(key)? {
+    fn table(&mut self, t: &mut Table, key: &str, path: &str) -> Option<toml::Table> {
+        match t.remove(key)? {
             toml::Value::Table(t) => Some(t),
             other => self.wrong_type(path, key, "a table", &other),
         }
     }
 
-    fn string(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<String> {
-        match table.remove(key)? {
+    fn string(&mut self, t: &mut Table, key: &str, path: &str) -> Option<String> {
+        match t.remove(key)? {
             toml::Value::String(s) if s.contains('\0') => {
                 self.refuse(path, key, "contains a NUL byte")
             }
@@ -81,23 +82,16 @@ impl Walker {
         }
     }
 
-    fn boolean(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<bool> {
-        match table.remove(key)? {
+    fn boolean(&mut self, t: &mut Table, key: &str, path: &str) -> Option<bool> {
+        match t.remove(key)? {
             toml::Value::Boolean(b) => Some(b),
             other => self.wrong_type(path, key, "true or false", &other),
         }
     }
 
     /// A positive integer within `min..=max`.
-    fn integer(
-        &mut self,
-        table: &mut toml::Table,
-        key: &str,
-        path: &str,
-        min: u64,
-        max: u64,
-    ) -> Option<u64> {
-        match table.remove(key)? {
+    fn integer(&mut self, t: &mut Table, key: &str, path: &str, min: u64, max: u64) -> Option<u64> {
+        match t.remove(key)? {
             toml::Value::Integer(i) if i >= 0 && (i as u64) >= min && (i as u64) <= max => {
                 Some(i as u64)
             }
@@ -113,13 +107,13 @@ impl Walker {
     /// A duration string, greater than zero unless `allow_zero`.
     fn duration(
         &mut self,
-        table: &mut toml::Table,
+        t: &mut Table,
         key: &str,
         path: &str,
         allow_zero: bool,
         max: Duration,
     ) -> Option<Duration> {
-        let text = self.string(table, key, path)?;
+        let text = self.string(t, key, path)?;
         match parse_millis(&text) {
             Ok(0) if !allow_zero => self.refuse(path, key, "must be greater than zero"),
             Ok(ms) if u128::from(ms) > max.as_millis() => {
@@ -241,7 +235,7 @@ impl Walker {
     }
 
     /// `[[policy]]` entries and `[policies] dir`.
-    fn policies(&mut self, root: &mut toml::Table, base: &Path, config: &mut Config) {
+    fn policies(&mut self, root: &mut Table, base: &Path, config: &mut Config) {
         match root.remove("policy") {
             None => {}
             Some(toml::Value::Array(entries)) => {
@@ -334,7 +328,7 @@ impl Walker {
     }
 
     /// `[[auth]]` entries: tokens and the sessions they may use, each token given once.
-    fn auth_entries(&mut self, root: &mut toml::Table, config: &mut Config) {
+    fn auth_entries(&mut self, root: &mut Table, config: &mut Config) {
         match root.remove("auth") {
             None => {}
             Some(toml::Value::Array(entries)) => {
@@ -646,7 +640,7 @@ impl Walker {
     }
 
     /// `[executor] shell`: the program and arguments that run a command line.
-    fn executor_shell(&mut self, t: &mut toml::Table, e: &mut ExecutorConfig) {
+    fn executor_shell(&mut self, t: &mut Table, e: &mut ExecutorConfig) {
         match t.remove("shell") {
             None => {}
             Some(toml::Value::Array(items)) => {
@@ -677,7 +671,7 @@ impl Walker {
     }
 
     /// `[executor]`: the working directory, times and counts of runs and logs.
-    fn executor_runs(&mut self, t: &mut toml::Table, e: &mut ExecutorConfig, base: &Path) {
+    fn executor_runs(&mut self, t: &mut Table, e: &mut ExecutorConfig, base: &Path) {
         let p = "executor";
         if let Some(dir) = self.string(t, "workdir", p) {
             e.default_workdir = Some(self.directory(dir, base, "executor.workdir", ""));
@@ -709,7 +703,7 @@ impl Walker {
     }
 
     /// `[executor]`: how output is kept (head, tail, lines, the log's cap).
-    fn executor_output(&mut self, t: &mut toml::Table, limits: &mut OutputLimits) {
+    fn executor_output(&mut self, t: &mut Table, limits: &mut OutputLimits) {
         let p = "executor";
         if let Some(n) = self.integer(t, "output_head_bytes", p, 0, 64 << 20) {
             limits.head = n as usize;
@@ -727,7 +721,7 @@ impl Walker {
 
     /// `[executor]`: stderr, containment, the log directory, namespaces, capabilities, and the paths commands see
     /// read-only or not at all.
-    fn executor_containment(&mut self, t: &mut toml::Table, e: &mut ExecutorConfig, base: &Path) {
+    fn executor_containment(&mut self, t: &mut Table, e: &mut ExecutorConfig, base: &Path) {
         let p = "executor";
         if let Some(b) = self.boolean(t, "separate_stderr", p) {
             e.separate_stderr = b;
@@ -784,11 +778,7 @@ impl Walker {
     }
 
     /// `[executor]`: the resource limits of each command (0: unlimited).
-    fn executor_rlimits(
-        &mut self,
-        t: &mut toml::Table,
-        limits: &mut shellward_exec::ResourceLimits,
-    ) {
+    fn executor_rlimits(&mut self, t: &mut Table, limits: &mut shellward_exec::ResourceLimits) {
         let p = "executor";
         let some = |n: u64| (n > 0).then_some(n);
         if let Some(n) = self.integer(t, "max_processes", p, 0, 4_194_304) {
@@ -807,14 +797,9 @@ impl Walker {
 
     /// A list of non-empty strings without NUL at `path.key`, each with its index; each bad item is a problem of its
     /// own.
-    fn strings(
-        &mut self,
-        table: &mut toml::Table,
-        key: &str,
-        path: &str,
-    ) -> Option<Vec<(usize, String)>> {
+    fn strings(&mut self, t: &mut Table, key: &str, path: &str) -> Option<Vec<(usize, String)>> {
         let key_path = join(path, key);
-        match table.remove(key)? {
+        match t.remove(key)? {
             toml::Value::Array(items) => {
                 let mut out = Vec::new();
                 for (i, item) in items.into_iter().enumerate() {
@@ -841,9 +826,9 @@ impl Walker {
     }
 
     /// A list of strings (patterns), each non-empty and free of `=` and NUL.
-    fn patterns(&mut self, table: &mut toml::Table, key: &str, path: &str) -> Option<Vec<String>> {
+    fn patterns(&mut self, t: &mut Table, key: &str, path: &str) -> Option<Vec<String>> {
         let key_path = join(path, key);
-        match table.remove(key)? {
+        match t.remove(key)? {
             toml::Value::Array(items) => {
                 let mut out = Vec::new();
                 for (i, item) in items.into_iter().enumerate() {

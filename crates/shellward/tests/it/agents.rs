@@ -20,7 +20,7 @@ async fn interactive_output(
     let mut args = exec(command);
     args.interactive = Some(true);
     args.run_in_background = Some(true);
-    let r = run(&sw, args).await;
+    let r = run(sw, args).await;
     sw.without_session()
         .process_output(
             shellward::tools::ProcessOutputArgs::new(r.process_id.clone().unwrap()).idle(idle),

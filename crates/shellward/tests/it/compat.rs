@@ -20,7 +20,7 @@ async fn under_shellward(sw: &Shellward, s: &Scenario) -> Seen {
     let dir_path = dir.path().canonicalize().unwrap();
     let mut args = exec(&command(s));
     args.workdir = Some(dir_path.display().to_string());
-    let r = run(&sw, args.timeout("2m")).await;
+    let r = run(sw, args.timeout("2m")).await;
     Seen {
         exit: r.exit_code,
         output: normalized(&r.output, &dir_path),

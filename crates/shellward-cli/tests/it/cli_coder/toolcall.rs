@@ -90,14 +90,19 @@ fn settled(started: Instant) {
     std::thread::sleep(left);
 }
 
-#[test]
-fn a_tool_call_runs_once_and_its_repeats_replay_the_recorded_answer() {
+/// A scratch directory, a server on loopback past its first two seconds (see [`settled`]), and a new chat's id.
+fn settled_chat() -> (tempfile::TempDir, Server, String) {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("runs");
     let up = Instant::now();
     let server = Server::start(&["--listen", "127.0.0.1:0"]);
     settled(up);
-    let chat = uuid::Uuid::new_v4().to_string();
+    (dir, server, uuid::Uuid::new_v4().to_string())
+}
+
+#[test]
+fn a_tool_call_runs_once_and_its_repeats_replay_the_recorded_answer() {
+    let (dir, server, chat) = settled_chat();
+    let log = dir.path().join("runs");
     let call = "toolu_01/a b";
     let uuid = tool_call_uuid(&chat, 1, call);
     let c = for_call(&server, &chat, 1, call, 0);
@@ -151,12 +156,8 @@ fn a_tool_call_runs_once_and_its_repeats_replay_the_recorded_answer() {
 
 #[test]
 fn cancels_follow_coders_rules() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, server, chat) = settled_chat();
     let log = dir.path().join("runs");
-    let up = Instant::now();
-    let server = Server::start(&["--listen", "127.0.0.1:0"]);
-    settled(up);
-    let chat = uuid::Uuid::new_v4().to_string();
 
     // Cancelled before the agent received the start: answered not started, and the start in transit does nothing.
     let early = for_call(&server, &chat, 1, "early", 0);
@@ -307,12 +308,8 @@ fn stale_messages_bad_headers_and_a_restarted_agent_are_refused() {
 
 #[test]
 fn concurrent_requests_of_one_tool_call_start_one_process() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, server, chat) = settled_chat();
     let log = dir.path().join("runs");
-    let up = Instant::now();
-    let server = Server::start(&["--listen", "127.0.0.1:0"]);
-    settled(up);
-    let chat = uuid::Uuid::new_v4().to_string();
     let uuid = tool_call_uuid(&chat, 1, "call");
     let body = start_request(
         &format!("sleep 0.3; echo run >> {}", log.display()),

@@ -2,7 +2,7 @@
 //!
 //! This module owns the seam ([`Approver`]: the person at the client, a terminal, the operator's reviewer, a host's
 //! own UI), what is asked ([`ApprovalRequest`]) and answered ([`ApprovalAnswer`]), approvals parked until a surface
-//! answers them later (HTTP, the 2026 MCP wire: [`Shellward::answer_approval`]), the approvals a session remembers,
+//! answers them later (HTTP, the 2026 MCP wire: [`SessionHandle::answer_approval`](crate::SessionHandle::answer_approval)), the approvals a session remembers,
 //! and the flow that enforces the guarantees: nothing runs before the answer; what runs is exactly the plan that was
 //! asked about; an answer cannot be replayed for another call, another session, or after it expired; nobody
 //! answering is a deny that tells the model to ask its user.
@@ -289,7 +289,7 @@ pub enum ApprovalAnswer {
     },
     /// Nobody could be asked here (the client cannot show a form, no terminal): the next approver is tried.
     Unavailable,
-    /// The question was handed on and is answered later, through [`Shellward::answer_approval`] (HTTP, the 2026
+    /// The question was handed on and is answered later, through [`SessionHandle::answer_approval`](crate::SessionHandle::answer_approval) (HTTP, the 2026
     /// MCP wire): the call answers at once with the pending approval.
     Later,
 }
@@ -305,7 +305,7 @@ pub trait Approver: Send + Sync {
 }
 
 /// The approver of a surface that answers later (HTTP's pending approvals, the 2026 MCP wire's input request): it
-/// parks every question, and the surface answers through [`Shellward::answer_approval`].
+/// parks every question, and the surface answers through [`SessionHandle::answer_approval`](crate::SessionHandle::answer_approval).
 #[derive(Debug, Clone)]
 pub struct Deferred {
     name: String,
@@ -688,111 +688,6 @@ impl Shellward {
         Approval::Answer(Box::new(result))
     }
 
-    /// The approvals waiting for an answer in `session`, oldest first.
-    pub(crate) fn pending_approvals(&self, session: Option<&str>) -> Vec<ApprovalRequest> {
-        let pending = self
-            .inner
-            .approvals
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<ApprovalRequest> = pending
-            .values()
-            .filter(|p| p.request.session.as_deref() == session && !p.request.expired())
-            .map(|p| p.request.clone())
-            .collect();
-        list.sort_by_key(|r| r.expires_at);
-        list
-    }
-
-    /// The commands `session` remembers as approved (exact text), sorted.
-    pub(crate) fn remembered_approvals(&self, session: Option<&str>) -> Vec<String> {
-        let all = self
-            .inner
-            .approvals
-            .remembered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<String> = all
-            .get(&session.map(str::to_string))
-            .map(|calls| calls.values().cloned().collect())
-            .unwrap_or_default();
-        list.sort();
-        list.dedup();
-        list
-    }
-
-    /// Forgets what `session` remembered (its approvals) and drops its pending approvals: the session ended.
-    pub(crate) fn end_session_approvals(&self, session: Option<&str>) {
-        let key = session.map(str::to_string);
-        let approvals = &self.inner.approvals;
-        approvals
-            .remembered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
-        approvals
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|_, p| p.request.session != key);
-    }
-
-    /// Answers a pending approval of `session` (`by` says who: `client`, `http`): approve runs exactly the plan that
-    /// was asked about and returns its result; deny returns the refusal. An id that is unknown, already decided,
-    /// expired or another session's is a [`ToolErrorKind::UnknownApproval`] error, and nothing runs.
-    pub(crate) async fn answer_approval(
-        &self,
-        session: Option<&str>,
-        id: &str,
-        answer: ApprovalAnswer,
-        by: &str,
-    ) -> Result<ExecuteResult, ToolError> {
-        let parked = {
-            let mut pending = self
-                .inner
-                .approvals
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            match pending.get(&ApprovalId::from(id)) {
-                Some(p) if p.request.session.as_deref() == session => {
-                    pending.remove(&ApprovalId::from(id))
-                }
-                _ => None,
-            }
-        };
-        let Some(parked) = parked else {
-            return Err(ToolError::new(
-                ToolErrorKind::UnknownApproval,
-                format!(
-                    "no approval {id:?} is waiting in this session: it was already decided, it expired, or it \
-                     belongs to another session. List the pending ones with GET /v1/approvals"
-                ),
-            ));
-        };
-        if parked.request.expired() {
-            let r = self.expired(&parked.decided, &parked.request, by);
-            self.record_unapproved(&parked.decided);
-            return Ok(r);
-        }
-        if matches!(answer, ApprovalAnswer::Unavailable | ApprovalAnswer::Later) {
-            return Err(ToolError::invalid(
-                "an answer to an approval is approve or deny".to_string(),
-            ));
-        }
-        match self.answered(&parked.decided, &parked.request, by, answer) {
-            Approval::Run(note) => {
-                self.run_approved(parked.decided, parked.follow, note, Box::new(|_| {}))
-                    .await
-            }
-            Approval::Answer(r) => {
-                self.record_unapproved(&parked.decided);
-                Ok(*r)
-            }
-        }
-    }
-
     /// One audit record of an approval: who answered and how.
     fn audit_approval(
         &self,
@@ -864,5 +759,121 @@ fn pending_result(decided: &Decided, request: &ApprovalRequest) -> ExecuteResult
             ),
         )],
         ..Default::default()
+    }
+}
+
+impl crate::SessionHandle {
+    /// The approvals waiting for an answer in this session, oldest first.
+    pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
+        let session = self.name();
+        let pending = self
+            .sw
+            .inner
+            .approvals
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut list: Vec<ApprovalRequest> = pending
+            .values()
+            .filter(|p| p.request.session.as_deref() == session && !p.request.expired())
+            .map(|p| p.request.clone())
+            .collect();
+        list.sort_by_key(|r| r.expires_at);
+        list
+    }
+
+    /// The commands this session remembers as approved, sorted.
+    pub fn remembered_approvals(&self) -> Vec<String> {
+        let session = self.name();
+        let all = self
+            .sw
+            .inner
+            .approvals
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut list: Vec<String> = all
+            .get(&session.map(str::to_string))
+            .map(|calls| calls.values().cloned().collect())
+            .unwrap_or_default();
+        list.sort();
+        list.dedup();
+        list
+    }
+
+    /// Forgets this session's approvals, remembered and pending: the session ended.
+    pub fn end_approvals(&self) {
+        let session = self.name();
+        let key = session.map(str::to_string);
+        let approvals = &self.sw.inner.approvals;
+        approvals
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        approvals
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, p| p.request.session != key);
+    }
+
+    /// Answers this session's pending approval `id` as `by`: yes runs exactly the plan that was asked about and
+    /// returns its result, no returns the refusal; another session's id is unknown here.
+    pub async fn answer_approval(
+        &self,
+        id: &str,
+        answer: ApprovalAnswer,
+        by: &str,
+    ) -> Result<ExecuteResult, ToolError> {
+        let session = self.name();
+        let parked = {
+            let mut pending = self
+                .sw
+                .inner
+                .approvals
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match pending.get(&ApprovalId::from(id)) {
+                Some(p) if p.request.session.as_deref() == session => {
+                    pending.remove(&ApprovalId::from(id))
+                }
+                _ => None,
+            }
+        };
+        let Some(parked) = parked else {
+            return Err(ToolError::new(
+                ToolErrorKind::UnknownApproval,
+                format!(
+                    "no approval {id:?} is waiting in this session: it was already decided, it expired, or it \
+                     belongs to another session. List the pending ones with GET /v1/approvals"
+                ),
+            ));
+        };
+        if parked.request.expired() {
+            let r = self.sw.expired(&parked.decided, &parked.request, by);
+            self.sw.record_unapproved(&parked.decided);
+            return Ok(r);
+        }
+        if matches!(answer, ApprovalAnswer::Unavailable | ApprovalAnswer::Later) {
+            return Err(ToolError::invalid(
+                "an answer to an approval is approve or deny".to_string(),
+            ));
+        }
+        match self
+            .sw
+            .answered(&parked.decided, &parked.request, by, answer)
+        {
+            Approval::Run(note) => {
+                self.sw
+                    .run_approved(parked.decided, parked.follow, note, Box::new(|_| {}))
+                    .await
+            }
+            Approval::Answer(r) => {
+                self.sw.record_unapproved(&parked.decided);
+                Ok(*r)
+            }
+        }
     }
 }

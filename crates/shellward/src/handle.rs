@@ -5,8 +5,7 @@
 
 use crate::{Shellward, ToolError};
 use shellward_exec::{
-    ContainmentKind, OutputRead, ProcessId, ProcessInfo, ProcessList, ReadOptions, Session,
-    SignalKind, SignalOutcome,
+    OutputRead, ProcessId, ProcessInfo, ReadOptions, Session, SignalKind, SignalOutcome,
 };
 use std::time::Duration;
 
@@ -113,39 +112,15 @@ impl Process {
     }
 }
 
-impl Shellward {
-    /// The handle of process `id` in `session`. Nothing is checked here: an operation on a process that is not kept
-    /// (or is another session's) fails with [`ToolErrorKind::UnknownProcess`](crate::ToolErrorKind::UnknownProcess).
-    pub(crate) fn process(&self, session: Option<&str>, id: &str) -> Process {
+impl Process {
+    /// The handle of process `id` in `session` of `sw`. Nothing is checked here: an operation on a process that is
+    /// not kept (or is another session's) fails with
+    /// [`ToolErrorKind::UnknownProcess`](crate::ToolErrorKind::UnknownProcess).
+    pub(crate) fn new(sw: &Shellward, session: Option<&str>, id: &str) -> Process {
         Process {
-            sw: self.clone(),
+            sw: sw.clone(),
             id: ProcessId::from(id),
             session: session.map(Session::from),
         }
-    }
-
-    /// Every process `session` started that is still kept, background or foreground, running first, then newest
-    /// first (for process APIs that list every start; the `process_list` tool lists background ones).
-    pub(crate) fn all_processes(&self, session: Option<&str>) -> ProcessList {
-        self.inner
-            .runner
-            .executor
-            .list_all(session.map(Session::from).as_ref(), usize::MAX)
-    }
-
-    /// Every process kept, of every session, running first, then newest first (at most `limit`): the operator's view
-    /// (`shellward ps`, `GET /v1/processes`), never a session's — a session sees its own through its handle.
-    pub fn every_process(&self, limit: usize) -> ProcessList {
-        self.inner.runner.executor.list_every_session(limit)
-    }
-
-    /// How process trees are contained here (cgroup, PID namespace, process group).
-    pub fn containment(&self) -> ContainmentKind {
-        self.inner.runner.executor.containment()
-    }
-
-    /// The per-session process limit in force, when the host has a writable `pids` cgroup.
-    pub fn process_limit(&self) -> Option<u64> {
-        self.inner.runner.executor.process_limit()
     }
 }

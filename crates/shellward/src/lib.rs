@@ -226,6 +226,38 @@ impl Shellward {
         ShellwardBuilder::default()
     }
 
+    /// The operations of session `session` (its processes, approvals and working directory are its own).
+    pub fn session(&self, session: impl Into<Session>) -> SessionHandle {
+        SessionHandle {
+            sw: self.clone(),
+            session: Some(session.into()),
+        }
+    }
+
+    /// The operations outside any session (a one-shot run, a host without sessions).
+    pub fn without_session(&self) -> SessionHandle {
+        SessionHandle {
+            sw: self.clone(),
+            session: None,
+        }
+    }
+
+    /// Every process kept, of every session, running first, then newest first (at most `limit`): the operator's view
+    /// (`shellward ps`, `GET /v1/processes`), never a session's — a session sees its own through its handle.
+    pub fn every_process(&self, limit: usize) -> ProcessList {
+        self.inner.runner.executor.list_every_session(limit)
+    }
+
+    /// How process trees are contained here (cgroup, PID namespace, process group).
+    pub fn containment(&self) -> ContainmentKind {
+        self.inner.runner.executor.containment()
+    }
+
+    /// The per-session process limit in force, when the host has a writable `pids` cgroup.
+    pub fn process_limit(&self) -> Option<u64> {
+        self.inner.runner.executor.process_limit()
+    }
+
     /// The deciding half of this instance (what `policy check` uses alone): decide a call without running it.
     pub fn decider(&self) -> &Decider {
         &self.inner.decider

@@ -7,48 +7,48 @@ use crate::tools::{
     ProcessEntry, ProcessInputArgs, ProcessListArgs, ProcessListResult, ProcessOutputArgs,
     ProcessOutputResult, ProcessSignalArgs, ProcessSignalResult, SignalName,
 };
-use crate::{INPUT_LIMIT, Shellward, ToolError};
+use crate::{INPUT_LIMIT, SessionHandle, ToolError};
 use shellward_exec::{ReadOptions, Session, SignalKind};
 use shellward_policy::duration::format_millis;
 
-impl Shellward {
-    /// The `process_output` tool (see [`Shellward::process_output_now`]'s steps), its notes led by what happened since the session's
-    /// last answer.
-    pub(crate) async fn process_output(
+impl SessionHandle {
+    /// The `process_output` tool: output since a cursor (or the head/tail view), waiting up to its `wait`.
+    pub async fn process_output(
         &self,
-        session: Option<&str>,
         args: ProcessOutputArgs,
     ) -> Result<ProcessOutputResult, ToolError> {
-        let mut r = self.process_output_now(session, args).await?;
-        self.inner
+        let session = self.name();
+        let mut r = self.process_output_now(args).await?;
+        self.sw
+            .inner
             .runner
             .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
-    /// The `process_input` tool (see [`Shellward::process_input_now`]'s steps), its notes led by what happened since the session's
-    /// last answer.
-    pub(crate) async fn process_input(
+    /// The `process_input` tool: writes text (or closes stdin), then reads as `process_output` does.
+    pub async fn process_input(
         &self,
-        session: Option<&str>,
         args: ProcessInputArgs,
     ) -> Result<ProcessOutputResult, ToolError> {
-        let mut r = self.process_input_now(session, args).await?;
-        self.inner
+        let session = self.name();
+        let mut r = self.process_input_now(args).await?;
+        self.sw
+            .inner
             .runner
             .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
-    /// The `process_signal` tool (see [`Shellward::process_signal_now`]'s steps), its notes led by what happened since the session's
-    /// last answer.
-    pub(crate) async fn process_signal(
+    /// The `process_signal` tool: stops a process's tree (terminate, then kill after the grace period; or kill).
+    pub async fn process_signal(
         &self,
-        session: Option<&str>,
         args: ProcessSignalArgs,
     ) -> Result<ProcessSignalResult, ToolError> {
-        let mut r = self.process_signal_now(session, args).await?;
-        self.inner
+        let session = self.name();
+        let mut r = self.process_signal_now(args).await?;
+        self.sw
+            .inner
             .runner
             .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
@@ -57,11 +57,11 @@ impl Shellward {
     /// `process_output`: output since a cursor (or the head/tail view), waiting up to `wait`.
     async fn process_output_now(
         &self,
-        session: Option<&str>,
         args: ProcessOutputArgs,
     ) -> Result<ProcessOutputResult, ToolError> {
+        let session = self.name();
         check_text("process_id", &args.process_id)?;
-        let limits = &self.inner.limits;
+        let limits = &self.sw.inner.limits;
         let mut notes = Vec::new();
         let mut wait = match &args.wait {
             None => limits.default_wait,
@@ -85,7 +85,7 @@ impl Shellward {
         }
         .filter(|i| !i.is_zero());
         let id = args.process_id.trim();
-        let process = self.process(session, id);
+        let process = crate::Process::new(&self.sw, session, id);
         let mut options = match args.cursor {
             Some(c) => ReadOptions::after(c),
             None => ReadOptions::view(),
@@ -159,9 +159,9 @@ impl Shellward {
     /// what it printed after that, as `process_output` does with the output's cursor from before the write.
     async fn process_input_now(
         &self,
-        session: Option<&str>,
         args: ProcessInputArgs,
     ) -> Result<ProcessOutputResult, ToolError> {
+        let session = self.name();
         use base64::Engine;
         check_text("process_id", &args.process_id)?;
         let id = args.process_id.trim().to_string();
@@ -195,7 +195,7 @@ impl Shellward {
             )));
         }
         // The answer is what comes after the input.
-        let process = self.process(session, &id);
+        let process = crate::Process::new(&self.sw, session, &id);
         let before = process
             .read(&ReadOptions::view().max_bytes(0))
             .await?
@@ -206,19 +206,16 @@ impl Shellward {
             process.write(&data, INPUT_LIMIT).await?;
         }
         let mut result = self
-            .process_output(
-                session,
-                ProcessOutputArgs {
-                    process_id: id,
-                    cursor: Some(before),
-                    wait: args.wait,
-                    idle: args.idle.or_else(|| {
-                        Some(format_millis(
-                            self.inner.limits.default_idle.as_millis() as u64
-                        ))
-                    }),
-                },
-            )
+            .process_output(ProcessOutputArgs {
+                process_id: id,
+                cursor: Some(before),
+                wait: args.wait,
+                idle: args.idle.or_else(|| {
+                    Some(format_millis(
+                        self.sw.inner.limits.default_idle.as_millis() as u64
+                    ))
+                }),
+            })
             .await?;
         if args.close_stdin == Some(true) {
             result
@@ -228,15 +225,15 @@ impl Shellward {
         Ok(result)
     }
 
-    /// `process_list`: the session's processes, running first, then newest first.
-    pub(crate) async fn process_list(
+    /// The `process_list` tool: this session's background processes, running first, then newest first.
+    pub async fn process_list(
         &self,
-        session: Option<&str>,
         _args: ProcessListArgs,
     ) -> Result<ProcessListResult, ToolError> {
-        let list = self.inner.runner.executor.list(
+        let session = self.name();
+        let list = self.sw.inner.runner.executor.list(
             session.map(Session::from).as_ref(),
-            self.inner.limits.list_limit,
+            self.sw.inner.limits.list_limit,
         );
         Ok(ProcessListResult {
             success: true,
@@ -266,16 +263,16 @@ impl Shellward {
     /// `process_signal`: terminate or kill a whole process tree.
     async fn process_signal_now(
         &self,
-        session: Option<&str>,
         args: ProcessSignalArgs,
     ) -> Result<ProcessSignalResult, ToolError> {
+        let session = self.name();
         check_text("process_id", &args.process_id)?;
         let id = args.process_id.trim();
         let kind = match args.signal {
             SignalName::Terminate => SignalKind::Terminate,
             SignalName::Kill => SignalKind::Kill,
         };
-        let process = self.process(session, id);
+        let process = crate::Process::new(&self.sw, session, id);
         let outcome = process.signal(kind).await?;
         let info = process.view()?;
         let (exit_code, signal) = exit_fields(&info.exit);

@@ -16,32 +16,41 @@ use shellward_policy::duration::format_millis;
 use std::sync::Arc;
 use std::time::Duration;
 
-impl Shellward {
-    /// `execute` with [`ExecuteOptions`]: extra environment, a start callback, and the approver of the caller's
-    /// surface (the person at the client), asked first when a policy asks.
-    pub(crate) async fn execute_with(
+impl crate::SessionHandle {
+    /// `execute`: the session's working directory, the policy chain, then the executor, with `options` (extra
+    /// environment, a start callback, the surface's approver, labels, a deadline).
+    ///
+    /// With a `client_token`, the call is idempotent within the session: a retry of the same call (same arguments,
+    /// same extra environment) returns the first call's result with `attached: true` and starts nothing, waiting for
+    /// it when the first call is still running; the token with different arguments is a
+    /// [`ToolErrorKind::Conflict`](crate::ToolErrorKind::Conflict). The first call runs on its own task, so a caller
+    /// that goes away (a dropped connection) does not take the result its retry will ask for with it. A first call
+    /// that fails before it has a result (an error, not a deny) releases the token. Results are kept as long as the
+    /// executor keeps their process (`[executor] retention`).
+    pub async fn execute(
         &self,
-        session: Option<&str>,
         args: ExecuteArgs,
         options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
-        let mut r = self.execute_tokened(session, args, options).await?;
-        self.inner
+        let session = self.name();
+        let mut r = self.execute_tokened(args, options).await?;
+        self.sw
+            .inner
             .runner
             .lead_with_pending_notes(session, &mut r.notes);
         Ok(r)
     }
 
-    /// [`Shellward::execute_with`] but the pending notes: with a client token, the first call's result or an
+    /// [`SessionHandle::execute`](crate::SessionHandle::execute) but the pending notes: with a client token, the first call's result or an
     /// attached retry.
     async fn execute_tokened(
         &self,
-        session: Option<&str>,
         args: ExecuteArgs,
         options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
+        let session = self.name();
         let Some(token) = args.client_token.clone() else {
-            return self.execute_now(session, args, options).await;
+            return self.execute_now(args, options).await;
         };
         check_client_token(&token)?;
         let scope = idempotency::TokenScope {
@@ -50,18 +59,18 @@ impl Shellward {
         };
         let fingerprint = execute_fingerprint(&args, &options.env);
         let this = self.clone();
-        let owned = session.map(str::to_string);
         let once = self
+            .sw
             .inner
             .execute_tokens
             .start_once(
                 scope,
                 &token,
                 fingerprint,
-                |scope, first, age| self.token_expired(scope, first, age),
+                |scope, first, age| self.sw.token_expired(scope, first, age),
                 None,
                 move || async move {
-                    let r = this.execute_now(owned.as_deref(), args, options).await;
+                    let r = this.execute_now(args, options).await;
                     let outcome = r.as_ref().ok().cloned();
                     (r, outcome)
                 },
@@ -69,7 +78,7 @@ impl Shellward {
             .await;
         match once {
             idempotency::Once::Ran(r) => r,
-            idempotency::Once::Attached(first) => Ok(self.attached(first, session, &token)),
+            idempotency::Once::Attached(first) => Ok(self.attached(first, &token)),
             idempotency::Once::Mismatch => Err(ToolError::new(
                 ToolErrorKind::Conflict,
                 format!(
@@ -92,30 +101,9 @@ impl Shellward {
         }
     }
 
-    /// Whether the result a client token names is gone: its process left the executor's registry, or (a deny,
-    /// which has no process) it is older than the executor's retention.
-    fn token_expired(
-        &self,
-        scope: &idempotency::TokenScope,
-        first: &ExecuteResult,
-        age: Duration,
-    ) -> bool {
-        match &first.process_id {
-            Some(id) => self
-                .inner
-                .runner
-                .executor
-                .info(
-                    scope.session.as_deref().map(Session::from).as_ref(),
-                    &ProcessId::from(id.as_str()),
-                )
-                .is_err(),
-            None => age >= self.inner.runner.retention,
-        }
-    }
-
     /// A retry's answer: the first call's result, its process's state brought up to date, marked `attached`.
-    fn attached(&self, first: ExecuteResult, session: Option<&str>, token: &str) -> ExecuteResult {
+    fn attached(&self, first: ExecuteResult, token: &str) -> ExecuteResult {
+        let session = self.name();
         let mut r = first;
         r.attached = true;
         let what = match &r.process_id {
@@ -132,7 +120,7 @@ impl Shellward {
         )];
         if let Some(id) = r.process_id.clone()
             && r.running
-            && let Ok(info) = self.inner.runner.executor.info(
+            && let Ok(info) = self.sw.inner.runner.executor.info(
                 session.map(Session::from).as_ref(),
                 &ProcessId::from(id.as_str()),
             )
@@ -158,24 +146,49 @@ impl Shellward {
     /// `execute` without a client token: the session's working directory, the policies, the executor.
     async fn execute_now(
         &self,
-        session: Option<&str>,
         args: ExecuteArgs,
         options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
+        let session = self.name();
         // The session's working directory, as its last command left it, unless the call names one (which wins for
         // this call and leaves the session's alone). The policies see it in the request.
         let mut args = args;
         let follow = args.workdir.is_none();
-        if follow && let Some(dir) = self.inner.runner.session_dir(session) {
+        if follow && let Some(dir) = self.sw.inner.runner.session_dir(session) {
             args.workdir = Some(dir.display().to_string());
         }
         let mut options = options;
         options.preview |= args.preview == Some(true);
-        let decided =
-            self.inner
-                .decider
-                .decide(session.map(Session::from).as_ref(), &args, &options.env)?;
-        self.run_decided_with(decided, follow, options).await
+        let decided = self.sw.inner.decider.decide(
+            session.map(Session::from).as_ref(),
+            &args,
+            &options.env,
+        )?;
+        self.sw.run_decided_with(decided, follow, options).await
+    }
+}
+
+impl Shellward {
+    /// Whether the result a client token names is gone: its process left the executor's registry, or (a deny,
+    /// which has no process) it is older than the executor's retention.
+    fn token_expired(
+        &self,
+        scope: &idempotency::TokenScope,
+        first: &ExecuteResult,
+        age: Duration,
+    ) -> bool {
+        match &first.process_id {
+            Some(id) => self
+                .inner
+                .runner
+                .executor
+                .info(
+                    scope.session.as_deref().map(Session::from).as_ref(),
+                    &ProcessId::from(id.as_str()),
+                )
+                .is_err(),
+            None => age >= self.inner.runner.retention,
+        }
     }
 
     /// Runs a decided call as `execute` does, `options`' approver asked first when a policy asks (see
@@ -479,7 +492,7 @@ impl Shellward {
         let started = self
             .start_recorded(plan, background, record, session.clone(), Box::new(|_| {}))
             .await?;
-        Ok(self.process(session.as_deref(), started.id.as_str()))
+        Ok(Process::new(self, session.as_deref(), started.id.as_str()))
     }
 
     /// Records a denied decision's audit record (see [`crate::SessionHandle::record_denied`]).
@@ -531,7 +544,7 @@ impl Shellward {
             .executor
             .execute_observed(plan, |id| {
                 *started_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
-                started(self.process(session.as_deref(), id.as_str()))
+                started(Process::new(self, session.as_deref(), id.as_str()))
             })
             .await;
         let record = abandoned.record.take();

@@ -5,7 +5,7 @@ use crate::tools::{
     ChangedCommand, ChangedPath, ChangesListArgs, ChangesListResult, ChangesUndoArgs,
     ChangesUndoResult,
 };
-use crate::{Shellward, ToolError};
+use crate::{SessionHandle, ToolError};
 use shellward_exec::{ProcessId, Session};
 use std::path::Path;
 
@@ -20,13 +20,16 @@ fn relative(path: &Path, base: Option<&Path>) -> String {
         .to_string()
 }
 
-impl Shellward {
-    pub(crate) async fn changes_list(
+impl SessionHandle {
+    /// The `changes_list` tool: this session's commands that changed its workspace, newest first, with what each
+    /// changed.
+    pub async fn changes_list(
         &self,
-        session: Option<&str>,
         args: ChangesListArgs,
     ) -> Result<ChangesListResult, ToolError> {
+        let session = self.name();
         let list = self
+            .sw
             .inner
             .runner
             .executor
@@ -77,22 +80,25 @@ impl Shellward {
         })
     }
 
-    pub(crate) async fn changes_undo(
+    /// The `changes_undo` tool: takes back what one of this session's commands changed (the newest not undone by
+    /// default). Refused ([`ToolErrorKind::Conflict`](crate::ToolErrorKind::Conflict)), with nothing changed, over a
+    /// later change to the same paths (unless forced), for a command already undone and for another session's.
+    pub async fn changes_undo(
         &self,
-        session: Option<&str>,
         args: ChangesUndoArgs,
     ) -> Result<ChangesUndoResult, ToolError> {
+        let session = self.name();
         let session = session.map(Session::from);
-        let executor = &self.inner.runner.executor;
+        let executor = &self.sw.inner.runner.executor;
         let id = args.process_id.as_deref().map(ProcessId::from);
         let done = executor
             .undo(session.as_ref(), id.as_ref(), args.force)
             .await;
         // Every undo asked for is audited, done or refused (what was put back is the workspace's history).
-        if let Some(audit) = &self.inner.audit {
+        if let Some(audit) = &self.sw.inner.audit {
             let mut record = serde_json::json!({
                 "type": "undo",
-                "surface": self.inner.surface,
+                "surface": self.sw.inner.surface,
                 "session": session.as_ref().map(|s| s.as_str()),
                 "process_id": args.process_id,
                 "forced": args.force,

@@ -10,7 +10,7 @@
 mod reviewer;
 
 use crate::tools::{ExecuteResult, PendingApproval};
-use crate::{Decided, Shellward, ToolError, ToolErrorKind};
+use crate::{Decided, ToolError, ToolErrorKind};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -446,7 +446,7 @@ pub(crate) enum Approval {
     Answer(Box<ExecuteResult>),
 }
 
-impl Shellward {
+impl crate::SessionHandle {
     /// Asks about `decided` (an ask): remembered approvals first, then `call`'s approver (the surface's client), then
     /// the operator's, each within the approval's expiry.
     pub(crate) async fn approval(
@@ -455,17 +455,17 @@ impl Shellward {
         follow: bool,
         call: Option<&Arc<dyn Approver>>,
     ) -> Approval {
-        let approvals = &self.inner.approvals;
+        let approvals = &self.sw.inner.approvals;
         if approvals.remembered(decided) {
             self.audit_approval(decided, None, "remembered", "approve", false);
-            self.inner.metrics.approval("remembered");
+            self.sw.inner.metrics.approval("remembered");
             return Approval::Run(
                 "Approved earlier in this session (remembered); not asked again.".into(),
             );
         }
         let mut request = self.approval_request(decided);
         if approvals.preview {
-            request.changes = self.question_preview(decided).await;
+            request.changes = self.sw.inner.runner.question_preview(decided).await;
         }
         let deadline = tokio::time::Instant::now() + approvals.expiry;
         let approvers = call
@@ -499,7 +499,7 @@ impl Shellward {
             }
         }
         self.audit_approval(decided, Some(&request), "nobody", "deny", false);
-        self.inner.metrics.approval("unavailable");
+        self.sw.inner.metrics.approval("unavailable");
         Approval::Answer(Box::new(refused(
             decided,
             format!(
@@ -541,7 +541,7 @@ impl Shellward {
                 .unwrap_or_default(),
             writable: plan.and_then(|p| p.confinement.writable.clone()),
             changes: None,
-            expires_at: SystemTime::now() + self.inner.approvals.expiry,
+            expires_at: SystemTime::now() + self.sw.inner.approvals.expiry,
         }
     }
 
@@ -556,10 +556,10 @@ impl Shellward {
         match answer {
             ApprovalAnswer::Approve { remember } => {
                 if remember {
-                    self.inner.approvals.remember(decided);
+                    self.sw.inner.approvals.remember(decided);
                 }
                 self.audit_approval(decided, Some(request), by, "approve", remember);
-                self.inner.metrics.approval("approved");
+                self.sw.inner.metrics.approval("approved");
                 let kept = if remember {
                     " It is remembered for this session: the same command is not asked about again."
                 } else {
@@ -569,7 +569,7 @@ impl Shellward {
             }
             ApprovalAnswer::Deny { reason } => {
                 self.audit_approval(decided, Some(request), by, "deny", false);
-                self.inner.metrics.approval("denied");
+                self.sw.inner.metrics.approval("denied");
                 let why = reason
                     .filter(|r| !r.trim().is_empty())
                     .map(|r| {
@@ -604,13 +604,13 @@ impl Shellward {
         waiting_on: &str,
     ) -> ExecuteResult {
         self.audit_approval(decided, Some(request), "expiry", "deny", false);
-        self.inner.metrics.approval("expired");
+        self.sw.inner.metrics.approval("expired");
         refused(
             decided,
             format!(
                 "Not run: it needed approval and the {waiting_on} did not answer within {} s, so it was denied and \
                  will not start later. Ask your user to approve it, or to run it themselves: {}",
-                self.inner.approvals.expiry.as_secs(),
+                self.sw.inner.approvals.expiry.as_secs(),
                 request.command
             ),
         )
@@ -618,7 +618,7 @@ impl Shellward {
 
     /// Parks an approval for a later answer; the call answers at once with it pending.
     fn park(&self, request: ApprovalRequest, decided: &Decided, follow: bool) -> Approval {
-        let approvals = &self.inner.approvals;
+        let approvals = &self.sw.inner.approvals;
         let mut pending = approvals.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.retain(|_, p| !p.request.expired());
         let waiting = pending
@@ -655,7 +655,7 @@ impl Shellward {
             )));
         }
         self.audit_approval(decided, Some(&request), "pending", "ask", false);
-        self.inner.metrics.approval("pending");
+        self.sw.inner.metrics.approval("pending");
         let result = pending_result(decided, &request);
         let id = request.id.clone();
         pending.insert(
@@ -673,6 +673,7 @@ impl Shellward {
         tokio::spawn(async move {
             tokio::time::sleep(expiry).await;
             let parked = this
+                .sw
                 .inner
                 .approvals
                 .pending
@@ -681,7 +682,7 @@ impl Shellward {
                 .remove(&id);
             if let Some(p) = parked {
                 this.audit_approval(&p.decided, Some(&p.request), "expiry", "deny", false);
-                this.inner.metrics.approval("expired");
+                this.sw.inner.metrics.approval("expired");
                 this.record_unapproved(&p.decided);
             }
         });
@@ -697,12 +698,12 @@ impl Shellward {
         answer: &str,
         remember: bool,
     ) {
-        let Some(audit) = &self.inner.audit else {
+        let Some(audit) = &self.sw.inner.runner.audit else {
             return;
         };
         audit.record(serde_json::json!({
             "type": "approval",
-            "surface": self.inner.surface,
+            "surface": self.sw.inner.runner.surface,
             "session": decided.session,
             "approval_id": request.map(|r| r.id.as_str()),
             "command": decided.asked,
@@ -852,8 +853,8 @@ impl crate::SessionHandle {
             ));
         };
         if parked.request.expired() {
-            let r = self.sw.expired(&parked.decided, &parked.request, by);
-            self.sw.record_unapproved(&parked.decided);
+            let r = self.expired(&parked.decided, &parked.request, by);
+            self.record_unapproved(&parked.decided);
             return Ok(r);
         }
         if matches!(answer, ApprovalAnswer::Unavailable | ApprovalAnswer::Later) {
@@ -861,17 +862,13 @@ impl crate::SessionHandle {
                 "an answer to an approval is approve or deny".to_string(),
             ));
         }
-        match self
-            .sw
-            .answered(&parked.decided, &parked.request, by, answer)
-        {
+        match self.answered(&parked.decided, &parked.request, by, answer) {
             Approval::Run(note) => {
-                self.sw
-                    .run_approved(parked.decided, parked.follow, note, Box::new(|_| {}))
+                self.run_approved(parked.decided, parked.follow, note, Box::new(|_| {}))
                     .await
             }
             Approval::Answer(r) => {
-                self.sw.record_unapproved(&parked.decided);
+                self.record_unapproved(&parked.decided);
                 Ok(*r)
             }
         }

@@ -126,15 +126,23 @@ impl ShellwardBuilder {
             metrics.clone(),
             cwd_dir.as_ref().map(|d| d.path()),
         );
-        let runner = Runner::new(executor, &self.config, decider.shell_name(), cwd_dir);
+        let runner = Runner::new(
+            executor,
+            &self.config,
+            crate::runner::RunnerParts {
+                audit,
+                surface: self.surface.unwrap_or_else(|| "library".into()),
+                metrics: metrics.clone(),
+                shell_name: decider.shell_name(),
+                cwd_dir,
+            },
+        );
         Ok(Shellward {
             inner: Arc::new(Inner {
                 decider,
-                runner,
+                runner: Arc::new(runner),
                 approvals,
                 metrics,
-                audit,
-                surface: self.surface.unwrap_or_else(|| "library".into()),
                 limits: self.config.tools.clone(),
                 execute_tokens: idempotency::TokenIndex::new(MAX_CLIENT_TOKENS),
             }),

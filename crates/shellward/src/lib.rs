@@ -114,14 +114,11 @@ struct Inner {
     /// The deciding half: arguments → request → chain → plan.
     decider: Decider,
     /// The running half's state: the executor, sessions' directories and pending notes.
-    runner: runner::Runner,
+    runner: Arc<runner::Runner>,
     /// Commands the policies ask about: who answers, how long they may take, those waiting and remembered.
     approvals: approval::Approvals,
     /// Counters both halves add to (shared with the decider).
     metrics: Arc<metrics::Metrics>,
-    audit: Option<audit::AuditLog>,
-    /// The surface this instance serves (`serve`, `mcp`, `run`, `library`), for the audit log.
-    surface: String,
     limits: ToolLimits,
     /// `execute` results by client token (idempotent starts).
     execute_tokens: idempotency::TokenIndex<ExecuteResult>,
@@ -295,7 +292,7 @@ impl Shellward {
         // Nothing runs any more that could write there.
         self.inner.runner.remove_cwd_dir();
         // Ends of processes stopped by the shutdown are recorded by their waiters: wait for them (bounded), then flush.
-        if let Some(audit) = &self.inner.audit {
+        if let Some(audit) = &self.inner.runner.audit {
             let left = audit.ends_written(END_RECORDS_LIMIT).await;
             if left > 0 {
                 tracing::warn!(

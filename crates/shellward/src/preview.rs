@@ -159,7 +159,7 @@ impl PreviewReport {
 /// Most changed paths listed with a question (the summary counts them all).
 const QUESTION_PATHS: usize = 20;
 
-impl crate::Shellward {
+impl crate::runner::Runner {
     /// The change set an asked command would make, for its question (`[approvals] preview`): its summary and up to
     /// [`QUESTION_PATHS`] changed paths, relative to where it runs; `None` where this host cannot preview, or the
     /// plan's writes are not confined. A preview that fails to run says so instead.
@@ -167,12 +167,12 @@ impl crate::Shellward {
         let crate::Verdict::Ask { plan, .. } = decided.verdict().clone() else {
             return None;
         };
-        let executor = &self.inner.runner.executor;
+        let executor = &self.executor;
         if executor.preview_support().is_err() || plan.confinement.writable.is_none() {
             return None;
         }
         let mut plan = plan;
-        plan.workdir = self.inner.runner.workdir_of(&plan);
+        plan.workdir = self.workdir_of(&plan);
         let base = plan.workdir.clone();
         let preview = match executor.preview(plan, &PreviewLimits::default()).await {
             Ok(p) => p,
@@ -212,9 +212,9 @@ impl crate::Shellward {
         plan: ExecPlan,
         notes: Vec<String>,
     ) -> Result<ExecuteResult, ToolError> {
-        let executor = &self.inner.runner.executor;
+        let executor = &self.executor;
         let mut plan = plan;
-        plan.workdir = self.inner.runner.workdir_of(&plan);
+        plan.workdir = self.workdir_of(&plan);
         let base = plan.workdir.clone();
         let command = plan.command.clone();
         let timeout = plan.timeout;

@@ -1,16 +1,16 @@
-//! What the facade writes to the audit log: a decision record (with the request, for replays) and how a started
-//! process ended.
+//! The audit log's decision record (with the request, for replays, and the chain that decided); how a started
+//! process ended is the runner's to record ([`crate::runner::Runner::audit_end`]).
 
-use crate::shape::exit_fields;
-use crate::{Decided, Shellward, audit};
+use crate::{Decided, audit};
 use serde_json::Value;
-use shellward_exec::{ExecResult, OnTimeout, ReadOptions, Session};
+use shellward_exec::OnTimeout;
 use shellward_policy::Outcome;
 
-impl Shellward {
+impl crate::SessionHandle {
     /// The audit record of a decision (the process id is added once it started).
     pub(crate) fn decision_record(&self, decided: &Decided) -> Value {
         let policies: Vec<Value> = self
+            .sw
             .policies()
             .summaries()
             .iter()
@@ -25,7 +25,7 @@ impl Shellward {
         let mut record = serde_json::json!({
             "type": "decision",
             "v": audit::RECORD_VERSION,
-            "surface": self.inner.surface,
+            "surface": self.sw.inner.runner.surface,
             "session": decided.session,
             "tool": "execute",
             "command": decided.asked,
@@ -66,93 +66,5 @@ impl Shellward {
             _ => record["outcome"] = "deny".into(),
         }
         record
-    }
-
-    /// Records how a started process ended: now when it already has, otherwise when it does (on a task of its own).
-    pub(crate) fn audit_end(&self, r: &ExecResult, session: Option<String>) {
-        let Some(audit) = &self.inner.audit else {
-            return;
-        };
-        let include_output = audit.include_output;
-        if !r.running {
-            let (code, signal) = exit_fields(&r.exit);
-            let mut record = serde_json::json!({
-                "type": "end",
-                "surface": self.inner.surface,
-                "session": session,
-                "process_id": r.id.as_str(),
-                "exit_code": code,
-                "signal": signal,
-                "timed_out": r.timed_out,
-                "duration_ms": r.wall_ms,
-                "output_bytes": r.output.total_bytes,
-                "leftover_processes": r.leftover_processes,
-            });
-            // What the sandbox refused it, as it saw it (not read from the output).
-            if !r.refused_sockets.is_empty() {
-                record["refused_sockets"] = serde_json::json!(r.refused_sockets);
-            }
-            if r.refused_unix_datagram {
-                record["refused_unix_datagram"] = true.into();
-            }
-            if !r.refused_writes.is_empty() {
-                record["refused_writes"] = serde_json::json!(r.refused_writes);
-            }
-            if !r.refused_network.is_empty() {
-                record["refused_network"] = serde_json::json!(r.refused_network);
-            }
-            if include_output {
-                record["output"] = serde_json::json!(r.output.text);
-            }
-            audit.record(record);
-            return;
-        }
-        let this = self.clone();
-        let id = r.id.clone();
-        let (started, before) = (std::time::Instant::now(), r.wall_ms);
-        let pending = audit.end_pending();
-        tokio::spawn(async move {
-            let _pending = pending;
-            let exec_session = session.as_deref().map(Session::from);
-            let Ok(info) = this
-                .inner
-                .runner
-                .executor
-                .wait_exit(exec_session.as_ref(), &id)
-                .await
-            else {
-                return;
-            };
-            let (code, signal) = exit_fields(&info.exit);
-            let mut record = serde_json::json!({
-                "type": "end",
-                "surface": this.inner.surface,
-                "session": session,
-                "process_id": id.as_str(),
-                "exit_code": code,
-                "signal": signal,
-                "timed_out": false,
-                "duration_ms": before + started.elapsed().as_millis() as u64,
-                "output_bytes": info.output_bytes,
-            });
-            if include_output
-                && let Ok(read) = this
-                    .inner
-                    .runner
-                    .executor
-                    .read_output(
-                        exec_session.as_ref(),
-                        &id,
-                        &ReadOptions::view().max_bytes(64 * 1024),
-                    )
-                    .await
-                && let Some(view) = read.view
-            {
-                record["output"] = serde_json::json!(view.text);
-            }
-            if let Some(audit) = &this.inner.audit {
-                audit.record(record);
-            }
-        });
     }
 }

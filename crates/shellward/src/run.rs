@@ -1,18 +1,15 @@
-//! Running what was decided: `execute` (with idempotent client tokens and the session's working directory), a
-//! foreground or background run shaped for the model, a tracked start for hosts that stream (`shellward run`,
-//! Coder's routes), and the audit record and metrics of every start and every deny.
+//! What a [`crate::SessionHandle`] does with a call: `execute` (idempotent client tokens, the session's working
+//! directory), then the verdict — a deny recorded and answered, an ask to the approvers, a run or a preview handed to
+//! the [`crate::runner::Runner`] — and a tracked start for hosts that stream (`shellward run`, Coder's routes). The
+//! running itself (the executor, the records, the shaped result) is the runner's.
 
 use crate::approval::{Approval, Approver};
 use crate::decide::check_text;
 use crate::note::{Note, NoteKind};
-use crate::shape::{exit_fields, read_cwd_file, shape_execute};
+use crate::shape::exit_fields;
 use crate::tools::{ExecuteArgs, ExecuteResult};
-use crate::{
-    Decided, Process, Shellward, ToolError, ToolErrorKind, Verdict, confinement, idempotency,
-};
-use serde_json::Value;
-use shellward_exec::{ExecError, ExecPlan, ExecResult, ProcessId, ReadOptions, Session};
-use shellward_policy::duration::format_millis;
+use crate::{Decided, Process, ToolError, ToolErrorKind, Verdict, idempotency};
+use shellward_exec::{ExecPlan, ProcessId, Session};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,7 +64,7 @@ impl crate::SessionHandle {
                 scope,
                 &token,
                 fingerprint,
-                |scope, first, age| self.sw.token_expired(scope, first, age),
+                |scope, first, age| self.token_expired(scope, first, age),
                 None,
                 move || async move {
                     let r = this.execute_now(args, options).await;
@@ -164,11 +161,11 @@ impl crate::SessionHandle {
             &args,
             &options.env,
         )?;
-        self.sw.run_decided_with(decided, follow, options).await
+        self.run_decided_with(decided, follow, options).await
     }
 }
 
-impl Shellward {
+impl crate::SessionHandle {
     /// Whether the result a client token names is gone: its process left the executor's registry, or (a deny,
     /// which has no process) it is older than the executor's retention.
     fn token_expired(
@@ -179,6 +176,7 @@ impl Shellward {
     ) -> bool {
         match &first.process_id {
             Some(id) => self
+                .sw
                 .inner
                 .runner
                 .executor
@@ -187,7 +185,7 @@ impl Shellward {
                     &ProcessId::from(id.as_str()),
                 )
                 .is_err(),
-            None => age >= self.inner.runner.retention,
+            None => age >= self.sw.inner.runner.retention,
         }
     }
 
@@ -201,7 +199,7 @@ impl Shellward {
         self.run_decided_with(decided, false, options).await
     }
 
-    /// [`Shellward::run_decided_using`]; with `follow`, a foreground command's last working directory becomes its
+    /// `run_decided_using`; with `follow`, a foreground command's last working directory becomes its
     /// session's (see `ExecPlan::report_cwd`).
     async fn run_decided_with(
         &self,
@@ -217,7 +215,12 @@ impl Shellward {
         if options.preview {
             match decided.verdict().clone() {
                 Verdict::Run { plan, notes } | Verdict::Ask { plan, notes, .. } => {
-                    return self.run_preview(&decided, plan, notes).await;
+                    return self
+                        .sw
+                        .inner
+                        .runner
+                        .run_preview(&decided, plan, notes)
+                        .await;
                 }
                 Verdict::Deny { .. } => {}
             }
@@ -276,7 +279,8 @@ impl Shellward {
         self.run_plan(decided, plan, notes, follow, started).await
     }
 
-    /// Starts a decided plan (a run, or an approved ask) and shapes its result for the model.
+    /// Starts a decided plan through the runner, the decision's audit record made here (it names the chain) and the
+    /// process's handle given to `started` once it runs.
     async fn run_plan(
         &self,
         decided: Decided,
@@ -286,167 +290,29 @@ impl Shellward {
         started: OnStart,
     ) -> Result<ExecuteResult, ToolError> {
         let session = decided.session.clone();
-        let record = self
-            .inner
-            .audit
-            .as_ref()
-            .map(|_| self.decision_record(&decided));
-        let mut plan = plan;
-        let timeout = plan.timeout;
-        // What the executor does with leftovers at the deadline: stop them when the timeout kills.
-        let kills_leftovers = matches!(plan.on_timeout, shellward_exec::OnTimeout::Kill);
-        let command = plan.command.clone();
-        let cwd_file = self.inner.runner.cwd_report_file(follow, &plan);
-        // The executor adds the report at the spawn: the plan (and what process_list shows) stays as approved.
-        plan.report_cwd = cwd_file.clone();
-        let startup = plan.background.then_some(plan.startup_wait).flatten();
-        // Where it runs: the plan's directory, else the executor's default (`[executor] workdir`, `mcp --workdir`),
-        // else this process's own.
-        let workdir = self.inner.runner.workdir_of(&plan);
-        let background = plan.background;
-        let asked = plan.confinement.clone();
-        let interactive = plan.stdin.interactive();
-        let r = self
-            .start_recorded(plan, background, record, session.clone(), started)
-            .await?;
-        let id = r.id.clone();
-        if let Some(file) = cwd_file {
-            if r.running {
-                // Kept running after its timeout: its directory is not the session's; remove the file once it ends.
-                let executor = self.inner.runner.executor.clone();
-                let (id, session) = (id.clone(), session.clone());
-                tokio::spawn(async move {
-                    let _ = executor
-                        .wait_exit(session.as_deref().map(Session::from).as_ref(), &id)
-                        .await;
-                    let _ = std::fs::remove_file(&file);
-                });
-            } else if let Some(dir) = read_cwd_file(&file) {
-                self.inner.runner.set_session_dir(session.clone(), dir);
-            }
-        }
-        let held = r.confinement.clone();
-        let refused_sockets = r.refused_sockets.clone();
-        let refused_datagram = r.refused_unix_datagram;
-        let refused_writes = r.refused_writes.clone();
-        let refused_network = r.refused_network.clone();
-        let exit = r.exit.clone();
-        let unwritable = workdir
-            .as_deref()
-            .and_then(|dir| self.inner.runner.unwritable_note(session.as_deref(), dir));
-        // Put in the background by a policy, not asked for by the caller.
-        let promoted = background && decided.request.background != Some(true);
-        let mut result = shape_execute(
-            r,
-            command,
+        let start = crate::runner::Start {
+            plan,
             notes,
-            timeout,
-            kills_leftovers,
-            interactive,
-            promoted,
-        );
-        if let Some(note) = unwritable {
-            result.notes.insert(0, note);
-        }
-        result.confinement = confinement::line(
-            &asked,
-            &held,
-            &self.inner.runner.deny_read,
-            self.inner.runner.executor.pid_namespaces(),
-        );
-        // What the sandbox saw refused, said whatever the command made of it (one note per kind); else what its
-        // output shows.
-        let seen = [
-            confinement::write_refusal_note(&asked, &refused_writes),
-            confinement::socket_refusal_note(held.network, &refused_sockets),
-            confinement::network_refusal_note(held.network, &asked.allow, &refused_network),
-            refused_datagram.then(|| confinement::datagram_refusal_note(held.network)),
-        ];
-        if seen.iter().any(Option::is_some) {
-            result.notes.extend(seen.into_iter().flatten());
-        } else if !result.success
-            && !result.running
-            && let Some(note) =
-                confinement::refusal_note(&asked, &held, &result.output, workdir.as_deref())
-        {
-            result.notes.push(note);
-        }
-        if interactive {
-            self.first_prompt(
-                &mut result,
-                &id,
-                session.as_deref().map(Session::from).as_ref(),
-            )
-            .await?;
-        }
-        if let Some(window) = startup
-            && !result.running
-        {
-            result.notes.push(Note::new(
-                NoteKind::Background,
-                format!(
-                    "It exited during start-up (within {}) with {exit}, so it is not running in the background; \
-                     its output is above.",
-                    format_millis(window.as_millis() as u64)
-                ),
-            ));
-        }
-        Ok(result)
-    }
-
-    /// An interactive start: waits until the program's output goes quiet (its prompt) or it exits, and puts that
-    /// output in the result with how to answer it.
-    async fn first_prompt(
-        &self,
-        result: &mut ExecuteResult,
-        id: &ProcessId,
-        session: Option<&Session>,
-    ) -> Result<(), ToolError> {
-        let limits = &self.inner.limits;
-        let read = self
+            session: session.clone(),
+            record: self
+                .sw
+                .inner
+                .runner
+                .audit
+                .as_ref()
+                .map(|_| self.decision_record(&decided)),
+            asked_background: decided.request.background == Some(true),
+            follow,
+        };
+        let sw = self.sw.clone();
+        let on_start = Box::new(move |id: &ProcessId| {
+            started(Process::new(&sw, session.as_deref(), id.as_str()))
+        });
+        self.sw
             .inner
             .runner
-            .executor
-            .read_output(
-                session,
-                id,
-                &ReadOptions::view()
-                    .wait(limits.default_wait)
-                    .until_quiet(limits.default_idle)
-                    .max_bytes(limits.max_read_bytes),
-            )
-            .await?;
-        if let Some(view) = read.view {
-            result.output = view.text;
-            result.output_omitted_bytes = view.omitted_bytes;
-            result.output_total_bytes = view.total_bytes;
-        }
-        result.cursor = read.next_cursor;
-        result.running = read.running;
-        let (exit_code, signal) = exit_fields(&read.exit);
-        result.exit_code = exit_code;
-        result.signal = signal;
-        if read.running {
-            result.success = true;
-            result.notes.push(Note::new(
-                NoteKind::Input,
-                format!(
-                    "Interactive: {id} waits for input. Answer with process_input (process_id {id}, text ending in \
-                     \"\\n\"); close_stdin ends its input; process_signal stops it."
-                ),
-            ));
-        } else {
-            result.success = exit_code == Some(0);
-            result.background_process_id = None;
-            result.notes.push(Note::new(
-                NoteKind::Input,
-                format!(
-                    "It ended before any input was written ({}); its output is above.",
-                    read.exit
-                ),
-            ));
-        }
-        Ok(())
+            .run_plan(start, &self.sw.inner.limits, on_start)
+            .await
     }
 
     /// A tracked start (see [`crate::SessionHandle::start`]): when a policy asks, the options' approver (the
@@ -481,7 +347,9 @@ impl Shellward {
             }
         };
         let record = self
+            .sw
             .inner
+            .runner
             .audit
             .as_ref()
             .map(|_| self.decision_record(&decided));
@@ -490,144 +358,38 @@ impl Shellward {
         plan.timeout = None;
         plan.startup_wait = None;
         let started = self
+            .sw
+            .inner
+            .runner
             .start_recorded(plan, background, record, session.clone(), Box::new(|_| {}))
             .await?;
-        Ok(Process::new(self, session.as_deref(), started.id.as_str()))
+        Ok(Process::new(
+            &self.sw,
+            session.as_deref(),
+            started.id.as_str(),
+        ))
     }
 
-    /// Records a denied decision's audit record (see [`crate::SessionHandle::record_denied`]).
-    pub(crate) fn record_denied(&self, decided: &Decided) {
+    /// Records a decision the host will not run because the chain denied it: its audit record (the decision's
+    /// metrics were counted when it was decided). A surface that answers a deny itself (Coder's routes) calls this;
+    /// [`SessionHandle::run`](crate::SessionHandle::run), [`SessionHandle::start`](crate::SessionHandle::start) and `execute` do it on their own. Does nothing for a
+    /// decision to run.
+    pub fn record_denied(&self, decided: &Decided) {
         if decided.plan().is_some() {
             return;
         }
-        if let Some(audit) = &self.inner.audit {
+        if let Some(audit) = &self.sw.inner.runner.audit {
             audit.record(self.decision_record(decided));
         }
     }
 
     /// Records the decision of an asked command that was not approved (nothing ran).
     pub(crate) fn record_unapproved(&self, decided: &Decided) {
-        if let Some(audit) = &self.inner.audit {
+        if let Some(audit) = &self.sw.inner.runner.audit {
             let mut record = self.decision_record(decided);
             record["approved"] = false.into();
             audit.record(record);
         }
-    }
-
-    /// Runs a plan on the executor and records it: the decision's audit record (with the process id, or the start
-    /// error), the execute metrics (`background` is the mode the policies decided), and how the process ends.
-    async fn start_recorded(
-        &self,
-        plan: ExecPlan,
-        background: bool,
-        record: Option<Value>,
-        session: Option<String>,
-        started: OnStart,
-    ) -> Result<ExecResult, ExecError> {
-        // A caller that stops waiting (a cancelled call) stops the command (the executor's part); the audit log
-        // still gets the decision, marked cancelled, and a record of the cancel.
-        let started_id = Arc::new(std::sync::Mutex::new(None::<ProcessId>));
-        let mut plan = plan;
-        plan.record = self.inner.runner.workspace_of(&plan);
-        let mut abandoned = Abandoned {
-            sw: self.clone(),
-            record: record.filter(|_| self.inner.audit.is_some()),
-            done: false,
-            foreground: !plan.background,
-            id: started_id.clone(),
-            session: session.clone(),
-            command: plan.command.clone(),
-        };
-        let r = self
-            .inner
-            .runner
-            .executor
-            .execute_observed(plan, |id| {
-                *started_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
-                started(Process::new(self, session.as_deref(), id.as_str()))
-            })
-            .await;
-        let record = abandoned.record.take();
-        abandoned.done = true;
-        if let (Some(audit), Some(mut record)) = (&self.inner.audit, record) {
-            match &r {
-                Ok(r) => record["process_id"] = serde_json::json!(r.id.as_str()),
-                Err(e) => record["error"] = serde_json::json!(e.to_string()),
-            }
-            audit.record(record);
-        }
-        let r = r?;
-        self.inner
-            .metrics
-            .execute(background, r.spawn_micros, r.timed_out);
-        self.audit_end(&r, session);
-        Ok(r)
-    }
-}
-
-/// When the call that started a foreground run is dropped before the run ended (a cancelled MCP call, a cancelled
-/// task, a client gone): the audit log gets its decision, marked `cancelled`, and a `cancel` record naming the process
-/// and what became of it; when the operator keeps such runs (`[tools] on_cancel = "background"`), the session's next
-/// answer says it runs on. (The executor stops or keeps the process itself.)
-struct Abandoned {
-    sw: Shellward,
-    /// The decision record when there is an audit log, taken when the run ends normally.
-    record: Option<Value>,
-    /// Set when the run ended normally: nothing to do then.
-    done: bool,
-    /// A foreground run (a background start dropped during its start-up wait runs on anyway).
-    foreground: bool,
-    id: Arc<std::sync::Mutex<Option<ProcessId>>>,
-    session: Option<String>,
-    command: String,
-}
-
-impl Drop for Abandoned {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let id = self
-            .id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .map(|id| id.as_str().to_string());
-        let kept = !self.foreground || self.sw.inner.runner.keep_cancelled;
-        if self.foreground
-            && kept
-            && let Some(id) = &id
-        {
-            let note = crate::Note::new(
-                crate::NoteKind::Background,
-                format!(
-                    "{id} (`{}`) keeps running in the background: the call that started it was cancelled. Read its \
-                     output with process_output; process_signal stops it.",
-                    self.command
-                ),
-            );
-            self.sw
-                .inner
-                .runner
-                .add_pending_note(self.session.as_deref(), note);
-        }
-        let (Some(mut record), Some(audit)) = (self.record.take(), &self.sw.inner.audit) else {
-            return;
-        };
-        record["process_id"] = serde_json::json!(id);
-        record["cancelled"] = serde_json::json!(true);
-        audit.record(record);
-        audit.record(serde_json::json!({
-            "type": "cancel",
-            "surface": self.sw.inner.surface,
-            "session": self.session,
-            "process_id": id,
-            "action": if kept {
-                "kept: the caller stopped waiting (a cancelled call); the process runs on in the background"
-            } else {
-                "stopped: the caller stopped waiting (a cancelled call); the process tree is terminated"
-            },
-        }));
     }
 }
 

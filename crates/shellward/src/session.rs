@@ -56,7 +56,7 @@ impl SessionHandle {
         options: ExecuteOptions,
     ) -> Result<ExecuteResult, ToolError> {
         self.check_owner(&decided)?;
-        self.sw.run_decided_using(decided, options).await
+        self.run_decided_using(decided, options).await
     }
 
     /// Starts what [`SessionHandle::decide`] decided, tracked in the background, and returns its handle at once, for
@@ -71,15 +71,7 @@ impl SessionHandle {
         options: ExecuteOptions,
     ) -> Result<Process, ToolError> {
         self.check_owner(&decided)?;
-        self.sw.start_tracked_with(decided, options).await
-    }
-
-    /// Records a decision the host will not run because the chain denied it: its audit record (the decision's
-    /// metrics were counted when it was decided). A surface that answers a deny itself (Coder's routes) calls this;
-    /// [`SessionHandle::run`], [`SessionHandle::start`] and `execute` do it on their own. Does nothing for a
-    /// decision to run.
-    pub fn record_denied(&self, decided: &Decided) {
-        self.sw.record_denied(decided)
+        self.start_tracked_with(decided, options).await
     }
 
     /// Runs a tool by wire name with JSON arguments and returns its JSON result (what the HTTP API answers).

@@ -95,10 +95,10 @@ impl SessionHandle {
             .undo(session.as_ref(), id.as_ref(), args.force)
             .await;
         // Every undo asked for is audited, done or refused (what was put back is the workspace's history).
-        if let Some(audit) = &self.sw.inner.audit {
+        if let Some(audit) = &self.sw.inner.runner.audit {
             let mut record = serde_json::json!({
                 "type": "undo",
-                "surface": self.sw.inner.surface,
+                "surface": self.sw.inner.runner.surface,
                 "session": session.as_ref().map(|s| s.as_str()),
                 "process_id": args.process_id,
                 "forced": args.force,

@@ -1,5 +1,5 @@
 //! A tool call and its result as types: [`ToolCall`] is parsed once from a wire name and JSON arguments,
-//! [`ToolOutput`] is what [`Shellward::call_tool`](crate::Shellward::call_tool) returns, and each surface renders it
+//! [`ToolOutput`] is what [`SessionHandle::call_tool`](crate::SessionHandle::call_tool) returns, and each surface renders it
 //! (MCP: the model's text and the structured result; HTTP: the JSON).
 
 use super::{

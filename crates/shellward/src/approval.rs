@@ -357,6 +357,18 @@ struct Parked {
 }
 
 impl Approvals {
+    /// The parked approvals (a poisoned lock is taken as it is: the map stays consistent per entry).
+    fn parked(&self) -> std::sync::MutexGuard<'_, HashMap<ApprovalId, Parked>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The commands each session remembers as approved.
+    fn remembered_calls(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<Option<String>, HashMap<String, String>>> {
+        self.remembered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Approvals with these approvers, time to answer and operator allow-list.
     pub(crate) fn new(
         approvers: Vec<Arc<dyn Approver>>,
@@ -383,9 +395,7 @@ impl Approvals {
     fn remembered(&self, decided: &Decided) -> bool {
         self.allowed.contains(&decided.request.command)
             || self
-                .remembered
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .remembered_calls()
                 .get(&decided.session)
                 .is_some_and(|calls| {
                     calls.contains_key(&remember_key(decided, &self.default_workdir))
@@ -393,7 +403,7 @@ impl Approvals {
     }
 
     fn remember(&self, decided: &Decided) {
-        let mut all = self.remembered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = self.remembered_calls();
         let calls = all.entry(decided.session.clone()).or_default();
         if calls.len() < MAX_REMEMBERED_PER_SESSION {
             calls.insert(
@@ -619,7 +629,7 @@ impl crate::SessionHandle {
     /// Parks an approval for a later answer; the call answers at once with it pending.
     fn park(&self, request: ApprovalRequest, decided: &Decided, follow: bool) -> Approval {
         let approvals = &self.sw.inner.approvals;
-        let mut pending = approvals.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = approvals.parked();
         pending.retain(|_, p| !p.request.expired());
         let waiting = pending
             .values()
@@ -672,14 +682,7 @@ impl crate::SessionHandle {
         let expiry = approvals.expiry;
         tokio::spawn(async move {
             tokio::time::sleep(expiry).await;
-            let parked = this
-                .sw
-                .inner
-                .approvals
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            let parked = this.sw.inner.approvals.parked().remove(&id);
             if let Some(p) = parked {
                 this.audit_approval(&p.decided, Some(&p.request), "expiry", "deny", false);
                 this.sw.inner.metrics.approval("expired");
@@ -767,13 +770,7 @@ impl crate::SessionHandle {
     /// The approvals waiting for an answer in this session, oldest first.
     pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
         let session = self.name();
-        let pending = self
-            .sw
-            .inner
-            .approvals
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let pending = self.sw.inner.approvals.parked();
         let mut list: Vec<ApprovalRequest> = pending
             .values()
             .filter(|p| p.request.session.as_deref() == session && !p.request.expired())
@@ -786,13 +783,7 @@ impl crate::SessionHandle {
     /// The commands this session remembers as approved, sorted.
     pub fn remembered_approvals(&self) -> Vec<String> {
         let session = self.name();
-        let all = self
-            .sw
-            .inner
-            .approvals
-            .remembered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let all = self.sw.inner.approvals.remembered_calls();
         let mut list: Vec<String> = all
             .get(&session.map(str::to_string))
             .map(|calls| calls.values().cloned().collect())
@@ -807,16 +798,8 @@ impl crate::SessionHandle {
         let session = self.name();
         let key = session.map(str::to_string);
         let approvals = &self.sw.inner.approvals;
-        approvals
-            .remembered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
-        approvals
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|_, p| p.request.session != key);
+        approvals.remembered_calls().remove(&key);
+        approvals.parked().retain(|_, p| p.request.session != key);
     }
 
     /// Answers this session's pending approval `id` as `by`: yes runs exactly the plan that was asked about and
@@ -829,13 +812,7 @@ impl crate::SessionHandle {
     ) -> Result<ExecuteResult, ToolError> {
         let session = self.name();
         let parked = {
-            let mut pending = self
-                .sw
-                .inner
-                .approvals
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut pending = self.sw.inner.approvals.parked();
             match pending.get(&ApprovalId::from(id)) {
                 Some(p) if p.request.session.as_deref() == session => {
                     pending.remove(&ApprovalId::from(id))

@@ -428,6 +428,22 @@ const NETWORK_REFUSED: &[&str] = &[
     "EAI_AGAIN",
 ];
 
+/// The refusals the sandbox itself saw during `r` (writes, Unix sockets, network destinations, datagram sockets),
+/// one note per kind, whatever the command made of them; empty when it saw none.
+pub(crate) fn seen_refusal_notes(asked: &Confinement, r: &shellward_exec::ExecResult) -> Vec<Note> {
+    let network = r.confinement.network;
+    [
+        write_refusal_note(asked, &r.refused_writes),
+        socket_refusal_note(network, &r.refused_sockets),
+        network_refusal_note(network, &asked.allow, &r.refused_network),
+        r.refused_unix_datagram
+            .then(|| datagram_refusal_note(network)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// The note for Unix sockets the sandbox saw refused (`ExecResult::refused_sockets`: not the session's own) under
 /// `network`; `None` when there were none.
 pub(crate) fn socket_refusal_note(network: Network, refused: &[PathBuf]) -> Option<Note> {

@@ -28,8 +28,8 @@ pub struct SandboxProbe {
     /// The confined probe: whether the executor reported writes confined, and what it printed (its network namespace,
     /// then `written` or `refused` for a write outside its writable directory); or why it could not start.
     pub confined: Result<(bool, String), String>,
-    /// The confined probe ran and its write outside its writable directory did not land (the file is absent after
-    /// it): what the file system shows, whatever the probe printed.
+    /// The confined probe ran to its end and its write outside its writable directory did not land (the file is
+    /// absent after it): what the file system shows, whatever the probe printed.
     pub outside_write_refused: bool,
     /// The confined probe's write outside its directory was seen refused by the sandbox itself
     /// (`ExecResult::refused_writes` named it): refused writes are named to the agent as they happen. False where
@@ -89,7 +89,9 @@ impl SandboxProbe {
             Ok(c) => {
                 writes_seen =
                     c.confinement.writes_watched && c.refused_writes == [probe_file.clone()];
-                outside_write_refused = !probe_file.exists();
+                // It ran to its end (it exits 0 either way) and its write did not land.
+                outside_write_refused =
+                    c.exit == shellward_exec::ExitState::Code(0) && !probe_file.exists();
                 Ok((c.confinement.writes, c.output.text))
             }
             Err(e) => Err(e.to_string()),

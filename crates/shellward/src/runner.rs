@@ -68,7 +68,7 @@ pub(crate) struct RunnerParts<'a> {
     /// The surface this instance serves, for the audit log.
     pub(crate) surface: String,
     /// The counters the deciding half adds to as well.
-    pub(crate) metrics: std::sync::Arc<crate::metrics::Metrics>,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// The name of the executor's shell (`sh`, `bash`, ...): whether `trap … EXIT` reports a command's directory.
     pub(crate) shell_name: &'a str,
     /// Where commands report their last working directory.
@@ -83,7 +83,7 @@ pub(crate) struct Runner {
     /// The surface this instance serves (`serve`, `mcp`, `run`, `library`), for the audit log.
     pub(crate) surface: String,
     /// Counters of starts and approvals (shared with the deciding half).
-    pub(crate) metrics: std::sync::Arc<crate::metrics::Metrics>,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// How long output is drained after a command's leader exits (`[executor] drain`).
     pub(crate) drain: Duration,
     /// How long the executor keeps an exited process (`[executor] retention`): how long a token's deny is kept.
@@ -151,7 +151,7 @@ impl Runner {
         Some(root)
     }
 
-    /// A runner over `executor`; `shell_name` is the shell's program name (`sh`, `bash`, …).
+    /// A runner over `executor`, configured by `config`, with the audit log, metrics and report directory of `parts`.
     pub(crate) fn new(executor: Executor, config: &crate::Config, parts: RunnerParts) -> Runner {
         Runner {
             executor,
@@ -323,15 +323,13 @@ impl Runner {
         on_start: Box<dyn FnOnce(&ProcessId) + Send>,
     ) -> Result<ExecuteResult, ToolError> {
         let Start {
-            plan,
+            mut plan,
             notes,
             session,
             record,
             asked_background,
             follow,
         } = start;
-
-        let mut plan = plan;
         let timeout = plan.timeout;
         // What the executor does with leftovers at the deadline: stop them when the timeout kills.
         let kills_leftovers = matches!(plan.on_timeout, shellward_exec::OnTimeout::Kill);
@@ -351,25 +349,11 @@ impl Runner {
             .await?;
         let id = r.id.clone();
         if let Some(file) = cwd_file {
-            if r.running {
-                // Kept running after its timeout: its directory is not the session's; remove the file once it ends.
-                let executor = self.executor.clone();
-                let (id, session) = (id.clone(), session.clone());
-                tokio::spawn(async move {
-                    let _ = executor
-                        .wait_exit(session.as_deref().map(Session::from).as_ref(), &id)
-                        .await;
-                    let _ = std::fs::remove_file(&file);
-                });
-            } else if let Some(dir) = read_cwd_file(&file) {
-                self.set_session_dir(session.clone(), dir);
-            }
+            self.follow_reported_dir(file, &r, &session);
         }
         let held = r.confinement.clone();
-        let refused_sockets = r.refused_sockets.clone();
-        let refused_datagram = r.refused_unix_datagram;
-        let refused_writes = r.refused_writes.clone();
-        let refused_network = r.refused_network.clone();
+        // What the sandbox saw refused, said whatever the command made of it (one note per kind).
+        let seen = confinement::seen_refusal_notes(&asked, &r);
         let exit = r.exit.clone();
         let unwritable = workdir
             .as_deref()
@@ -394,16 +378,9 @@ impl Runner {
             &self.deny_read,
             self.executor.pid_namespaces(),
         );
-        // What the sandbox saw refused, said whatever the command made of it (one note per kind); else what its
-        // output shows.
-        let seen = [
-            confinement::write_refusal_note(&asked, &refused_writes),
-            confinement::socket_refusal_note(held.network, &refused_sockets),
-            confinement::network_refusal_note(held.network, &asked.allow, &refused_network),
-            refused_datagram.then(|| confinement::datagram_refusal_note(held.network)),
-        ];
-        if seen.iter().any(Option::is_some) {
-            result.notes.extend(seen.into_iter().flatten());
+        // What the sandbox saw refused; else what the output shows.
+        if !seen.is_empty() {
+            result.notes.extend(seen);
         } else if !result.success
             && !result.running
             && let Some(note) =
@@ -433,6 +410,25 @@ impl Runner {
             ));
         }
         Ok(result)
+    }
+
+    /// The directory a finished foreground command reported (`file`) becomes its session's; a command kept running
+    /// after its timeout is not the session's: its report file is removed once it ends.
+    fn follow_reported_dir(&self, file: PathBuf, r: &ExecResult, session: &Option<String>) {
+        if !r.running {
+            if let Some(dir) = read_cwd_file(&file) {
+                self.set_session_dir(session.clone(), dir);
+            }
+            return;
+        }
+        let executor = self.executor.clone();
+        let (id, session) = (r.id.clone(), session.clone());
+        tokio::spawn(async move {
+            let _ = executor
+                .wait_exit(session.as_deref().map(Session::from).as_ref(), &id)
+                .await;
+            let _ = std::fs::remove_file(&file);
+        });
     }
 
     /// An interactive start: waits until the program's output goes quiet (its prompt) or it exits, and puts that
